@@ -1,0 +1,130 @@
+"""Content-addressed measurement cache: npz (allow_pickle=False) with an embedded digest, atomic writes.
+
+Key = hash of (metric name + version, case fingerprint — video/reference/sidecar bytes, annotations, text —,
+alignment, measurement params, model ids and revisions). Each entry is one ``.npz`` file holding the
+measurement's arrays, its JSON-able values under ``__meta__`` and a sha256 over both under
+``__digest__``. A file that fails to load or whose digest does not match is reported and recomputed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+_META = "__meta__"
+_DIGEST = "__digest__"
+
+
+def cache_key(parts: Mapping[str, Any]) -> str:
+    """Stable sha256 of a JSON-able mapping."""
+    blob = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def _digest(arrays: Mapping[str, np.ndarray], meta_bytes: bytes) -> str:
+    h = hashlib.sha256(meta_bytes)
+    for k in sorted(arrays):
+        a = np.ascontiguousarray(arrays[k])
+        h.update(k.encode())
+        h.update(str(a.dtype).encode())
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def split_measurement(m: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Arrays go to the npz; everything else must be JSON-able and goes to ``__meta__``."""
+    arrays, meta = {}, {}
+    for k, v in m.items():
+        if k in (_META, _DIGEST):
+            raise ValueError(f"measurement key {k!r} is reserved")
+        if isinstance(v, np.ndarray):
+            if v.dtype == object:
+                raise TypeError(f"measurement {k!r}: object arrays are not cacheable (no pickle)")
+            arrays[k] = v
+        else:
+            meta[k] = v
+    return arrays, meta
+
+
+class MeasurementCache:
+    """Get-or-compute store for measurements, safe under concurrent writers and kill -9."""
+
+    def __init__(self, root: Path | str, enabled: bool = True):
+        self.root = Path(root)
+        self.enabled = enabled
+        self.hits = 0
+        self.misses = 0
+        self.corrupt = 0
+
+    def path_for(self, metric: str, key: str) -> Path:
+        return self.root / metric / key[:2] / f"{key}.npz"
+
+    def load(self, metric: str, key: str) -> dict[str, Any] | None:
+        p = self.path_for(metric, key)
+        if not p.exists():
+            return None
+        try:
+            with np.load(p, allow_pickle=False) as z:
+                data = {k: z[k] for k in z.files}
+            meta_bytes = data.pop(_META).tobytes()
+            digest = bytes(data.pop(_DIGEST).tobytes()).decode()
+            if digest != _digest(data, meta_bytes):
+                raise ValueError("digest mismatch")
+            meta = json.loads(meta_bytes)
+        except Exception as e:  # corrupt zip, missing keys, tampered bytes: all mean "recompute"
+            self.corrupt += 1
+            log.warning("cache entry %s is corrupt or tampered (%s); recomputing", p, e)
+            try:
+                p.unlink()
+            except OSError:
+                pass
+            return None
+        return {**meta, **data}
+
+    def store(self, metric: str, key: str, measurement: Mapping[str, Any]) -> None:
+        arrays, meta = split_measurement(measurement)
+        meta_bytes = json.dumps(meta, sort_keys=True, allow_nan=True).encode()
+        payload = dict(arrays)
+        payload[_META] = np.frombuffer(meta_bytes, dtype=np.uint8)
+        payload[_DIGEST] = np.frombuffer(_digest(arrays, meta_bytes).encode(), dtype=np.uint8)
+        p = self.path_for(metric, key)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-", suffix=".npz")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, **payload)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, p)  # atomic publish: readers see the old entry or the whole new one
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+    def get_or_compute(self, metric: str, key: str, compute: Callable[[], Mapping[str, Any]]) -> tuple[dict[str, Any], bool]:
+        """Return (measurement, hit). Round-trips fresh results through the same encoding as cached ones."""
+        if self.enabled:
+            got = self.load(metric, key)
+            if got is not None:
+                self.hits += 1
+                return got, True
+        self.misses += 1
+        m = dict(compute())
+        if not self.enabled:
+            return m, False
+        self.store(metric, key, m)
+        arrays, meta = split_measurement(m)
+        # scoring must see exactly what a later cache hit would see (JSON turns tuples into lists, …)
+        return {**json.loads(json.dumps(meta, allow_nan=True)), **arrays}, False

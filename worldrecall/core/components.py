@@ -1,0 +1,156 @@
+"""Base classes for what plugins register: loaders, aligners, metrics, aggregators.
+
+The core only ever reads the class-level metadata declared here; it never special-cases a benchmark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from worldrecall.core.data import Alignment, Case, CaseError, ScoreRow
+    from worldrecall.core.judges import JudgeHub
+    from worldrecall.core.models import ModelHub
+    from worldrecall.core.video import VideoPool
+
+
+@dataclass
+class LoadRequest:
+    """What a loader is asked to load: a dataset root, one generations folder per model, options."""
+
+    data_root: Path
+    generations: dict[str, Path]  # model name -> folder (or file) of that model's outputs
+    options: dict[str, Any] = field(default_factory=dict)
+    pool: "VideoPool | None" = None
+
+
+class Loader:
+    """Turns a dataset on disk into :class:`Case` records. Never raises for one bad case."""
+
+    name: ClassVar[str]
+    benchmark: ClassVar[str]
+    description: ClassVar[str] = ""
+
+    def load(self, request: LoadRequest) -> Iterator["Case | CaseError"]:
+        """Yield one Case (or CaseError) per (case id, model)."""
+        raise NotImplementedError
+
+
+class Aligner:
+    """Maps annotations onto the generated video's frame axis."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    defaults: ClassVar[dict[str, Any]] = {}
+
+    def align(self, case: "Case", params: Mapping[str, Any]) -> "Alignment":
+        """Return the case's Alignment; raise CaseFailure with a one-line reason on bad input."""
+        raise NotImplementedError
+
+
+@dataclass
+class MeasureContext:
+    """Everything a metric's measure stage may use besides the case: models, judges, scratch dirs."""
+
+    models: "ModelHub"
+    judges: "JudgeHub | None" = None
+    artifacts_dir: Path | None = None  # per-case artifacts (PLY, PNG) go below here
+    device: str = "cpu"
+    batch_size: int = 8
+
+
+class Metric:
+    """A memory metric with an expensive cached ``measure`` and a cheap pure ``score``.
+
+    Subclasses declare metadata as class attributes and implement both stages. ``params`` change what is
+    measured (part of the cache key); ``thresholds`` only change scoring (sweeping them runs no model).
+    """
+
+    name: ClassVar[str]                      # globally unique, "<benchmark>.<metric>"
+    benchmark: ClassVar[str]
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = ""
+    higher_is_better: ClassVar[bool] = True
+    range: ClassVar[tuple[float, float] | None] = (0.0, 1.0)
+    primary: ClassVar[str] = ""              # the main value in the score dict
+    models: ClassVar[tuple[str, ...]] = ()   # model roles the measure stage needs
+    judges: ClassVar[tuple[str, ...]] = ()   # judge names the measure stage needs
+    params: ClassVar[dict[str, Any]] = {}    # measurement parameters (defaults)
+    thresholds: ClassVar[dict[str, Any]] = {}  # scoring parameters (defaults)
+
+    def __init__(self, params: Mapping[str, Any] | None = None, thresholds: Mapping[str, Any] | None = None):
+        self.params = merge_typed(type(self).params, params or {}, f"{self.name}.params")
+        self.thresholds = merge_typed(type(self).thresholds, thresholds or {}, f"{self.name}.thresholds")
+
+    def measure(self, case: "Case", alignment: "Alignment", ctx: MeasureContext) -> dict[str, Any]:
+        """Run models over the case and return a measurement: numpy arrays and JSON-able values."""
+        raise NotImplementedError
+
+    def score(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> dict[str, float | None]:
+        """Pure: measurement + thresholds -> named values (``primary`` among them)."""
+        raise NotImplementedError
+
+    def cache_params(self, case: "Case", alignment: "Alignment") -> dict[str, Any]:
+        """Extra inputs that change the measurement beyond the case fingerprint and alignment."""
+        return {}
+
+
+class Aggregator:
+    """Pure reduction of score rows into tables."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    defaults: ClassVar[dict[str, Any]] = {}
+
+    def aggregate(self, rows: list["ScoreRow"], params: Mapping[str, Any]) -> dict[str, "pd.DataFrame"]:
+        """Return named tables."""
+        raise NotImplementedError
+
+
+class ConfigTypeError(ValueError):
+    """A config value of the wrong type; the message names the key, the value and the expected type."""
+
+
+def merge_typed(defaults: Mapping[str, Any], overrides: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Merge ``overrides`` into ``defaults``, rejecting unknown keys and values of the wrong type."""
+    out = dict(defaults)
+    for k, v in dict(overrides).items():
+        if k not in defaults:
+            raise ConfigTypeError(f"{where}.{k}: unknown key (known: {', '.join(sorted(defaults)) or 'none'})")
+        out[k] = coerce_like(defaults[k], v, f"{where}.{k}")
+    return out
+
+
+def coerce_like(default: Any, value: Any, where: str) -> Any:
+    """Check ``value`` against the type of ``default`` (ints are accepted for floats)."""
+    if default is None or value is None:
+        return value
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigTypeError(f"{where}: expected a boolean, got {value!r}")
+        return value
+    if isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigTypeError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigTypeError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise ConfigTypeError(f"{where}: expected a string, got {value!r}")
+        return value
+    if isinstance(default, (list, tuple)):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigTypeError(f"{where}: expected a list, got {value!r}")
+        return list(value)
+    if isinstance(default, dict):
+        if not isinstance(value, Mapping):
+            raise ConfigTypeError(f"{where}: expected a mapping, got {value!r}")
+        return dict(value)
+    return value

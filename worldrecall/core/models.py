@@ -1,0 +1,232 @@
+"""Perception backends: specs, the role interfaces metrics program against, and the lazy model hub.
+
+A *role* is what a metric needs (``flow``, ``patch_embedder``, ``depth`` …); a *backend* is a registered
+:class:`ModelSpec` that fills a role. Three kinds exist: ``reference`` (the papers' models, real weights),
+``classical`` (weight-free algorithms) and ``sidecar`` (read what the dataset ships). Config picks one
+backend per role; every score records which one produced it.
+
+Every role method takes frames as uint8 RGB ``[H, W, 3]`` arrays plus keyword-only ``case`` and
+``indices`` (generated-frame indices), so sidecar backends can read the case's files instead of pixels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from worldrecall.core.data import Case
+
+ROLES = {
+    "flow": "dense optical flow between two frames",
+    "patch_embedder": "per-patch embeddings of a frame (DINOv2 x_norm_patchtokens)",
+    "depth": "per-frame depth (relative inverse depth or metric depth)",
+    "segmenter": "text-prompted instance masks with scores",
+    "aesthetic": "LAION aesthetic score per frame (0-10)",
+    "iqa": "no-reference image quality per frame (0-1)",
+    "perceptual": "LPIPS distance between frame pairs",
+    "text_image_reward": "prompt-image reward (ImageReward raw score)",
+    "image_embedder": "global image embedding per frame",
+    "pose": "camera-to-world poses of every generated frame",
+}
+
+KINDS = ("reference", "classical", "sidecar")
+
+
+@dataclass(frozen=True)
+class WeightFile:
+    """One file a reference backend needs, and where it comes from."""
+
+    repo: str                   # HF repo id, or "torchvision", or a URL host
+    filename: str               # path inside the repo / file name in the cache
+    revision: str | None = None
+    sha256: str | None = None
+    size_mb: float | None = None
+    url: str | None = None      # direct URL for non-HF files
+    cache: str = "hf"           # hf | torch_hub | url
+
+
+@dataclass
+class ModelSpec:
+    """A perception backend registered through ``register_models``."""
+
+    name: str
+    role: str
+    kind: str
+    factory: Callable[[Mapping[str, Any]], Any]   # options -> model object implementing the role
+    description: str = ""
+    model_id: str = ""          # e.g. "facebook/dinov2-base"; part of every cache key
+    revision: str = ""
+    weights: list[WeightFile] = field(default_factory=list)
+    licence: str = ""
+    requires: tuple[str, ...] = ()   # importable modules (e.g. "lpips", "pyiqa")
+    defaults: dict[str, Any] = field(default_factory=dict)
+    extra: str | None = None    # pip extra that provides ``requires``
+
+    def identity(self) -> dict[str, str]:
+        return {"name": self.name, "model_id": self.model_id or self.name, "revision": self.revision}
+
+
+class BackendUnavailable(Exception):
+    """A backend that cannot be built here: missing weights (offline) or a missing optional package.
+
+    The metric that needed it is *skipped* with this message; it is never swapped for another backend.
+    """
+
+
+# --- role interfaces (structural; backends need not inherit) ---------------------------------------
+
+
+@dataclass
+class Detection:
+    """One text-prompted instance: a mask at the frame's native size and a confidence."""
+
+    mask: np.ndarray  # bool [H, W]
+    score: float
+    box: tuple[float, float, float, float] | None = None  # xyxy pixels
+
+
+@runtime_checkable
+class FlowModel(Protocol):
+    def flow(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]], *, case: "Case | None" = None,
+             indices: Sequence[tuple[int, int]] | None = None) -> list[np.ndarray]:
+        """Forward flow A->B for each pair, ``[H, W, 2]`` float32 in pixels (x, y)."""
+
+
+@runtime_checkable
+class PatchEmbedder(Protocol):
+    def patch_tokens(self, frames: Sequence[np.ndarray], *, case: "Case | None" = None,
+                     indices: Sequence[int] | None = None) -> np.ndarray:
+        """``[N, P, D]`` float32 patch tokens (layer-normed, not yet L2-normalised)."""
+
+
+@runtime_checkable
+class DepthModel(Protocol):
+    def depth(self, frames: Sequence[np.ndarray], *, case: "Case | None" = None,
+              indices: Sequence[int] | None = None) -> list[np.ndarray]:
+        """One float32 ``[h, w]`` map per frame (at the backend's own resolution)."""
+
+
+@runtime_checkable
+class Segmenter(Protocol):
+    def segment(self, frames: Sequence[np.ndarray], text: str, *, case: "Case | None" = None,
+                indices: Sequence[int] | None = None) -> list[list[Detection]]:
+        """Candidate instances per frame for the text query (all candidates with score > 0)."""
+
+
+@runtime_checkable
+class FrameScorer(Protocol):
+    """aesthetic / iqa roles."""
+
+    def score_frames(self, frames: Sequence[np.ndarray], *, case: "Case | None" = None,
+                     indices: Sequence[int] | None = None) -> np.ndarray:
+        """``[N]`` float scores."""
+
+
+@runtime_checkable
+class PerceptualDistance(Protocol):
+    def distance(self, a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> np.ndarray:
+        """``[N]`` distances between paired frames of equal size."""
+
+
+@runtime_checkable
+class TextImageReward(Protocol):
+    def reward(self, prompt: str, frames: Sequence[np.ndarray]) -> np.ndarray:
+        """``[N]`` raw (standardised) reward of each frame for the prompt."""
+
+
+@runtime_checkable
+class ImageEmbedder(Protocol):
+    def embed(self, frames: Sequence[np.ndarray], *, case: "Case | None" = None,
+              indices: Sequence[int] | None = None) -> np.ndarray:
+        """``[N, D]`` float32 embeddings."""
+
+
+@runtime_checkable
+class PoseEstimator(Protocol):
+    def poses(self, frames: Sequence[np.ndarray], *, case: "Case | None" = None,
+              indices: Sequence[int] | None = None) -> np.ndarray:
+        """``[N, 4, 4]`` camera-to-world (OpenCV axes); translation may be zero when unknown."""
+
+
+class ModelHub:
+    """Builds each configured backend once per run, on first use."""
+
+    def __init__(self, specs: Mapping[str, ModelSpec], selection: Mapping[str, str],
+                 options: Mapping[str, Mapping[str, Any]] | None = None, device: str = "cpu"):
+        self.specs = dict(specs)
+        self.selection = dict(selection)           # role -> spec name
+        self.options = {k: dict(v) for k, v in (options or {}).items()}
+        self.device = device
+        self._built: dict[str, Any] = {}
+        self._errors: dict[str, str] = {}
+        self.forward_seconds: dict[str, float] = {}  # time spent inside backends, by spec name
+
+    def spec_for(self, role: str) -> ModelSpec:
+        name = self.selection.get(role)
+        if not name:
+            raise BackendUnavailable(f"no backend selected for role {role!r} (set models.{role}=<name>)")
+        spec = self.specs.get(name)
+        if spec is None:
+            raise BackendUnavailable(f"unknown backend {name!r} for role {role!r} (see `worldrecall models list`)")
+        if spec.role != role:
+            raise BackendUnavailable(f"backend {name!r} fills role {spec.role!r}, not {role!r}")
+        return spec
+
+    def get(self, role: str) -> Any:
+        spec = self.spec_for(role)
+        if spec.name in self._errors:
+            raise BackendUnavailable(self._errors[spec.name])
+        if spec.name not in self._built:
+            opts = {**spec.defaults, "device": self.device, **self.options.get(spec.name, {})}
+            try:
+                self._built[spec.name] = _Timed(spec.factory(opts), spec.name, self.forward_seconds)
+            except BackendUnavailable as e:
+                self._errors[spec.name] = str(e)
+                raise
+        return self._built[spec.name]
+
+    def backend_names(self, roles: Sequence[str]) -> dict[str, str]:
+        return {r: self.selection.get(r, "") for r in roles}
+
+    def identities(self, roles: Sequence[str]) -> dict[str, dict[str, str]]:
+        return {r: self.spec_for(r).identity() for r in roles}
+
+
+class _Timed:
+    """Proxy that adds the wall time of every public method call to ``forward_seconds``."""
+
+    def __init__(self, inner: Any, name: str, sink: dict[str, float]):
+        self._inner, self._name, self._sink = inner, name, sink
+
+    def __getattr__(self, attr: str) -> Any:
+        val = getattr(self._inner, attr)
+        if attr.startswith("_") or not callable(val):
+            return val
+
+        def call(*a: Any, **k: Any) -> Any:
+            import time
+
+            t0 = time.perf_counter()
+            try:
+                return val(*a, **k)
+            finally:
+                self._sink[self._name] = self._sink.get(self._name, 0.0) + time.perf_counter() - t0
+
+        return call
+
+    @property
+    def inner(self) -> Any:
+        return self._inner
+
+
+def default_cache_dirs() -> dict[str, Path]:
+    """Where prefetched weights live: the standard Hugging Face and torch hub caches."""
+    import os
+
+    hf = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", Path.home() / ".cache/huggingface")) / "hub")
+    torch_home = Path(os.environ.get("TORCH_HOME", Path.home() / ".cache/torch"))
+    return {"hf": hf, "torch_hub": torch_home / "hub" / "checkpoints", "url": torch_home / "hub" / "worldrecall"}

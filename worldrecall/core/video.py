@@ -1,0 +1,231 @@
+"""Video input: mp4/webm/avi files and folders of png/jpg frames, decoded once per run and shared.
+
+Every metric asks the same :class:`Video` object for frames; the first request decodes, later ones
+reuse the array (and the resized views derived from it). :class:`VideoPool` hands out one ``Video``
+per path for the whole run and counts decodes, so "decoded at most once" is measurable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+
+VIDEO_SUFFIXES = {".mp4", ".webm", ".avi", ".mov", ".mkv"}
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg"}
+
+
+class VideoError(Exception):
+    """A video that cannot be read; the message names the file and the problem."""
+
+
+def list_frame_files(folder: Path, suffixes: set[str] = IMAGE_SUFFIXES) -> list[Path]:
+    """Image files of a frame folder, sorted lexicographically (the official convention)."""
+    return sorted(p for p in Path(folder).iterdir() if p.is_file() and p.suffix.lower() in suffixes)
+
+
+def resize_max_side(frame: np.ndarray, max_side: int) -> np.ndarray:
+    """Downsize (never upscale) so the long side is ``max_side``; INTER_AREA, size = Python round(w*s)."""
+    import cv2
+
+    h, w = frame.shape[:2]
+    long_side = max(h, w)
+    if max_side <= 0 or long_side <= max_side:
+        return frame
+    s = max_side / long_side
+    return cv2.resize(frame, (round(w * s), round(h * s)), interpolation=cv2.INTER_AREA)
+
+
+class Video:
+    """A generated or reference video, decoded lazily into an ``[N, H, W, 3]`` uint8 RGB array."""
+
+    def __init__(self, path: Path | str, *, fps: float | None = None, pool: "VideoPool | None" = None):
+        self.path = Path(path)
+        self._fps = fps
+        self._pool = pool
+        self._frames: np.ndarray | None = None
+        self._resized: dict[int, np.ndarray] = {}
+        self._hash: str | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Video({str(self.path)!r})"
+
+    @property
+    def is_frame_folder(self) -> bool:
+        return self.path.is_dir()
+
+    # -- identity -------------------------------------------------------------------------------
+    def content_hash(self) -> str:
+        """sha256 of the file bytes (or of the sorted frame files' names and bytes)."""
+        if self._hash is None:
+            from worldrecall.core.data import file_digest
+
+            if not self.path.exists():
+                raise VideoError(f"{self.path}: does not exist")
+            if self.is_frame_folder:
+                h = hashlib.sha256()
+                for p in list_frame_files(self.path):
+                    h.update(p.name.encode())
+                    h.update(file_digest(p).encode())
+                self._hash = h.hexdigest()
+            else:
+                self._hash = file_digest(self.path)
+        return self._hash
+
+    # -- decoding -------------------------------------------------------------------------------
+    def frames(self) -> np.ndarray:
+        """All frames as ``[N, H, W, 3]`` uint8 RGB (decoded on first call, then shared)."""
+        with self._lock:
+            if self._frames is None:
+                self._frames = self._decode()
+                if self._pool is not None:
+                    self._pool._decoded(self)
+            return self._frames
+
+    def frame(self, i: int) -> np.ndarray:
+        """Frame ``i``, clamped to ``[0, N-1]`` as the official readers do."""
+        fr = self.frames()
+        return fr[min(max(int(i), 0), len(fr) - 1)]
+
+    def resized(self, max_side: int) -> np.ndarray:
+        """All frames downsized so the long side is at most ``max_side`` (computed once per size)."""
+        if max_side not in self._resized:
+            fr = self.frames()
+            if max(fr.shape[1:3]) <= max_side or max_side <= 0:
+                self._resized[max_side] = fr
+            else:
+                self._resized[max_side] = np.stack([resize_max_side(f, max_side) for f in fr])
+        return self._resized[max_side]
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.frames().shape[0])
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(width, height) of the decoded frames."""
+        f = self.frames()
+        return int(f.shape[2]), int(f.shape[1])
+
+    @property
+    def fps(self) -> float | None:
+        if self._fps is None and not self.is_frame_folder and self.path.exists():
+            import cv2
+
+            cap = cv2.VideoCapture(str(self.path))
+            fps = cap.get(cv2.CAP_PROP_FPS)
+            cap.release()
+            self._fps = float(fps) if fps and fps > 0 else None
+        return self._fps
+
+    def release(self) -> None:
+        """Drop decoded frames (the pool calls this when its memory budget is exceeded)."""
+        with self._lock:
+            self._frames = None
+            self._resized.clear()
+
+    @property
+    def nbytes(self) -> int:
+        n = 0 if self._frames is None else self._frames.nbytes
+        return n + sum(a.nbytes for k, a in self._resized.items() if a is not self._frames)
+
+    def _decode(self) -> np.ndarray:
+        p = self.path
+        if not p.exists():
+            raise VideoError(f"{p}: does not exist")
+        if p.is_dir():
+            return _decode_folder(p)
+        if p.stat().st_size == 0:
+            raise VideoError(f"{p}: empty file (0 bytes)")
+        if p.suffix.lower() not in VIDEO_SUFFIXES:
+            raise VideoError(f"{p}: unsupported video type {p.suffix!r}")
+        try:
+            frames = _decode_cv2(p)
+        except VideoError:
+            frames = _decode_pyav(p)  # OpenCV is fastest; PyAV reads some files OpenCV refuses
+        return frames
+
+
+def _decode_cv2(p: Path) -> np.ndarray:
+    import cv2
+
+    cap = cv2.VideoCapture(str(p))
+    if not cap.isOpened():
+        raise VideoError(f"{p}: cannot be opened (corrupt or truncated container?)")
+    out = []
+    while True:
+        ok, fr = cap.read()
+        if not ok:
+            break
+        out.append(cv2.cvtColor(fr, cv2.COLOR_BGR2RGB))
+    cap.release()
+    if not out:
+        raise VideoError(f"{p}: no decodable frames (corrupt or truncated?)")
+    if len({f.shape for f in out}) > 1:
+        raise VideoError(f"{p}: frames change size mid-stream")
+    return np.stack(out)
+
+
+def _decode_pyav(p: Path) -> np.ndarray:
+    import av
+
+    try:
+        with av.open(str(p)) as container:
+            out = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    except Exception as e:  # PyAV raises many error types; all mean "unreadable"
+        raise VideoError(f"{p}: cannot be decoded ({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
+    if not out:
+        raise VideoError(f"{p}: no decodable frames (corrupt or truncated?)")
+    return np.stack(out)
+
+
+def _decode_folder(p: Path) -> np.ndarray:
+    import cv2
+
+    files = list_frame_files(p)
+    if not files:
+        raise VideoError(f"{p}: frame folder has no .png/.jpg/.jpeg files")
+    out = []
+    for f in files:
+        img = cv2.imread(str(f), cv2.IMREAD_COLOR)
+        if img is None:
+            raise VideoError(f"{f}: unreadable image")
+        out.append(cv2.cvtColor(img, cv2.COLOR_BGR2RGB))
+    shapes = {a.shape for a in out}
+    if len(shapes) > 1:
+        first = out[0].shape
+        bad = next(f for f, a in zip(files, out) if a.shape != first)
+        raise VideoError(f"{p}: mixed frame sizes ({first[1]}x{first[0]} vs {bad.name})")
+    return np.stack(out)
+
+
+class VideoPool:
+    """One :class:`Video` per path for a run; frees the least recently decoded ones past a byte budget."""
+
+    def __init__(self, max_bytes: int = 4 << 30):
+        self.max_bytes = max_bytes
+        self._videos: dict[Path, Video] = {}
+        self._lru: OrderedDict[Path, Video] = OrderedDict()
+        self.decode_counts: dict[str, int] = {}
+
+    def get(self, path: Path | str, *, fps: float | None = None) -> Video:
+        key = Path(path).resolve()
+        v = self._videos.get(key)
+        if v is None:
+            v = self._videos[key] = Video(key, fps=fps, pool=self)
+        return v
+
+    def _decoded(self, video: Video) -> None:
+        k = str(video.path)
+        self.decode_counts[k] = self.decode_counts.get(k, 0) + 1
+        self._lru[video.path] = video
+        self._lru.move_to_end(video.path)
+        total = sum(v.nbytes for v in self._lru.values())
+        while total > self.max_bytes and len(self._lru) > 1:
+            _, old = self._lru.popitem(last=False)
+            total -= old.nbytes
+            old.release()

@@ -1,0 +1,1 @@
+"""Built-in aggregators plugin (means, macro averages, bootstrap CIs, paired differences)."""

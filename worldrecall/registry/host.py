@@ -1,0 +1,197 @@
+"""The plugin host: entry-point discovery with per-plugin isolation, allowlist, and name -> component lookup.
+
+Built-in plugins are entry points of the ``worldrecall`` group in our own pyproject, so they take exactly
+the path a third-party plugin takes. A plugin that fails to import (or whose hooks raise) is reported with
+its name and error and skipped; ``WORLDRECALL_STRICT_PLUGINS=1`` turns that into an error.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import logging
+import os
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Iterable, Sequence
+
+import pluggy
+
+from worldrecall.core import hookspecs
+from worldrecall.core.components import Aggregator, Aligner, Loader, Metric
+from worldrecall.core.judges import JudgeSpec
+from worldrecall.core.models import KINDS, ROLES, ModelSpec
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "worldrecall"
+ENV_STRICT = "WORLDRECALL_STRICT_PLUGINS"
+ENV_ALLOW = "WORLDRECALL_PLUGINS"          # comma-separated allowlist; empty string = none
+ENV_BLOCK = "WORLDRECALL_DISABLE_PLUGINS"  # comma-separated blocklist
+
+# hook name -> (component kind, base class or spec type)
+HOOKS: dict[str, tuple[str, type]] = {
+    "register_loaders": ("loader", Loader),
+    "register_aligners": ("aligner", Aligner),
+    "register_metrics": ("metric", Metric),
+    "register_aggregators": ("aggregator", Aggregator),
+    "register_models": ("model", ModelSpec),
+    "register_judges": ("judge", JudgeSpec),
+}
+
+
+class PluginError(Exception):
+    """A plugin problem raised only in strict mode (otherwise reported and skipped)."""
+
+
+@dataclass
+class PluginInfo:
+    name: str
+    distribution: str = ""
+    version: str = ""
+    module: str = ""
+    hooks: list[str] = field(default_factory=list)
+    components: dict[str, list[str]] = field(default_factory=dict)
+    error: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "distribution": self.distribution, "version": self.version,
+                "module": self.module, "hooks": self.hooks, "components": self.components,
+                **({"error": self.error} if self.error else {})}
+
+
+def _env_list(name: str) -> list[str] | None:
+    raw = os.environ.get(name)
+    if raw is None:
+        return None
+    return [x.strip() for x in raw.split(",") if x.strip()]
+
+
+class PluginHost:
+    """Owns the pluggy manager and every registered component, attributed to its plugin."""
+
+    def __init__(self, strict: bool | None = None):
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self.strict = os.environ.get(ENV_STRICT, "") not in ("", "0", "false") if strict is None else strict
+        self.components: dict[str, dict[str, Any]] = {kind: {} for kind, _ in HOOKS.values()}
+        self.owner: dict[tuple[str, str], str] = {}
+        self.plugins: dict[str, PluginInfo] = {}
+        self.failures: list[tuple[str, str]] = []
+
+    # -- discovery ------------------------------------------------------------------------------
+    def load_entry_points(self, allow: Sequence[str] | None = None, block: Sequence[str] = ()) -> None:
+        eps = sorted(md.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+        for ep in eps:
+            if allow is not None and ep.name not in allow:
+                continue
+            if ep.name in block:
+                continue
+            dist = getattr(ep, "dist", None)
+            info = PluginInfo(name=ep.name, module=ep.value,
+                              distribution=dist.metadata["Name"] if dist else "",
+                              version=dist.version if dist else "")
+            try:
+                obj = ep.load()
+            except Exception as e:  # any import-time error: report, skip, keep the CLI alive
+                self._fail(info, f"import failed: {type(e).__name__}: {e}")
+                continue
+            self.add_plugin(obj, info)
+
+    def add_plugin(self, obj: ModuleType | object, info: PluginInfo | None = None) -> None:
+        """Register one plugin object/module and collect its components (used for tests too)."""
+        name = info.name if info else getattr(obj, "__name__", type(obj).__name__)
+        info = info or PluginInfo(name=name, module=getattr(obj, "__name__", ""))
+        if name in self.plugins:
+            self._fail(info, f"plugin name {name!r} is already registered")
+            return
+        try:
+            self.pm.register(obj, name=name)
+            self.pm.check_pending()  # misspelled hook names fail loudly
+        except Exception as e:
+            if self.pm.is_registered(obj):
+                self.pm.unregister(obj)
+            self._fail(info, f"registration failed: {type(e).__name__}: {e}")
+            return
+        info.hooks = sorted(h.name for h in self.pm.get_hookcallers(obj) or [])
+        self.plugins[name] = info
+        for hook in info.hooks:
+            kind, typ = HOOKS[hook]
+            impl = next(i for i in getattr(self.pm.hook, hook).get_hookimpls() if i.plugin is obj)
+            staged: list[Any] = []
+            try:
+                impl.function(**{a: staged.append for a in impl.argnames})
+            except Exception as e:
+                self._fail(info, f"{hook} raised {type(e).__name__}: {e}")
+                continue
+            for comp in staged:
+                self._add_component(info, kind, typ, comp)
+
+    def _add_component(self, info: PluginInfo, kind: str, typ: type, comp: Any) -> None:
+        ok = isinstance(comp, typ) or (isinstance(comp, type) and issubclass(comp, typ))
+        cname = getattr(comp, "name", None)
+        if not ok or not cname:
+            self._fail(info, f"registered a {kind} that is not a named {typ.__name__}: {comp!r}")
+            return
+        if kind == "model" and (comp.role not in ROLES or comp.kind not in KINDS):
+            self._fail(info, f"model {cname!r}: unknown role {comp.role!r} or kind {comp.kind!r}")
+            return
+        prev = self.owner.get((kind, cname))
+        if prev is not None:
+            self._fail(info, f"{kind} name collision: {cname!r} is registered by plugin {prev!r} "
+                             f"and again by plugin {info.name!r}; the second registration is rejected")
+            return
+        self.components[kind][cname] = comp
+        self.owner[(kind, cname)] = info.name
+        info.components.setdefault(kind, []).append(cname)
+
+    def _fail(self, info: PluginInfo, msg: str) -> None:
+        info.error = msg if not info.error else f"{info.error}; {msg}"
+        self.failures.append((info.name, msg))
+        if info.name not in self.plugins:
+            self.plugins[info.name] = info
+        if self.strict:
+            raise PluginError(f"plugin {info.name!r}: {msg}")
+        log.warning("plugin %r skipped: %s", info.name, msg)
+
+    # -- lookup ---------------------------------------------------------------------------------
+    def get(self, kind: str, name: str) -> Any:
+        try:
+            return self.components[kind][name]
+        except KeyError:
+            known = ", ".join(sorted(self.components[kind])) or "none"
+            raise KeyError(f"no {kind} named {name!r} is registered (known: {known})") from None
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return self.components["metric"]
+
+    @property
+    def models(self) -> dict[str, ModelSpec]:
+        return self.components["model"]
+
+    @property
+    def judges(self) -> dict[str, JudgeSpec]:
+        return self.components["judge"]
+
+    def manifest(self) -> list[dict[str, Any]]:
+        return [p.to_json() for p in sorted(self.plugins.values(), key=lambda p: p.name)]
+
+
+_HOST: PluginHost | None = None
+
+
+def load_plugins(allow: Iterable[str] | None = None, block: Iterable[str] | None = None,
+                 strict: bool | None = None, extra: Iterable[object] = (), fresh: bool = False) -> PluginHost:
+    """Discover plugins once per process (``fresh=True`` rebuilds). Env vars override the arguments."""
+    global _HOST
+    if _HOST is not None and not fresh and not extra:
+        return _HOST
+    env_allow = _env_list(ENV_ALLOW)
+    allow_l = env_allow if env_allow is not None else (list(allow) if allow is not None else None)
+    block_l = (_env_list(ENV_BLOCK) or []) + list(block or [])
+    host = PluginHost(strict=strict)
+    host.load_entry_points(allow=allow_l, block=block_l)
+    for obj in extra:
+        host.add_plugin(obj)
+    _HOST = host
+    return host
