@@ -98,6 +98,10 @@ class Metric:
         """Extra inputs that change the measurement beyond the case fingerprint and alignment."""
         return {}
 
+    def artifacts(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any], out_dir: Path) -> list[Path]:
+        """Optional per-case files (PLY, PNG …) written under ``out_dir`` after scoring; logged to MLflow."""
+        return []
+
 
 class Aggregator:
     """Pure reduction of score rows into tables."""
