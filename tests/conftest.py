@@ -1,0 +1,18 @@
+"""Test-wide environment: offline hubs, temp caches, no user plugins leaking in."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+# Set before any test module imports transformers / huggingface_hub / torch hub / mlflow.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ.setdefault("TORCH_HOME", tempfile.mkdtemp(prefix="wr-torch-home-"))
+os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="wr-hf-home-"))
+os.environ["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"
+os.environ.pop("MLFLOW_TRACKING_URI", None)
+os.environ.pop("WORLDRECALL_PLUGINS", None)
+os.environ.pop("WORLDRECALL_STRICT_PLUGINS", None)
+for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+    os.environ.pop(key, None)

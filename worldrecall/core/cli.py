@@ -1,0 +1,161 @@
+"""The ``worldrecall`` command: ``run`` (a Hydra app), ``aggregate``, ``plugins``, ``models``.
+
+``run`` and ``aggregate`` take Hydra overrides (``key=value``; ``-m``/``--multirun`` for sweeps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Sequence
+
+CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+
+
+def _plugin_searchpath() -> list[str]:
+    """Config groups contributed by plugins: a ``conf/`` folder beside a plugin's package."""
+    import importlib.util
+
+    from worldrecall.registry.host import load_plugins
+
+    paths = []
+    for info in load_plugins().plugins.values():
+        pkg = info.module.split(":")[0].rsplit(".", 1)[0] if "." in info.module else info.module
+        if not pkg or pkg.startswith("worldrecall."):
+            continue
+        spec = importlib.util.find_spec(pkg)
+        if spec and spec.submodule_search_locations:
+            for loc in spec.submodule_search_locations:
+                if (Path(loc) / "conf").is_dir():
+                    paths.append(f"pkg://{pkg}.conf")
+    return paths
+
+
+def hydra_run(argv: Sequence[str]) -> int:
+    """Run the Hydra app with ``argv`` as its command line; returns the worst job exit code."""
+    import hydra
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import DictConfig
+
+    from worldrecall.core import app
+    from worldrecall.core.config import store_schemas
+
+    store_schemas()
+    app.register_resolvers()
+    app.EXIT_CODES.clear()
+
+    @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+    def _main(cfg: DictConfig) -> int:
+        hc = HydraConfig.get()
+        job_dir = Path(hc.runtime.output_dir)
+        sweep_dir = Path(hc.sweep.dir) if hc.mode.name == "MULTIRUN" else None
+        return app.run_job(cfg, job_dir=job_dir, overrides=list(hc.overrides.task), sweep_dir=sweep_dir)
+
+    extra = _plugin_searchpath()
+    args = list(argv)
+    if extra and not any(a.startswith("hydra.searchpath") for a in args):
+        args.append("hydra.searchpath=[" + ",".join(extra) + "]")
+    old = sys.argv
+    sys.argv = ["worldrecall run", *args]
+    try:
+        _main()
+    finally:
+        sys.argv = old
+    return max(app.EXIT_CODES, default=0)
+
+
+def compose(overrides: Sequence[str]) -> dict:
+    """The resolved config for ``overrides`` without running anything (compose API)."""
+    from hydra import compose as hcompose
+    from hydra import initialize_config_dir
+
+    from worldrecall.core import app
+    from worldrecall.core.config import store_schemas
+
+    store_schemas()
+    app.register_resolvers()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = hcompose("config", overrides=list(overrides))
+    return app.to_plain(cfg)
+
+
+def cmd_plugins(ns: argparse.Namespace) -> int:
+    from worldrecall.registry.host import load_plugins
+
+    host = load_plugins()
+    manifest = host.manifest()
+    if ns.json:
+        print(json.dumps(manifest, indent=2))
+        return 0
+    for p in manifest:
+        status = f"  ERROR: {p['error']}" if p.get("error") else ""
+        print(f"{p['name']} {p['version']} ({p['distribution'] or 'local'}) hooks: {', '.join(p['hooks']) or '-'}{status}")
+        for kind, names in sorted(p["components"].items()):
+            print(f"    {kind}: {', '.join(sorted(names))}")
+    return 0
+
+
+def cmd_models(ns: argparse.Namespace) -> int:
+    from worldrecall.registry.host import load_plugins
+
+    host = load_plugins()
+    try:
+        from worldrecall.plugins.models.fetch import fetch, list_models
+    except ImportError as e:
+        print(f"models plugin unavailable: {e}", file=sys.stderr)
+        return 2
+    if ns.action == "list":
+        rows = list_models(host.models)
+        if ns.json:
+            print(json.dumps(rows, indent=2, default=str))
+        else:
+            for r in rows:
+                print("  ".join(f"{k}={v}" for k, v in r.items()))
+        return 0
+    return int(bool(fetch(ns.names or None, host.models)))
+
+
+def cmd_aggregate(ns: argparse.Namespace) -> int:
+    from worldrecall.core.app import aggregate_command
+    from worldrecall.core.runner import run_key
+
+    cfg = compose(ns.overrides)
+    results_dir = Path(ns.results_dir) if ns.results_dir else Path(cfg["output_root"]) / "results" / run_key(cfg)
+    if not results_dir.exists():
+        print(f"no results at {results_dir}", file=sys.stderr)
+        return 2
+    return aggregate_command(results_dir, cfg)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if not argv or argv[0] not in ("run", "aggregate", "plugins", "models", "-h", "--help"):
+        print("usage: worldrecall {run,aggregate,plugins,models} ...\n"
+              "  run [overrides…] [-m]       evaluate (default: the built-in synthetic suite)\n"
+              "  aggregate [overrides…]      merge shard results into tables + one MLflow run\n"
+              "  plugins [--json]            list plugins, versions, hooks, components\n"
+              "  models list|fetch [NAME…]   list / prefetch perception backends' weights", file=sys.stderr)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    if argv[0] == "run":
+        return hydra_run(argv[1:])
+    p = argparse.ArgumentParser(prog="worldrecall")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    pp = sub.add_parser("plugins")
+    pp.add_argument("--json", action="store_true")
+    pm = sub.add_parser("models")
+    pm.add_argument("action", choices=["list", "fetch"])
+    pm.add_argument("names", nargs="*")
+    pm.add_argument("--json", action="store_true")
+    pa = sub.add_parser("aggregate")
+    pa.add_argument("--results-dir", default=None)
+    pa.add_argument("overrides", nargs="*")
+    ns = p.parse_args(argv)
+    return {"plugins": cmd_plugins, "models": cmd_models, "aggregate": cmd_aggregate}[ns.cmd](ns)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,396 @@
+"""The runner: load -> align -> measure (cached) -> score (pure) -> append rows, one case at a time.
+
+A failure in one case becomes a row with a one-line reason; the run goes on. Rows are appended as they
+finish, so a rerun of the same config resumes. Aggregation and tracking happen after all rows are
+written, and ``max_failure_rate`` decides the exit code last.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from worldrecall.core.cache import MeasurementCache, cache_key
+from worldrecall.core.components import Aggregator, Aligner, ConfigTypeError, LoadRequest, Loader, MeasureContext, Metric
+from worldrecall.core.data import Alignment, Case, CaseError, CaseFailure, ScoreRow
+from worldrecall.core.judges import JudgeError, JudgeHub
+from worldrecall.core.models import BackendUnavailable, ModelHub
+from worldrecall.core.results import ResultStore, read_rows
+from worldrecall.core.video import VideoError, VideoPool
+from worldrecall.registry.host import PluginHost
+
+log = logging.getLogger(__name__)
+
+EXIT_OK, EXIT_FAILURE_RATE = 0, 3
+
+
+@dataclass
+class BenchmarkPlan:
+    """One benchmark's resolved pieces for this run."""
+
+    name: str
+    loader: Loader
+    aligner_name: str
+    aligner_params: dict[str, Any]
+    metrics: dict[str, Metric]            # registered name -> instance
+    skipped: dict[str, str]               # registered name -> reason (backend/judge unavailable)
+    request: LoadRequest
+    aggregators: list[str]
+
+
+@dataclass
+class RunResult:
+    results_dir: Path
+    rows: list[ScoreRow]
+    tables: dict[str, Any]
+    timing: dict[str, float]
+    failure_rate: float
+    n_cases: int
+    n_failed_cases: int
+    exit_code: int
+    decode_counts: dict[str, int] = field(default_factory=dict)
+    cache_stats: dict[str, int] = field(default_factory=dict)
+    model_seconds: dict[str, float] = field(default_factory=dict)
+    backends: dict[str, str] = field(default_factory=dict)
+
+
+def import_string(target: str) -> Any:
+    """``"pkg.module:attr"`` -> the attribute."""
+    mod, _, attr = target.partition(":")
+    obj = importlib.import_module(mod)
+    return getattr(obj, attr) if attr else obj
+
+
+def shard_of(case_id: str, count: int) -> int:
+    """Deterministic shard of a case id (all models of one clip land in the same shard)."""
+    return int(hashlib.sha256(case_id.encode()).hexdigest()[:8], 16) % max(count, 1)
+
+
+def run_key(cfg: Mapping[str, Any]) -> str:
+    """What decides the rows: benchmarks (metrics, params, thresholds, data), backends, suite, filters."""
+    parts = {k: cfg.get(k) for k in ("benchmarks", "models", "suite", "only", "models_only")}
+    parts["shard_count"] = cfg.get("shard", {}).get("count", 1)
+    return cache_key(parts)[:16]
+
+
+class Runner:
+    """Runs every enabled benchmark of a resolved config (a plain dict)."""
+
+    def __init__(self, cfg: Mapping[str, Any], host: PluginHost):
+        self.cfg = cfg
+        self.host = host
+        self.output_root = Path(cfg.get("output_root", "worldrecall_out"))
+        self.cache = MeasurementCache(Path(cfg.get("cache_dir") or self.output_root / "cache") / "measurements")
+        self.pool = VideoPool()
+        self.timing: dict[str, float] = defaultdict(float)
+        models_cfg = dict(cfg.get("models") or {})
+        options = models_cfg.pop("options", {}) or {}
+        self.hub = ModelHub(host.models, {k: v for k, v in models_cfg.items() if v}, options,
+                            device=cfg.get("device", "cpu"))
+        self.judges = JudgeHub(host.judges, cfg.get("judge_options") or {})
+        shard = cfg.get("shard") or {}
+        self.shard_count, self.shard_index = int(shard.get("count", 1)), int(shard.get("index", 0))
+        if not 0 <= self.shard_index < self.shard_count:
+            raise ConfigTypeError(f"shard.index={self.shard_index} must be in [0, shard.count={self.shard_count})")
+        self.results_dir = self.output_root / "results" / run_key(cfg)
+        self.artifacts_dir = self.results_dir / "artifacts"
+
+    # -- planning -------------------------------------------------------------------------------
+    def build_suite(self) -> None:
+        suite = self.cfg.get("suite") or {}
+        if suite.get("builder"):
+            t0 = time.perf_counter()
+            import_string(suite["builder"])(suite["root"], **(suite.get("params") or {}))
+            self.timing["suite_build"] += time.perf_counter() - t0
+
+    def plan(self) -> list[BenchmarkPlan]:
+        only = self.cfg.get("only")
+        plans = []
+        for name, b in (self.cfg.get("benchmarks") or {}).items():
+            if not b or not b.get("enabled", True) or (only and name not in only):
+                continue
+            plans.append(self._plan_one(name, b))
+        return plans
+
+    def _plan_one(self, name: str, b: Mapping[str, Any]) -> BenchmarkPlan:
+        loader = _instance(self.host.get("loader", b["loader"]))
+        metrics: dict[str, Metric] = {}
+        skipped: dict[str, str] = {}
+        for short, mcfg in (b.get("metrics") or {}).items():
+            mcfg = dict(mcfg or {})
+            if not mcfg.pop("enabled", True):
+                continue
+            full = f"{name}.{short}"
+            cls = self.host.get("metric", full)
+            unknown = set(mcfg) - {"params", "thresholds"}
+            if unknown:
+                raise ConfigTypeError(f"benchmarks.{name}.metrics.{short}: unknown keys {sorted(unknown)}")
+            metrics[full] = cls(mcfg.get("params"), mcfg.get("thresholds"))
+            reason = self._availability(metrics[full])
+            if reason:
+                skipped[full] = reason
+        gens = _resolve_generations(b.get("generations"), self.cfg.get("models_only"))
+        request = LoadRequest(data_root=Path(b["data_root"]) if b.get("data_root") else Path("."),
+                              generations=gens, options=dict(b.get("loader_options") or {}), pool=self.pool)
+        return BenchmarkPlan(name=name, loader=loader, aligner_name=b.get("aligner") or "",
+                             aligner_params=dict(b.get("aligner_params") or {}), metrics=metrics,
+                             skipped=skipped, request=request, aggregators=list(b.get("aggregators") or []))
+
+    def _availability(self, metric: Metric) -> str:
+        """'' when every backend/judge the metric needs can be built, else why not (the metric is skipped)."""
+        for role in metric.models:
+            try:
+                self.hub.get(role)
+            except BackendUnavailable as e:
+                return f"{metric.name} skipped: {e}"
+        for judge in _judge_names(metric):
+            try:
+                self.judges.get(judge)
+            except (JudgeError, BackendUnavailable) as e:
+                return f"{metric.name} skipped: {e}"
+        return ""
+
+    # -- running --------------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        t_start = time.perf_counter()
+        self.build_suite()
+        plans = self.plan()
+        store = ResultStore(self.results_dir, self.shard_index, self.shard_count)
+        for msg in sorted({m for p in plans for m in p.skipped.values()}):
+            log.warning(msg)
+        for plan in plans:
+            self._run_benchmark(plan, store)
+        rows = store.all_rows()
+        t0 = time.perf_counter()
+        tables = self.aggregate(rows, plans)
+        self.timing["aggregate"] += time.perf_counter() - t0
+        self.timing["total"] = time.perf_counter() - t_start
+        return self._result(rows, tables, plans)
+
+    def _run_benchmark(self, plan: BenchmarkPlan, store: ResultStore) -> None:
+        t0 = time.perf_counter()
+        items = self._load(plan)
+        self.timing["load"] += time.perf_counter() - t0
+        progress = _progress(len(items), f"{plan.name}", enabled=bool(self.cfg.get("progress", True)))
+        for item in items:
+            self._run_case(plan, item, store)
+            progress.update(1)
+        progress.close()
+
+    def _load(self, plan: BenchmarkPlan) -> list[Case | CaseError]:
+        items: list[Case | CaseError] = []
+        seen: set[tuple[str, str]] = set()
+        try:
+            stream = list(plan.loader.load(plan.request))
+        except Exception as e:  # a loader bug must not lose the other benchmarks
+            log.error("loader %s failed: %s", plan.loader.name, e)
+            return [CaseError(plan.name, "*", "*", "load", f"loader {plan.loader.name} failed: {type(e).__name__}: {e}")]
+        for it in stream:
+            if shard_of(it.case_id, self.shard_count) != self.shard_index:
+                continue
+            key = (it.model, it.case_id)
+            if key in seen:
+                items.append(CaseError(plan.name, it.case_id, it.model, "load",
+                                       f"duplicate case id {it.case_id!r} for model {it.model!r}; later copy ignored",
+                                       dict(getattr(it, "strata", {}) or {})))
+                continue
+            seen.add(key)
+            items.append(it)
+        # case-major order: all models of a clip in a row, so a shared reference video is decoded once
+        return sorted(items, key=lambda c: (c.case_id, c.model, isinstance(c, CaseError)))
+
+    def _run_case(self, plan: BenchmarkPlan, item: Case | CaseError, store: ResultStore) -> None:
+        names = list(plan.metrics)
+        if isinstance(item, CaseError):
+            for name in names:
+                key = (plan.name, item.model, item.case_id, name)
+                if not store.is_final(key):
+                    store.append(ScoreRow(plan.name, item.model, item.case_id, name, {}, "failed",
+                                          f"{item.stage}: {item.reason}", item.strata,
+                                          plan.metrics[name].version))
+            return
+        case = item
+        alignments: dict[str, Alignment | CaseFailure] = {}
+        for name, metric in plan.metrics.items():
+            key = (plan.name, case.model, case.case_id, name)
+            if store.is_final(key):
+                continue
+            base = ScoreRow(plan.name, case.model, case.case_id, name, {}, strata=dict(case.strata),
+                            metric_version=metric.version, backend=self.hub.backend_names(metric.models))
+            if name in plan.skipped:
+                base.status, base.reason = "skipped", plan.skipped[name]
+                store.append(base)
+                continue
+            aligner_name = getattr(metric, "aligner", None) or plan.aligner_name
+            aligner_params = plan.aligner_params if aligner_name == plan.aligner_name else {}
+            if aligner_name not in alignments:
+                alignments[aligner_name] = self._align(aligner_name, case, aligner_params)
+            alignment = alignments[aligner_name]
+            if isinstance(alignment, CaseFailure):
+                base.status, base.reason = "failed", f"align: {alignment}"
+                store.append(base)
+                continue
+            store.append(self._measure_and_score(metric, case, alignment, base))
+
+    def _align(self, name: str, case: Case, params: Mapping[str, Any]) -> Alignment | CaseFailure:
+        t0 = time.perf_counter()
+        try:
+            if not name:
+                return Alignment()
+            aligner: Aligner = _instance(self.host.get("aligner", name))
+            merged = {**getattr(aligner, "defaults", {}), **params}
+            return aligner.align(case, merged)
+        except (CaseFailure, VideoError) as e:
+            return CaseFailure(_one_line(e))
+        except Exception as e:
+            return CaseFailure(f"{type(e).__name__}: {_one_line(e)}")
+        finally:
+            self.timing["align"] += time.perf_counter() - t0
+
+    def _measure_and_score(self, metric: Metric, case: Case, alignment: Alignment, row: ScoreRow) -> ScoreRow:
+        stage = "measure"
+        try:
+            t0 = time.perf_counter()
+            key = cache_key({
+                "metric": metric.name, "version": metric.version, "case": case.fingerprint(),
+                "alignment": alignment.to_json(), "params": metric.params,
+                "models": self.hub.identities(metric.models), "extra": metric.cache_params(case, alignment),
+            })
+            ctx = MeasureContext(models=self.hub, judges=self.judges, artifacts_dir=self.artifacts_dir,
+                                 device=str(self.cfg.get("device", "cpu")),
+                                 batch_size=int(self.cfg.get("batch_size", 8)))
+            measurement, hit = self.cache.get_or_compute(metric.name, key, lambda: metric.measure(case, alignment, ctx))
+            self.timing["measure"] += time.perf_counter() - t0
+            stage = "score"
+            t0 = time.perf_counter()
+            values = metric.score(measurement, metric.thresholds)
+            row.values = {k: _num(v) for k, v in values.items()}
+            row.info = {"alignment": alignment.to_json(), "cache_hit": hit}
+            self.timing["score"] += time.perf_counter() - t0
+            if self.cfg.get("artifacts", True):
+                t0 = time.perf_counter()
+                out = self.artifacts_dir / case.benchmark / case.model / _safe_name(case.case_id)
+                paths = metric.artifacts(measurement, metric.thresholds, out)
+                if paths:
+                    row.info["artifacts"] = [str(p) for p in paths]
+                self.timing["artifacts"] += time.perf_counter() - t0
+        except BackendUnavailable as e:
+            row.status, row.reason = "skipped", f"{metric.name} skipped: {_one_line(e)}"
+        except (CaseFailure, VideoError, JudgeError) as e:
+            row.status, row.reason = "failed", f"{stage}: {_one_line(e)}"
+        except Exception as e:  # a bug in one metric must not end the run; the reason says where
+            log.debug("metric %s failed on %s", metric.name, case.key, exc_info=True)
+            row.status, row.reason = "failed", f"{stage}: {metric.name} raised {type(e).__name__}: {_one_line(e)}"
+        return row
+
+    # -- aggregation ----------------------------------------------------------------------------
+    def aggregate(self, rows: list[ScoreRow], plans: Iterable[BenchmarkPlan]) -> dict[str, Any]:
+        return aggregate_rows(self.host, rows, self.cfg, plans)
+
+    def _result(self, rows: list[ScoreRow], tables: dict[str, Any], plans: list[BenchmarkPlan]) -> RunResult:
+        case_status: dict[tuple[str, str, str], bool] = {}
+        for r in rows:
+            k = (r.benchmark, r.model, r.case_id)
+            case_status[k] = case_status.get(k, False) or r.status == "failed"
+        n = len(case_status)
+        n_failed = sum(case_status.values())
+        rate = n_failed / n if n else 0.0
+        limit = float(self.cfg.get("max_failure_rate", 1.0))
+        backends = {r: self.hub.selection.get(r, "") for p in plans for m in p.metrics.values() for r in m.models}
+        return RunResult(self.results_dir, rows, tables, dict(self.timing), rate, n, n_failed,
+                         EXIT_FAILURE_RATE if rate > limit else EXIT_OK, dict(self.pool.decode_counts),
+                         {"hits": self.cache.hits, "misses": self.cache.misses, "corrupt": self.cache.corrupt},
+                         dict(self.hub.forward_seconds), backends)
+
+
+def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any],
+                   plans: Iterable[BenchmarkPlan] | None = None) -> dict[str, Any]:
+    """Run the global aggregators and each benchmark's own aggregators over the rows."""
+    tables: dict[str, Any] = {}
+    params = cfg.get("aggregator_params") or {}
+    names = list(cfg.get("aggregators") or [])
+    per_bench = {p.name: p.aggregators for p in plans} if plans is not None else {
+        n: list((b or {}).get("aggregators") or []) for n, b in (cfg.get("benchmarks") or {}).items()}
+    for name in names:
+        agg: Aggregator = _instance(host.get("aggregator", name))
+        for tname, df in agg.aggregate(rows, {**agg.defaults, **params.get(name, {})}).items():
+            tables[tname] = df
+    for bench, anames in per_bench.items():
+        brow = [r for r in rows if r.benchmark == bench]
+        for name in anames:
+            agg = _instance(host.get("aggregator", name))
+            for tname, df in agg.aggregate(brow, {**agg.defaults, **params.get(name, {})}).items():
+                tables[f"{bench}.{tname}" if not tname.startswith(bench) else tname] = df
+    return tables
+
+
+def load_rows(results_dir: Path) -> list[ScoreRow]:
+    return read_rows(Path(results_dir).glob("rows-shard-*.jsonl"))
+
+
+def _resolve_generations(gens: Any, only: Iterable[str] | None) -> dict[str, Path]:
+    """A folder with one sub-folder per model, or an explicit mapping model -> path."""
+    out: dict[str, Path] = {}
+    if gens is None:
+        return out
+    if isinstance(gens, Mapping):
+        out = {str(k): Path(v) for k, v in gens.items()}
+    else:
+        root = Path(gens)
+        if root.is_dir():
+            out = {p.name: p for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith(".")}
+    if only:
+        out = {k: v for k, v in out.items() if k in set(only)}
+    return out
+
+
+def _instance(obj: Any) -> Any:
+    return obj() if isinstance(obj, type) else obj
+
+
+def _judge_names(metric: Metric) -> tuple[str, ...]:
+    judge = metric.params.get("judge") if isinstance(metric.params, Mapping) else None
+    return (judge,) if judge else tuple(metric.judges)
+
+
+def _num(v: Any) -> float | None:
+    if v is None:
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _one_line(e: BaseException | str) -> str:
+    return " ".join(str(e).split())[:500]
+
+
+def _safe_name(s: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in s)
+
+
+class _NoProgress:
+    def update(self, n: int) -> None: ...
+    def close(self) -> None: ...
+
+
+def _progress(total: int, desc: str, enabled: bool) -> Any:
+    if not enabled:
+        return _NoProgress()
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="case", leave=True, dynamic_ncols=True)
+
+
+def json_dump(obj: Any, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
+    return path

@@ -1,0 +1,757 @@
+"""Per-video camera sidecars (ViPE output): poses, intrinsics, metric depth, valid masks, instance masks.
+
+Two on-disk layouts are read by one entry point, :func:`read_sidecar`, which dispatches on what it finds:
+
+* the **converted per-video layout** (what the Scene-Memory exporter and worldrecall's synthetic suite
+  write): ``poses_c2w.npy`` [N,4,4], ``intrinsics.npy`` [N,3,3], ``depth_metric.npy`` [N,h,w] (memory
+  mapped), ``depth_valid_mask.npz`` (key ``mask``), ``frame_indices.npy``, ``timestamps.npy`` and the
+  worldrecall extras ``instance_masks.npz`` (key ``ids``) and ``instances.json``;
+* the **native ViPE output** (``vipe infer VIDEO -o OUT``): ``pose/<name>.npz`` (``data`` + ``inds``),
+  ``intrinsics/<name>.npz`` (``data`` [N,4] fx,fy,cx,cy + ``inds``) and ``depth/<name>.zip`` holding one
+  single-channel half-float EXR per frame (``{idx:05d}.exr``, channel ``Z``). Rows are the intersection
+  of the three index sets, as the official exporter does.
+
+Every problem becomes a :class:`~worldrecall.core.data.CaseFailure` whose one-line message starts with
+the offending file. Nothing is ever unpickled (``np.load(..., allow_pickle=False)`` everywhere).
+
+OpenCV wheels are built without OpenEXR, so the small EXR codec used for ViPE depth lives here
+(:func:`decode_exr`, :func:`encode_exr`): single-part scanline files, NONE/RLE/ZIPS/ZIP compression,
+HALF/FLOAT/UINT channels — what ViPE writes.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zipfile
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from worldrecall.core.data import CaseFailure
+
+__all__ = [
+    "ORTHONORMAL_TOL",
+    "Sidecar",
+    "decode_exr",
+    "encode_exr",
+    "find_sidecar_dir",
+    "intrinsics_to_k",
+    "read_points_file",
+    "read_sidecar",
+    "write_native_vipe",
+]
+
+ORTHONORMAL_TOL = 1e-3  # |RᵀR − I| and |c2w·w2c − I| bounds of the official exporter's validation
+_POSE_FILES = ("poses_c2w.npy", "poses.npy", "camera_poses.npy")
+_POSE_NPZ_FILES = ("poses_c2w.npz", "poses.npz", "camera_poses.npz")
+_POSE_NPZ_KEYS = ("poses_c2w", "poses", "data")
+_LOAD_ERRORS = (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile)
+_DEPTH_CHUNK = 64  # rows validated at a time, so a memory-mapped 60 s depth stack never loads at once
+
+
+# ------------------------------------------------------------------------------------------------------
+# the record
+# ------------------------------------------------------------------------------------------------------
+@dataclass
+class Sidecar:
+    """One video's camera sidecar, one row per frame ViPE kept (rows in increasing frame order).
+
+    ``depth`` may be a read-only memory map; ``valid`` is ``mask & finite & depth > 0`` (the official
+    valid-pixel rule) and is ``None`` only when depth was not requested.
+    """
+
+    source: Path
+    poses_c2w: np.ndarray              # [N,4,4] float64, OpenCV camera axes (x right, y down, z forward)
+    intrinsics: np.ndarray             # [N,3,3] float64, pixel K matching the depth maps
+    depth: np.ndarray | None           # [N,h,w] float32 metric depth (m)
+    valid: np.ndarray | None           # [N,h,w] bool
+    frame_indices: np.ndarray          # [N] int64 source-video frame of each row
+    timestamps: np.ndarray | None      # [N] float64 seconds
+    instance_ids: np.ndarray | None    # [N,H,W] uint8/uint16, 0 = background (worldrecall extra)
+    instances: dict | None             # instances.json content (worldrecall extra)
+    layout: str = "converted"          # converted | vipe_native
+    notes: list[str] = field(default_factory=list)  # non-fatal findings (e.g. a corrupt EXR read as NaN)
+    files: dict[str, Path] = field(default_factory=dict, repr=False)  # role -> file read (for messages)
+
+    def __len__(self) -> int:
+        return int(self.poses_c2w.shape[0])
+
+    @property
+    def depth_size(self) -> tuple[int, int] | None:
+        """(width, height) of the depth maps, or None without depth."""
+        if self.depth is None:
+            return None
+        return int(self.depth.shape[2]), int(self.depth.shape[1])
+
+    def row_for_frame(self, i: int) -> int:
+        """The row holding video frame ``i``; CaseFailure naming the sidecar when ViPE has no row for it."""
+        fi = self.frame_indices
+        k = int(np.searchsorted(fi, int(i)))
+        if k < len(fi) and int(fi[k]) == int(i):
+            return k
+        raise CaseFailure(f"{self.source}: no sidecar row for video frame {int(i)} "
+                          f"(rows cover {len(fi)} frames in [{int(fi[0]) if len(fi) else '-'}, "
+                          f"{int(fi[-1]) if len(fi) else '-'}])")
+
+    def nearest_row(self, i: int) -> int:
+        """The row whose frame index is closest to video frame ``i`` (ties go to the earlier row)."""
+        fi = self.frame_indices
+        k = int(np.searchsorted(fi, int(i)))
+        if k <= 0:
+            return 0
+        if k >= len(fi):
+            return len(fi) - 1
+        return k - 1 if (int(i) - int(fi[k - 1])) <= (int(fi[k]) - int(i)) else k
+
+
+# ------------------------------------------------------------------------------------------------------
+# discovery
+# ------------------------------------------------------------------------------------------------------
+def find_sidecar_dir(video_path: Path) -> Path | None:
+    """``<video_dir>/annotations_vipe/<stem>_vipe_ann/`` or else ``<video_dir>/<stem>_vipe_ann/``; None if neither."""
+    video_path = Path(video_path)
+    stem = video_path.name if video_path.is_dir() else video_path.stem
+    for cand in (video_path.parent / "annotations_vipe" / f"{stem}_vipe_ann",
+                 video_path.parent / f"{stem}_vipe_ann"):
+        if cand.is_dir():
+            return cand
+    return None
+
+
+def _is_native(path: Path) -> bool:
+    return (path / "pose").is_dir() and (path / "intrinsics").is_dir()
+
+
+# ------------------------------------------------------------------------------------------------------
+# entry point
+# ------------------------------------------------------------------------------------------------------
+def read_sidecar(path: Path, *, need_depth: bool = True, name: str | None = None,
+                 validate_depth: bool = True) -> Sidecar:
+    """Read and validate a sidecar folder (converted layout or native ViPE output).
+
+    ``name`` picks one video of a native ViPE output folder holding several (default: the only one).
+    ``need_depth=False`` skips depth/mask (pose-only consumers); ``validate_depth=False`` skips the
+    per-pixel NaN/mask scan of a memory-mapped depth stack.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise CaseFailure(f"{path}: sidecar folder does not exist")
+    if not path.is_dir():
+        raise CaseFailure(f"{path}: sidecar is not a folder")
+    if _is_native(path):
+        sc = _read_native(path, need_depth=need_depth, name=name)
+    else:
+        sc = _read_converted(path, need_depth=need_depth)
+    _validate(sc, validate_depth=validate_depth)
+    return sc
+
+
+# ------------------------------------------------------------------------------------------------------
+# small safe readers
+# ------------------------------------------------------------------------------------------------------
+def _load_npy(path: Path, *, mmap: bool = False) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None)
+    except _LOAD_ERRORS as e:  # ValueError for pickled object arrays, OSError/EOFError for truncation
+        raise CaseFailure(f"{path}: unreadable .npy ({type(e).__name__}: {_one_line(e)})") from None
+
+
+def _load_npz_key(path: Path, keys: tuple[str, ...]) -> tuple[np.ndarray, str]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            for k in keys:
+                if k in z.files:
+                    return np.asarray(z[k]), k
+            found = ", ".join(z.files) or "none"
+    except CaseFailure:
+        raise
+    except _LOAD_ERRORS as e:
+        raise CaseFailure(f"{path}: unreadable .npz ({type(e).__name__}: {_one_line(e)})") from None
+    raise CaseFailure(f"{path}: none of the keys {', '.join(keys)} (found: {found})")
+
+
+def _npz_arrays(path: Path) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: np.asarray(z[k]) for k in z.files}
+    except _LOAD_ERRORS as e:
+        raise CaseFailure(f"{path}: unreadable .npz ({type(e).__name__}: {_one_line(e)})") from None
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:200]
+
+
+def intrinsics_to_k(arr: np.ndarray, n: int | None, where: Path | str) -> np.ndarray:
+    """Accept [N,3,3], [3,3], [N,>=4] (fx,fy,cx,cy,…) or [>=4]; return [N,3,3] float64 (N=n when broadcast)."""
+    a = np.asarray(arr, dtype=np.float64)
+    if a.ndim == 3 and a.shape[1:] == (3, 3):
+        return a.copy()
+    if a.ndim == 2 and a.shape == (3, 3):
+        return np.repeat(a[None], 1 if n is None else n, axis=0)
+    if a.ndim == 2 and a.shape[1] >= 4:
+        return _k_from_vec(a[:, :4])
+    if a.ndim == 1 and a.shape[0] >= 4:
+        return np.repeat(_k_from_vec(a[None, :4]), 1 if n is None else n, axis=0)
+    raise CaseFailure(f"{where}: intrinsics of shape {list(a.shape)}; expected [N,3,3], [3,3], [N,>=4] or [>=4]")
+
+
+def _k_from_vec(v: np.ndarray) -> np.ndarray:
+    k = np.zeros((v.shape[0], 3, 3), dtype=np.float64)
+    k[:, 0, 0], k[:, 1, 1], k[:, 0, 2], k[:, 1, 2] = v[:, 0], v[:, 1], v[:, 2], v[:, 3]
+    k[:, 2, 2] = 1.0
+    return k
+
+
+# ------------------------------------------------------------------------------------------------------
+# converted per-video layout
+# ------------------------------------------------------------------------------------------------------
+def _read_converted(d: Path, *, need_depth: bool) -> Sidecar:
+    pose_file = next((d / f for f in _POSE_FILES if (d / f).is_file()), None)
+    if pose_file is not None:
+        poses = _load_npy(pose_file)
+    else:
+        pose_file = next((d / f for f in _POSE_NPZ_FILES if (d / f).is_file()), None)
+        if pose_file is None:
+            raise CaseFailure(f"{d / 'poses_c2w.npy'}: missing (no poses_c2w/poses/camera_poses .npy/.npz)")
+        poses, _ = _load_npz_key(pose_file, _POSE_NPZ_KEYS)
+    if poses.ndim != 3 or poses.shape[1:] != (4, 4):
+        raise CaseFailure(f"{pose_file}: poses of shape {list(poses.shape)}; expected [N,4,4]")
+    if not np.issubdtype(poses.dtype, np.floating):
+        raise CaseFailure(f"{pose_file}: poses of dtype {poses.dtype}; expected floats")
+    n = int(poses.shape[0])
+    poses64 = np.asarray(poses, dtype=np.float64)
+
+    k_file = d / "intrinsics.npy"
+    if k_file.is_file():
+        k_raw = _load_npy(k_file)
+    elif (d / "intrinsics.npz").is_file():
+        k_file = d / "intrinsics.npz"
+        k_raw, _ = _load_npz_key(k_file, ("intrinsics", "K", "data"))
+    else:
+        raise CaseFailure(f"{k_file}: missing")
+    if not np.issubdtype(k_raw.dtype, np.number):
+        raise CaseFailure(f"{k_file}: intrinsics of dtype {k_raw.dtype}; expected numbers")
+    K = intrinsics_to_k(k_raw, n, k_file)
+    _same_rows(K, n, k_file, pose_file)
+
+    w2c_file = d / "poses_w2c.npy"
+    if w2c_file.is_file():
+        w2c = _load_npy(w2c_file)
+        if w2c.shape != poses.shape:
+            raise CaseFailure(f"{w2c_file}: shape {list(w2c.shape)} but {pose_file.name} has {list(poses.shape)}")
+        prod = poses64 @ np.asarray(w2c, dtype=np.float64)
+        err = np.abs(prod - np.eye(4)).max(axis=(1, 2)) if n else np.zeros(0)
+        bad = np.flatnonzero(~(err <= ORTHONORMAL_TOL))
+        if bad.size:
+            raise CaseFailure(f"{w2c_file}: row {int(bad[0])} is not the inverse of {pose_file.name} "
+                              f"(|c2w·w2c − I| = {float(err[bad[0]]):.3g} > {ORTHONORMAL_TOL:g})")
+
+    fi_file = d / "frame_indices.npy"
+    if fi_file.is_file():
+        fi = _load_npy(fi_file)
+        if fi.ndim != 1:
+            raise CaseFailure(f"{fi_file}: shape {list(fi.shape)}; expected [N]")
+        if not np.issubdtype(fi.dtype, np.integer):
+            raise CaseFailure(f"{fi_file}: dtype {fi.dtype}; expected integers")
+        _same_rows(fi, n, fi_file, pose_file)
+        frame_indices = fi.astype(np.int64)
+    else:
+        frame_indices = np.arange(n, dtype=np.int64)
+
+    ts_file = d / "timestamps.npy"
+    timestamps = None
+    if ts_file.is_file():
+        ts = _load_npy(ts_file)
+        if ts.ndim != 1:
+            raise CaseFailure(f"{ts_file}: shape {list(ts.shape)}; expected [N]")
+        _same_rows(ts, n, ts_file, pose_file)
+        timestamps = ts.astype(np.float64)
+
+    depth = valid = None
+    if need_depth:
+        dep_file = d / "depth_metric.npy"
+        if not dep_file.is_file():
+            raise CaseFailure(f"{dep_file}: missing (the scene-memory metrics need metric depth)")
+        depth = _load_npy(dep_file, mmap=True)
+        if depth.ndim != 3:
+            raise CaseFailure(f"{dep_file}: shape {list(depth.shape)}; expected [N,h,w]")
+        if not np.issubdtype(depth.dtype, np.floating):
+            raise CaseFailure(f"{dep_file}: dtype {depth.dtype}; expected floats")
+        _same_rows(depth, n, dep_file, pose_file)
+        mask_file = d / "depth_valid_mask.npz"
+        if mask_file.is_file():
+            mask, _ = _load_npz_key(mask_file, ("mask",))
+            if mask.shape != depth.shape:
+                raise CaseFailure(f"{mask_file}: mask of shape {list(mask.shape)} but "
+                                  f"{dep_file.name} has {list(depth.shape)}")
+            valid = mask.astype(bool, copy=False)
+        else:
+            valid = None  # derived below (finite & > 0), in chunks
+
+    inst_ids = None
+    inst_file = d / "instance_masks.npz"
+    if inst_file.is_file():
+        inst_ids, _ = _load_npz_key(inst_file, ("ids",))
+        if inst_ids.ndim != 3:
+            raise CaseFailure(f"{inst_file}: ids of shape {list(inst_ids.shape)}; expected [N,H,W]")
+        if inst_ids.dtype not in (np.uint8, np.uint16):
+            raise CaseFailure(f"{inst_file}: ids of dtype {inst_ids.dtype}; expected uint8 or uint16")
+        _same_rows(inst_ids, n, inst_file, pose_file)
+    instances = None
+    js_file = d / "instances.json"
+    if js_file.is_file():
+        try:
+            instances = json.loads(js_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise CaseFailure(f"{js_file}: invalid JSON ({_one_line(e)})") from None
+        if not isinstance(instances, dict):
+            raise CaseFailure(f"{js_file}: expected a JSON object")
+
+    sc = Sidecar(source=d, poses_c2w=poses64, intrinsics=K, depth=depth, valid=valid,
+                 frame_indices=frame_indices, timestamps=timestamps, instance_ids=inst_ids,
+                 instances=instances, layout="converted",
+                 files={"poses": pose_file, "intrinsics": k_file, "depth": d / "depth_metric.npy",
+                        "mask": d / "depth_valid_mask.npz", "frame_indices": d / "frame_indices.npy"})
+    return sc
+
+
+def _same_rows(arr: np.ndarray, n: int, f: Path, ref: Path) -> None:
+    if int(arr.shape[0]) != n:
+        raise CaseFailure(f"{f}: {int(arr.shape[0])} rows but {ref.name} has {n}")
+
+
+# ------------------------------------------------------------------------------------------------------
+# native ViPE output
+# ------------------------------------------------------------------------------------------------------
+def _native_name(d: Path, name: str | None) -> str:
+    if name is not None:
+        return name
+    names = sorted(p.stem for p in (d / "pose").glob("*.npz"))
+    if not names:
+        raise CaseFailure(f"{d / 'pose'}: no <name>.npz pose file")
+    if len(names) > 1:
+        raise CaseFailure(f"{d / 'pose'}: {len(names)} videos ({', '.join(names[:4])}…); name one explicitly")
+    return names[0]
+
+
+def _native_series(f: Path) -> tuple[np.ndarray, np.ndarray]:
+    if not f.is_file():
+        raise CaseFailure(f"{f}: missing")
+    arrs = _npz_arrays(f)
+    if "data" not in arrs:
+        raise CaseFailure(f"{f}: no 'data' array (found: {', '.join(arrs) or 'none'})")
+    data = arrs["data"]
+    inds = arrs.get("inds")
+    if inds is None:
+        inds = np.arange(data.shape[0] if data.ndim else 0)
+    if inds.ndim != 1 or not np.issubdtype(inds.dtype, np.integer):
+        raise CaseFailure(f"{f}: 'inds' of shape {list(inds.shape)} dtype {inds.dtype}; expected [N] integers")
+    if data.ndim < 1 or data.shape[0] != inds.shape[0]:
+        raise CaseFailure(f"{f}: 'data' has {data.shape[0] if data.ndim else 0} rows but 'inds' has {inds.shape[0]}")
+    if len(np.unique(inds)) != len(inds):
+        raise CaseFailure(f"{f}: duplicate frame indices in 'inds'")
+    return data, inds.astype(np.int64)
+
+
+def _read_native(d: Path, *, need_depth: bool, name: str | None) -> Sidecar:
+    nm = _native_name(d, name)
+    pose_file = d / "pose" / f"{nm}.npz"
+    k_file = d / "intrinsics" / f"{nm}.npz"
+    poses, p_inds = _native_series(pose_file)
+    if poses.ndim != 3 or poses.shape[1:] != (4, 4):
+        raise CaseFailure(f"{pose_file}: poses of shape {list(poses.shape)}; expected [N,4,4]")
+    kdat, k_inds = _native_series(k_file)
+    if kdat.ndim != 2 or kdat.shape[1] < 4:
+        raise CaseFailure(f"{k_file}: intrinsics of shape {list(kdat.shape)}; expected [N,>=4] (fx,fy,cx,cy)")
+
+    keep = np.intersect1d(p_inds, k_inds)
+    zip_file = d / "depth" / f"{nm}.zip"
+    members: dict[int, str] = {}
+    if zip_file.is_file():
+        try:
+            with zipfile.ZipFile(zip_file) as zf:
+                for info in zf.infolist():
+                    stem = Path(info.filename).name
+                    if stem.endswith(".exr") and stem[:-4].isdigit():
+                        members[int(stem[:-4])] = info.filename
+        except (zipfile.BadZipFile, OSError) as e:
+            raise CaseFailure(f"{zip_file}: unreadable zip ({_one_line(e)})") from None
+        if not members:
+            raise CaseFailure(f"{zip_file}: no {{idx:05d}}.exr depth frames")
+        keep = np.intersect1d(keep, np.fromiter(members, dtype=np.int64))
+    elif need_depth:
+        other = sorted(p.name for p in (d / "depth").glob(f"{nm}*")) if (d / "depth").is_dir() else []
+        if other:
+            raise CaseFailure(f"{d / 'depth' / other[0]}: unsupported ViPE depth storage "
+                              f"(expected depth/{nm}.zip of EXR frames)")
+        raise CaseFailure(f"{zip_file}: missing (pose-only ViPE pipelines give no depth)")
+    if keep.size == 0:
+        raise CaseFailure(f"{pose_file}: pose, intrinsics and depth share no frame index")
+
+    pose_rows = np.searchsorted(np.sort(p_inds), keep)
+    p_order = np.argsort(p_inds, kind="stable")
+    k_order = np.argsort(k_inds, kind="stable")
+    poses64 = np.asarray(poses, dtype=np.float64)[p_order][pose_rows]
+    K = intrinsics_to_k(np.asarray(kdat)[k_order][np.searchsorted(np.sort(k_inds), keep)], None, k_file)
+
+    depth = valid = None
+    notes: list[str] = []
+    if need_depth:
+        frames = []
+        with zipfile.ZipFile(zip_file) as zf:
+            for idx in keep:
+                member = members[int(idx)]
+                try:
+                    z = decode_exr(zf.read(member), channel="Z")
+                except CaseFailure as e:
+                    if "unsupported" in str(e):
+                        raise CaseFailure(f"{zip_file}/{member}: {e}") from None
+                    z = None  # ViPE's own reader turns a corrupt EXR into an all-NaN frame
+                    notes.append(f"{zip_file.name}/{member}: corrupt EXR read as all-NaN ({e})")
+                frames.append(z)
+        shapes = {f.shape for f in frames if f is not None}
+        if len(shapes) > 1:
+            raise CaseFailure(f"{zip_file}: depth frames of different sizes {sorted(shapes)}")
+        if not shapes:
+            raise CaseFailure(f"{zip_file}: every depth frame is unreadable")
+        shp = shapes.pop()
+        depth = np.stack([f if f is not None else np.full(shp, np.nan, np.float32) for f in frames])
+        valid = np.isfinite(depth) & (depth > 0)
+
+    sc = Sidecar(source=d, poses_c2w=poses64, intrinsics=K, depth=depth, valid=valid,
+                 frame_indices=keep.astype(np.int64), timestamps=None, instance_ids=None, instances=None,
+                 layout="vipe_native", notes=notes,
+                 files={"poses": pose_file, "intrinsics": k_file, "depth": zip_file, "mask": zip_file,
+                        "frame_indices": pose_file})
+    return sc
+
+
+# ------------------------------------------------------------------------------------------------------
+# validation (shared by both layouts)
+# ------------------------------------------------------------------------------------------------------
+def _validate(sc: Sidecar, *, validate_depth: bool) -> None:
+    pose_file, k_file = sc.files["poses"], sc.files["intrinsics"]
+    n = len(sc)
+    if n == 0:
+        raise CaseFailure(f"{pose_file}: no pose rows")
+    P = sc.poses_c2w
+    fin = np.isfinite(P).all(axis=(1, 2))
+    if not fin.all():
+        raise CaseFailure(f"{pose_file}: non-finite pose at row {int(np.flatnonzero(~fin)[0])}")
+    R = P[:, :3, :3]
+    err = np.abs(np.einsum("nji,njk->nik", R, R) - np.eye(3)).max(axis=(1, 2))
+    bad = np.flatnonzero(err > ORTHONORMAL_TOL)
+    if bad.size:
+        raise CaseFailure(f"{pose_file}: rotation of row {int(bad[0])} is not orthonormal "
+                          f"(|RᵀR − I| = {float(err[bad[0]]):.3g} > {ORTHONORMAL_TOL:g})")
+    det = np.linalg.det(R)
+    bad = np.flatnonzero(det < 0)
+    if bad.size:
+        raise CaseFailure(f"{pose_file}: rotation of row {int(bad[0])} is a reflection (det = {float(det[bad[0]]):.3g})")
+    last = np.abs(P[:, 3, :] - np.array([0.0, 0.0, 0.0, 1.0])).max(axis=1)
+    bad = np.flatnonzero(last > ORTHONORMAL_TOL)
+    if bad.size:
+        raise CaseFailure(f"{pose_file}: row {int(bad[0])} has bottom row {P[bad[0], 3].tolist()}, not [0,0,0,1]")
+
+    K = sc.intrinsics
+    fx, fy, cx, cy = K[:, 0, 0], K[:, 1, 1], K[:, 0, 2], K[:, 1, 2]
+    kbad = ~(np.isfinite(K).all(axis=(1, 2)) & (fx > 0) & (fy > 0))
+    if kbad.any():
+        i = int(np.flatnonzero(kbad)[0])
+        raise CaseFailure(f"{k_file}: row {i} has invalid focal lengths/values (fx={fx[i]:.4g}, fy={fy[i]:.4g})")
+
+    fi = sc.frame_indices
+    if (fi < 0).any():
+        raise CaseFailure(f"{sc.files['frame_indices']}: negative frame index")
+    if n > 1 and not (np.diff(fi) > 0).all():
+        raise CaseFailure(f"{sc.files['frame_indices']}: frame indices are not strictly increasing")
+    if sc.timestamps is not None and not np.isfinite(sc.timestamps).all():
+        raise CaseFailure(f"{sc.source / 'timestamps.npy'}: non-finite timestamps")
+
+    if sc.depth is None:
+        return
+    depth_file, mask_file = sc.files["depth"], sc.files["mask"]
+    h, w = int(sc.depth.shape[1]), int(sc.depth.shape[2])
+    if h == 0 or w == 0:
+        raise CaseFailure(f"{depth_file}: empty depth maps of size {w}x{h}")
+    # K must be the one of the depth maps: a principal point far from the depth image centre means the
+    # intrinsics belong to another resolution (e.g. full video size with reduced depth).
+    rx, ry = 2.0 * cx / w, 2.0 * cy / h
+    rbad = ~((rx >= 0.5) & (rx <= 1.5) & (ry >= 0.5) & (ry <= 1.5))
+    if rbad.any():
+        i = int(np.flatnonzero(rbad)[0])
+        raise CaseFailure(f"{k_file}: principal point ({cx[i]:.4g}, {cy[i]:.4g}) of row {i} does not fit "
+                          f"the {w}x{h} depth maps (intrinsics for another resolution?)")
+    if not validate_depth and sc.valid is not None:
+        return
+    explicit_mask = sc.valid is not None
+    derived = None if explicit_mask else np.zeros(sc.depth.shape, dtype=bool)
+    n_valid = 0
+    for a, b in _chunks(n, _DEPTH_CHUNK):
+        dep = np.asarray(sc.depth[a:b])
+        ok = np.isfinite(dep) & (dep > 0)
+        if explicit_mask:
+            m = np.asarray(sc.valid[a:b])
+            bad = m & ~ok
+            if bad.any():
+                r = a + int(np.flatnonzero(bad.reshape(b - a, -1).any(axis=1))[0])
+                v = dep[r - a][bad[r - a]][0]
+                raise CaseFailure(f"{depth_file}: depth {float(v)} at row {r} where {mask_file.name} says valid")
+            n_valid += int(m.sum())
+        else:
+            derived[a:b] = ok
+            n_valid += int(ok.sum())
+    if derived is not None:
+        sc.valid = derived
+    if n_valid == 0:
+        where = mask_file if explicit_mask and sc.layout == "converted" else depth_file
+        raise CaseFailure(f"{where}: no valid depth pixel in any of the {n} rows")
+
+
+def _chunks(n: int, size: int) -> Iterator[tuple[int, int]]:
+    for a in range(0, n, size):
+        yield a, min(n, a + size)
+
+
+# ------------------------------------------------------------------------------------------------------
+# EXR codec (single-part scanline; NONE / RLE / ZIPS / ZIP)
+# ------------------------------------------------------------------------------------------------------
+_EXR_MAGIC = 20000630
+_EXR_TYPES = {0: ("uint32", 4), 1: ("float16", 2), 2: ("float32", 4)}
+_EXR_LINES = {0: 1, 1: 1, 2: 1, 3: 16}  # scanlines per chunk for the supported compressions
+_EXR_COMPRESSION = {"none": 0, "rle": 1, "zips": 2, "zip": 3}
+
+
+def _exr_header(buf: bytes) -> tuple[dict[str, tuple[str, bytes]], int]:
+    if len(buf) < 8:
+        raise CaseFailure("truncated EXR (no header)")
+    magic, version = struct.unpack_from("<ii", buf, 0)
+    if magic != _EXR_MAGIC:
+        raise CaseFailure("not an EXR file (bad magic number)")
+    flags = version >> 8
+    if flags & 0x02:
+        raise CaseFailure("unsupported EXR: tiled image")
+    if flags & 0x18:
+        raise CaseFailure("unsupported EXR: multi-part or deep data")
+    pos, attrs = 8, {}
+    while True:
+        end = buf.find(b"\0", pos)
+        if end < 0:
+            raise CaseFailure("truncated EXR header")
+        nm = buf[pos:end].decode("latin-1")
+        pos = end + 1
+        if not nm:
+            return attrs, pos
+        end = buf.find(b"\0", pos)
+        if end < 0 or end + 5 > len(buf):
+            raise CaseFailure("truncated EXR header")
+        typ = buf[pos:end].decode("latin-1")
+        (size,) = struct.unpack_from("<i", buf, end + 1)
+        pos = end + 5
+        if size < 0 or pos + size > len(buf):
+            raise CaseFailure("truncated EXR header")
+        attrs[nm] = (typ, buf[pos:pos + size])
+        pos += size
+
+
+def _exr_channels(raw: bytes) -> list[tuple[str, int]]:
+    out, pos = [], 0
+    while pos < len(raw) and raw[pos] != 0:
+        end = raw.index(b"\0", pos)
+        nm = raw[pos:end].decode("latin-1")
+        ptype, _plin, xs, ys = struct.unpack_from("<iB3xii", raw, end + 1)
+        if xs != 1 or ys != 1:
+            raise CaseFailure(f"unsupported EXR: subsampled channel {nm!r}")
+        if ptype not in _EXR_TYPES:
+            raise CaseFailure(f"unsupported EXR: pixel type {ptype} of channel {nm!r}")
+        out.append((nm, ptype))
+        pos = end + 1 + 16
+    return out
+
+
+def _undo_predictor(data: bytes) -> bytes:
+    """Reverse the EXR zip/rle byte predictor and the even/odd byte split."""
+    d = np.frombuffer(data, dtype=np.uint8).astype(np.int64)
+    if d.size == 0:
+        return b""
+    d[1:] -= 128
+    t = (np.cumsum(d) & 0xFF).astype(np.uint8)
+    half = (t.size + 1) // 2
+    out = np.empty_like(t)
+    out[0::2] = t[:half]
+    out[1::2] = t[half:]
+    return out.tobytes()
+
+
+def _apply_predictor(raw: bytes) -> bytes:
+    t = np.frombuffer(raw, dtype=np.uint8)
+    t = np.concatenate([t[0::2], t[1::2]]).astype(np.int64)
+    d = t.copy()
+    d[1:] = (t[1:] - t[:-1] + 128) & 0xFF
+    return d.astype(np.uint8).tobytes()
+
+
+def _rle_decode(data: bytes, expected: int) -> bytes:
+    out = bytearray()
+    i = 0
+    while i < len(data) and len(out) < expected:
+        c = struct.unpack_from("b", data, i)[0]
+        i += 1
+        if c < 0:
+            out += data[i:i - c]
+            i -= c
+        else:
+            out += bytes([data[i]]) * (c + 1)
+            i += 1
+    return bytes(out)
+
+
+def decode_exr(buf: bytes, channel: str = "Z") -> np.ndarray:
+    """Decode one channel of a scanline EXR into an ``[H, W]`` float32 array (CaseFailure when unreadable).
+
+    Supports NONE, RLE, ZIPS and ZIP compression with HALF/FLOAT/UINT channels; other compressions raise
+    a CaseFailure whose message contains "unsupported".
+    """
+    attrs, pos = _exr_header(buf)
+    try:
+        comp = attrs["compression"][1][0]
+        xmin, ymin, xmax, ymax = struct.unpack("<iiii", attrs["dataWindow"][1])
+        chans = _exr_channels(attrs["channels"][1])
+    except KeyError as e:
+        raise CaseFailure(f"EXR header lacks the {e.args[0]!r} attribute") from None
+    except (struct.error, ValueError, IndexError):
+        raise CaseFailure("EXR header attribute of the wrong size") from None
+    if comp not in _EXR_LINES:
+        raise CaseFailure(f"unsupported EXR compression {comp} (supported: none, rle, zips, zip)")
+    names = [c[0] for c in chans]
+    if channel not in names:
+        raise CaseFailure(f"EXR has no channel {channel!r} (channels: {', '.join(names) or 'none'})")
+    width, height = xmax - xmin + 1, ymax - ymin + 1
+    if width <= 0 or height <= 0:
+        raise CaseFailure(f"EXR data window of size {width}x{height}")
+    lines = _EXR_LINES[comp]
+    n_chunks = (height + lines - 1) // lines
+    if pos + 8 * n_chunks > len(buf):
+        raise CaseFailure("truncated EXR (offset table)")
+    offsets = struct.unpack_from(f"<{n_chunks}Q", buf, pos)
+    sizes = [_EXR_TYPES[t][1] for _, t in chans]
+    line_bytes = width * sum(sizes)
+    ci = names.index(channel)
+    dtype, csize = _EXR_TYPES[chans[ci][1]]
+    col0 = width * sum(sizes[:ci])
+    out = np.empty((height, width), dtype=np.float32)
+    for off in offsets:
+        if off + 8 > len(buf):
+            raise CaseFailure("truncated EXR (chunk offset past the end)")
+        y, size = struct.unpack_from("<ii", buf, off)
+        data = buf[off + 8: off + 8 + size]
+        if len(data) != size or size < 0:
+            raise CaseFailure("truncated EXR (chunk data)")
+        row0 = y - ymin
+        nl = min(lines, height - row0)
+        if row0 < 0 or nl <= 0:
+            raise CaseFailure(f"EXR chunk at scanline {y} outside the data window")
+        expected = nl * line_bytes
+        if size == expected or comp == 0:
+            raw = data
+        elif comp == 1:
+            raw = _undo_predictor(_rle_decode(data, expected))
+        else:
+            try:
+                raw = _undo_predictor(zlib.decompress(data))
+            except zlib.error as e:
+                raise CaseFailure(f"corrupt EXR chunk ({_one_line(e)})") from None
+        if len(raw) != expected:
+            raise CaseFailure(f"corrupt EXR chunk ({len(raw)} bytes, expected {expected})")
+        block = np.frombuffer(raw, dtype=np.uint8).reshape(nl, line_bytes)
+        vals = np.ascontiguousarray(block[:, col0: col0 + width * csize]).view(np.dtype(dtype).newbyteorder("<"))
+        out[row0: row0 + nl] = vals.astype(np.float32)
+    return out
+
+
+def encode_exr(z: np.ndarray, *, channel: str = "Z", compression: str = "zip", half: bool = True) -> bytes:
+    """Encode an ``[H, W]`` array as a single-channel scanline EXR (what ViPE writes for depth)."""
+    z = np.asarray(z)
+    if z.ndim != 2:
+        raise ValueError(f"encode_exr expects [H, W], got {list(z.shape)}")
+    comp = _EXR_COMPRESSION[compression]
+    if comp == 1:
+        raise ValueError("encode_exr writes none/zips/zip only")
+    h, w = z.shape
+    vals = z.astype("<f2" if half else "<f4")
+
+    def attr(name: str, typ: str, value: bytes) -> bytes:
+        return name.encode() + b"\0" + typ.encode() + b"\0" + struct.pack("<i", len(value)) + value
+
+    chlist = channel.encode() + b"\0" + struct.pack("<iB3xii", 1 if half else 2, 0, 1, 1) + b"\0"
+    header = struct.pack("<ii", _EXR_MAGIC, 2) + b"".join([
+        attr("channels", "chlist", chlist),
+        attr("compression", "compression", bytes([comp])),
+        attr("dataWindow", "box2i", struct.pack("<iiii", 0, 0, w - 1, h - 1)),
+        attr("displayWindow", "box2i", struct.pack("<iiii", 0, 0, w - 1, h - 1)),
+        attr("lineOrder", "lineOrder", bytes([0])),
+        attr("pixelAspectRatio", "float", struct.pack("<f", 1.0)),
+        attr("screenWindowCenter", "v2f", struct.pack("<ff", 0.0, 0.0)),
+        attr("screenWindowWidth", "float", struct.pack("<f", 1.0)),
+    ]) + b"\0"
+    lines = _EXR_LINES[comp]
+    chunks = []
+    for y in range(0, h, lines):
+        raw = vals[y:y + lines].tobytes()
+        if comp in (2, 3):
+            packed = zlib.compress(_apply_predictor(raw))
+            data = packed if len(packed) < len(raw) else raw
+        else:
+            data = raw
+        chunks.append(struct.pack("<ii", y, len(data)) + data)
+    table_at = len(header)
+    offsets, pos = [], table_at + 8 * len(chunks)
+    for c in chunks:
+        offsets.append(pos)
+        pos += len(c)
+    return header + struct.pack(f"<{len(chunks)}Q", *offsets) + b"".join(chunks)
+
+
+def write_native_vipe(out: Path, name: str, poses_c2w: np.ndarray, intrinsics_vec: np.ndarray,
+                      depth: np.ndarray, *, inds: np.ndarray | None = None,
+                      depth_inds: np.ndarray | None = None, compression: str = "zip") -> Path:
+    """Write a native ViPE output folder (pose/intrinsics npz, depth zip of EXR) — for tests and demos."""
+    out = Path(out)
+    n = len(poses_c2w)
+    inds = np.arange(n, dtype=np.int64) if inds is None else np.asarray(inds, dtype=np.int64)
+    depth_inds = inds if depth_inds is None else np.asarray(depth_inds, dtype=np.int64)
+    for sub in ("pose", "intrinsics", "depth"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    np.savez(out / "pose" / f"{name}.npz", data=np.asarray(poses_c2w, np.float32), inds=inds)
+    np.savez(out / "intrinsics" / f"{name}.npz", data=np.asarray(intrinsics_vec, np.float32), inds=inds)
+    with zipfile.ZipFile(out / "depth" / f"{name}.zip", "w") as zf:
+        for k, idx in enumerate(depth_inds):
+            zf.writestr(f"{int(idx):05d}.exr", encode_exr(depth[k], compression=compression))
+    return out
+
+
+def read_points_file(path: Path, keys: tuple[str, ...] = ("points", "point_cloud", "pobs", "prev",
+                                                          "observation", "revisit")) -> np.ndarray:
+    """A point cloud from .npy, .npz (first present key of ``keys``) or whitespace text XYZ → [N,3] float64."""
+    path = Path(path)
+    if not path.is_file():
+        raise CaseFailure(f"{path}: missing point-cloud file")
+    suf = path.suffix.lower()
+    if suf == ".npy":
+        pts = _load_npy(path)
+    elif suf == ".npz":
+        pts, _ = _load_npz_key(path, keys)
+    else:
+        try:
+            pts = np.loadtxt(path, dtype=np.float64, ndmin=2)
+        except (OSError, ValueError) as e:
+            raise CaseFailure(f"{path}: unreadable text point cloud ({_one_line(e)})") from None
+    pts = np.asarray(pts)
+    if pts.ndim != 2 or pts.shape[1] < 3 or not np.issubdtype(pts.dtype, np.number):
+        raise CaseFailure(f"{path}: point cloud of shape {list(pts.shape)} dtype {pts.dtype}; expected [N,>=3] numbers")
+    return pts[:, :3].astype(np.float64)

@@ -1,0 +1,95 @@
+"""The built-in aggregators: mean, hierarchical macro average, stratified bootstrap CI, paired difference."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from worldrecall.core.components import Aggregator
+from worldrecall.core.data import ScoreRow
+from worldrecall.core.tables import long_frame, status_counts
+from worldrecall.plugins.stats.hierarchy import _level_keys, bootstrap_macro, macro_mean
+
+GROUP = ["benchmark", "model", "metric", "value_name", "backend"]
+
+
+class MeanAggregator(Aggregator):
+    """Plain mean over cases per benchmark × model × metric value × backend, with case counts."""
+
+    name = "mean"
+    description = "unweighted mean over scored cases; NaN skipped; failed/skipped counted beside it"
+
+    def aggregate(self, rows: list[ScoreRow], params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
+        df = long_frame(rows)
+        if df.empty:
+            return {"mean": df, "status": status_counts(rows)}
+        out = df.groupby(GROUP, dropna=False)["value"].agg(mean="mean", n=lambda s: int(s.notna().sum()))
+        return {"mean": out.reset_index(), "status": status_counts(rows)}
+
+
+class MacroAggregator(Aggregator):
+    """Hierarchical macro average: case -> subcategory -> domain -> overall (levels configurable)."""
+
+    name = "macro"
+    defaults = {"levels": ["subcategory", "domain"]}
+
+    def aggregate(self, rows: list[ScoreRow], params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
+        df = long_frame(rows)
+        levels = list(params.get("levels", self.defaults["levels"]))
+        recs = []
+        for key, g in df.groupby(GROUP, dropna=False) if not df.empty else []:
+            recs.append({**dict(zip(GROUP, key)), "macro": macro_mean(g["value"].to_numpy(float), _level_keys(g, levels)),
+                         "n": int(g["value"].notna().sum())})
+        return {"macro": pd.DataFrame.from_records(recs, columns=GROUP + ["macro", "n"])}
+
+
+class BootstrapAggregator(Aggregator):
+    """Stratified case bootstrap of the hierarchical mean: percentile CI (replicates, seed, level configurable)."""
+
+    name = "bootstrap"
+    defaults = {"replicates": 2000, "seed": 0, "level": 0.95, "levels": ["subcategory", "domain"]}
+
+    def aggregate(self, rows: list[ScoreRow], params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
+        p = {**self.defaults, **params}
+        df = long_frame(rows)
+        recs = []
+        for key, g in df.groupby(GROUP, dropna=False) if not df.empty else []:
+            vals, keys = g["value"].to_numpy(float), _level_keys(g, p["levels"])
+            lo, hi = bootstrap_macro(vals, keys, int(p["replicates"]), int(p["seed"]), float(p["level"]))
+            recs.append({**dict(zip(GROUP, key)), "estimate": macro_mean(vals, keys), "ci_low": lo, "ci_high": hi,
+                         "n": int(np.isfinite(vals).sum()), "replicates": int(p["replicates"]), "seed": int(p["seed"])})
+        return {"bootstrap": pd.DataFrame.from_records(recs, columns=GROUP + ["estimate", "ci_low", "ci_high", "n",
+                                                                               "replicates", "seed"])}
+
+
+class PairedAggregator(Aggregator):
+    """Paired difference (model − reference) over shared cases, with a paired stratified bootstrap CI."""
+
+    name = "paired"
+    defaults = {"reference": "oracle", "replicates": 2000, "seed": 0, "level": 0.95,
+                "levels": ["subcategory", "domain"]}
+
+    def aggregate(self, rows: list[ScoreRow], params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
+        p = {**self.defaults, **params}
+        df = long_frame(rows)
+        cols = ["benchmark", "metric", "value_name", "backend", "model", "reference", "mean_diff", "ci_low",
+                "ci_high", "n_shared"]
+        if df.empty or p["reference"] not in set(df["model"]):
+            return {"paired": pd.DataFrame(columns=cols)}
+        recs = []
+        for key, g in df.groupby(["benchmark", "metric", "value_name", "backend"], dropna=False):
+            ref = g[g["model"] == p["reference"]].set_index("case_id")
+            for model, gm in g[g["model"] != p["reference"]].groupby("model"):
+                gm = gm.set_index("case_id")
+                shared = gm.index.intersection(ref.index)
+                if not len(shared):
+                    continue
+                diff = (gm.loc[shared, "value"] - ref.loc[shared, "value"]).to_numpy(float)
+                keys = _level_keys(gm.loc[shared].reset_index(), p["levels"])
+                lo, hi = bootstrap_macro(diff, keys, int(p["replicates"]), int(p["seed"]), float(p["level"]))
+                recs.append({**dict(zip(["benchmark", "metric", "value_name", "backend"], key)), "model": model,
+                             "reference": p["reference"], "mean_diff": macro_mean(diff, keys), "ci_low": lo,
+                             "ci_high": hi, "n_shared": int(np.isfinite(diff).sum())})
+        return {"paired": pd.DataFrame.from_records(recs, columns=cols)}
