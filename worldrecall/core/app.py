@@ -25,10 +25,11 @@ PARENT_FILE = "mlflow_parent_run_id"
 
 
 def register_resolvers() -> None:
-    """``${wr_uid:}``: a per-process unique id, so jobs started in the same second get distinct dirs."""
-    if not OmegaConf.has_resolver("wr_uid"):
-        uid = f"{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        OmegaConf.register_new_resolver("wr_uid", lambda: uid, use_cache=True)
+    """``${wr_uid:}``: unique per invocation, so jobs started in the same second get distinct dirs."""
+    if OmegaConf.has_resolver("wr_uid"):
+        OmegaConf.clear_resolver("wr_uid")
+    uid = f"{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    OmegaConf.register_new_resolver("wr_uid", lambda: uid, use_cache=True)
 
 
 def to_plain(cfg: DictConfig) -> dict[str, Any]:
@@ -44,9 +45,14 @@ def host_for(cfg: Mapping[str, Any]) -> PluginHost:
 
 def run_job(cfg: DictConfig, job_dir: Path | None = None, overrides: list[str] | None = None,
             sweep_dir: Path | None = None) -> int:
-    """Run one configuration end to end; returns the exit code (0, or 3 past ``max_failure_rate``)."""
-    plain = to_plain(cfg)
-    host = host_for(plain)
+    """Run one Hydra job end to end; returns the exit code (0, or 3 past ``max_failure_rate``)."""
+    return run_plain(to_plain(cfg), job_dir=job_dir, overrides=overrides, sweep_dir=sweep_dir)
+
+
+def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: list[str] | None = None,
+              sweep_dir: Path | None = None, host: PluginHost | None = None) -> int:
+    """Run a resolved config (a plain dict): rows, tables, MLflow, leaderboard; returns the exit code."""
+    host = host or host_for(plain)
     for name, err in host.failures:
         print(f"warning: plugin {name!r} skipped: {err}", file=sys.stderr)
     runner = Runner(plain, host)

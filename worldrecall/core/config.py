@@ -70,7 +70,9 @@ class WorldrecallSchema:
     models: Dict[str, Any] = field(default_factory=dict)
     judge_options: Dict[str, Any] = field(default_factory=dict)
     tracking: TrackingSchema = field(default_factory=TrackingSchema)
-    benchmarks: Dict[str, BenchmarkSchema] = field(default_factory=dict)
+    # Any (not BenchmarkSchema): OmegaConf cannot create typed dict entries from command-line overrides;
+    # each node is checked by validate_benchmark() when the run is planned.
+    benchmarks: Dict[str, Any] = field(default_factory=dict)
     aggregators: List[str] = field(default_factory=list)
     aggregator_params: Dict[str, Any] = field(default_factory=dict)
 
@@ -78,3 +80,26 @@ class WorldrecallSchema:
 def store_schemas() -> None:
     cs = ConfigStore.instance()
     cs.store(name="worldrecall_schema", node=WorldrecallSchema)
+
+
+def validate_benchmark(name: str, node: Any) -> dict[str, Any]:
+    """Check one ``benchmarks.<name>`` node against :class:`BenchmarkSchema` (unknown keys, types, required)."""
+    from dataclasses import fields
+
+    from worldrecall.core.components import ConfigTypeError, coerce_like
+
+    if not isinstance(node, dict):
+        raise ConfigTypeError(f"benchmarks.{name}: expected a mapping, got {node!r}")
+    defaults = BenchmarkSchema()
+    out: dict[str, Any] = {}
+    known = {f.name for f in fields(BenchmarkSchema)}
+    for key in node:
+        if key not in known:
+            raise ConfigTypeError(f"benchmarks.{name}.{key}: unknown key (known: {', '.join(sorted(known))})")
+    for f in fields(BenchmarkSchema):
+        default = getattr(defaults, f.name)
+        value = node.get(f.name, default)
+        if f.name == "loader" and (not value or value == "???"):
+            raise ConfigTypeError(f"benchmarks.{name}.loader: required (name of a registered loader)")
+        out[f.name] = value if f.name == "generations" else coerce_like(default, value, f"benchmarks.{name}.{f.name}")
+    return out

@@ -36,6 +36,9 @@ class MlflowSweepCallback(Callback):
         (sweep / PARENT_FILE).write_text(self.parent)  # for launchers whose jobs don't inherit the env
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from worldrecall.core.tracking import PARENT_ENV
+
+        os.environ.pop(PARENT_ENV, None)  # a later run in this process must not attach to this sweep
         if self.tracker is not None and self.parent:
             self.tracker.end_run(self.parent, "FINISHED")
             print(self.tracker.ui_command())

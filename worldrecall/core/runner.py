@@ -120,6 +120,9 @@ class Runner:
         return plans
 
     def _plan_one(self, name: str, b: Mapping[str, Any]) -> BenchmarkPlan:
+        from worldrecall.core.config import validate_benchmark
+
+        b = validate_benchmark(name, dict(b))
         loader = _instance(self.host.get("loader", b["loader"]))
         metrics: dict[str, Metric] = {}
         skipped: dict[str, str] = {}

@@ -83,13 +83,12 @@ class Tracker:
     """Thin wrapper over ``MlflowClient`` with explicit parent/child run ids."""
 
     def __init__(self, tcfg: Mapping[str, Any], output_root: Path):
-        import mlflow
         from mlflow.tracking import MlflowClient
 
         self.output_root = Path(output_root).resolve()
         self.output_root.mkdir(parents=True, exist_ok=True)
         self.uri = os.environ.get("MLFLOW_TRACKING_URI") or tcfg.get("tracking_uri") or default_uri(self.output_root)
-        mlflow.set_tracking_uri(self.uri)
+        # No mlflow.set_tracking_uri: it exports MLFLOW_TRACKING_URI, which would leak into later runs.
         self.client = MlflowClient(tracking_uri=self.uri)
         self.experiment_name = tcfg.get("experiment") or "worldrecall"
         self.extra_tags = {str(k): str(v) for k, v in (tcfg.get("tags") or {}).items()}

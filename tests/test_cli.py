@@ -1,0 +1,82 @@
+"""The Hydra app: config schemas, unique job dirs, threshold sweeps re-scored from the cache, aggregate."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import toy_plugin  # noqa: E402
+from toy_plugin import make_dataset  # noqa: E402
+
+from worldrecall.core.cli import compose, hydra_run, main  # noqa: E402
+from worldrecall.registry import host as host_mod  # noqa: E402
+
+
+@pytest.fixture()
+def toy_host():
+    host_mod._HOST = host_mod.load_plugins(extra=[toy_plugin], fresh=True)
+    yield host_mod._HOST
+    host_mod._HOST = None
+
+
+def _toy_overrides(tmp_path: Path, ds: dict) -> list[str]:
+    return [f"output_root={tmp_path / 'out'}", "suite=none", "only=[toy]", "+benchmarks.toy.loader=toy",
+            "+benchmarks.toy.aligner=toy.halves", f"+benchmarks.toy.data_root={ds['data_root']}",
+            f"+benchmarks.toy.generations={ds['generations']}",
+            "+benchmarks.toy.metrics={brightness:{params:{max_side:64},thresholds:{tolerance:10.0}}}",
+            "progress=false", "aggregator_params.bootstrap.replicates=100"]
+
+
+def test_schema_rejects_wrong_types_with_a_clear_message():
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException) as e:
+        compose(["batch_size=lots"])
+    assert "batch_size" in str(e.value.__cause__) and "lots" in str(e.value.__cause__)
+    with pytest.raises(ConfigCompositionException):
+        compose(["shard.count=two"])
+    cfg = compose(["suite=none", "shard.count=4", "shard.index=3"])
+    assert cfg["shard"] == {"count": 4, "index": 3}
+
+
+def test_threshold_multirun_rescored_from_cache_parent_and_children(tmp_path, toy_host, capsys):
+    ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
+    toy_plugin.MEASURE_CALLS.clear()
+    code = hydra_run(["-m", *_toy_overrides(tmp_path, ds),
+                      "benchmarks.toy.metrics.brightness.thresholds.tolerance=5.0,40.0,100.0"])
+    assert code == 0
+    assert len(toy_plugin.MEASURE_CALLS) == 4  # measured once, re-scored for 3 thresholds
+    import mlflow
+
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{(tmp_path / 'out').resolve() / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("worldrecall").experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    kids = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
+    assert len(parents) == 1 and len(kids) == 3
+    stable = sorted(r.data.metrics["toy/bad/brightness/stable"] for r in kids)
+    assert stable == [0.0, 0.5, 1.0]  # drifts ~37.5 and ~56.25 vs tolerance 5 / 40 / 100
+    job_dirs = sorted(p for p in (tmp_path / "out" / "hydra-multirun").glob("*/*/*") if p.is_dir() and p.name.isdigit())
+    assert len(job_dirs) == 3
+    assert "mlflow ui --backend-store-uri" in capsys.readouterr().out
+
+
+def test_runs_in_the_same_second_get_distinct_dirs(tmp_path, toy_host):
+    ds = make_dataset(tmp_path, {"good": [0]})
+    for _ in range(2):
+        assert hydra_run([*_toy_overrides(tmp_path, ds), "tracking=none"]) == 0
+    dirs = list((tmp_path / "out" / "hydra").glob("*/*"))
+    assert len(dirs) == 2
+
+
+def test_shards_then_aggregate(tmp_path, toy_host, capsys):
+    ds = make_dataset(tmp_path, {"good": [0, 1, 2, 3], "bad": [50, 51, 52, 53]})
+    ov = [*_toy_overrides(tmp_path, ds), "shard.count=2"]
+    for i in range(2):
+        assert hydra_run([*ov, f"shard.index={i}", "tracking=none"]) == 0
+    capsys.readouterr()
+    assert main(["aggregate", *ov]) == 0
+    out = capsys.readouterr().out
+    assert "merged 2 shard file(s), 8 cases, 0 failed" in out

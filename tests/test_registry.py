@@ -1,0 +1,138 @@
+"""Plugin host: discovery through entry points, isolation of broken plugins, strict mode, allowlist, collisions."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from worldrecall.core import hookspecs
+from worldrecall.core.components import Metric
+from worldrecall.core.hookspecs import hookimpl
+from worldrecall.registry import host as host_mod
+from worldrecall.registry.host import PluginError, PluginHost, load_plugins
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class _EP:
+    """Stand-in for an importlib.metadata entry point (name, value, load, dist)."""
+
+    def __init__(self, name, loader):
+        self.name, self.value, self._loader, self.dist = name, f"fake.{name}", loader, None
+
+    def load(self):
+        return self._loader()
+
+
+def _metric(name):
+    return type("M", (Metric,), {"name": name, "benchmark": name.split(".")[0], "primary": "x"})
+
+
+def _plugin(*metric_names):
+    mod = types.ModuleType("p_" + "_".join(metric_names).replace(".", "_"))
+
+    @hookimpl
+    def register_metrics(register):
+        for n in metric_names:
+            register(_metric(n))
+
+    mod.register_metrics = register_metrics
+    return mod
+
+
+def _broken():
+    raise ImportError("No module named 'torch_nonexistent'")
+
+
+def _patch_eps(monkeypatch, eps):
+    monkeypatch.setattr(host_mod.md, "entry_points", lambda group: eps if group == "worldrecall" else [])
+
+
+def test_builtin_plugins_come_through_entry_points():
+    host = load_plugins(fresh=True)
+    names = set(host.plugins)
+    assert {"stats", "models", "memobench", "scene_memory", "synthetic", "judges"} <= names
+    assert all(p.distribution == "worldrecall" for p in host.plugins.values())
+    assert {"mean", "macro", "bootstrap", "paired"} <= set(host.components["aggregator"])
+    assert host.owner[("aggregator", "mean")] == "stats"
+
+
+def test_broken_plugin_is_reported_and_skipped(monkeypatch):
+    _patch_eps(monkeypatch, [_EP("good", lambda: _plugin("a.x")), _EP("broken", _broken)])
+    h = PluginHost(strict=False)
+    h.load_entry_points()
+    assert "a.x" in h.metrics
+    assert h.failures == [("broken", "import failed: ImportError: No module named 'torch_nonexistent'")]
+    assert h.plugins["broken"].to_json()["error"].startswith("import failed")
+
+
+def test_strict_mode_env_makes_it_an_error(monkeypatch):
+    _patch_eps(monkeypatch, [_EP("broken", _broken)])
+    monkeypatch.setenv("WORLDRECALL_STRICT_PLUGINS", "1")
+    with pytest.raises(PluginError, match="broken.*torch_nonexistent"):
+        load_plugins(fresh=True)
+
+
+def test_allowlist_config_and_env(monkeypatch):
+    _patch_eps(monkeypatch, [_EP("one", lambda: _plugin("one.m")), _EP("two", lambda: _plugin("two.m"))])
+    assert set(load_plugins(allow=["two"], fresh=True).plugins) == {"two"}
+    monkeypatch.setenv("WORLDRECALL_PLUGINS", "one")
+    assert set(load_plugins(allow=["two"], fresh=True).plugins) == {"one"}  # env wins over config
+    monkeypatch.setenv("WORLDRECALL_PLUGINS", "")
+    assert load_plugins(fresh=True).plugins == {}  # empty = none
+    monkeypatch.delenv("WORLDRECALL_PLUGINS")
+    monkeypatch.setenv("WORLDRECALL_DISABLE_PLUGINS", "one")
+    assert set(load_plugins(fresh=True).plugins) == {"two"}
+
+
+def test_name_collision_names_both_plugins(monkeypatch):
+    _patch_eps(monkeypatch, [_EP("alpha", lambda: _plugin("x.same")), _EP("beta", lambda: _plugin("x.same"))])
+    h = PluginHost(strict=False)
+    h.load_entry_points()
+    (name, msg), = h.failures
+    assert name == "beta" and "'alpha'" in msg and "'beta'" in msg and "x.same" in msg
+    assert h.owner[("metric", "x.same")] == "alpha"
+    with pytest.raises(PluginError, match="alpha.*beta"):
+        PluginHost(strict=True).load_entry_points()
+
+
+def test_misspelled_hook_is_rejected():
+    mod = types.ModuleType("typo")
+
+    @hookimpl
+    def register_metric(register):  # missing "s"
+        pass
+
+    mod.register_metric = register_metric
+    h = PluginHost(strict=False)
+    h.add_plugin(mod)
+    assert "registration failed" in h.failures[0][1]
+
+
+def test_cli_plugins_json_keeps_working_with_a_broken_plugin(monkeypatch, capsys):
+    from worldrecall.core.cli import main
+
+    real = list(host_mod.md.entry_points(group="worldrecall"))
+    _patch_eps(monkeypatch, real + [_EP("broken", _broken)])
+    host_mod._HOST = None
+    assert main(["plugins", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    by = {p["name"]: p for p in out}
+    assert "import failed" in by["broken"]["error"]
+    assert by["stats"]["version"] == "0.1.0" and "register_aggregators" in by["stats"]["hooks"]
+    assert "mean" in by["stats"]["components"]["aggregator"]
+    host_mod._HOST = None
+
+
+def test_every_hook_is_documented():
+    doc = (ROOT / "docs" / "plugins.md").read_text()
+    hooks = [n for n in dir(hookspecs) if n.startswith("register_")]
+    assert len(hooks) == 6
+    for name in hooks:
+        assert re.search(rf"^##+ `{name}\(register\)`", doc, re.M), f"docs/plugins.md lacks a heading for {name}"
+        assert getattr(hookspecs, name).__doc__, f"{name} has no docstring"
