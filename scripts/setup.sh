@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Sets up everything worldrecall needs on a fresh Debian/Ubuntu machine with Python 3.11:
+# Debian's libusb (open3d), a virtual environment at .venv, torch/torchvision first, then the project.
+# Idempotent: a second call only checks what is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3.11}
+VENV=${VENV:-.venv}
+
+if ! ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0'; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && SUDO="sudo"
+  $SUDO apt-get install -y --no-install-recommends libusb-1.0-0 >/dev/null 2>&1 || {
+    $SUDO apt-get update >/dev/null && $SUDO apt-get install -y --no-install-recommends libusb-1.0-0 >/dev/null; }
+fi
+
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+. "$VENV/bin/activate"
+python -m pip install -q -U pip
+# torch first, pinned to what this machine's local wheels provide; the project's ranges keep it.
+python -c "import torch, torchvision" 2>/dev/null || python -m pip install -q torch==2.14.1 torchvision==0.29.1
+python -m pip install -q -e ".[all,dev]"
+# pyiqa without its heavy, unused dependency tree (and its opencv-python clash); PolyForm-Noncommercial licence.
+python -c "import pyiqa" 2>/dev/null || python -m pip install -q --no-deps "pyiqa==0.1.16"
