@@ -78,6 +78,7 @@ class Metric:
     range: ClassVar[tuple[float, float] | None] = (0.0, 1.0)
     primary: ClassVar[str] = ""              # the main value in the score dict
     models: ClassVar[tuple[str, ...]] = ()   # model roles the measure stage needs
+    optional_models: ClassVar[tuple[str, ...]] = ()  # roles used when configured (e.g. LPIPS), else skipped
     judges: ClassVar[tuple[str, ...]] = ()   # judge names the measure stage needs
     params: ClassVar[dict[str, Any]] = {}    # measurement parameters (defaults)
     thresholds: ClassVar[dict[str, Any]] = {}  # scoring parameters (defaults)

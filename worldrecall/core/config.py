@@ -38,6 +38,7 @@ class SuiteSchema:
     builder: Optional[str] = None
     root: Optional[str] = None
     params: Dict[str, Any] = field(default_factory=dict)
+    aggregators: List[str] = field(default_factory=list)  # e.g. the synthetic suite's validity matrix
 
 
 @dataclass

@@ -226,7 +226,8 @@ class Runner:
             if store.is_final(key):
                 continue
             base = ScoreRow(plan.name, case.model, case.case_id, name, {}, strata=dict(case.strata),
-                            metric_version=metric.version, backend=self.hub.backend_names(metric.models))
+                            metric_version=metric.version,
+                            backend=self.hub.backend_names(metric.models + metric.optional_models))
             if name in plan.skipped:
                 base.status, base.reason = "skipped", plan.skipped[name]
                 store.append(base)
@@ -264,7 +265,9 @@ class Runner:
             key = cache_key({
                 "metric": metric.name, "version": metric.version, "case": case.fingerprint(),
                 "alignment": alignment.to_json(), "params": metric.params,
-                "models": self.hub.identities(metric.models), "extra": metric.cache_params(case, alignment),
+                "models": self.hub.identities(metric.models),
+                "optional_models": {r: self.hub.selection.get(r) or "" for r in metric.optional_models},
+                "extra": metric.cache_params(case, alignment),
             })
             ctx = MeasureContext(models=self.hub, judges=self.judges, artifacts_dir=self.artifacts_dir,
                                  device=str(self.cfg.get("device", "cpu")),
@@ -318,7 +321,7 @@ def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any
     """Run the global aggregators and each benchmark's own aggregators over the rows."""
     tables: dict[str, Any] = {}
     params = cfg.get("aggregator_params") or {}
-    names = list(cfg.get("aggregators") or [])
+    names = list(cfg.get("aggregators") or []) + list((cfg.get("suite") or {}).get("aggregators") or [])
     per_bench = {p.name: p.aggregators for p in plans} if plans is not None else {
         n: list((b or {}).get("aggregators") or []) for n, b in (cfg.get("benchmarks") or {}).items()}
     for name in names:
