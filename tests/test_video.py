@@ -1,0 +1,92 @@
+"""Video input: containers, frame folders, clamping, resized views, hashing, decode-once pool, write_video."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from worldrecall.core.video import Video, VideoError, VideoPool, resize_max_side, write_video
+
+
+def _frames(n=6, h=48, w=64):
+    yy, xx = np.mgrid[0:h, 0:w]
+    # smooth content: yuv420p halves chroma resolution, so pixel noise would not survive the round trip
+    base = np.stack([xx * 255 // w, yy * 255 // h, (xx + yy) * 127 // (w + h) + 64], axis=-1).astype(np.uint8)
+    return np.stack([np.roll(base, 2 * i, axis=1) for i in range(n)])
+
+
+def test_mp4_roundtrip_and_fps(tmp_path):
+    p = write_video(tmp_path / "a.mp4", _frames(), fps=12, crf=0)
+    v = Video(p)
+    assert v.frames().shape == (6, 48, 64, 3) and v.frames().dtype == np.uint8
+    assert v.fps == 12 and v.size == (64, 48)
+    assert np.abs(v.frames().astype(int) - _frames().astype(int)).mean() < 3  # near-lossless
+
+
+def test_avi_and_webm_are_read(tmp_path):
+    fr = _frames()
+    avi = tmp_path / "a.avi"
+    w = cv2.VideoWriter(str(avi), cv2.VideoWriter_fourcc(*"MJPG"), 10, (64, 48))
+    for f in fr:
+        w.write(cv2.cvtColor(f, cv2.COLOR_RGB2BGR))
+    w.release()
+    assert Video(avi).num_frames == 6
+    webm = write_video(tmp_path / "a.webm", fr, fps=10, codec="libvpx-vp9")
+    assert Video(webm).num_frames == 6
+
+
+def test_frame_folder_sorted_lexicographically(tmp_path):
+    fr = _frames(3)
+    for i, f in zip([10, 2, 1], fr):  # lexicographic: 0001, 0002, 0010
+        cv2.imwrite(str(tmp_path / f"{i:04d}.png"), cv2.cvtColor(f, cv2.COLOR_RGB2BGR))
+    (tmp_path / "notes.txt").write_text("ignored")
+    v = Video(tmp_path)
+    np.testing.assert_array_equal(v.frames()[0], fr[2])
+    np.testing.assert_array_equal(v.frames()[2], fr[0])
+    assert v.frame(-5) is v.frames()[0] or np.array_equal(v.frame(-5), v.frames()[0])
+    np.testing.assert_array_equal(v.frame(99), v.frames()[-1])  # clamped like the official readers
+
+
+@pytest.mark.parametrize("content,needle", [(b"", "empty file"), (b"\x00" * 100, "")])
+def test_corrupt_files_raise_video_error_naming_the_file(tmp_path, content, needle):
+    p = tmp_path / "bad.mp4"
+    p.write_bytes(content)
+    with pytest.raises(VideoError) as e:
+        Video(p).frames()
+    assert "bad.mp4" in str(e.value) and needle in str(e.value)
+
+
+def test_resize_rule_matches_official_reader():
+    f = np.zeros((1080, 1920, 3), np.uint8)
+    assert resize_max_side(f, 640).shape == (360, 640, 3)       # s = 640/1920; round(1080 s) = 360
+    g = np.zeros((1001, 1335, 3), np.uint8)
+    assert resize_max_side(g, 640).shape == (480, 640, 3)       # round(1001*0.4794) = round(479.9) = 480
+    assert resize_max_side(f[:300, :400], 640).shape == (300, 400, 3)  # never upscales
+
+
+def test_pool_shares_one_video_and_counts_decodes(tmp_path):
+    p = write_video(tmp_path / "a.mp4", _frames())
+    pool = VideoPool()
+    a, b = pool.get(p), pool.get(str(p))
+    assert a is b
+    a.frames(), b.frames(), a.resized(32), b.resized(32)
+    assert pool.decode_counts == {str(p.resolve()): 1}
+    assert a.resized(32) is b.resized(32) and a.resized(32).shape[2] == 32
+
+
+def test_pool_budget_releases_least_recent(tmp_path):
+    p1 = write_video(tmp_path / "a.mp4", _frames())
+    p2 = write_video(tmp_path / "b.mp4", _frames())
+    pool = VideoPool(max_bytes=1)
+    v1, v2 = pool.get(p1), pool.get(p2)
+    v1.frames()
+    v2.frames()
+    assert v1.nbytes == 0 and v2.nbytes > 0
+
+
+def test_content_hash_changes_with_bytes(tmp_path):
+    p = write_video(tmp_path / "a.mp4", _frames())
+    h1 = Video(p).content_hash()
+    write_video(p, _frames()[::-1])
+    assert Video(p).content_hash() != h1
