@@ -1,0 +1,60 @@
+"""The example metric plugin: a separate distribution, installed, discovered, run and logged."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "metric-plugin"
+BIN = Path(sys.executable).parent
+
+
+def test_example_metric_is_short():
+    lines = (EXAMPLE / "worldrecall_colour_shift" / "metric.py").read_text().splitlines()
+    assert len(lines) <= 40
+
+
+@pytest.fixture(scope="module")
+def installed():
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(EXAMPLE)]
+    subprocess.run(pip, check=True, capture_output=True)
+    yield
+    subprocess.run([sys.executable, "-m", "pip", "uninstall", "-q", "-y", "worldrecall-colour-shift"],
+                   check=False, capture_output=True)
+
+
+@pytest.mark.slow
+def test_discovered_run_and_logged(installed, tmp_path):
+    env = {**os.environ, "WORLDRECALL_STRICT_PLUGINS": "1"}
+    out = subprocess.run([str(BIN / "worldrecall"), "plugins", "--json"], check=True, capture_output=True,
+                         text=True, env=env).stdout
+    plugin = {p["name"]: p for p in json.loads(out)}["colour_shift"]
+    assert plugin["distribution"] == "worldrecall-colour-shift" and plugin["version"] == "0.1.0"
+    assert plugin["components"] == {"metric": ["memobench.colour_shift"]}
+
+    out_root = tmp_path / "out"
+    cmd = [str(BIN / "worldrecall"), "run", "+experiment=colour_shift", "only=[memobench]",
+           "models_only=[oracle,appearance_drift]", f"output_root={out_root}", "progress=false",
+           "suite.params.n_cases=2", "suite.params.width=96", "suite.params.height=72",
+           "suite.params.gt_frames=24", "suite.params.gen_frames=20",
+           "aggregator_params.bootstrap.replicates=50", "aggregator_params.paired.replicates=50"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode in (0, 3), proc.stderr[-3000:]
+    assert "colour_shift" in proc.stdout  # in the printed leaderboard
+
+    import mlflow
+
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{out_root.resolve() / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("worldrecall").experiment_id])
+    child = next(r for r in runs if "mlflow.parentRunId" in r.data.tags)
+    assert child.data.tags["plugin.colour_shift"] == "0.1.0"
+    assert "memobench/oracle/colour_shift/score" in child.data.metrics
+    assert child.data.params["benchmarks.memobench.metrics.colour_shift.thresholds.max_shift"] == "30.0"
+    cases = next((out_root / "results").glob("*/tables/cases.csv")).read_text()
+    assert "memobench.colour_shift" in cases
