@@ -1,3 +1,52 @@
-"""Built-in plugin entry point (registered through the `worldrecall` entry-point group)."""
+"""MemoBench plugin: registers the release loader, the V/D/R aligner, the metrics and the leaderboard.
 
-from worldrecall.core.hookspecs import hookimpl  # noqa: F401
+Registered through the ``worldrecall`` entry-point group exactly like a third-party plugin. VQA lives in
+the separate ``memobench_vqa`` plugin (``worldrecall.plugins.memobench.vqa``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from worldrecall.core.hookspecs import hookimpl
+from worldrecall.plugins.memobench.aligner import PhaseAligner
+from worldrecall.plugins.memobench.camera_controllability import CameraControllability
+from worldrecall.plugins.memobench.camera_gate import CameraGate
+from worldrecall.plugins.memobench.geo3d import Geo3D
+from worldrecall.plugins.memobench.gt_revisit_sim import GTRevisitSim
+from worldrecall.plugins.memobench.image_reward import ImageRewardScore
+from worldrecall.plugins.memobench.leaderboard import MemoBenchLeaderboard
+from worldrecall.plugins.memobench.loader import MemoBenchLoader
+from worldrecall.plugins.memobench.motion_smoothness import MotionSmoothness
+from worldrecall.plugins.memobench.obj_identity import ObjIdentity
+from worldrecall.plugins.memobench.ors import ORS
+from worldrecall.plugins.memobench.pixel_fidelity import PixelFidelity
+from worldrecall.plugins.memobench.visual_quality import VisualQuality
+
+METRICS = (VisualQuality, MotionSmoothness, ObjIdentity, Geo3D, ORS, PixelFidelity, CameraControllability,
+           ImageRewardScore, GTRevisitSim, CameraGate)
+
+
+@hookimpl
+def register_loaders(register: Callable[..., None]) -> None:
+    """The ``memobench`` release loader."""
+    register(MemoBenchLoader())
+
+
+@hookimpl
+def register_aligners(register: Callable[..., None]) -> None:
+    """The ``memobench.phases`` V/D/R aligner."""
+    register(PhaseAligner())
+
+
+@hookimpl
+def register_metrics(register: Callable[..., None]) -> None:
+    """Every MemoBench metric class (the runner instantiates them with configured params/thresholds)."""
+    for cls in METRICS:
+        register(cls)
+
+
+@hookimpl
+def register_aggregators(register: Callable[..., None]) -> None:
+    """The ``memobench.leaderboard`` aggregator."""
+    register(MemoBenchLeaderboard())

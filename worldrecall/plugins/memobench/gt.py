@@ -1,0 +1,129 @@
+"""Ground-truth sources of the MemoBench release: frame counts, camera poses and reference frames.
+
+Synthetic clip ``{Scene}_{NNN}`` (n = NNN without padding) under ``Synthetic_processed/{Scene}/{clip}/``:
+``RGB{n}/*.jpg`` (frames), ``{n}/intrinsics.npy`` (one row per GT frame), ``{n}/poses.npy`` (c2w, OpenCV
+axes; fallbacks ``poses.npy`` in the clip folder, then the raw UE5 track ``camera_full{n}.csv``).
+Real clip ``NNN`` under ``Real_Raw/NNN/``: ``NNN.mp4``, ``FRAMES/*.jpg``, ``raw/NNN_mapanything.npz``
+(``cam_c2w``; fallback ``mapanything/outputs/real/NNN_mapanything.npz`` at the data root).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from worldrecall.core.data import Case, CaseFailure
+from worldrecall.core.video import list_frame_files
+
+# UE5 left-handed elementary rotations and the y/z flip to OpenCV camera axes (official fallback converter)
+_FLIP_YZ = np.diag([1.0, -1.0, -1.0, 1.0])
+
+
+def _rx_lh(a: float) -> np.ndarray:
+    c, s = np.cos(a), np.sin(a)
+    return np.array([[1, 0, 0], [0, c, s], [0, -s, c]], dtype=np.float64)
+
+
+def _ry_lh(a: float) -> np.ndarray:
+    c, s = np.cos(a), np.sin(a)
+    return np.array([[c, 0, -s], [0, 1, 0], [s, 0, c]], dtype=np.float64)
+
+
+def _rz_lh(a: float) -> np.ndarray:
+    c, s = np.cos(a), np.sin(a)
+    return np.array([[c, s, 0], [-s, c, 0], [0, 0, 1]], dtype=np.float64)
+
+
+def ue5_track_to_c2w(path: Path) -> np.ndarray:
+    """``camera_full{n}.csv`` -> [G, 4, 4] c2w: R = Rz·Ry·Rx (left-handed, radians), then ``@ diag(1,-1,-1,1)``."""
+    import pandas as pd
+
+    df = pd.read_csv(path)
+    poses = np.zeros((len(df), 4, 4), dtype=np.float64)
+    for i, (_, row) in enumerate(df.iterrows()):
+        c2w = np.eye(4, dtype=np.float64)
+        c2w[:3, :3] = _rz_lh(float(row["rot_z"])) @ _ry_lh(float(row["rot_y"])) @ _rx_lh(float(row["rot_x"]))
+        c2w[:3, 3] = [float(row["loc_x"]), float(row["loc_y"]), float(row["loc_z"])]
+        poses[i] = c2w @ _FLIP_YZ
+    return poses
+
+
+def count_images(folder: Path) -> int:
+    """Number of .png/.jpg/.jpeg files in a frame folder (0 when it does not exist)."""
+    folder = Path(folder)
+    return len(list_frame_files(folder)) if folder.is_dir() else 0
+
+
+def mp4_frame_count(path: Path) -> int:
+    """The container's frame count (OpenCV ``CAP_PROP_FRAME_COUNT``), as the official Step 1 reads it."""
+    import cv2
+
+    cap = cv2.VideoCapture(str(path))
+    try:
+        return int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
+    finally:
+        cap.release()
+
+
+def npy_rows(path: Path) -> int:
+    """Rows of a ``.npy`` array, read from its header only."""
+    arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    return int(arr.shape[0])
+
+
+def load_gt_poses(case: Case) -> np.ndarray:
+    """The case's GT c2w poses [G, 4, 4] float64; CaseFailure naming the file when missing or malformed."""
+    rel, kind = case.annotations.get("gt_poses"), case.annotations.get("gt_poses_kind")
+    if not rel or case.data_root is None:
+        raise CaseFailure(f"{case.case_id}: no GT pose file (poses.npy / camera_full*.csv / *_mapanything.npz)")
+    path = Path(case.data_root) / rel
+    try:
+        if kind == "npy":
+            poses = np.load(path, allow_pickle=False).astype(np.float64)
+        elif kind == "ue5_csv":
+            poses = ue5_track_to_c2w(path)
+        elif kind == "mapanything_npz":
+            with np.load(path, allow_pickle=False) as z:
+                poses = np.asarray(z["cam_c2w"], dtype=np.float64)
+        else:
+            raise CaseFailure(f"{path}: unknown GT pose kind {kind!r}")
+    except CaseFailure:
+        raise
+    except Exception as e:  # missing key, truncated file, bad CSV: one-line reason for this case only
+        raise CaseFailure(f"{path}: cannot read GT poses ({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
+    if poses.ndim != 3 or poses.shape[1:] != (4, 4) or len(poses) == 0:
+        raise CaseFailure(f"{path}: GT poses have shape {tuple(poses.shape)}, expected [G, 4, 4]")
+    return poses
+
+
+def read_gt_frames(case: Case, indices: Sequence[int]) -> list[np.ndarray]:
+    """GT frames (uint8 RGB, native size) at ``indices``; an index outside [0, G_decoded) fails the case.
+
+    A frame folder is read file by file (only what is asked for); a video is decoded once through the
+    shared :class:`~worldrecall.core.video.Video`.
+    """
+    import cv2
+
+    ref = case.reference
+    if ref is None:
+        raise CaseFailure(f"{case.case_id}: no GT reference video/frames")
+    if ref.is_frame_folder:
+        files = list_frame_files(ref.path)
+        out, memo = [], {}
+        for i in indices:
+            if not 0 <= i < len(files):
+                raise CaseFailure(f"{ref.path}: GT frame {i} out of range ({len(files)} frames)")
+            if i not in memo:
+                img = cv2.imread(str(files[i]), cv2.IMREAD_COLOR)
+                if img is None:
+                    raise CaseFailure(f"{files[i]}: unreadable GT frame")
+                memo[i] = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+            out.append(memo[i])
+        return out
+    frames = ref.frames()
+    for i in indices:
+        if not 0 <= i < len(frames):
+            raise CaseFailure(f"{ref.path}: GT frame {i} out of range ({len(frames)} decodable frames)")
+    return [frames[i] for i in indices]

@@ -1,0 +1,285 @@
+"""The ``memobench`` loader: the official release layout plus any model's generated outputs.
+
+The phase sheets decide which clips exist (as in the official Step 1). Every (clip, model) becomes a
+:class:`Case`, or a :class:`CaseError` naming the missing/bad file. Models come from the request
+(``LoadRequest.generations``: model -> folder); a folder may hold ``Synthetic/`` and ``Real/`` sub-folders
+(the documented layout) or the clips directly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from worldrecall.core.components import Loader, LoadRequest, merge_typed
+from worldrecall.core.data import Case, CaseError, CaseFailure
+from worldrecall.core.paths import safe_join
+from worldrecall.core.video import Video, list_frame_files
+from worldrecall.plugins.memobench import discovery, gt, metadata, sheets
+
+log = logging.getLogger(__name__)
+
+BENCHMARK = "memobench"
+
+
+@dataclass
+class GTClip:
+    """Everything the release says about one clip, independent of the model being scored."""
+
+    split: str
+    clip_id: str
+    scene: str
+    strata: dict[str, str]
+    annotations: dict[str, Any] = field(default_factory=dict)
+    reference: Path | None = None
+    prompt: str | None = None
+    subject: str | None = None
+    error: str | None = None          # a GT problem: every model's case for this clip is a CaseError
+
+
+def _rel(path: Path, root: Path) -> str:
+    return str(Path(path).resolve().relative_to(Path(root).resolve()))
+
+
+def _first_frame(meta: metadata.ClipMeta | None, data_root: Path, fallback: Path | None) -> str | None:
+    """The conditioning frame as a data-root-relative path (metadata path if it is inside the root)."""
+    if meta is not None and meta.first_frame:
+        rel = meta.first_frame
+        rel = rel.removeprefix("data/")
+        try:
+            p = safe_join(data_root, rel, what="first-frame path")
+            if p.is_file():
+                return _rel(p, data_root)
+        except CaseFailure:
+            pass
+    return _rel(fallback, data_root) if fallback is not None else None
+
+
+class MemoBenchLoader(Loader):
+    """Official MemoBench release (Synthetic_processed/, Real_Raw/, phase sheets, sam3_metadata)."""
+
+    name: ClassVar[str] = "memobench"
+    benchmark: ClassVar[str] = BENCHMARK
+    description: ClassVar[str] = "MemoBench release layout + generated outputs (mp4, video.mp4, frame folders)"
+    defaults: ClassVar[dict[str, Any]] = {
+        "splits": ["synthetic", "real"],
+        "gt_frame_source": "step1",      # step1: RGB file count / mp4 frame count; step2: intrinsics rows / FRAMES count
+        "sheet_format": "auto",          # auto (xlsx, else csv) | xlsx | csv
+        "synthetic_subdir": "Synthetic",
+        "real_subdir": "Real",
+        "missing_generation": "error",   # error: a CaseError per missing clip | skip: silently left out
+        "sidecars": True,
+    }
+
+    # -- GT side ----------------------------------------------------------------------------------
+    def gt_clips(self, data_root: Path, opts: dict[str, Any]) -> list[GTClip]:
+        """Every clip of the requested splits with its GT facts (or the GT problem that fails it)."""
+        data_root = Path(data_root)
+        out: list[GTClip] = []
+        meta_dir = data_root / "sam3_metadata"
+        if "synthetic" in opts["splits"]:
+            meta_path = meta_dir / "synthetic_metadata.csv"
+            meta = metadata.read_synthetic_metadata(meta_path) if meta_path.is_file() else {}
+            out += self._synthetic(data_root, opts, meta)
+        if "real" in opts["splits"]:
+            meta_path = meta_dir / "real_metadata.csv"
+            meta = metadata.read_real_metadata(meta_path) if meta_path.is_file() else {}
+            out += self._real(data_root, opts, meta)
+        return out
+
+    def _synthetic(self, data_root: Path, opts: dict[str, Any], meta: dict[str, metadata.ClipMeta]) -> list[GTClip]:
+        root = data_root / "Synthetic_processed"
+        sheet = sheets.find_sheet(root, sheets.SYNTHETIC_SHEET, opts["sheet_format"])
+        if sheet is None:
+            log.warning("memobench: no %s.xlsx/.csv under %s; no synthetic clips", sheets.SYNTHETIC_SHEET, root)
+            return []
+        rows = sheets.parse_synthetic_sheet(sheets.read_table(sheet))
+        return [self._synthetic_clip(data_root, root, row, meta.get(row.clip_id), opts) for row in rows.values()]
+
+    def _synthetic_clip(self, data_root: Path, root: Path, row: sheets.PhaseRow,
+                        meta: metadata.ClipMeta | None, opts: dict[str, Any]) -> GTClip:
+        clip = row.clip_id
+        m = discovery.CLIP_NAME.match(clip)
+        scene = m.group(1) if m else ""
+        subject = meta.subject if meta else None
+        c = GTClip("synthetic", clip, scene, {"split": "synthetic", "scene": scene, "subject": subject or ""},
+                   subject=subject)
+        if m is None:
+            c.error = f"{sheets.SYNTHETIC_SHEET}: video_folder {clip!r} is not a <Scene>_<NNN> clip id"
+            return c
+        n = str(int(m.group(2)))
+        try:
+            clip_dir = safe_join(root, f"{scene}/{clip}", what="video_folder")
+        except CaseFailure as e:
+            c.error = str(e)
+            return c
+        rgb_dir, intr = clip_dir / f"RGB{n}", clip_dir / n / "intrinsics.npy"
+        n_rgb = gt.count_images(rgb_dir)
+        if not rgb_dir.is_dir():
+            c.error = f"{rgb_dir}: GT frame folder missing"
+        elif n_rgb == 0:
+            c.error = f"{rgb_dir}: GT frame folder has no .jpg/.png frames"
+        elif not intr.is_file():
+            c.error = f"{intr}: GT intrinsics missing"
+        if c.error:
+            return c
+        try:
+            g_step2 = gt.npy_rows(intr)
+        except Exception as e:  # a corrupt npy fails this clip only
+            c.error = f"{intr}: unreadable ({type(e).__name__})"
+            return c
+        poses, kind = None, None
+        for cand, k in ((clip_dir / n / "poses.npy", "npy"), (clip_dir / "poses.npy", "npy"),
+                        (clip_dir / f"camera_full{n}.csv", "ue5_csv")):
+            if cand.is_file():
+                poses, kind = cand, k
+                break
+        g, src = (n_rgb, "rgb_files") if opts["gt_frame_source"] == "step1" else (g_step2, "intrinsics_rows")
+        first = list_frame_files(rgb_dir)[0]
+        sheet_prompt = row.prompt
+        c.reference = rgb_dir
+        c.prompt = (meta.prompt if meta and meta.prompt else None) or (
+            sheet_prompt if sheet_prompt and sheet_prompt.lower() != "nan" else None)
+        c.annotations = {
+            "split": "synthetic", "clip_id": clip, "scene": scene, "clip_number": int(n),
+            "h_gt": row.h_gt, "r_gt": row.r_gt, "frame_num": row.frame_num,
+            "G": g, "G_source": src, "G_ors": g_step2, "G_ors_source": "intrinsics_rows",
+            "sheet_prompt": sheet_prompt, "subject": subject,
+            "ors_query": metadata.ors_query("synthetic", subject, meta.prompt if meta else None),
+            "gt_poses": _rel(poses, data_root) if poses else None, "gt_poses_kind": kind,
+            "gt_intrinsics": _rel(intr, data_root),
+            "first_frame": _first_frame(meta, data_root, first),
+        }
+        return c
+
+    def _real(self, data_root: Path, opts: dict[str, Any], meta: dict[str, metadata.ClipMeta]) -> list[GTClip]:
+        root = data_root / "Real_Raw"
+        sheet = sheets.find_sheet(root, sheets.REAL_SHEET, opts["sheet_format"])
+        if sheet is None:
+            log.warning("memobench: no %s.xlsx/.csv under %s; no real clips", sheets.REAL_SHEET, root)
+            return []
+        rows = sheets.parse_real_sheet(sheets.read_table(sheet))
+        selected: set[str] | None = None
+        selection_error: str | None = None
+        sel_path = sheets.find_real_selection(data_root)
+        if sel_path is not None:
+            try:
+                selected = sheets.parse_real_selection(sheets.read_table(sel_path))
+            except (sheets.SheetError, KeyError) as e:
+                selection_error = f"{sel_path}: availability filter unreadable ({e}); provide Real_Selected.csv"
+        out = []
+        for row in rows.values():
+            if selected is not None and row.clip_id not in selected:
+                continue
+            c = self._real_clip(data_root, root, row, meta.get(row.clip_id), opts)
+            if selection_error:  # a global problem outranks the clip's own
+                c.error = selection_error
+            out.append(c)
+        return out
+
+    def _real_clip(self, data_root: Path, root: Path, row: sheets.PhaseRow,
+                   meta: metadata.ClipMeta | None, opts: dict[str, Any]) -> GTClip:
+        clip = row.clip_id
+        subject = meta.subject if meta else None
+        c = GTClip("real", clip, "real", {"split": "real", "scene": "real", "subject": subject or ""}, subject=subject)
+        try:
+            gt_dir = safe_join(root, clip, what="id")
+            npz_fallback = safe_join(data_root, f"mapanything/outputs/real/{clip}_mapanything.npz", what="id")
+        except CaseFailure as e:
+            c.error = str(e)
+            return c
+        mp4, npz = gt_dir / f"{clip}.mp4", gt_dir / "raw" / f"{clip}_mapanything.npz"
+        if not npz.is_file() and npz_fallback.is_file():
+            npz = npz_fallback
+        if not mp4.is_file():
+            c.error = f"{mp4}: GT video missing"
+            return c
+        if not npz.is_file():
+            c.error = f"{npz}: GT MapAnything poses missing"
+            return c
+        g_step1 = gt.mp4_frame_count(mp4)
+        if g_step1 <= 0:
+            c.error = f"{mp4}: cannot read the GT frame count"
+            return c
+        frames_dir = gt_dir / "FRAMES"
+        g_step2 = gt.count_images(frames_dir) or None
+        if opts["gt_frame_source"] == "step2" and g_step2:
+            g, src = g_step2, "frames_files"
+        else:
+            g, src = g_step1, "mp4_frame_count"
+        first = list_frame_files(frames_dir)[0] if g_step2 else None
+        c.reference = mp4
+        c.prompt = meta.prompt if meta and meta.prompt else None
+        c.annotations = {
+            "split": "real", "clip_id": clip, "scene": "real",
+            "h_gt": row.h_gt, "r_gt": row.r_gt,
+            "G": g, "G_source": src, "G_ors": g_step2, "G_ors_source": "frames_files",
+            "sheet_prompt": None,  # the real sheet has no prompt column (official: no ImageReward for real)
+            "subject": subject,
+            "ors_query": metadata.ors_query("real", subject, c.prompt),
+            "gt_poses": _rel(npz, data_root), "gt_poses_kind": "mapanything_npz",
+            "first_frame": _first_frame(meta, data_root, first),
+        }
+        return c
+
+    # -- generation side --------------------------------------------------------------------------
+    def load(self, request: LoadRequest) -> Iterator[Case | CaseError]:
+        """Yield one Case (or CaseError naming the missing file) per (clip of the sheets, model)."""
+        opts = merge_typed(self.defaults, request.options or {}, "memobench.loader_options")
+        bad = set(opts["splits"]) - {"synthetic", "real"}
+        if bad:
+            raise ValueError(f"memobench.loader_options.splits: unknown split(s) {sorted(bad)}")
+        if opts["gt_frame_source"] not in ("step1", "step2"):
+            raise ValueError("memobench.loader_options.gt_frame_source must be step1 or step2")
+        data_root = Path(request.data_root)
+        clips = self.gt_clips(data_root, opts)
+        find_sidecars = _sidecar_finder() if opts["sidecars"] else None
+        for model, folder in request.generations.items():
+            folder = Path(folder)
+            indexes: dict[str, tuple[Path, dict[str, discovery.Generation]]] = {}
+            for split, sub, index in (("synthetic", opts["synthetic_subdir"], discovery.index_synthetic),
+                                      ("real", opts["real_subdir"], discovery.index_real)):
+                if split in opts["splits"]:
+                    root = folder / sub if sub and (folder / sub).is_dir() else folder
+                    indexes[split] = (root, index(root) if root.is_dir() else {})
+            for c in clips:
+                if c.error:
+                    yield CaseError(BENCHMARK, c.clip_id, model, "load", c.error, dict(c.strata))
+                    continue
+                root, index = indexes[c.split]
+                gen = index.get(c.clip_id)
+                if gen is None:
+                    if opts["missing_generation"] == "error":
+                        where = discovery.expected_locations(c.split, c.clip_id, root)
+                        yield CaseError(BENCHMARK, c.clip_id, model, "load",
+                                        f"{where}: no generated video for clip {c.clip_id}", dict(c.strata))
+                    continue
+                yield self._case(request, model, c, gen, data_root, find_sidecars)
+
+    def _case(self, request: LoadRequest, model: str, c: GTClip, gen: discovery.Generation,
+              data_root: Path, find_sidecars: Any) -> Case:
+        def video(p: Path) -> Video:
+            return request.pool.get(p) if request.pool is not None else Video(p)
+
+        sidecars: dict[str, Path] = {}
+        if find_sidecars is not None:
+            d = find_sidecars(gen.path)
+            if d is not None:
+                sidecars["vipe"] = Path(d)
+        ann = dict(c.annotations, generation_layout=gen.layout)
+        return Case(benchmark=BENCHMARK, case_id=c.clip_id, model=model, video=video(gen.path),
+                    reference=video(c.reference) if c.reference is not None else None,
+                    strata=dict(c.strata), prompt=c.prompt, subject=c.subject, annotations=ann,
+                    sidecars=sidecars, data_root=data_root)
+
+
+def _sidecar_finder() -> Any:
+    """``worldrecall.core.sidecars.find_sidecar_dir`` when that module is installed, else None."""
+    try:
+        from worldrecall.core.sidecars import find_sidecar_dir
+    except ImportError:
+        return None
+    return find_sidecar_dir

@@ -1,0 +1,119 @@
+"""MemoBench Object Revisit Score (ORS): is the target found again in every frame of R?
+
+Measure: the ``segmenter`` role (SAM-3 in the paper) on every R frame r … N-1 at native resolution with
+the clip's text query — synthetic: the prompt's "… (subject) …" phrase, real: the ``subject`` column —
+storing each candidate's mask coverage (pixels / (W·H)) and score. Score: a frame is detected when a
+candidate with score > ``min_score`` has coverage in [area_min, area_max] (fallback band
+[area_min, area_max_fallback] when the first is empty); its confidence is the best such score.
+``ORS = n_d / n_R · mean(confidence of detected frames)``; n_R = 0 or n_d = 0 -> 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from worldrecall.core.components import MeasureContext
+from worldrecall.core.data import Alignment, Case, CaseFailure
+from worldrecall.core.models import Detection
+from worldrecall.plugins.memobench import rounding, sampling
+from worldrecall.plugins.memobench.base import MemoBenchMetric, batched, phase_info
+
+
+def candidate_arrays(per_frame: list[list[Detection]]) -> dict[str, np.ndarray]:
+    """Flatten detections to (frame position, coverage, score) arrays; coverage = mask pixels / (W·H)."""
+    fr, cov, sc = [], [], []
+    for k, dets in enumerate(per_frame):
+        for d in dets:
+            m = np.asarray(d.mask, dtype=bool)
+            fr.append(k)
+            cov.append(int(m.sum()) / m.size)
+            sc.append(float(d.score))
+    return {"cand_frame": np.asarray(fr, dtype=np.int64), "cand_coverage": np.asarray(cov, dtype=np.float64),
+            "cand_score": np.asarray(sc, dtype=np.float64)}
+
+
+def frame_confidences(cand_frame: np.ndarray, cand_coverage: np.ndarray, cand_score: np.ndarray, n_frames: int,
+                      area_min: float, area_max: float, area_max_fallback: float,
+                      min_score: float) -> list[float | None]:
+    """Per frame: best in-band score, or None when not detected (official two-band rule)."""
+    out: list[float | None] = []
+    for k in range(n_frames):
+        sel = (cand_frame == k) & (cand_score > min_score)
+        cov, sc = cand_coverage[sel], cand_score[sel]
+        band = (cov >= area_min) & (cov <= area_max)
+        if not band.any():
+            band = (cov >= area_min) & (cov <= area_max_fallback)
+        out.append(float(sc[band].max()) if band.any() else None)
+    return out
+
+
+def ors_values(confidences: list[float | None]) -> tuple[float, float, float, int]:
+    """(ORS, detection rate, mean confidence, n_detected), unrounded; all 0 when nothing is detected."""
+    n_r = len(confidences)
+    det = [c for c in confidences if c is not None]
+    if n_r == 0:
+        return 0.0, 0.0, 0.0, 0
+    rate = len(det) / n_r
+    mean_conf = float(np.mean(det)) if det else 0.0
+    return rate * mean_conf, rate, mean_conf, len(det)
+
+
+class ORS(MemoBenchMetric):
+    """``ors`` on 0-1 (leaderboard ×100 in the official CSV, 0-1 in the paper)."""
+
+    name: ClassVar[str] = "memobench.ors"
+    description: ClassVar[str] = "Object Revisit Score: detection rate × mean confidence of the target over R"
+    range: ClassVar[tuple[float, float]] = (0.0, 1.0)
+    primary: ClassVar[str] = "score"
+    models: ClassVar[tuple[str, ...]] = ("segmenter",)
+    params: ClassVar[dict[str, Any]] = {
+        "r_source": "ors",          # ors: r from the GT count compute_ors.py uses (intrinsics rows / FRAMES) | alignment
+        "query_source": "official",  # official: synthetic prompt phrase, real subject | subject: the subject column
+    }
+    thresholds: ClassVar[dict[str, Any]] = {"area_min": 0.0005, "area_max": 0.50, "area_max_fallback": 0.70,
+                                            "min_score": 0.0}
+
+    def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
+        """Every candidate (coverage, score) of every R frame at native resolution."""
+        if case.video is None:
+            raise CaseFailure(f"{case.case_id}: no generated video")
+        frames = case.video.frames()
+        _, r, n = phase_info(alignment)
+        if self.params["r_source"] == "ors":
+            if alignment.info.get("r_ors") is None:
+                raise CaseFailure(f"{case.case_id}: no GT frame count for ORS ({case.annotations.get('G_ors_source')} "
+                                  "missing: intrinsics.npy rows / FRAMES/ files)")
+            r = int(alignment.info["r_ors"])
+        if self.params["query_source"] == "official":
+            query = case.annotations.get("ors_query") or case.subject
+        else:
+            query = case.subject
+        if not query:
+            raise CaseFailure(f"{case.case_id}: no segmenter query (subject missing from sam3_metadata)")
+        idx = sampling.ors_indices(r, n)
+        model = ctx.models.get("segmenter")
+        per_frame: list[list[Detection]] = []
+        for chunk in batched(idx, ctx.batch_size):
+            per_frame += model.segment([frames[i] for i in chunk], query, case=case, indices=list(chunk))
+        if len(per_frame) != len(idx):
+            raise CaseFailure(f"segmenter returned {len(per_frame)} frames of candidates for {len(idx)} frames")
+        return {"r": r, "n_r": len(idx), "query": query, **candidate_arrays(per_frame)}
+
+    def score(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> dict[str, float | None]:
+        """``score`` = ORS (4 dp), detection rate, mean confidence, counts."""
+        conf = frame_confidences(np.asarray(measurement["cand_frame"]), np.asarray(measurement["cand_coverage"]),
+                                 np.asarray(measurement["cand_score"]), int(measurement["n_r"]),
+                                 thresholds["area_min"], thresholds["area_max"], thresholds["area_max_fallback"],
+                                 thresholds["min_score"])
+        ors, rate, mean_conf, n_d = ors_values(conf)
+        return {
+            "score": rounding.round_py(ors, 4),
+            "score_raw": ors,
+            "detection_rate": rounding.round_py(rate, 4),
+            "mean_confidence": rounding.round_py(mean_conf, 4),
+            "n_r_frames": float(len(conf)),
+            "n_detected": float(n_d),
+        }
