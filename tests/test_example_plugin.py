@@ -39,7 +39,7 @@ def test_discovered_run_and_logged(installed, tmp_path):
     assert plugin["components"] == {"metric": ["memobench.colour_shift"]}
 
     out_root = tmp_path / "out"
-    cmd = [str(BIN / "worldrecall"), "run", "+experiment=colour_shift", "only=[memobench]",
+    cmd = [str(BIN / "worldrecall"), "run", "experiment=colour_shift", "only=[memobench]",
            "models_only=[oracle,appearance_drift]", f"output_root={out_root}", "progress=false",
            "suite.params.n_cases=2", "suite.params.width=96", "suite.params.height=72",
            "suite.params.gt_frames=24", "suite.params.gen_frames=20",

@@ -9,7 +9,8 @@ Two on-disk layouts are read by one entry point, :func:`read_sidecar`, which dis
 * the **native ViPE output** (``vipe infer VIDEO -o OUT``): ``pose/<name>.npz`` (``data`` + ``inds``),
   ``intrinsics/<name>.npz`` (``data`` [N,4] fx,fy,cx,cy + ``inds``) and ``depth/<name>.zip`` holding one
   single-channel half-float EXR per frame (``{idx:05d}.exr``, channel ``Z``). Rows are the intersection
-  of the three index sets, as the official exporter does.
+  of the three index sets, as the official exporter does. Depth (and the derived valid mask) is a
+  :class:`RowStack` that decodes a frame when it is indexed, so long rollouts are never held in memory.
 
 Every problem becomes a :class:`~worldrecall.core.data.CaseFailure` whose one-line message starts with
 the offending file. Nothing is ever unpickled (``np.load(..., allow_pickle=False)`` everywhere).
@@ -25,9 +26,10 @@ import json
 import struct
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +37,7 @@ from worldrecall.core.data import CaseFailure
 
 __all__ = [
     "ORTHONORMAL_TOL",
+    "RowStack",
     "Sidecar",
     "decode_exr",
     "encode_exr",
@@ -60,15 +63,17 @@ _DEPTH_CHUNK = 64  # rows validated at a time, so a memory-mapped 60 s depth sta
 class Sidecar:
     """One video's camera sidecar, one row per frame ViPE kept (rows in increasing frame order).
 
-    ``depth`` may be a read-only memory map; ``valid`` is ``mask & finite & depth > 0`` (the official
-    valid-pixel rule) and is ``None`` only when depth was not requested.
+    ``depth`` may be a read-only memory map (converted layout) or a :class:`RowStack` decoding frames on
+    access (native ViPE zip); ``valid`` is the stored mask, or a :class:`RowStack` of ``finite & depth >
+    0`` when none is stored, and ``None`` only when depth was not requested. Index rows (``depth[i]``)
+    rather than materialising whole stacks.
     """
 
     source: Path
     poses_c2w: np.ndarray              # [N,4,4] float64, OpenCV camera axes (x right, y down, z forward)
     intrinsics: np.ndarray             # [N,3,3] float64, pixel K matching the depth maps
-    depth: np.ndarray | None           # [N,h,w] float32 metric depth (m)
-    valid: np.ndarray | None           # [N,h,w] bool
+    depth: np.ndarray | RowStack | None   # [N,h,w] float32 metric depth (m)
+    valid: np.ndarray | RowStack | None   # [N,h,w] bool
     frame_indices: np.ndarray          # [N] int64 source-video frame of each row
     timestamps: np.ndarray | None      # [N] float64 seconds
     instance_ids: np.ndarray | None    # [N,H,W] uint8/uint16, 0 = background (worldrecall extra)
@@ -108,6 +113,48 @@ class Sidecar:
         return k - 1 if (int(i) - int(fi[k - 1])) <= (int(fi[k]) - int(i)) else k
 
 
+class RowStack:
+    """A read-only ``[N, h, w]`` stack whose rows are produced on access (decoded EXR, derived mask).
+
+    Long native ViPE outputs hold thousands of full-resolution depth frames; consumers read a few rows,
+    so nothing is decoded up front. Supports ``stack[i]``, ``stack[a:b]``, ``len``, ``shape``, ``dtype``
+    and ``np.asarray(stack)`` (decodes everything).
+    """
+
+    ndim = 3
+
+    def __init__(self, n: int, hw: tuple[int, int], dtype: np.dtype | type, fetch: Callable[[int], np.ndarray]):
+        self.shape = (int(n), int(hw[0]), int(hw[1]))
+        self.dtype = np.dtype(dtype)
+        self._fetch = fetch
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        rest: tuple = ()
+        if isinstance(key, tuple):
+            key, rest = key[0], key[1:]
+        if isinstance(key, slice):
+            out = np.stack([self._row(i) for i in range(*key.indices(self.shape[0]))]) \
+                if len(range(*key.indices(self.shape[0]))) else np.zeros((0, *self.shape[1:]), self.dtype)
+        elif isinstance(key, (int, np.integer)):
+            i = int(key) + (self.shape[0] if int(key) < 0 else 0)
+            if not 0 <= i < self.shape[0]:
+                raise IndexError(f"row {int(key)} out of range for {self.shape[0]} rows")
+            out = self._row(i)
+        else:
+            out = np.stack([self._row(int(i)) for i in np.asarray(key).ravel()])
+        return out[(slice(None), *rest)] if rest and out.ndim == 3 else (out[rest] if rest else out)
+
+    def _row(self, i: int) -> np.ndarray:
+        return np.asarray(self._fetch(i), dtype=self.dtype)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = self[0: self.shape[0]]
+        return a if dtype is None else a.astype(dtype)
+
+
 # ------------------------------------------------------------------------------------------------------
 # discovery
 # ------------------------------------------------------------------------------------------------------
@@ -130,12 +177,13 @@ def _is_native(path: Path) -> bool:
 # entry point
 # ------------------------------------------------------------------------------------------------------
 def read_sidecar(path: Path, *, need_depth: bool = True, name: str | None = None,
-                 validate_depth: bool = True) -> Sidecar:
+                 validate_depth: bool = True, need_instances: bool = True) -> Sidecar:
     """Read and validate a sidecar folder (converted layout or native ViPE output).
 
     ``name`` picks one video of a native ViPE output folder holding several (default: the only one).
     ``need_depth=False`` skips depth/mask (pose-only consumers); ``validate_depth=False`` skips the
-    per-pixel NaN/mask scan of a memory-mapped depth stack.
+    per-pixel NaN/mask scan of a memory-mapped depth stack; ``need_instances=False`` skips the
+    full-resolution instance masks (large for long videos).
     """
     path = Path(path)
     if not path.exists():
@@ -145,7 +193,7 @@ def read_sidecar(path: Path, *, need_depth: bool = True, name: str | None = None
     if _is_native(path):
         sc = _read_native(path, need_depth=need_depth, name=name)
     else:
-        sc = _read_converted(path, need_depth=need_depth)
+        sc = _read_converted(path, need_depth=need_depth, need_instances=need_instances)
     _validate(sc, validate_depth=validate_depth)
     return sc
 
@@ -210,7 +258,7 @@ def _k_from_vec(v: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------------------------------------------
 # converted per-video layout
 # ------------------------------------------------------------------------------------------------------
-def _read_converted(d: Path, *, need_depth: bool) -> Sidecar:
+def _read_converted(d: Path, *, need_depth: bool, need_instances: bool = True) -> Sidecar:
     pose_file = next((d / f for f in _POSE_FILES if (d / f).is_file()), None)
     if pose_file is not None:
         poses = _load_npy(pose_file)
@@ -291,11 +339,11 @@ def _read_converted(d: Path, *, need_depth: bool) -> Sidecar:
                                   f"{dep_file.name} has {list(depth.shape)}")
             valid = mask.astype(bool, copy=False)
         else:
-            valid = None  # derived below (finite & > 0), in chunks
+            valid = None  # derived row by row (finite & > 0) in _validate
 
     inst_ids = None
     inst_file = d / "instance_masks.npz"
-    if inst_file.is_file():
+    if need_instances and inst_file.is_file():
         inst_ids, _ = _load_npz_key(inst_file, ("ids",))
         if inst_ids.ndim != 3:
             raise CaseFailure(f"{inst_file}: ids of shape {list(inst_ids.shape)}; expected [N,H,W]")
@@ -304,7 +352,7 @@ def _read_converted(d: Path, *, need_depth: bool) -> Sidecar:
         _same_rows(inst_ids, n, inst_file, pose_file)
     instances = None
     js_file = d / "instances.json"
-    if js_file.is_file():
+    if need_instances and js_file.is_file():
         try:
             instances = json.loads(js_file.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
@@ -369,6 +417,14 @@ def _read_native(d: Path, *, need_depth: bool, name: str | None) -> Sidecar:
     if kdat.ndim != 2 or kdat.shape[1] < 4:
         raise CaseFailure(f"{k_file}: intrinsics of shape {list(kdat.shape)}; expected [N,>=4] (fx,fy,cx,cy)")
 
+    cam_file = d / "intrinsics" / f"{nm}_camera.txt"
+    if cam_file.is_file():  # "idx: PINHOLE" per frame; K from (fx, fy, cx, cy) is only right for pinhole
+        kinds = {ln.split(":", 1)[1].strip().upper() for ln in cam_file.read_text(errors="replace").splitlines()
+                 if ":" in ln}
+        other = sorted(kinds - {"PINHOLE"})
+        if other:
+            raise CaseFailure(f"{cam_file}: camera model {other[0]} is not supported (pinhole only)")
+
     keep = np.intersect1d(p_inds, k_inds)
     zip_file = d / "depth" / f"{nm}.zip"
     members: dict[int, str] = {}
@@ -402,33 +458,60 @@ def _read_native(d: Path, *, need_depth: bool, name: str | None) -> Sidecar:
     depth = valid = None
     notes: list[str] = []
     if need_depth:
-        frames = []
-        with zipfile.ZipFile(zip_file) as zf:
-            for idx in keep:
-                member = members[int(idx)]
-                try:
-                    z = decode_exr(zf.read(member), channel="Z")
-                except CaseFailure as e:
-                    if "unsupported" in str(e):
-                        raise CaseFailure(f"{zip_file}/{member}: {e}") from None
-                    z = None  # ViPE's own reader turns a corrupt EXR into an all-NaN frame
-                    notes.append(f"{zip_file.name}/{member}: corrupt EXR read as all-NaN ({e})")
-                frames.append(z)
-        shapes = {f.shape for f in frames if f is not None}
-        if len(shapes) > 1:
-            raise CaseFailure(f"{zip_file}: depth frames of different sizes {sorted(shapes)}")
-        if not shapes:
-            raise CaseFailure(f"{zip_file}: every depth frame is unreadable")
-        shp = shapes.pop()
-        depth = np.stack([f if f is not None else np.full(shp, np.nan, np.float32) for f in frames])
-        valid = np.isfinite(depth) & (depth > 0)
-
+        names = [members[int(i)] for i in keep]
+        depth = _exr_stack(zip_file, names, notes)
+        valid = _derived_valid(depth)
     sc = Sidecar(source=d, poses_c2w=poses64, intrinsics=K, depth=depth, valid=valid,
                  frame_indices=keep.astype(np.int64), timestamps=None, instance_ids=None, instances=None,
                  layout="vipe_native", notes=notes,
                  files={"poses": pose_file, "intrinsics": k_file, "depth": zip_file, "mask": zip_file,
                         "frame_indices": pose_file})
     return sc
+
+
+def _exr_stack(zip_file: Path, names: list[str], notes: list[str]) -> RowStack:
+    """Depth frames of a ViPE zip, decoded on access; a corrupt frame reads as all-NaN (as ViPE's reader)."""
+    def read(i: int) -> np.ndarray | None:
+        try:
+            with zipfile.ZipFile(zip_file) as zf:
+                return decode_exr(zf.read(names[i]), channel="Z")
+        except CaseFailure as e:
+            if "unsupported" in str(e):
+                raise CaseFailure(f"{zip_file}/{names[i]}: {e}") from None
+            note = f"{zip_file.name}/{names[i]}: corrupt EXR read as all-NaN ({e})"
+        except (zipfile.BadZipFile, OSError, KeyError) as e:
+            note = f"{zip_file.name}/{names[i]}: unreadable ({_one_line(e)}), read as all-NaN"
+        if note not in notes:
+            notes.append(note)
+        return None
+
+    hw = None
+    for i in range(len(names)):  # frame size from the first readable frame
+        first = read(i)
+        if first is not None:
+            hw = first.shape
+            break
+    if hw is None:
+        raise CaseFailure(f"{zip_file}: every depth frame is unreadable")
+
+    def fetch(i: int) -> np.ndarray:
+        z = read(i)
+        if z is None:
+            return np.full(hw, np.nan, np.float32)
+        if z.shape != hw:
+            raise CaseFailure(f"{zip_file}/{names[i]}: depth frame of size {z.shape[1]}x{z.shape[0]}, "
+                              f"others are {hw[1]}x{hw[0]}")
+        return z
+
+    return RowStack(len(names), hw, np.float32, fetch)
+
+
+def _derived_valid(depth: Any) -> RowStack:
+    """Valid-pixel rows ``finite & depth > 0`` computed from the depth rows on access."""
+    def fetch(i: int) -> np.ndarray:
+        z = np.asarray(depth[i])
+        return np.isfinite(z) & (z > 0)
+    return RowStack(depth.shape[0], depth.shape[1:], bool, fetch)
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -489,28 +572,34 @@ def _validate(sc: Sidecar, *, validate_depth: bool) -> None:
                           f"the {w}x{h} depth maps (intrinsics for another resolution?)")
     if not validate_depth and sc.valid is not None:
         return
-    explicit_mask = sc.valid is not None
-    derived = None if explicit_mask else np.zeros(sc.depth.shape, dtype=bool)
+    if isinstance(sc.valid, RowStack):
+        # native zip: valid = finite & > 0 per decoded row, so only "is anything valid at all" can fail
+        if not any(bool(np.asarray(sc.valid[r]).any()) for r in range(n)):
+            raise CaseFailure(f"{depth_file}: no valid depth pixel in any of the {n} rows")
+        return
+    if sc.valid is None:
+        # converted layout without a stored mask: derive it (a bool array, 1/4 of the depth's size)
+        derived = np.zeros(sc.depth.shape, dtype=bool)
+        for a, b in _chunks(n, _DEPTH_CHUNK):
+            dep = np.asarray(sc.depth[a:b])
+            derived[a:b] = np.isfinite(dep) & (dep > 0)
+        sc.valid = derived
+        if not derived.any():
+            raise CaseFailure(f"{depth_file}: no valid depth pixel in any of the {n} rows")
+        return
     n_valid = 0
     for a, b in _chunks(n, _DEPTH_CHUNK):
         dep = np.asarray(sc.depth[a:b])
         ok = np.isfinite(dep) & (dep > 0)
-        if explicit_mask:
-            m = np.asarray(sc.valid[a:b])
-            bad = m & ~ok
-            if bad.any():
-                r = a + int(np.flatnonzero(bad.reshape(b - a, -1).any(axis=1))[0])
-                v = dep[r - a][bad[r - a]][0]
-                raise CaseFailure(f"{depth_file}: depth {float(v)} at row {r} where {mask_file.name} says valid")
-            n_valid += int(m.sum())
-        else:
-            derived[a:b] = ok
-            n_valid += int(ok.sum())
-    if derived is not None:
-        sc.valid = derived
+        m = np.asarray(sc.valid[a:b])
+        bad = m & ~ok
+        if bad.any():
+            r = a + int(np.flatnonzero(bad.reshape(b - a, -1).any(axis=1))[0])
+            v = dep[r - a][bad[r - a]][0]
+            raise CaseFailure(f"{depth_file}: depth {float(v)} at row {r} where {mask_file.name} says valid")
+        n_valid += int(m.sum())
     if n_valid == 0:
-        where = mask_file if explicit_mask and sc.layout == "converted" else depth_file
-        raise CaseFailure(f"{where}: no valid depth pixel in any of the {n} rows")
+        raise CaseFailure(f"{mask_file}: no valid depth pixel in any of the {n} rows")
 
 
 def _chunks(n: int, size: int) -> Iterator[tuple[int, int]]:

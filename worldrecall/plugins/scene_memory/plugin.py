@@ -1,3 +1,30 @@
-"""Built-in plugin entry point (registered through the `worldrecall` entry-point group)."""
+"""Scene Memory F1 plugin: registers its loader, two aligners and two metrics through the public hooks."""
 
-from worldrecall.core.hookspecs import hookimpl  # noqa: F401
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from worldrecall.core.hookspecs import hookimpl
+from worldrecall.plugins.scene_memory.aligners import ActionsAligner, TurnaroundAligner
+from worldrecall.plugins.scene_memory.loader import SceneMemoryLoader
+from worldrecall.plugins.scene_memory.metrics import MemorySceneF1, SceneF1
+
+
+@hookimpl
+def register_loaders(register: Callable[..., None]) -> None:
+    """The memory-loop rollout loader ``scene_memory``."""
+    register(SceneMemoryLoader())
+
+
+@hookimpl
+def register_aligners(register: Callable[..., None]) -> None:
+    """``scene_memory.turnaround`` (official split) and ``scene_memory.actions`` (experimental split)."""
+    register(TurnaroundAligner())
+    register(ActionsAligner())
+
+
+@hookimpl
+def register_metrics(register: Callable[..., None]) -> None:
+    """``scene_memory.memory_scene_f1`` (official) and ``scene_memory.scene_f1`` (experimental)."""
+    register(MemorySceneF1)
+    register(SceneF1)

@@ -1,0 +1,161 @@
+"""Observation/revisit splits of a memory-loop rollout on its own sidecar rows.
+
+* ``scene_memory.turnaround`` — the official split (spec B.4) at the pose farthest from the start, with the
+  return gate, worldrecall's absolute departure floor (errata 6) and the per-leg turning points (O-B3).
+* ``scene_memory.actions`` — the experimental split (B.5) at the first ground-truth action boundary, with
+  the experimental return gate always computed (the metric decides whether it counts).
+
+Both report rows (``split_row`` = first revisit row) and frame phases (inclusive video-frame ranges).
+A split that leaves a leg with < 2 rows is not an error: ``split_ok`` is false and the metric reports
+"not applicable" (errata 5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from worldrecall.core.components import Aligner, merge_typed
+from worldrecall.core.data import Alignment, Case, CaseFailure, Phase
+from worldrecall.core.sidecars import Sidecar, read_sidecar
+from worldrecall.plugins.scene_memory.actions import LOOP_ITINERARIES, action_split_row, expand_program
+from worldrecall.plugins.scene_memory.trajectory import (
+    experimental_return_gate,
+    turnaround_gate,
+    turning_points,
+)
+
+PRECOMPUTED_KEYS = ("scene_memory_npz", "observation_cloud", "revisit_cloud")
+
+
+def has_precomputed(case: Case) -> bool:
+    """True when the case ships its own clouds (a scene_memory NPZ or an explicit observation/revisit pair)."""
+    s = case.sidecars
+    return "scene_memory_npz" in s or ("observation_cloud" in s and "revisit_cloud" in s)
+
+
+def case_fps(case: Case, default_fps: float) -> float:
+    """The rollout's fps: probed by the loader, else ``default_fps`` (16 in the official code)."""
+    fps = case.annotations.get("fps")
+    return float(fps) if isinstance(fps, (int, float)) and fps > 0 else float(default_fps)
+
+
+def case_sidecar(case: Case, *, need_depth: bool) -> Sidecar:
+    """Read the case's ViPE sidecar (``case.sidecars["vipe"]``); CaseFailure naming the expected path."""
+    d = case.sidecars.get("vipe")
+    if d is None:
+        raise CaseFailure(f"annotations_vipe/{case.case_id}_vipe_ann: ViPE sidecar missing")
+    return read_sidecar(Path(d), need_depth=need_depth, need_instances=False)
+
+
+def _phases(fi: np.ndarray, split: int, ok: bool) -> dict[str, Phase]:
+    if not ok:
+        return {}
+    return {"observation": Phase("observation", int(fi[0]), int(fi[split - 1])),
+            "revisit": Phase("revisit", int(fi[split]), int(fi[-1]))}
+
+
+def _precomputed_alignment(method: str) -> Alignment:
+    # no poses: the clouds are already split; the gate cannot be judged
+    return Alignment({}, {"method": method, "source": "precomputed", "split_ok": True, "gate": None,
+                          "gate_official": None})
+
+
+class TurnaroundAligner(Aligner):
+    """Official Scene-Memory-F1 split at the pose turnaround k* = argmax_j d_0j, with the return gate."""
+
+    name = "scene_memory.turnaround"
+    description = "split at the estimated-trajectory turnaround (B.4) + return gate + per-leg turning points"
+    defaults: ClassVar[dict[str, Any]] = {
+        "rotation_weight": 1.0,      # w in d_ij = ‖t_i − t_j‖/E + w·θ_ij/180
+        "revisit_radius": 0.15,      # pose distance of a revisit pair
+        "departure_factor": 3.0,     # departed / excursion need ≥ factor × radius
+        "min_gap_s": 1.0,            # a revisit pair is at least this far apart in time
+        "default_fps": 16.0,         # when the video's fps is unknown
+        "degenerate_extent": 1e-6,   # E at or below this = rotation-only trajectory
+        "min_rows": 2,               # each leg needs at least this many rows
+        "absolute_floor": True,      # [ours, errata 6] jitter must not pass the gate
+        "floor_translation": 0.05,   # sidecar units (ViPE: ≈ metres)
+        "floor_rotation_deg": 10.0,
+        "leg_smoothing_s": 0.5,      # O-B3 turning points: moving-median window
+        "leg_prominence": 0.5,       # O-B3: peak prominence as a fraction of max d_0j
+    }
+
+    def align(self, case: Case, params: Mapping[str, Any]) -> Alignment:
+        """Split the case's sidecar rows at the turnaround and report the gate facts."""
+        p = merge_typed(self.defaults, params, f"aligner {self.name}")
+        if "vipe" not in case.sidecars and has_precomputed(case):
+            return _precomputed_alignment("turnaround")
+        sc = case_sidecar(case, need_depth=False)
+        fps = case_fps(case, p["default_fps"])
+        g = turnaround_gate(sc.poses_c2w, fps, rotation_weight=p["rotation_weight"],
+                            revisit_radius=p["revisit_radius"], departure_factor=p["departure_factor"],
+                            min_gap_s=p["min_gap_s"], degenerate_extent=p["degenerate_extent"],
+                            absolute_floor=p["absolute_floor"], floor_translation=p["floor_translation"],
+                            floor_rotation_deg=p["floor_rotation_deg"], min_rows=p["min_rows"])
+        turns = turning_points(sc.poses_c2w, fps, rotation_weight=p["rotation_weight"],
+                               degenerate_extent=p["degenerate_extent"], smoothing_s=p["leg_smoothing_s"],
+                               prominence=p["leg_prominence"])
+        n = len(sc)
+        # leg k: observation [0, turn_k), revisit [turn_k, turn_{k+1}) — only for multi-loop programs
+        legs = []
+        if len(turns) >= 2:
+            ends = turns[1:] + [n]
+            legs = [[int(t), int(e)] for t, e in zip(turns, ends)
+                    if t >= p["min_rows"] and e - t >= p["min_rows"]]
+        info = {"method": "turnaround", "source": "sidecar", "split_row": g.k_star, "fps": fps,
+                **g.to_json(), "turns": turns, "legs": legs,
+                "frame_indices": [int(sc.frame_indices[0]), int(sc.frame_indices[-1])]}
+        return Alignment(_phases(sc.frame_indices, g.k_star, g.split_ok), info)
+
+
+class ActionsAligner(Aligner):
+    """Experimental split at the first ground-truth action-segment boundary (B.5), gate computed alongside."""
+
+    name = "scene_memory.actions"
+    description = "split at the first action-segment boundary of the action program (B.5) + its return gate"
+    defaults: ClassVar[dict[str, Any]] = {
+        "default_fps": 16.0,
+        "min_rows": 2,
+        "departure_translation": 0.10,   # sidecar units
+        "departure_rotation_deg": 45.0,
+        "return_window": 0.15,           # return searched in the last 15 % of rows
+        "return_ratio": 0.12,            # translation / max translation
+        "return_rotation_deg": 8.0,
+    }
+
+    def align(self, case: Case, params: Mapping[str, Any]) -> Alignment:
+        """Split the case's sidecar rows at the action boundary and report the experimental gate."""
+        p = merge_typed(self.defaults, params, f"aligner {self.name}")
+        if "vipe" not in case.sidecars and has_precomputed(case):
+            return _precomputed_alignment("actions")
+        program = case.annotations.get("actions")
+        if program is None:
+            loop = case.strata.get("subcategory")
+            if loop in LOOP_ITINERARIES:  # the official fallback: the loop's own camera tokens
+                program = {"actions": [[t] for t in LOOP_ITINERARIES[loop]], "frames_per_action": None}
+            else:
+                raise CaseFailure(case.annotations.get("actions_error")
+                                  or f"{case.annotations.get('actions_file', case.case_id + '_actions.json')}: "
+                                     "action program missing")
+        sc = case_sidecar(case, need_depth=False)
+        n = len(sc)
+        n_frames = case.annotations.get("num_frames")
+        if not isinstance(n_frames, int) or n_frames < 1:
+            n_frames = case.video.num_frames if case.video is not None else int(sc.frame_indices[-1]) + 1
+        seq = expand_program(program, n_frames)
+        t, row = action_split_row(seq, n)
+        split_ok = row >= p["min_rows"] and n - row >= p["min_rows"]
+        rg = experimental_return_gate(sc.poses_c2w, departure_translation=p["departure_translation"],
+                                      departure_rotation_deg=p["departure_rotation_deg"],
+                                      return_window=p["return_window"], return_ratio=p["return_ratio"],
+                                      return_rotation_deg=p["return_rotation_deg"])
+        info = {"method": "actions", "source": "sidecar", "split_row": row, "transition_frame": t,
+                "n_action_frames": len(seq), "n_rows": n, "split_ok": bool(split_ok),
+                "reason": "" if split_ok else f"split at row {row} of {n} leaves a leg with fewer than "
+                                              f"{p['min_rows']} rows",
+                **rg.to_json(), "gate_official": rg.gate}
+        return Alignment(_phases(sc.frame_indices, row, split_ok), info)

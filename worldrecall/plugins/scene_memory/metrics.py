@@ -1,0 +1,260 @@
+"""The two Scene-Memory-F1 metrics: official ``memory_scene_f1`` and experimental ``scene_f1``.
+
+Measure (cached): build the observation and revisit clouds from the sidecar (B.6) — or take the case's
+precomputed clouds — and copy the aligner's gate facts; per-leg clouds for multi-loop programs (O-B3).
+Score (pure): the shared kernel (B.7) under the thresholds, then the variant's gate semantics:
+
+* ``memory_scene_f1``: a failed return gate makes F1 *not applicable* (None); ``f1_gate_zeroed`` is 0
+  there, so the aggregate mean of ``f1`` is the conditional mean and that of ``f1_gate_zeroed`` the
+  gate-zeroed mean (O-B4); ``gate`` averages to the pass rate.
+* ``scene_f1``: the gate counts only with ``require_gate`` (off by default) and then zeroes F1.
+
+``official_parity=True`` switches to the released code's behaviour: float32 arithmetic (errata 1) and
+the official gate without worldrecall's absolute floor (errata 6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from worldrecall.core.components import ConfigTypeError, MeasureContext, Metric
+from worldrecall.core.data import Alignment, Case, CaseFailure
+from worldrecall.core.sidecars import read_points_file
+from worldrecall.plugins.scene_memory.aligners import case_sidecar, has_precomputed
+from worldrecall.plugins.scene_memory.clouds import segment_cloud
+from worldrecall.plugins.scene_memory.f1 import ALIGNMENTS, KernelResult, NotApplicable, score_point_clouds
+
+KERNEL_THRESHOLDS: dict[str, Any] = {
+    "voxel_size": 0.0,                 # 0 = no voxel down-sampling
+    "alignment": "trimmed_icp",        # trimmed_icp | none
+    "centroid_align": False,           # used only when alignment = none (code default true; official false)
+    "distance_threshold": None,        # absolute τ; null = ratio × scene diagonal
+    "distance_threshold_ratio": 0.02,
+    "strict": True,                    # retention d < τ, hallucination d ≥ τ (false: ≤ / >)
+    "float32": False,                  # compute the kernel in float32 like the released code
+    "icp_max_iterations": 20,
+    "icp_trim": 0.8,
+    "icp_tolerance": 1e-5,
+    "icp_max_translation_ratio": 0.10,
+    "icp_max_rotation_deg": 10.0,
+    "official_parity": False,          # float32 kernel + official gate (no absolute floor)
+}
+
+_BUNDLE_KEYS = (("pobs", "prev"), ("observation", "revisit"))
+
+
+def _load_precomputed(case: Case) -> tuple[np.ndarray, np.ndarray, str]:
+    s = case.sidecars
+    if "scene_memory_npz" in s:
+        path = Path(s["scene_memory_npz"])
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                for ko, kr in _BUNDLE_KEYS:
+                    if ko in z.files and kr in z.files:
+                        o, r = np.asarray(z[ko]), np.asarray(z[kr])
+                        break
+                else:
+                    raise CaseFailure(f"{path}: needs keys pobs/prev or observation/revisit "
+                                      f"(found: {', '.join(z.files) or 'none'})")
+        except CaseFailure:
+            raise
+        except (ValueError, OSError, EOFError) as e:
+            raise CaseFailure(f"{path}: unreadable scene-memory NPZ ({' '.join(str(e).split())})") from None
+        for arr, k in ((o, "observation"), (r, "revisit")):
+            if arr.ndim != 2 or arr.shape[1] < 3 or not np.issubdtype(arr.dtype, np.number):
+                raise CaseFailure(f"{path}: {k} cloud of shape {list(arr.shape)}; expected [N,>=3]")
+        return o[:, :3].astype(np.float32), r[:, :3].astype(np.float32), path.name
+    o = read_points_file(Path(s["observation_cloud"]), ("points", "point_cloud", "pobs", "observation"))
+    r = read_points_file(Path(s["revisit_cloud"]), ("points", "point_cloud", "prev", "revisit"))
+    return o.astype(np.float32), r.astype(np.float32), Path(s["observation_cloud"]).name
+
+
+class _SceneF1Base(Metric):
+    """Shared measure stage and kernel scoring of both variants."""
+
+    benchmark = "scene_memory"
+    version = "1"
+    primary = "f1"
+    higher_is_better = True
+    range = (0.0, 1.0)
+    models = ()
+    params: ClassVar[dict[str, Any]] = {
+        "frames_per_segment": 8,       # B.6: evenly spaced rows per leg
+        "points_per_frame": 4096,      # B.6: evenly spaced valid pixels per row
+        "use_precomputed": True,       # prefer the case's own clouds (scene_memory NPZ / explicit files)
+        "per_leg": True,               # O-B3: per-leg clouds for multi-loop programs
+    }
+
+    def __init__(self, params: Mapping[str, Any] | None = None, thresholds: Mapping[str, Any] | None = None):
+        super().__init__(params, thresholds)
+        # refuse a bad choice at config time, not once per case
+        if self.thresholds["alignment"] not in ALIGNMENTS:
+            raise ConfigTypeError(f"{self.name}.thresholds.alignment: {self.thresholds['alignment']!r} is not "
+                                  f"one of {', '.join(ALIGNMENTS)}")
+        tau = self.thresholds["distance_threshold"]
+        if tau is not None and (isinstance(tau, bool) or not isinstance(tau, (int, float))):
+            raise ConfigTypeError(f"{self.name}.thresholds.distance_threshold: expected null or a number, got {tau!r}")
+        for key in ("frames_per_segment", "points_per_frame"):
+            if self.params[key] < 1:
+                raise ConfigTypeError(f"{self.name}.params.{key}: must be ≥ 1, got {self.params[key]}")
+
+    # -- measure ---------------------------------------------------------------------------------
+    def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
+        """Build the observation/revisit clouds (float32) and copy the split and gate facts."""
+        info = alignment.info
+        facts = {k: info.get(k) for k in ("method", "split_row", "n_rows", "gate", "gate_official",
+                                          "departed", "returned", "n_pairs", "departure", "extent",
+                                          "max_translation", "max_rotation_deg", "floor_passed")}
+        out: dict[str, Any] = {"facts": facts, "split_ok": bool(info.get("split_ok", False)),
+                               "reason": str(info.get("reason", "")), "legs": []}
+        if self.params["use_precomputed"] and has_precomputed(case):
+            o, r, src = _load_precomputed(case)
+            out.update(source=f"precomputed:{src}", observation=o, revisit=r, split_ok=True, reason="")
+            return out
+        if not out["split_ok"]:
+            out["source"] = "sidecar"
+            return out
+        sc = case_sidecar(case, need_depth=True)
+        n = len(sc)
+        if info.get("n_rows") is not None and int(info["n_rows"]) != n:
+            raise CaseFailure(f"{sc.source}: {n} rows but the alignment was made on {info['n_rows']}")
+        k = int(info["split_row"])
+        kw = {"frames_per_segment": self.params["frames_per_segment"],
+              "points_per_frame": self.params["points_per_frame"]}
+        o, o_rows, o_counts = segment_cloud(sc, 0, k, **kw)
+        r, r_rows, r_counts = segment_cloud(sc, k, n, **kw)
+        out.update(source="sidecar", observation=o, revisit=r, observation_rows=o_rows, revisit_rows=r_rows,
+                   observation_counts=o_counts, revisit_counts=r_counts,
+                   frames_observation=[int(sc.frame_indices[i]) for i in o_rows],
+                   frames_revisit=[int(sc.frame_indices[i]) for i in r_rows])
+        out["notes"] = list(sc.notes)  # e.g. corrupt EXR frames read as NaN
+        if self.params["per_leg"]:
+            for j, (t, e) in enumerate(info.get("legs") or [], start=1):
+                out[f"leg{j}_observation"] = segment_cloud(sc, 0, int(t), **kw)[0]
+                out[f"leg{j}_revisit"] = segment_cloud(sc, int(t), int(e), **kw)[0]
+                out["legs"].append([int(t), int(e)])
+        return out
+
+    # -- score -----------------------------------------------------------------------------------
+    @staticmethod
+    def kernel(observation: np.ndarray, revisit: np.ndarray, th: Mapping[str, Any], *,
+               keep_points: bool = False) -> KernelResult:
+        """Run the B.7 kernel with the kernel thresholds of ``th``."""
+        return score_point_clouds(
+            observation, revisit, voxel_size=float(th["voxel_size"]), alignment=str(th["alignment"]),
+            centroid_align=bool(th["centroid_align"]),
+            distance_threshold=None if th["distance_threshold"] is None else float(th["distance_threshold"]),
+            distance_threshold_ratio=float(th["distance_threshold_ratio"]), strict=bool(th["strict"]),
+            float32=bool(th["float32"] or th["official_parity"]), icp_max_iterations=int(th["icp_max_iterations"]),
+            icp_trim=float(th["icp_trim"]), icp_tolerance=float(th["icp_tolerance"]),
+            icp_max_translation_ratio=float(th["icp_max_translation_ratio"]),
+            icp_max_rotation_deg=float(th["icp_max_rotation_deg"]), keep_points=keep_points)
+
+    def _gate(self, m: Mapping[str, Any], th: Mapping[str, Any]) -> bool | None:
+        facts = m.get("facts") or {}
+        g = facts.get("gate_official") if th["official_parity"] else facts.get("gate")
+        return None if g is None else bool(g)
+
+    def _apply_gate(self, f1: float, gate: bool | None, th: Mapping[str, Any]) -> tuple[float | None, float]:
+        """(f1, f1_gate_zeroed) for a kernel F1 under this variant's gate semantics."""
+        raise NotImplementedError
+
+    def score(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> dict[str, float | None]:
+        """Kernel values + gate semantics; None marks "not applicable" (skipped, not zero)."""
+        th = {**type(self).thresholds, **dict(thresholds)}
+        m = measurement
+        facts = m.get("facts") or {}
+        gate = self._gate(m, th)
+        vals: dict[str, float | None] = {
+            "f1": None, "f1_gate_zeroed": None, "f1_ungated": None, "retention": None, "precision": None,
+            "hallucination": None, "gate": None if gate is None else float(gate),
+            "gate_official": None if facts.get("gate_official") is None else float(bool(facts["gate_official"])),
+            "applicable": 0.0, "n_obs": None, "n_rev": None, "tau": None, "diagonal": None,
+            "icp_accepted": None, "icp_iterations": None, "icp_translation": None, "icp_rotation_deg": None,
+            "split_row": None if facts.get("split_row") is None else float(facts["split_row"]),
+            "n_pairs": None if facts.get("n_pairs") is None else float(facts["n_pairs"]),
+            "departure": facts.get("departure"),
+        }
+        if m.get("split_ok") and "observation" in m and "revisit" in m:
+            try:
+                res = self.kernel(np.asarray(m["observation"]), np.asarray(m["revisit"]), th)
+            except NotApplicable:
+                res = None
+            if res is not None:
+                kv = res.values()
+                vals.update({k: kv[k] for k in ("n_obs", "n_rev", "tau", "diagonal", "icp_accepted",
+                                                "icp_iterations", "icp_translation", "icp_rotation_deg")})
+                vals["f1_ungated"] = res.f1
+                f1, zeroed = self._apply_gate(res.f1, gate, th)
+                vals["f1"], vals["f1_gate_zeroed"] = f1, zeroed
+                if f1 is not None:
+                    vals.update(retention=res.retention, precision=res.precision,
+                                hallucination=res.hallucination, applicable=1.0)
+        if gate is False:  # O-B4: a failed gate counts as 0 in the gate-zeroed mean, whatever else failed
+            vals["f1_gate_zeroed"] = 0.0
+        vals.update(self._legs(m, th))
+        return vals
+
+    def _legs(self, m: Mapping[str, Any], th: Mapping[str, Any]) -> dict[str, float | None]:
+        legs = list(m.get("legs") or [])
+        out: dict[str, float | None] = {"n_legs": float(len(legs)), "leg_f1_min": None, "leg_f1_mean": None}
+        f1s = []
+        for j in range(1, len(legs) + 1):
+            try:
+                f = self.kernel(np.asarray(m[f"leg{j}_observation"]), np.asarray(m[f"leg{j}_revisit"]), th).f1
+            except (NotApplicable, KeyError):
+                f = None
+            out[f"leg{j}_f1"] = f
+            if f is not None:
+                f1s.append(f)
+        if f1s:
+            out["leg_f1_min"], out["leg_f1_mean"] = float(min(f1s)), float(np.mean(f1s))
+        return out
+
+    # -- artifacts -------------------------------------------------------------------------------
+    def artifacts(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any], out_dir: Path) -> list[Path]:
+        """PLY of both clouds (revisit after alignment) coloured by outcome, and a PNG rendering."""
+        from worldrecall.plugins.scene_memory.render import write_artifacts
+
+        m = measurement
+        if not (m.get("split_ok") and "observation" in m and "revisit" in m):
+            return []
+        th = {**type(self).thresholds, **dict(thresholds)}
+        try:
+            res = self.kernel(np.asarray(m["observation"]), np.asarray(m["revisit"]), th, keep_points=True)
+        except NotApplicable:
+            return []
+        return write_artifacts(res, Path(out_dir), title=f"{self.name}  F1={res.f1:.3f}")
+
+
+class MemorySceneF1(_SceneF1Base):
+    """Official Scene Memory F1: turnaround split, trimmed ICP, τ = 2 % of the scene diagonal; gate skips."""
+
+    name = "scene_memory.memory_scene_f1"
+    description = ("point-cloud retention vs hallucination between the observation and revisit legs split "
+                   "at the pose turnaround; not applicable when the camera did not leave and return")
+    thresholds: ClassVar[dict[str, Any]] = {**KERNEL_THRESHOLDS, "require_gate": True}
+
+    def _apply_gate(self, f1: float, gate: bool | None, th: Mapping[str, Any]) -> tuple[float | None, float]:
+        if gate is False and th["require_gate"]:
+            return None, 0.0
+        return f1, f1 if gate is not False else 0.0
+
+
+class SceneF1(_SceneF1Base):
+    """Experimental Scene Memory F1: split at the first ground-truth action boundary; gate optional (zeroes)."""
+
+    name = "scene_memory.scene_f1"
+    description = ("point-cloud retention vs hallucination split at the first action-segment boundary "
+                   "(experimental long-horizon diagnostic)")
+    aligner = "scene_memory.actions"  # the runner uses this instead of the benchmark's default aligner
+    thresholds: ClassVar[dict[str, Any]] = {**KERNEL_THRESHOLDS, "require_gate": False}
+
+    def _apply_gate(self, f1: float, gate: bool | None, th: Mapping[str, Any]) -> tuple[float | None, float]:
+        if gate is False and th["require_gate"]:
+            return 0.0, 0.0
+        return f1, f1 if gate is not False else 0.0

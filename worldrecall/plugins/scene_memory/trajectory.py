@@ -1,0 +1,187 @@
+"""Revisit structure of an estimated camera trajectory: pose distance, turnaround, revisit pairs, gates.
+
+The official Scene-Memory-F1 split (spec B.4) is trajectory based: the observation leg ends at the pose
+farthest from the start, and a rollout only counts when the camera both left and came back (the return
+gate). The experimental variant's optional gate (B.5) and worldrecall's per-leg turning points (O-B3) and
+absolute departure floor (errata 6) live here too, so every pose rule is in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+def rotation_angles_deg(Ra: np.ndarray, Rb: np.ndarray) -> np.ndarray:
+    """Geodesic angle (degrees) between every rotation of ``Ra`` [n,3,3] and every one of ``Rb`` [m,3,3] -> [n,m]."""
+    tr = np.einsum("iab,jab->ij", Ra, Rb)  # trace(Raᵀ Rb)
+    return np.degrees(np.arccos(np.clip((tr - 1.0) / 2.0, -1.0, 1.0)))
+
+
+def rotation_angle_deg(R: np.ndarray) -> float:
+    """Angle (degrees) of one rotation matrix."""
+    return float(np.degrees(np.arccos(np.clip((np.trace(R) - 1.0) / 2.0, -1.0, 1.0))))
+
+
+def pose_distance_matrix(poses_c2w: np.ndarray, *, rotation_weight: float = 1.0,
+                         degenerate_extent: float = 1e-6) -> tuple[np.ndarray, float]:
+    """B.4 steps 1–2: d_ij = ‖t_i − t_j‖ / E + w·θ_ij / 180 with E = max_i ‖t_i − t_0‖.
+
+    The translation term is dropped when E ≤ ``degenerate_extent`` (rotation-only trajectory). Returns
+    (d [N,N], E).
+    """
+    P = np.asarray(poses_c2w, dtype=np.float64)
+    t, R = P[:, :3, 3], P[:, :3, :3]
+    extent = float(np.linalg.norm(t - t[0], axis=1).max()) if len(P) else 0.0
+    theta = rotation_angles_deg(R, R)
+    np.fill_diagonal(theta, 0.0)
+    d = rotation_weight * theta / 180.0
+    if extent > degenerate_extent:
+        d = d + np.linalg.norm(t[:, None, :] - t[None, :, :], axis=2) / extent
+    return d, extent
+
+
+@dataclass
+class TurnaroundGate:
+    """Facts of the official split and return gate (B.4), plus worldrecall's absolute floor (errata 6)."""
+
+    n_rows: int
+    k_star: int                      # first row of the revisit leg (argmax_j d_0j)
+    extent: float                    # E, sidecar units
+    degenerate: bool                 # rotation-only (E ≤ 1e-6)
+    departure: float                 # D = d_0k*
+    departed: bool                   # D ≥ factor·radius
+    returned: bool                   # ≥ 1 revisit pair
+    n_pairs: int
+    gap_rows: int
+    max_translation: float           # max ‖t_i − t_0‖ (= E), sidecar units
+    max_rotation_deg: float          # max θ_0i
+    gate_official: bool              # departed and returned
+    floor_passed: bool               # absolute floor (always computed)
+    gate: bool                       # gate_official and (floor_passed or floor off)
+    split_ok: bool                   # both legs have ≥ 2 rows
+    reason: str = ""
+    pairs: list[tuple[int, int]] = field(default_factory=list)
+
+    def to_json(self, *, with_pairs: bool = False) -> dict[str, Any]:
+        """JSON-able facts (the pair list only on request: it can be long)."""
+        d = asdict(self)
+        if not with_pairs:
+            d.pop("pairs")
+        return d
+
+
+def turnaround_gate(poses_c2w: np.ndarray, fps: float, *, rotation_weight: float = 1.0,
+                    revisit_radius: float = 0.15, departure_factor: float = 3.0, min_gap_s: float = 1.0,
+                    degenerate_extent: float = 1e-6, absolute_floor: bool = True,
+                    floor_translation: float = 0.05, floor_rotation_deg: float = 10.0,
+                    min_rows: int = 2) -> TurnaroundGate:
+    """B.4: turnaround k*, departure, revisit pairs and the return gate of one trajectory.
+
+    Pairs: for each row j ≥ g (g = max(round(min_gap_s·fps), 1) rows), i* = argmin_{i ≤ j−g} d_ji; the pair
+    (i*, j) counts when d_ji* ≤ radius and the excursion max_{i*<m<j} d_i*m ≥ factor·radius (an empty
+    range gives 0, errata 3). The absolute floor (ours) additionally asks for a translation ≥
+    ``floor_translation`` or a rotation ≥ ``floor_rotation_deg`` away from the first pose, so pure jitter
+    — which the scale-free official gate lets through — fails.
+    """
+    P = np.asarray(poses_c2w, dtype=np.float64)
+    n = int(P.shape[0])
+    if n < 2:
+        return TurnaroundGate(n, 0, 0.0, True, 0.0, False, False, 0, 1, 0.0, 0.0, False, False, False, False,
+                              reason=f"turnaround needs at least 2 poses, got {n}")
+    d, extent = pose_distance_matrix(P, rotation_weight=rotation_weight, degenerate_extent=degenerate_extent)
+    d0 = d[0]
+    k_star = int(np.argmax(d0))  # first maximum
+    departure = float(d0[k_star])
+    excursion_min = departure_factor * revisit_radius
+    departed = departure >= excursion_min
+    gap = max(round(min_gap_s * fps), 1)
+    pairs: list[tuple[int, int]] = []
+    for j in range(gap, n):
+        cand = d[j, : j - gap + 1]
+        i = int(np.argmin(cand))
+        if cand[i] > revisit_radius:
+            continue
+        exc = float(d[i, i + 1: j].max()) if j - i > 1 else 0.0
+        if exc >= excursion_min:
+            pairs.append((i, j))
+    returned = len(pairs) >= 1
+    gate_official = bool(departed and returned)
+    theta0 = rotation_angles_deg(P[:1, :3, :3], P[:, :3, :3])[0]
+    max_rot = float(theta0.max())
+    floor_ok = bool(extent >= floor_translation or max_rot >= floor_rotation_deg)
+    gate = gate_official and (floor_ok or not absolute_floor)
+    split_ok = k_star >= min_rows and n - k_star >= min_rows
+    reason = "" if split_ok else (f"split at row {k_star} of {n} leaves a leg with fewer than {min_rows} rows")
+    return TurnaroundGate(n, k_star, extent, extent <= degenerate_extent, departure, bool(departed), returned,
+                          len(pairs), gap, extent, max_rot, gate_official, floor_ok, bool(gate), bool(split_ok),
+                          reason, pairs)
+
+
+def turning_points(poses_c2w: np.ndarray, fps: float, *, rotation_weight: float = 1.0,
+                   degenerate_extent: float = 1e-6, smoothing_s: float = 0.5,
+                   prominence: float = 0.5) -> list[int]:
+    """O-B3 [ours]: turning rows of a multi-loop program.
+
+    d_0j is smoothed with a moving median of ``smoothing_s`` seconds (odd window, edge-replicated); local
+    maxima with prominence ≥ ``prominence``·max are turning points, in row order.
+    """
+    from scipy.ndimage import median_filter
+    from scipy.signal import find_peaks
+
+    P = np.asarray(poses_c2w, dtype=np.float64)
+    if len(P) < 3:
+        return []
+    d, _ = pose_distance_matrix(P[:], rotation_weight=rotation_weight, degenerate_extent=degenerate_extent)
+    d0 = d[0]
+    win = max(1, round(smoothing_s * fps))
+    win += 1 - win % 2
+    sm = median_filter(d0, size=win, mode="nearest") if win > 1 else d0
+    top = float(sm.max())
+    if top <= 0:
+        return []
+    peaks, _ = find_peaks(sm, prominence=prominence * top)
+    return [int(p) for p in peaks]
+
+
+@dataclass
+class ReturnGate:
+    """The experimental variant's optional return gate (B.5)."""
+
+    departed: bool
+    returned: bool
+    gate: bool
+    max_translation: float
+    max_rotation_deg: float
+    return_row: int
+    return_ratio: float
+    return_rotation_deg: float
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able facts."""
+        return asdict(self)
+
+
+def experimental_return_gate(poses_c2w: np.ndarray, *, departure_translation: float = 0.10,
+                             departure_rotation_deg: float = 45.0, return_window: float = 0.15,
+                             return_ratio: float = 0.12, return_rotation_deg: float = 8.0) -> ReturnGate:
+    """B.5 gate: anchor = row 0; departed if max translation ≥ 0.10 or max rotation ≥ 45°; the return row
+    minimises (t/t_max)/0.12 + θ/8° over the last 15 % of rows and passes if its ratio ≤ 0.12 and θ ≤ 8°.
+
+    The window starts at row ``floor(N·(1 − return_window))`` (at least the last row) [infer].
+    """
+    P = np.asarray(poses_c2w, dtype=np.float64)
+    n = len(P)
+    trans = np.linalg.norm(P[:, :3, 3] - P[0, :3, 3], axis=1)
+    rot = rotation_angles_deg(P[:1, :3, :3], P[:, :3, :3])[0]
+    t_max, r_max = float(trans.max()), float(rot.max())
+    departed = t_max >= departure_translation or r_max >= departure_rotation_deg
+    start = min(n - 1, int(np.floor(n * (1.0 - return_window))))
+    ratio = trans / t_max if t_max > 0 else np.zeros_like(trans)
+    cost = ratio[start:] / return_ratio + rot[start:] / return_rotation_deg
+    k = start + int(np.argmin(cost))
+    returned = bool(ratio[k] <= return_ratio and rot[k] <= return_rotation_deg)
+    return ReturnGate(bool(departed), returned, bool(departed and returned), t_max, r_max, k,
+                      float(ratio[k]), float(rot[k]))
