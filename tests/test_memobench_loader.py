@@ -20,11 +20,7 @@ from worldrecall.plugins.memobench import loader as loader_mod
 from worldrecall.plugins.memobench.aligner import PhaseAligner
 from worldrecall.plugins.memobench.loader import MemoBenchLoader
 
-OFFICIAL = Path("/work/shared/data/memobench-official/data/sam3_metadata")
-if not OFFICIAL.is_dir():  # the repository copy used in CI
-    OFFICIAL = Path(__file__).resolve().parents[1] / "shared" / "data" / "memobench-official" / "data" / "sam3_metadata"
-pytestmark = pytest.mark.skipif(not (OFFICIAL / "synthetic_metadata.csv").is_file(),
-                                reason="official MemoBench metadata not available")
+from official_data import SAM3_METADATA as OFFICIAL  # vendored, unchanged MemoBench release files
 
 G_SYN = 4      # GT frames per synthetic clip in the fake tree
 N_GEN = 5      # generated frames

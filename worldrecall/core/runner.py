@@ -233,7 +233,7 @@ class Runner:
                 store.append(base)
                 continue
             aligner_name = getattr(metric, "aligner", None) or plan.aligner_name
-            aligner_params = plan.aligner_params if aligner_name == plan.aligner_name else {}
+            aligner_params = _aligner_params(plan, aligner_name)
             if aligner_name not in alignments:
                 alignments[aligner_name] = self._align(aligner_name, case, aligner_params)
             alignment = alignments[aligner_name]
@@ -355,6 +355,16 @@ def _resolve_generations(gens: Any, only: Iterable[str] | None) -> dict[str, Pat
     if only:
         out = {k: v for k, v in out.items() if k in set(only)}
     return out
+
+
+def _aligner_params(plan: BenchmarkPlan, aligner_name: str) -> dict[str, Any]:
+    """Flat ``aligner_params`` keys go to the benchmark's aligner; ``{<aligner name>: {...}}`` entries to others."""
+    nested = plan.aligner_params.get(aligner_name)
+    if isinstance(nested, Mapping):
+        return dict(nested)
+    if aligner_name != plan.aligner_name:
+        return {}
+    return {k: v for k, v in plan.aligner_params.items() if not isinstance(v, Mapping) or "." not in k}
 
 
 def _instance(obj: Any) -> Any:

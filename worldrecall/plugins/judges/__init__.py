@@ -1,0 +1,1 @@
+"""VLM judges (Gemini via google-genai) behind the core Judge interface."""

@@ -1,0 +1,1 @@
+"""MemoBench VQA: question banks, the memobench.vqa metric and the bank builder."""
