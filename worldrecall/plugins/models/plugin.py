@@ -1,3 +1,112 @@
-"""Built-in plugin entry point (registered through the `worldrecall` entry-point group)."""
+"""Built-in perception backends, registered through the ``worldrecall`` entry-point group.
 
-from worldrecall.core.hookspecs import hookimpl  # noqa: F401
+Every backend is a :class:`ModelSpec` whose factory builds it lazily: importing this module loads no
+torch, transformers, OpenCV, lpips or pyiqa (those are imported inside the factories), so
+``worldrecall plugins`` / ``models list`` stay fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from worldrecall.core.hookspecs import hookimpl
+from worldrecall.core.models import ModelSpec
+from worldrecall.plugins.models import (
+    clip_embedder,
+    clipiqa,
+    color_histogram,
+    color_patches,
+    depth_anything,
+    dinov2,
+    dis_flow,
+    image_reward,
+    laion_aesthetic,
+    lpips_distance,
+    mapanything,
+    owlv2,
+    raft,
+    sam3,
+    sidecar,
+    sift_pose,
+    superpoint_lightglue,
+)
+from worldrecall.plugins.models.manifest import MANIFEST
+
+TORCH = ("torch", "torchvision")
+HF = ("torch", "transformers")
+
+
+def _reference(name: str, role: str, factory: Callable[..., Any], defaults: dict[str, Any], description: str,
+               requires: tuple[str, ...] = HF, extra: str | None = None) -> ModelSpec:
+    e = MANIFEST[name]
+    return ModelSpec(name=name, role=role, kind="reference", factory=factory, description=description,
+                     model_id=e.model_id, revision=e.revision, weights=list(e.weights), licence=e.licence,
+                     requires=requires, defaults=dict(defaults), extra=extra)
+
+
+def _local(name: str, role: str, kind: str, factory: Callable[..., Any], defaults: dict[str, Any],
+           description: str, requires: tuple[str, ...] = ()) -> ModelSpec:
+    return ModelSpec(name=name, role=role, kind=kind, factory=factory, description=description, model_id=name,
+                     revision="", weights=[], licence="Apache-2.0 (worldrecall)", requires=requires,
+                     defaults=dict(defaults))
+
+
+def specs() -> list[ModelSpec]:
+    """Every built-in backend spec (reference, classical, sidecar)."""
+    return [
+        _reference("dinov2_base", "patch_embedder", dinov2.build, dinov2.DEFAULTS,
+                   "DINOv2 ViT-B/14 layer-normed patch tokens (256 bicubic, crop 224) [N,256,768]"),
+        _reference("raft_large", "flow", raft.build, raft.DEFAULTS,
+                   "torchvision RAFT-Large C_T_SKHT_V2, 12 updates, [0,1] input quirk (MemoBench)",
+                   requires=TORCH),
+        _reference("depth_anything_v2_small", "depth", depth_anything.build, depth_anything.DEFAULTS,
+                   "Depth-Anything-V2-Small relative inverse depth at processor resolution"),
+        _reference("sam3", "segmenter", sam3.build, sam3.DEFAULTS,
+                   "SAM-3 text-prompted masks, score = query x presence, all candidates > 0"),
+        _reference("owlv2", "segmenter", owlv2.build, owlv2.DEFAULTS,
+                   "OWLv2 open-vocabulary boxes as box masks (fallback when SAM-3 is unavailable)"),
+        _reference("laion_aesthetic", "aesthetic", laion_aesthetic.build, laion_aesthetic.DEFAULTS,
+                   "CLIP ViT-L/14 + LAION improved-aesthetic-predictor linear-MSE head (0-10)"),
+        _reference("clipiqa_plus", "iqa", clipiqa.build, clipiqa.DEFAULTS,
+                   "pyiqa CLIP-IQA+ (RN50, learned prompts), clipped to [0,1]",
+                   requires=("torch", "pyiqa", "clip"), extra="iqa"),
+        _reference("lpips_alex", "perceptual", lpips_distance.build_alex, lpips_distance.DEFAULTS,
+                   "LPIPS v0.1 AlexNet, RGB in [-1,1], batches of 16", requires=("torch", "lpips"),
+                   extra="lpips"),
+        _reference("lpips_vgg", "perceptual", lpips_distance.build_vgg, lpips_distance.DEFAULTS,
+                   "LPIPS v0.1 VGG16, RGB in [-1,1], batches of 16", requires=("torch", "lpips"), extra="lpips"),
+        _reference("image_reward", "text_image_reward", image_reward.build, image_reward.DEFAULTS,
+                   "ImageReward-v1.0 on transformers BLIP (35 tokens), standardised reward"),
+        _reference("clip_vit_b32", "image_embedder", clip_embedder.build, clip_embedder.DEFAULTS,
+                   "CLIP ViT-B/32 image embeddings, L2-normalised"),
+        _reference("superpoint_lightglue", "pose", superpoint_lightglue.build, superpoint_lightglue.DEFAULTS,
+                   "SuperPoint+LightGlue matches -> rotation homography / essential matrix -> chained rotations",
+                   requires=("torch", "transformers", "cv2")),
+        _reference("mapanything", "pose", mapanything.build, mapanything.DEFAULTS,
+                   "MapAnything (facebook/map-anything-apache) c2w poses; needs the mapanything package",
+                   requires=("torch", "mapanything")),
+        _local("dis_flow", "flow", "classical", dis_flow.build, dis_flow.DEFAULTS,
+               "OpenCV DIS optical flow (preset medium) on grey frames", requires=("cv2",)),
+        _local("sift_pose", "pose", "classical", sift_pose.build, sift_pose.DEFAULTS,
+               "SIFT + ratio test -> rotation homography / essential matrix -> chained rotations",
+               requires=("cv2",)),
+        _local("color_histogram", "image_embedder", "classical", color_histogram.build, color_histogram.DEFAULTS,
+               "per-channel 8-bin RGB histograms, L2-normalised"),
+        _local("color_patch_embedder", "patch_embedder", "classical", color_patches.build, color_patches.DEFAULTS,
+               "DINOv2-shaped tokens from patch Lab colour, colour layout and gradient statistics [N,256,27]",
+               requires=("cv2",)),
+        _local("sidecar_depth", "depth", "sidecar", sidecar.build_depth, sidecar.DEPTH_DEFAULTS,
+               "metric depth from the case's ViPE sidecar (0 where invalid)"),
+        _local("sidecar_pose", "pose", "sidecar", sidecar.build_pose, {},
+               "c2w poses from the case's ViPE sidecar"),
+        _local("sidecar_segmenter", "segmenter", "sidecar", sidecar.build_segmenter, {},
+               "instance masks from the sidecar: target + phrase-matching instances, score 1.0"),
+    ]
+
+
+@hookimpl
+def register_models(register: Callable[..., None]) -> None:
+    """Register the built-in perception backends (see :func:`specs`)."""
+    for spec in specs():
+        register(spec)

@@ -1,0 +1,58 @@
+"""``dinov2_base`` (role patch_embedder): DINOv2 ViT-B/14 layer-normed patch tokens.
+
+Parity with MemoBench's ``torch.hub`` dinov2_vitb14 ``x_norm_patchtokens``: RGB → Resize(256, bicubic,
+shorter side) → CenterCrop(224) → ImageNet normalisation; tokens = ``last_hidden_state`` (the output of
+the final layernorm) without the CLS (and register) tokens → ``[N, 256, 768]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from worldrecall.plugins.models.manifest import entry
+from worldrecall.plugins.models.options import Options, batches, check_rgb, inference, parse_options
+from worldrecall.plugins.models.preprocess import IMAGENET_MEAN, IMAGENET_STD, to_normalized_tensor
+from worldrecall.plugins.models.weights import ensure_weights, hf_dir, required_hf_files
+
+NAME = "dinov2_base"
+DEFAULTS: dict[str, Any] = {"resize": 256, "crop": 224, "revision": None}
+
+
+class Dinov2PatchEmbedder:
+    """Patch tokens of a transformers ``Dinov2Model`` (any size; the reference is ViT-B/14)."""
+
+    def __init__(self, model: Any, options: Options):
+        self.opts = options
+        self.model = model.eval().to(options.device)
+        self.skip = 1 + int(getattr(model.config, "num_register_tokens", 0) or 0)
+
+    def patch_tokens(self, frames: Sequence[np.ndarray], *, case: Any = None,
+                     indices: Sequence[int] | None = None) -> np.ndarray:
+        """``[N, P, D]`` float32 layer-normed patch tokens (P = 256 at crop 224, patch 14)."""
+        o = self.opts
+        out: list[np.ndarray] = []
+        for chunk in batches(list(frames), o.batch_size):
+            x = to_normalized_tensor([check_rgb(f) for f in chunk], int(o["resize"]), int(o["crop"]),
+                                     IMAGENET_MEAN, IMAGENET_STD).to(o.device)
+            with inference(o.device, o.dtype):
+                hidden = self.model(pixel_values=x).last_hidden_state
+            out.append(hidden[:, self.skip:].float().cpu().numpy())
+        if not out:
+            d = int(self.model.config.hidden_size)
+            return np.zeros((0, 0, d), np.float32)
+        return np.concatenate(out).astype(np.float32, copy=False)
+
+
+def build(opts: Mapping[str, Any]) -> Dinov2PatchEmbedder:
+    """Factory: load ``facebook/dinov2-base`` (or ``local_dir``) into a :class:`Dinov2PatchEmbedder`."""
+    o = parse_options(NAME, opts, DEFAULTS)
+    e = entry(NAME)
+    ensure_weights(NAME, e.weights, local_dir=o.local_dir, revision=o["revision"])
+    folder = hf_dir(NAME, e.model_id, revision=o["revision"], local_dir=o.local_dir,
+                    required=required_hf_files(e.weights, e.model_id))
+    from transformers import Dinov2Model
+
+    return Dinov2PatchEmbedder(Dinov2Model.from_pretrained(folder), o)

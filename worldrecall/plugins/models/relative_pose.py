@@ -1,0 +1,117 @@
+"""From point matches between consecutive frames to chained camera-to-world rotations.
+
+Shared by the matching-based pose backends (``sift_pose``, ``superpoint_lightglue``). Intrinsics are
+guessed from the frame size (fx = fy = 0.5·W / tan(fov/2), principal point at the centre; fov 60° by
+default). Each consecutive pair gives a relative rotation R (camera-i coordinates → camera-(i+1)
+coordinates) from the essential matrix (RANSAC + cheirality, ``cv2.recoverPose``). The essential matrix
+is degenerate when the camera only rotates, which is the common case for panning videos, so in ``auto``
+mode a homography is fitted too: when it explains (almost) as many matches as the essential matrix and
+K⁻¹HK is (up to scale) a rotation, that rotation is used. Both fits use OpenCV's MAGSAC++ (USAC).
+Translations are not recoverable at a meaningful scale and stay zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+METHODS = ("auto", "essential", "homography")
+
+
+def guess_intrinsics(w: int, h: int, fov_deg: float = 60.0) -> np.ndarray:
+    """3×3 pinhole K with horizontal field of view ``fov_deg`` and the principal point at the centre."""
+    f = 0.5 * w / math.tan(math.radians(fov_deg) / 2.0)
+    return np.array([[f, 0.0, w / 2.0], [0.0, f, h / 2.0], [0.0, 0.0, 1.0]])
+
+
+def nearest_rotation(m: np.ndarray) -> np.ndarray:
+    """The rotation closest (Frobenius) to ``m`` (sign of ``m`` ignored)."""
+    u, _, vt = np.linalg.svd(m)
+    r = u @ vt
+    if np.linalg.det(r) < 0:
+        r = u @ np.diag([1.0, 1.0, -1.0]) @ vt
+    return r
+
+
+@dataclass
+class PairResult:
+    """One consecutive pair: the relative rotation and how it was obtained."""
+
+    rotation: np.ndarray
+    method: str                  # homography | essential | failed
+    matches: int
+    inliers: int
+
+
+def rotation_from_homography(h: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, float]:
+    """R ≈ K⁻¹HK projected onto SO(3), and how rotation-like it was (σ_min/σ_max of K⁻¹HK, 1 = exact)."""
+    m = np.linalg.inv(k) @ h @ k
+    s = np.linalg.svd(m, compute_uv=False)
+    if np.linalg.det(m) < 0:
+        m = -m
+    return nearest_rotation(m), float(s[-1] / max(s[0], 1e-12))
+
+
+def relative_rotation(pts0: np.ndarray, pts1: np.ndarray, k: np.ndarray, *, method: str = "auto",
+                      ransac_px: float = 1.0, min_matches: int = 8, homography_share: float = 0.95,
+                      rotation_likeness: float = 0.95) -> PairResult:
+    """Rotation taking camera-0 coordinates to camera-1 coordinates from matched pixels ``[M, 2]``.
+
+    ``auto``: the rotation homography wins when it explains at least ``homography_share`` of the essential
+    matrix's inliers and K⁻¹HK is rotation-like (σ_min/σ_max ≥ ``rotation_likeness``); otherwise the
+    essential matrix (RANSAC, then cheirality via ``recoverPose``) is used.
+    """
+    import cv2
+
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    n = len(pts0)
+    if n < min_matches:
+        return PairResult(np.eye(3), "failed", n, 0)
+    p0 = np.ascontiguousarray(pts0, dtype=np.float64).reshape(-1, 1, 2)
+    p1 = np.ascontiguousarray(pts1, dtype=np.float64).reshape(-1, 1, 2)
+    by_h = by_e = None
+    likeness = 0.0
+    if method in ("auto", "homography"):
+        h, mask = cv2.findHomography(p0, p1, cv2.USAC_MAGSAC, ransac_px)
+        if h is not None:
+            rot, likeness = rotation_from_homography(h, k)
+            by_h = PairResult(rot, "homography", n, int(mask.sum()) if mask is not None else 0)
+    if method in ("auto", "essential"):
+        e, mask = cv2.findEssentialMat(p0, p1, k, method=cv2.USAC_MAGSAC, prob=0.999, threshold=ransac_px)
+        if e is not None and e.shape[0] >= 3:
+            inl, r, _, _ = cv2.recoverPose(e[:3], p0, p1, k, mask=mask)
+            if inl >= min_matches:
+                by_e = PairResult(np.asarray(r, dtype=np.float64), "essential", n, int(inl))
+    if method == "homography" or by_e is None:
+        return by_h if by_h is not None else PairResult(np.eye(3), "failed", n, 0)
+    if method == "auto" and by_h is not None and likeness >= rotation_likeness \
+            and by_h.inliers >= homography_share * by_e.inliers:
+        return by_h
+    return by_e
+
+
+def chain_c2w(rotations: Sequence[np.ndarray]) -> np.ndarray:
+    """``[N+1, 4, 4]`` c2w from N relative rotations (frame 0 = identity; c2w_{i+1} = c2w_i · R_iᵀ)."""
+    out = [np.eye(4)]
+    for r in rotations:
+        nxt = np.eye(4)
+        nxt[:3, :3] = out[-1][:3, :3] @ np.asarray(r).T
+        out.append(nxt)
+    return np.stack(out)
+
+
+@dataclass
+class PoseTrace:
+    """Diagnostics of the last ``poses`` call (how each pair was solved)."""
+
+    pairs: list[PairResult] = field(default_factory=list)
+
+    def summary(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for p in self.pairs:
+            out[p.method] = out.get(p.method, 0) + 1
+        return out
