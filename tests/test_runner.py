@@ -220,3 +220,13 @@ def test_wrong_threshold_type_is_a_clear_error(tmp_path, host):
     cfg["benchmarks"]["toy"]["metrics"]["brightness"]["thresholds"] = {"tolerence": 1.0}
     with pytest.raises(ConfigTypeError, match="unknown key"):
         Runner(cfg, host).plan()
+
+
+def test_parallel_workers_give_the_same_rows_and_decode_once(tmp_path, host):
+    ds = make_dataset(tmp_path, {"good": [0, 1, 2, 3], "bad": [50, 51, 52, 53]})
+    seq = _run(toy_config(tmp_path / "a", ds), host)
+    par = _run(toy_config(tmp_path / "b", ds, workers=2), host)
+    assert [(r.row_key, r.values, r.status) for r in par.rows] == [(r.row_key, r.values, r.status) for r in seq.rows]
+    assert len(par.decode_counts) == 8 and set(par.decode_counts.values()) == {1}
+    # identical encodes share one measurement (content addressing) in both modes
+    assert par.cache_stats == seq.cache_stats and par.cache_stats["hits"] + par.cache_stats["misses"] == 8

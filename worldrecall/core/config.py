@@ -60,6 +60,7 @@ class WorldrecallSchema:
     cache_dir: str = "worldrecall_out/cache"
     device: str = "cpu"
     batch_size: int = 8
+    workers: int = 0
     progress: bool = True
     artifacts: bool = True
     max_failure_rate: float = 0.5

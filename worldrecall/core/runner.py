@@ -11,6 +11,7 @@ import hashlib
 import importlib
 import json
 import logging
+import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -181,11 +182,72 @@ class Runner:
         t0 = time.perf_counter()
         items = self._load(plan)
         self.timing["load"] += time.perf_counter() - t0
+        # one group per clip: all models of a clip go to the same worker, so a shared reference is decoded once
+        groups: dict[str, list[Case | CaseError]] = {}
+        for it in items:
+            groups.setdefault(it.case_id, []).append(it)
+        todo = [g for g in groups.values() if any(not store.is_final((plan.name, it.model, it.case_id, m))
+                                                   for it in g for m in plan.metrics)]
         progress = _progress(len(items), f"{plan.name}", enabled=bool(self.cfg.get("progress", True)))
-        for item in items:
-            self._run_case(plan, item, store)
-            progress.update(1)
+        progress.update(len(items) - sum(len(g) for g in todo))
+        workers = min(self.workers(), len(todo))
+        if workers <= 1:
+            for group in todo:
+                for item in group:
+                    for row in self._case_rows(plan, item, store.is_final):
+                        store.append(row)
+                    progress.update(1)
+        else:
+            self._run_parallel(plan, todo, store, workers, progress)
         progress.close()
+
+    def workers(self) -> int:
+        """``workers`` config; 0 = auto: one process per core for CPU runs on classical/sidecar backends only
+        (forking after a reference model or CUDA is initialised is unsafe, so those run in one process)."""
+        n = int(self.cfg.get("workers", 1) or 0)
+        if n > 0:
+            return n
+        if not str(self.cfg.get("device", "cpu")).startswith("cpu"):
+            return 1
+        kinds = {self.hub.specs[name].kind for name in self.hub.selection.values() if name in self.hub.specs}
+        return 1 if "reference" in kinds else max(1, min(os.cpu_count() or 1, 8))
+
+    def _run_parallel(self, plan: BenchmarkPlan, groups: list[list[Case | CaseError]], store: ResultStore,
+                      workers: int, progress: Any) -> None:
+        """Case groups in forked worker processes; the parent alone appends rows (in completion order)."""
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        global _FORK_STATE
+        _FORK_STATE = (self, plan, groups, store.is_final)
+        try:
+            with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as ex:
+                futures = {ex.submit(_run_group_in_worker, i): i for i in range(len(groups))}
+                for fut in as_completed(futures):
+                    rows, stats = fut.result()
+                    for row in rows:
+                        store.append(row)
+                    self._merge_stats(stats)
+                    progress.update(len(groups[futures[fut]]))
+        finally:
+            _FORK_STATE = None
+
+    def _worker_stats(self) -> dict[str, Any]:
+        return {"timing": dict(self.timing), "decodes": dict(self.pool.decode_counts),
+                "cache": (self.cache.hits, self.cache.misses, self.cache.corrupt),
+                "model_seconds": dict(self.hub.forward_seconds)}
+
+    def _merge_stats(self, stats: Mapping[str, Any]) -> None:
+        for k, v in stats["timing"].items():
+            self.timing[k] += v
+        for k, v in stats["decodes"].items():
+            self.pool.decode_counts[k] = self.pool.decode_counts.get(k, 0) + v
+        h, m, c = stats["cache"]
+        self.cache.hits += h
+        self.cache.misses += m
+        self.cache.corrupt += c
+        for k, v in stats["model_seconds"].items():
+            self.hub.forward_seconds[k] = self.hub.forward_seconds.get(k, 0.0) + v
 
     def _load(self, plan: BenchmarkPlan) -> list[Case | CaseError]:
         items: list[Case | CaseError] = []
@@ -209,28 +271,27 @@ class Runner:
         # case-major order: all models of a clip in a row, so a shared reference video is decoded once
         return sorted(items, key=lambda c: (c.case_id, c.model, isinstance(c, CaseError)))
 
-    def _run_case(self, plan: BenchmarkPlan, item: Case | CaseError, store: ResultStore) -> None:
-        names = list(plan.metrics)
+    def _case_rows(self, plan: BenchmarkPlan, item: Case | CaseError, is_final: Any) -> list[ScoreRow]:
+        """The rows of one case (every metric not already final), in metric order."""
+        out: list[ScoreRow] = []
         if isinstance(item, CaseError):
-            for name in names:
-                key = (plan.name, item.model, item.case_id, name)
-                if not store.is_final(key):
-                    store.append(ScoreRow(plan.name, item.model, item.case_id, name, {}, "failed",
-                                          f"{item.stage}: {item.reason}", item.strata,
-                                          plan.metrics[name].version))
-            return
+            for name, metric in plan.metrics.items():
+                if not is_final((plan.name, item.model, item.case_id, name)):
+                    out.append(ScoreRow(plan.name, item.model, item.case_id, name, {}, "failed",
+                                        f"{item.stage}: {item.reason}", item.strata, metric.version))
+            return out
         case = item
         alignments: dict[str, Alignment | CaseFailure] = {}
         for name, metric in plan.metrics.items():
             key = (plan.name, case.model, case.case_id, name)
-            if store.is_final(key):
+            if is_final(key):
                 continue
             base = ScoreRow(plan.name, case.model, case.case_id, name, {}, strata=dict(case.strata),
                             metric_version=metric.version,
                             backend=self.hub.backend_names(metric.models + metric.optional_models))
             if name in plan.skipped:
                 base.status, base.reason = "skipped", plan.skipped[name]
-                store.append(base)
+                out.append(base)
                 continue
             aligner_name = getattr(metric, "aligner", None) or plan.aligner_name
             aligner_params = _aligner_params(plan, aligner_name)
@@ -239,9 +300,10 @@ class Runner:
             alignment = alignments[aligner_name]
             if isinstance(alignment, CaseFailure):
                 base.status, base.reason = "failed", f"align: {alignment}"
-                store.append(base)
+                out.append(base)
                 continue
-            store.append(self._measure_and_score(metric, case, alignment, base))
+            out.append(self._measure_and_score(metric, case, alignment, base))
+        return out
 
     def _align(self, name: str, case: Case, params: Mapping[str, Any]) -> Alignment | CaseFailure:
         t0 = time.perf_counter()
@@ -314,6 +376,20 @@ class Runner:
                          EXIT_FAILURE_RATE if rate > limit else EXIT_OK, dict(self.pool.decode_counts),
                          {"hits": self.cache.hits, "misses": self.cache.misses, "corrupt": self.cache.corrupt},
                          dict(self.hub.forward_seconds), backends)
+
+
+_FORK_STATE: Any = None  # (runner, plan, groups, is_final) inherited by forked workers
+
+
+def _run_group_in_worker(i: int) -> tuple[list[ScoreRow], dict[str, Any]]:
+    """Runs in a forked worker: score one clip group; returns its rows and this call's counters."""
+    runner, plan, groups, is_final = _FORK_STATE
+    runner.timing.clear()
+    runner.pool.decode_counts.clear()
+    runner.cache.hits = runner.cache.misses = runner.cache.corrupt = 0
+    runner.hub.forward_seconds.clear()
+    rows = [row for item in groups[i] for row in runner._case_rows(plan, item, is_final)]
+    return rows, runner._worker_stats()
 
 
 def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any],

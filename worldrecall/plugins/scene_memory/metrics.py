@@ -143,7 +143,19 @@ class _SceneF1Base(Metric):
     @staticmethod
     def kernel(observation: np.ndarray, revisit: np.ndarray, th: Mapping[str, Any], *,
                keep_points: bool = False) -> KernelResult:
-        """Run the B.7 kernel with the kernel thresholds of ``th``."""
+        """Run the B.7 kernel with the kernel thresholds of ``th`` (memoised: artifacts reuse the score's run)."""
+        key = (_digest(observation), _digest(revisit), tuple(sorted((k, str(v)) for k, v in th.items())))
+        hit = _KERNEL_MEMO.get(key)
+        if hit is not None:
+            return hit
+        res = _SceneF1Base._kernel(observation, revisit, th, keep_points=True)
+        _KERNEL_MEMO.clear()  # score then artifacts of one case: one entry is all that is ever reused
+        _KERNEL_MEMO[key] = res
+        return res
+
+    @staticmethod
+    def _kernel(observation: np.ndarray, revisit: np.ndarray, th: Mapping[str, Any], *,
+                keep_points: bool = False) -> KernelResult:
         return score_point_clouds(
             observation, revisit, voxel_size=float(th["voxel_size"]), alignment=str(th["alignment"]),
             centroid_align=bool(th["centroid_align"]),
@@ -229,6 +241,16 @@ class _SceneF1Base(Metric):
         except NotApplicable:
             return []
         return write_artifacts(res, Path(out_dir), title=f"{self.name}  F1={res.f1:.3f}")
+
+
+_KERNEL_MEMO: dict[tuple, KernelResult] = {}
+
+
+def _digest(a: np.ndarray) -> str:
+    import hashlib
+
+    a = np.ascontiguousarray(a)
+    return hashlib.sha1(a.tobytes() + str((a.dtype, a.shape)).encode()).hexdigest()
 
 
 class MemorySceneF1(_SceneF1Base):
