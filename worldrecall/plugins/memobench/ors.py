@@ -95,12 +95,20 @@ class ORS(MemoBenchMetric):
             raise CaseFailure(f"{case.case_id}: no segmenter query (subject missing from sam3_metadata)")
         idx = sampling.ors_indices(r, n)
         model = ctx.models.get("segmenter")
-        per_frame: list[list[Detection]] = []
+        parts: list[dict[str, np.ndarray]] = []
+        done = 0
         for chunk in batched(idx, ctx.batch_size):
-            per_frame += model.segment([frames[i] for i in chunk], query, case=case, indices=list(chunk))
-        if len(per_frame) != len(idx):
-            raise CaseFailure(f"segmenter returned {len(per_frame)} frames of candidates for {len(idx)} frames")
-        return {"r": r, "n_r": len(idx), "query": query, **candidate_arrays(per_frame)}
+            dets = model.segment([frames[i] for i in chunk], query, case=case, indices=list(chunk))
+            if len(dets) != len(chunk):
+                raise CaseFailure(f"segmenter returned {len(dets)} frames of candidates for {len(chunk)} frames")
+            # reduce masks to (coverage, score) per batch: full-resolution masks of every R frame would not fit
+            part = candidate_arrays(dets)
+            part["cand_frame"] = part["cand_frame"] + done
+            parts.append(part)
+            done += len(chunk)
+        cand = {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, dt)
+                for k, dt in (("cand_frame", np.int64), ("cand_coverage", np.float64), ("cand_score", np.float64))}
+        return {"r": r, "n_r": len(idx), "query": query, **cand}
 
     def score(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> dict[str, float | None]:
         """``score`` = ORS (4 dp), detection rate, mean confidence, counts."""

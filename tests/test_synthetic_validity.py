@@ -1,0 +1,188 @@
+"""The validity-matrix aggregator on hand-built score rows (fractions computed by hand)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from worldrecall.core.data import ScoreRow
+from worldrecall.plugins.synthetic.validity import (
+    EXPECTED_CATCHES,
+    ValidityMatrix,
+    expectations,
+    plot_validity,
+)
+
+CC = "memobench.camera_controllability"
+PF = "memobench.pixel_fidelity"
+GATE = "memobench.camera_gate"
+F1 = "scene_memory.memory_scene_f1"
+
+
+def row(model, case, metric, values, status="ok", backend=None):
+    return ScoreRow(metric.split(".")[0], model, case, metric, values, status, backend=backend or {})
+
+
+def cell(df: pd.DataFrame, metric: str, value: str, cf: str) -> pd.Series:
+    hit = df[(df.metric == metric) & (df.value == value) & (df.counterfactual == cf)]
+    assert len(hit) == 1, (metric, value, cf)
+    return hit.iloc[0]
+
+
+def rows_fixture() -> list[ScoreRow]:
+    return [
+        # camera controllability: oracle 1.0 / 0.9 / 0.8; frozen 0.2 / 0.95 / 0.1 -> oracle wins a, c: 2 of 3
+        row("oracle", "a", CC, {"score": 1.0}),
+        row("oracle", "b", CC, {"score": 0.9}),
+        row("oracle", "c", CC, {"score": 0.8}),
+        row("frozen_camera", "a", CC, {"score": 0.2}),
+        row("frozen_camera", "b", CC, {"score": 0.95}),
+        row("frozen_camera", "c", CC, {"score": 0.1}),
+        # wrong trajectory: 0.5 / 0.5 / (failed row, ignored) -> oracle wins a, b: 2 of 2
+        row("wrong_trajectory", "a", CC, {"score": 0.5}),
+        row("wrong_trajectory", "b", CC, {"score": 0.5}),
+        row("wrong_trajectory", "c", CC, {"score": 0.99}, status="failed"),
+        # forgetful is not targeted by camera controllability: 1.0 vs 1.0 (a tie is not better),
+        # 0.9 vs 0.3 -> 1 of 2
+        row("forgetful", "a", CC, {"score": 1.0}),
+        row("forgetful", "b", CC, {"score": 0.3}),
+        # pixel fidelity: LPIPS lower is better. oracle 0.10 / 0.20; state_reset 0.30 / 0.15 -> only a: 1 of 2
+        row("oracle", "a", PF, {"R_PSNR": 30.0, "R_LPIPS": 0.10}),
+        row("oracle", "b", PF, {"R_PSNR": 28.0, "R_LPIPS": 0.20}),
+        row("state_reset", "a", PF, {"R_PSNR": 25.0, "R_LPIPS": 0.30}),
+        row("state_reset", "b", PF, {"R_PSNR": 27.5, "R_LPIPS": 0.15}),
+        # PSNR None on one case: only a counts for teleport -> 1 of 1
+        row("teleport", "a", PF, {"R_PSNR": 20.0, "R_LPIPS": None}),
+        row("teleport", "b", PF, {"R_PSNR": None, "R_LPIPS": None}),
+        # gate as booleans: oracle passes both, frozen fails both -> 2 of 2
+        row("oracle", "a", GATE, {"passed": True}),
+        row("oracle", "b", GATE, {"passed": True}),
+        row("frozen_camera", "a", GATE, {"passed": False}),
+        row("frozen_camera", "b", GATE, {"passed": False}),
+        # scene F1 with a second rule on the same metric ("gate")
+        row("oracle", "a", F1, {"f1": 0.8, "gate": 1.0}),
+        row("oracle", "b", F1, {"f1": 0.7, "gate": 1.0}),
+        row("hallucinated_background", "a", F1, {"f1": 0.6, "gate": 1.0}),
+        row("hallucinated_background", "b", F1, {"f1": 0.65, "gate": 1.0}),
+        row("frozen_camera", "a", F1, {"f1": None, "gate": 0.0}),
+        # a case whose true trajectory fails the gate itself (a U-turn): not counted for the gate rule
+        row("oracle", "u", F1, {"f1": None, "gate": 0.0}),
+        row("frozen_camera", "u", F1, {"f1": None, "gate": 0.0}),
+        row("oracle", "u", GATE, {"passed": False}),
+        row("frozen_camera", "u", GATE, {"passed": False}),
+        # a metric not in the table is ignored
+        row("oracle", "a", "memobench.other", {"score": 1.0}),
+        row("forgetful", "a", "memobench.other", {"score": 0.0}),
+    ]
+
+
+def test_fractions_and_direction():
+    df = ValidityMatrix().aggregate(rows_fixture(), ValidityMatrix.defaults)["validity"]
+    assert list(df.columns) == [
+        "metric",
+        "value",
+        "counterfactual",
+        "backend",
+        "n_cases",
+        "n_oracle_better",
+        "fraction",
+        "targeted",
+        "holds",
+        "direction",
+    ]
+    c = cell(df, CC, "score", "frozen_camera")
+    assert (c.n_cases, c.n_oracle_better) == (3, 2) and np.isclose(c.fraction, 2 / 3)
+    assert c.targeted and c.holds is False
+    c = cell(df, CC, "score", "wrong_trajectory")
+    assert (c.n_cases, c.n_oracle_better, c.fraction) == (2, 2, 1.0) and c.holds
+    c = cell(df, CC, "score", "forgetful")
+    assert (c.n_cases, c.n_oracle_better, c.fraction) == (2, 1, 0.5)
+    assert not c.targeted and c.holds is None
+    c = cell(df, PF, "R_LPIPS", "state_reset")
+    assert (c.n_cases, c.n_oracle_better, c.direction) == (2, 1, "lower") and c.fraction == 0.5
+    c = cell(df, PF, "R_PSNR", "state_reset")  # 30 > 25, 28 > 27.5
+    assert (c.n_cases, c.n_oracle_better, c.direction) == (2, 2, "higher") and c.holds
+    c = cell(df, PF, "R_PSNR", "teleport")
+    assert (c.n_cases, c.n_oracle_better) == (1, 1)
+    assert df[(df.value == "R_LPIPS") & (df.counterfactual == "teleport")].empty  # LPIPS missing: skipped
+    assert df[df.value == "R_SSIM"].empty
+    c = cell(df, GATE, "passed", "frozen_camera")
+    assert (c.n_cases, c.n_oracle_better) == (2, 2) and c.holds
+    c = cell(df, F1, "f1", "hallucinated_background")
+    assert (c.n_cases, c.n_oracle_better) == (2, 2) and c.targeted and c.holds
+    c = cell(df, F1, "gate", "frozen_camera")  # case u excluded: the oracle fails the gate there too
+    assert (c.n_cases, c.n_oracle_better) == (1, 1) and c.targeted and c.holds
+    assert not cell(df, F1, "gate", "hallucinated_background").targeted  # 1.0 vs 1.0: 0 of 2
+    assert cell(df, F1, "gate", "hallucinated_background").n_oracle_better == 0
+    assert "memobench.other" not in set(df.metric)
+
+
+def test_tolerance_undefined_cases_and_manifest(tmp_path):
+    rows = rows_fixture()
+    # a 0.45 margin: frozen a (by 0.8) and c (by 0.7) still count; wrong_trajectory (0.5, 0.4) -> a only
+    df = ValidityMatrix().aggregate(rows, {"tolerance": 0.45})["validity"]
+    assert cell(df, CC, "score", "frozen_camera").n_oracle_better == 2
+    assert cell(df, CC, "score", "wrong_trajectory").n_oracle_better == 1
+    # case b of frozen_camera declared undefined: 2 cases left (a, c), both won
+    df = ValidityMatrix().aggregate(rows, {"undefined": {"frozen_camera": ["b"]}})["validity"]
+    c = cell(df, CC, "score", "frozen_camera")
+    assert (c.n_cases, c.n_oracle_better, c.holds) == (2, 2, True)
+    manifest = {
+        "cases": [
+            {
+                "case_id": "b",
+                "counterfactuals": {"frozen_camera": {"defined": False}, "forgetful": {"defined": True}},
+            }
+        ]
+    }
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    df2 = ValidityMatrix().aggregate(rows, {"manifest": str(tmp_path / "manifest.json")})["validity"]
+    assert cell(df2, CC, "score", "frozen_camera").n_cases == 2
+    assert cell(df2, CC, "score", "forgetful").n_cases == 2
+
+
+def test_backends_are_not_mixed_and_custom_table():
+    rows = [
+        row("oracle", "a", CC, {"score": 1.0}, backend={"pose": "sidecar"}),
+        row("frozen_camera", "a", CC, {"score": 0.0}, backend={"pose": "sidecar"}),
+        row("oracle", "a", CC, {"score": 0.1}, backend={"pose": "sift"}),
+        row("frozen_camera", "a", CC, {"score": 0.5}, backend={"pose": "sift"}),
+    ]
+    df = ValidityMatrix().aggregate(rows, {})["validity"]
+    assert sorted(zip(df.backend, df.n_oracle_better)) == [("pose=sidecar", 1), ("pose=sift", 0)]
+    custom = {CC: {"value": "score", "catches": []}}
+    df = ValidityMatrix().aggregate(rows, {"catches": custom, "lower_is_better": ["score"]})["validity"]
+    assert not df.targeted.any() and set(df.direction) == {"lower"}
+    assert sorted(zip(df.backend, df.n_oracle_better)) == [("pose=sidecar", 0), ("pose=sift", 1)]
+
+
+def test_table_covers_the_required_metrics():
+    rules = {(e.metric, e.value): set(e.catches) for e in expectations()}
+    assert rules[(CC, "score")] == {"frozen_camera", "wrong_trajectory"}
+    assert rules[("memobench.ors", "ors")] == {"forgetful"}
+    for v in ("R_PSNR", "R_SSIM", "R_LPIPS"):
+        assert rules[(PF, v)] == {"state_reset", "teleport"}
+    assert rules[("memobench.obj_identity", "score")] == {"appearance_drift"}
+    assert rules[(GATE, "passed")] == {"frozen_camera"}
+    assert rules[(F1, "f1")] == {"hallucinated_background"} and rules[(F1, "gate")] == {"frozen_camera"}
+    assert rules[("memobench.vqa", "ContinuityOfMemory")] == {"forgetful", "state_reset"}
+    assert set(EXPECTED_CATCHES) == {m for m, _ in rules}
+
+
+def test_plot_writes_a_png(tmp_path):
+    df = ValidityMatrix().aggregate(rows_fixture(), {})["validity"]
+    p = plot_validity(df, tmp_path / "validity.png")
+    assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 2000
+    empty = plot_validity(df.iloc[0:0], tmp_path / "empty.png")
+    assert empty.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_registered_through_the_plugin_host():
+    from worldrecall.registry.host import PluginHost
+
+    host = PluginHost(strict=True)
+    host.load_entry_points()
+    agg = host.get("aggregator", "synthetic.validity")
+    assert isinstance(agg, ValidityMatrix)

@@ -1,0 +1,197 @@
+"""Building the synthetic revisit suite on disk: :func:`ensure_suite` (idempotent, atomic, locked, parallel).
+
+One case = one story (camera program, target, change while unseen, props) rendered as a GT clip and as
+eight counterfactual generations, written into the MemoBench, Scene Memory F1 and OPIS layouts plus VQA
+banks and truth files. ``root/manifest.json`` lists every case, its facts and its relative paths.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+GENERATOR_VERSION = "1"
+MANIFEST = "manifest.json"
+COMPLETE = "COMPLETE"
+
+
+def suite_params(seed: int, n_cases: int, width: int, height: int, gt_frames: int, gen_frames: int) -> dict:
+    """The parameters that decide the suite's content (the manifest's hash covers exactly these)."""
+    return {
+        "generator_version": GENERATOR_VERSION,
+        "seed": int(seed),
+        "n_cases": int(n_cases),
+        "width": int(width),
+        "height": int(height),
+        "gt_frames": int(gt_frames),
+        "gen_frames": int(gen_frames),
+    }
+
+
+def params_digest(params: dict) -> str:
+    return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
+
+
+def is_complete(root: Path, digest: str) -> bool:
+    """A finished suite for these parameters is at ``root`` (manifest hash matches and completion marker)."""
+    root = Path(root)
+    try:
+        manifest = json.loads((root / MANIFEST).read_text())
+        marker = (root / COMPLETE).read_text().strip()
+    except (OSError, ValueError):
+        return False
+    return manifest.get("params_digest") == digest and marker == digest
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def ensure_suite(
+    root: Path | str,
+    *,
+    seed: int = 0,
+    n_cases: int = 24,
+    width: int = 320,
+    height: int = 240,
+    gt_frames: int = 90,
+    gen_frames: int = 72,
+    workers: int | None = None,
+) -> Path:
+    """Build the synthetic suite at ``root`` unless a complete one with the same parameters is there.
+
+    Safe to call from several processes at once (a file lock on ``root.parent/.lock``); the suite is built
+    in a temporary folder beside ``root`` and renamed into place, so ``root`` is either absent, stale (and
+    replaced) or complete. ``workers`` processes render cases in parallel (default: up to 2).
+    """
+    if width % 2 or height % 2 or width < 32 or height < 24:
+        raise ValueError(f"suite size {width}x{height}: width and height must be even and at least 32x24")
+    if gt_frames < 16 or gen_frames < 12 or n_cases < 1:
+        raise ValueError("suite needs gt_frames >= 16, gen_frames >= 12 and n_cases >= 1")
+    root = Path(root).expanduser().absolute()
+    params = suite_params(seed, n_cases, width, height, gt_frames, gen_frames)
+    digest = params_digest(params)
+    if is_complete(root, digest):
+        return root
+    with _locked(root.parent / ".lock"):
+        if is_complete(root, digest):  # another process finished it while we waited
+            return root
+        tmp = root.parent / f".{root.name}.building-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            _build(tmp, params, digest, workers)
+            stale = None
+            if root.exists():
+                stale = root.parent / f".{root.name}.stale-{uuid.uuid4().hex[:8]}"
+                os.rename(root, stale)
+            os.rename(tmp, root)
+            if stale is not None:
+                shutil.rmtree(stale, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return root
+
+
+def _worker_init() -> None:
+    import cv2
+
+    cv2.setNumThreads(1)
+
+
+def _build(tmp: Path, params: dict, digest: str, workers: int | None) -> None:
+    """Render every case into ``tmp`` (a process pool when ``workers`` > 1), then the sheets and manifest."""
+    from worldrecall.plugins.synthetic import memobench_layout as mb
+    from worldrecall.plugins.synthetic import vqa_bank
+    from worldrecall.plugins.synthetic.case import GEN_FPS, build_case, depth_size
+    from worldrecall.plugins.synthetic.counterfactuals import MODELS
+    from worldrecall.plugins.synthetic.programs import PROGRAMS
+
+    t0 = time.perf_counter()
+    tmp.mkdir(parents=True)
+    n = params["n_cases"]
+    n_workers = max(1, min(workers or min(2, os.cpu_count() or 1), n))
+    jobs = [(str(tmp), i, params, 1 if n_workers > 1 else 0) for i in range(n)]
+    if n_workers == 1:
+        records = [build_case(*j) for j in jobs]
+    else:
+        import multiprocessing as mp
+
+        # spawn: open3d/TBB thread pools do not survive fork reliably
+        with mp.get_context("spawn").Pool(n_workers, initializer=_worker_init) as pool:
+            records = pool.starmap(build_case, jobs, chunksize=1)
+
+    sheet_rows, meta_rows, failure_rows = [], [], []
+    for r in records:
+        ann = r["annotations"]
+        sheet_rows.append(
+            {
+                "video_folder": r["case_id"],
+                "exits": ann["exits"],
+                "re-enter": ann["re_enter"],
+                "frame_num": params["gt_frames"],
+                "skip": "no",
+                "prompt": r["prompt"],
+            }
+        )
+        meta_rows.append(
+            {
+                "scene": r["scene"],
+                "video_id": r["clip"],
+                "subject": r["target"]["phrase"],
+                "exr_path": r["paths"]["first_frame_release"],
+                "prompt": r["prompt"],
+            }
+        )
+        failure_rows.append(
+            {
+                "scene": r["scene"],
+                "video_id": r["clip"],
+                "hint": r["vqa"]["failure_hint"],
+                "folder": r["case_id"],
+                "Finished": "Yes",
+                "prompt": r["prompt"],
+            }
+        )
+    layout_files = mb.write_sheets(tmp, sheet_rows) + [mb.write_metadata(tmp, meta_rows)]
+    fc = tmp / vqa_bank.FAILURES_PATH
+    fc.parent.mkdir(parents=True, exist_ok=True)
+    fc.write_text(vqa_bank.csv_text(vqa_bank.FAILURE_COLUMNS, failure_rows))
+    layout_files.append(vqa_bank.FAILURES_PATH)
+    manifest = {
+        "suite": "worldrecall synthetic revisit suite",
+        "params": params,
+        "params_digest": digest,
+        "models": list(MODELS),
+        "programs": list(PROGRAMS),
+        "gen_fps": GEN_FPS,
+        "depth_size": list(depth_size(params["width"], params["height"])),
+        "layouts": {
+            "memobench_data": "memobench/data",
+            "memobench_output": "memobench/output",
+            "memobench_vqa_truth": "memobench/vqa_truth",
+            "scene_memory": "scene_memory",
+            "opis_final": "opis/final",
+            "opis_generations": "opis/generations",
+        },
+        "files": layout_files,
+        "cases": records,
+        "build_seconds": round(time.perf_counter() - t0, 2),
+        "workers": n_workers,
+    }
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    (tmp / COMPLETE).write_text(digest + "\n")

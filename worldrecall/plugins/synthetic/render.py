@@ -1,0 +1,397 @@
+"""CPU renderer of the synthetic suite: open3d raycasting, procedural textures, Lambertian shading.
+
+Rays are generated here (not with ``create_rays_pinhole``) so that pixel ``u`` looks along
+``((u - cx) / fx, (v - cy) / fy, 1)`` — the integer-pixel-centre convention the sidecar consumers
+back-project with — and so that the ray parameter ``t_hit`` *is* the camera z-depth.
+
+Cost tricks: the static room (walls, floor, props) is raycast and shaded once per (scene variant, pose,
+resolution) and shared by every counterfactual on that camera path; the target lives in its own small
+scene at a canonical pose, rays are mapped into its frame (so moving/scaling it never rebuilds a scene),
+only the pixels inside its projected bounding circle are cast, and it is composited by depth.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from worldrecall.plugins.synthetic.scene import (
+    PATTERN_CEILING,
+    PATTERN_FLOOR,
+    PATTERN_WALL,
+    RoomLayout,
+    TargetSpec,
+    hue_shift,
+    yaw_matrix,
+)
+
+HFOV_DEG = 60.0
+TARGET_ID = 1
+LIGHT = np.array([0.35, 0.85, -0.40]) / np.linalg.norm([0.35, 0.85, -0.40])
+TEX_SIZE = 512
+SECONDARY = np.array([0.93, 0.92, 0.86])
+DRIFT_HUE_DEG = 150.0  # hue rotation of a fully drifted target
+
+
+def intrinsics(width: int, height: int, hfov_deg: float = HFOV_DEG) -> np.ndarray:
+    """3x3 pinhole K with square pixels and the principal point at the image centre (pixel-centre coords)."""
+    f = (width / 2.0) / math.tan(math.radians(hfov_deg) / 2.0)
+    return np.array([[f, 0.0, (width - 1) / 2.0], [0.0, f, (height - 1) / 2.0], [0.0, 0.0, 1.0]])
+
+
+def scale_intrinsics(K: np.ndarray, size: tuple[int, int], new_size: tuple[int, int]) -> np.ndarray:
+    """K for the same camera sampled at ``new_size`` (w, h): pixel centres map as (u + 0.5) * s - 0.5."""
+    sx, sy = new_size[0] / size[0], new_size[1] / size[1]
+    out = K.copy()
+    out[0, 0] *= sx
+    out[1, 1] *= sy
+    out[0, 2] = (K[0, 2] + 0.5) * sx - 0.5
+    out[1, 2] = (K[1, 2] + 0.5) * sy - 0.5
+    return out
+
+
+def detail_texture(seed: int) -> np.ndarray:
+    """A 512x512 float32 multi-octave value-noise texture in [0, 1] with sharp blotches (for features)."""
+    import cv2
+
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x7E57]))
+    tex = np.zeros((TEX_SIZE, TEX_SIZE), np.float32)
+    for cells, amp in ((8, 0.35), (24, 0.3), (64, 0.2), (160, 0.15)):
+        grid = rng.random((cells, cells)).astype(np.float32)
+        tex += amp * cv2.resize(grid, (TEX_SIZE, TEX_SIZE), interpolation=cv2.INTER_CUBIC)
+    blot = cv2.resize(
+        rng.random((48, 48)).astype(np.float32), (TEX_SIZE, TEX_SIZE), interpolation=cv2.INTER_CUBIC
+    )
+    tex = np.where(blot > 0.78, tex * 0.45, tex)  # dark blotches with hard edges = corners to match
+    tex -= tex.min()
+    tex /= max(float(tex.max()), 1e-6)
+    return tex.astype(np.float32)
+
+
+def drifted_primary(look: TargetLook) -> np.ndarray:
+    """The target's main colour as drawn: its state colour, hue-rotated by up to 150 degrees when drifting."""
+    c = np.asarray(look.colour, np.float64)
+    return hue_shift(c, DRIFT_HUE_DEG * look.drift) if look.drift > 0 else c
+
+
+@dataclass
+class Layer:
+    """One raycast layer: z-depth (inf = miss), instance ids and (full resolution only) shaded RGB
+    (uint8 for the room, float for the target before compositing).
+
+    A layer may cover only a window of the image starting at pixel (``x0``, ``y0``).
+    """
+
+    z: np.ndarray
+    ids: np.ndarray
+    rgb: np.ndarray | None = None
+    x0: int = 0
+    y0: int = 0
+
+    @property
+    def window(self) -> tuple[slice, slice]:
+        h, w = self.z.shape
+        return slice(self.y0, self.y0 + h), slice(self.x0, self.x0 + w)
+
+
+@dataclass(frozen=True)
+class TargetLook:
+    """Where and how the target is drawn in one frame."""
+
+    position: tuple[float, float, float]  # bbox centre, world
+    scale: float
+    colour: tuple[float, float, float]
+    drift: float = 0.0  # appearance drift in [0, 1]
+
+
+class Renderer:
+    """Renders one case's frames at two resolutions (video and depth sidecar)."""
+
+    def __init__(
+        self,
+        width: int,
+        height: int,
+        depth_size: tuple[int, int],
+        target: TargetSpec,
+        texture: np.ndarray,
+        *,
+        nthreads: int = 0,
+    ):
+        import open3d as o3d
+
+        self._o3d = o3d
+        self.nthreads = nthreads
+        self.size = {"full": (width, height), "depth": tuple(depth_size)}
+        self.K = {"full": intrinsics(width, height)}
+        self.K["depth"] = scale_intrinsics(self.K["full"], (width, height), self.size["depth"])
+        self._dirs = {}
+        for res, (w, h) in self.size.items():
+            K = self.K[res]
+            u, v = np.meshgrid(np.arange(w, dtype=np.float64), np.arange(h, dtype=np.float64))
+            self._dirs[res] = np.stack(
+                [(u - K[0, 2]) / K[0, 0], (v - K[1, 2]) / K[1, 1], np.ones_like(u)], -1
+            )
+        self._dirs32 = {k: v.astype(np.float32) for k, v in self._dirs.items()}
+        # an odd integer down-sampling factor puts every depth pixel centre on a video pixel centre, so the
+        # depth sidecar is an exact subsample of the video-resolution z-buffer (no second raycast)
+        dw, dh = self.size["depth"]
+        k = width // dw
+        self._depth_step = k if (k % 2 == 1 and dw * k == width and dh * k == height) else 0
+        self.texture = texture
+        self.target = target
+        self._target_scene = o3d.t.geometry.RaycastingScene(nthreads=nthreads)
+        self._target_scene.add_triangles(o3d.t.geometry.TriangleMesh.from_legacy(target.mesh()))
+        self._static: dict[str, tuple] = {}
+        self._bg_cache: OrderedDict[tuple, Layer] = OrderedDict()
+        self.cache_size = 32
+        self._memo: OrderedDict[tuple, object] = OrderedDict()
+
+    # -- static room --------------------------------------------------------------------------------
+    def add_layout(self, key: str, layout: RoomLayout, offsets: np.ndarray) -> None:
+        """Register a static scene variant (e.g. ``base``, ``hallucinated``) under ``key``."""
+        o3d = self._o3d
+        scene = o3d.t.geometry.RaycastingScene(nthreads=self.nthreads)
+        meshes = layout.meshes(offsets)
+        for m in meshes:
+            scene.add_triangles(o3d.t.geometry.TriangleMesh.from_legacy(m))
+        s = layout.surfaces
+        table = {
+            # one row per geometry: r, g, b, 1/texel, offset u, offset v, pattern (gathered in one go)
+            "rows": np.array([[*x.colour, 1.0 / x.texel, *x.offset, x.pattern] for x in s], np.float32),
+            "instance": np.array([x.instance for x in s], np.uint8),
+        }
+        self._static[key] = (scene, table)
+
+    def _cast(self, scene, origin: np.ndarray, dirs: np.ndarray) -> dict[str, np.ndarray]:
+        rays = np.empty(dirs.shape[:-1] + (6,), np.float32)
+        rays[..., :3] = origin
+        rays[..., 3:] = dirs
+        ans = scene.cast_rays(self._o3d.core.Tensor.from_numpy(rays), nthreads=self.nthreads)
+        return {k: ans[k].numpy() for k in ("t_hit", "geometry_ids", "primitive_normals")}
+
+    def background(self, key: str, c2w: np.ndarray, res: str) -> Layer:
+        """The static scene ``key`` seen from ``c2w`` at resolution ``res`` (memoised per pose)."""
+        ck = (key, res, np.asarray(c2w, np.float64).tobytes())
+        hit = self._bg_cache.get(ck)
+        if hit is not None:
+            self._bg_cache.move_to_end(ck)
+            return hit
+        scene, table = self._static[key]
+        R, t = c2w[:3, :3].astype(np.float32), c2w[:3, 3].astype(np.float32)
+        dirs = self._dirs32[res] @ R.T
+        ans = self._cast(scene, t, dirs)
+        z = ans["t_hit"].astype(np.float32)
+        gid = ans["geometry_ids"].astype(np.int64)
+        miss = ~np.isfinite(z) | (gid >= len(table["instance"]))
+        gid = np.where(miss, 0, gid)
+        ids = np.where(miss, 0, table["instance"][gid]).astype(np.uint8)
+        z = np.where(miss, np.inf, z).astype(np.float32)
+        rgb = None
+        if res == "full":
+            pts = t + dirs * np.where(miss, np.float32(0.0), z)[..., None]
+            rgb = to_uint8(self._shade_static(pts, ans["primitive_normals"], gid, table, miss))
+        layer = Layer(z=z, ids=ids, rgb=rgb)
+        self._bg_cache[ck] = layer
+        while len(self._bg_cache) > self.cache_size:  # callers render pose by pose, so a small LRU suffices
+            self._bg_cache.popitem(last=False)
+        return layer
+
+    def _shade_static(
+        self, pts: np.ndarray, normals: np.ndarray, gid: np.ndarray, table: dict, miss: np.ndarray
+    ) -> np.ndarray:
+        import cv2
+
+        n = normals.astype(np.float32)
+        a, b = _planar_coords(pts, n)
+        rows = table["rows"][gid]
+        mu = a * rows[..., 3]
+        mu += rows[..., 4]
+        mv = b * rows[..., 3]
+        mv += rows[..., 5]
+        detail = cv2.remap(self.texture, mu, mv, interpolation=cv2.INTER_LINEAR, borderMode=cv2.BORDER_WRAP)
+        shade = detail * np.float32(0.45)
+        shade += np.float32(0.55)
+        pattern = rows[..., 6]
+        sel = pattern == PATTERN_FLOOR  # 0.6 m floor tiles
+        if sel.any():
+            x, z = pts[..., 0][sel], pts[..., 2][sel]
+            shade[sel] *= 0.78 + 0.22 * ((np.floor(x / 0.6) + np.floor(z / 0.6)) % 2)
+        sel = pattern == PATTERN_WALL  # panel seams every 1.2 m and a dado line at 0.9 m
+        if sel.any():
+            aa, y = a[sel], pts[..., 1][sel]
+            seam = (np.abs(((aa + 0.6) % 1.2) - 0.6) < 0.025) | (np.abs(y - 0.9) < 0.03)
+            shade[sel] *= np.where(seam, 0.55, 1.0).astype(np.float32)
+        sel = pattern == PATTERN_CEILING  # 1 m ceiling grid
+        if sel.any():
+            x, z = pts[..., 0][sel], pts[..., 2][sel]
+            grid = (np.abs(((x + 0.5) % 1.0) - 0.5) < 0.02) | (np.abs(((z + 0.5) % 1.0) - 0.5) < 0.02)
+            shade[sel] *= np.where(grid, 0.6, 1.0).astype(np.float32)
+        shade *= _lambert(n)
+        shade[miss] = 0.0
+        return rows[..., :3] * shade[..., None]
+
+    # -- target ---------------------------------------------------------------------------------------
+    def target_layer(self, look: TargetLook | None, c2w: np.ndarray, res: str) -> Layer | None:
+        """The target alone (None when absent or outside the view); memoised per (look, pose, resolution)."""
+        if look is None:
+            return None
+        ck = ("target", res, np.asarray(c2w, np.float64).tobytes(), look)
+        if ck in self._memo:
+            return self._memo_get(ck)
+        layer = self._target_layer(look, c2w, res)
+        self._memo_put(ck, layer)
+        return layer
+
+    def _target_layer(self, look: TargetLook, c2w: np.ndarray, res: str) -> Layer | None:
+        w, h = self.size[res]
+        K = self.K[res]
+        R, t = c2w[:3, :3], c2w[:3, 3]
+        centre = np.asarray(look.position, np.float64)
+        radius = self.target.bound_radius * look.scale
+        pc = R.T @ (centre - t)
+        if pc[2] + radius <= 0.01:
+            return None
+        if pc[2] - radius > 0.05:  # the projected bounding circle, padded; else cast the whole frame
+            rp = K[0, 0] * radius / (pc[2] - radius) + 2.0
+            uc, vc = K[0, 0] * pc[0] / pc[2] + K[0, 2], K[1, 1] * pc[1] / pc[2] + K[1, 2]
+            x0, x1 = max(math.floor(uc - rp), 0), min(math.ceil(uc + rp) + 1, w)
+            y0, y1 = max(math.floor(vc - rp), 0), min(math.ceil(vc + rp) + 1, h)
+        else:
+            x0, x1, y0, y1 = 0, w, 0, h
+        if x0 >= x1 or y0 >= y1:
+            return None
+        Rt = yaw_matrix(self.target.yaw)
+        # world -> canonical target frame: p_local = Rt^T (p - centre) / scale; t_hit stays the world one
+        dirs_l = self._dirs[res][y0:y1, x0:x1] @ ((R.T @ Rt) / look.scale)
+        origin_l = (Rt.T @ (t - centre)) / look.scale
+        ans = self._cast(self._target_scene, origin_l, dirs_l)
+        z = ans["t_hit"].astype(np.float32)
+        hit = np.isfinite(z)
+        if not hit.any():
+            return None
+        ids = np.where(hit, TARGET_ID, 0).astype(np.uint8)
+        rgb = None
+        if res == "full":
+            local = origin_l + dirs_l * np.where(hit, z, 0.0)[..., None]
+            n_local = ans["primitive_normals"].astype(np.float64)
+            rgb = self._shade_target(local, n_local, n_local @ Rt.T, look)
+        return Layer(z=z, ids=ids, rgb=rgb, x0=x0, y0=y0)
+
+    def _shade_target(
+        self, local: np.ndarray, n_local: np.ndarray, n_world: np.ndarray, look: TargetLook
+    ) -> np.ndarray:
+        import cv2
+
+        d = float(look.drift)
+        primary = drifted_primary(look)
+        secondary = SECONDARY
+        if d > 0:  # appearance drift: hue walks away, the light colour tints, the pattern stretches/shifts
+            secondary = (1.0 - 0.6 * d) * SECONDARY + 0.6 * d * np.array([0.25, 0.55, 0.35])
+        freq = 1.0 + 0.8 * d
+        phase = 0.37 * d
+        x, y, z = local[..., 0], local[..., 1], local[..., 2]
+        pat = self.target.pattern
+        if pat == "striped":
+            mark = np.floor((y + 1.0 + phase) * 10.0 * freq) % 2 == 1
+        elif pat == "checkered":
+            f = 7.0 * freq
+            mark = (np.floor(x * f + phase) + np.floor(y * f) + np.floor(z * f)) % 2 == 1
+        else:  # dotted: blobs of the detail texture in the object's own coordinates
+            a, b = _planar_coords(local, n_local)
+            spots = cv2.remap(
+                self.texture,
+                ((a + phase) * 60.0 * freq + 37.0).astype(np.float32),
+                (b * 60.0 * freq + 11.0).astype(np.float32),
+                interpolation=cv2.INTER_LINEAR,
+                borderMode=cv2.BORDER_WRAP,
+            )
+            mark = spots > 0.62
+        a, b = _planar_coords(local, n_local)
+        fine = cv2.remap(
+            self.texture,
+            (a * 140.0 + 200.0).astype(np.float32),
+            (b * 140.0 + 90.0).astype(np.float32),
+            interpolation=cv2.INTER_LINEAR,
+            borderMode=cv2.BORDER_WRAP,
+        )
+        albedo = np.where(mark[..., None], secondary, primary) * (0.82 + 0.18 * fine)[..., None]
+        return (albedo * _lambert(n_world)[..., None]).astype(np.float32)
+
+    # -- compositing ----------------------------------------------------------------------------------
+    def composite(self, key: str, c2w: np.ndarray, look: TargetLook | None):
+        """Full-resolution (uint8 RGB [H,W,3], instance ids [H,W], z-depth [H,W]) of one frame.
+
+        Memoised: counterfactuals that agree up to the change share their frames.
+        """
+        ck = ("full", key, np.asarray(c2w, np.float64).tobytes(), look)
+        hit = self._memo_get(ck)
+        if hit is not None:
+            return hit
+        bg = self.background(key, c2w, "full")
+        tg = self.target_layer(look, c2w, "full")
+        rgb, ids, z = bg.rgb, bg.ids, bg.z
+        if tg is not None:
+            win = tg.window
+            front = tg.z < z[win]
+            rgb, ids, z = rgb.copy(), ids.copy(), z.copy()
+            rgb[win][front] = to_uint8(tg.rgb[front])
+            ids[win][front] = tg.ids[front]
+            z[win][front] = tg.z[front]
+        out = (rgb, ids, z)
+        self._memo_put(ck, out)
+        return out
+
+    def frame(self, key: str, c2w: np.ndarray, look: TargetLook | None) -> tuple[np.ndarray, np.ndarray]:
+        """Full-resolution (uint8 RGB [H,W,3], instance ids [H,W]) of one frame."""
+        rgb, ids, _ = self.composite(key, c2w, look)
+        return rgb, ids
+
+    def depth(self, key: str, c2w: np.ndarray, look: TargetLook | None) -> np.ndarray:
+        """Depth-resolution z-depth [h, w] float32 (metres; inf where nothing was hit)."""
+        k = self._depth_step
+        if k:
+            z = self.composite(key, c2w, look)[2]
+            return np.ascontiguousarray(z[k // 2 :: k, k // 2 :: k])
+        bg = self.background(key, c2w, "depth")
+        tg = self.target_layer(look, c2w, "depth")
+        if tg is None:
+            return bg.z
+        z = bg.z.copy()
+        z[tg.window] = np.minimum(z[tg.window], tg.z)
+        return z
+
+    def _memo_get(self, key: tuple):
+        hit = self._memo.get(key)
+        if hit is not None:
+            self._memo.move_to_end(key)
+        return hit
+
+    def _memo_put(self, key: tuple, value) -> None:
+        self._memo[key] = value
+        while len(self._memo) > 96:
+            self._memo.popitem(last=False)
+
+    def visible_target_pixels(self, look: TargetLook | None, c2w: np.ndarray) -> int:
+        """Pixels the target would cover with nothing in front of it (to spot occlusion)."""
+        tg = self.target_layer(look, c2w, "full")
+        return 0 if tg is None else int((tg.ids == TARGET_ID).sum())
+
+
+def _planar_coords(p: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """2-D texture coordinates: drop the axis the surface normal points along most."""
+    ax = np.argmax(np.abs(n), axis=-1)
+    a = np.where(ax == 0, p[..., 2], p[..., 0])
+    b = np.where(ax == 1, p[..., 2], p[..., 1])
+    return a, b
+
+
+def _lambert(n: np.ndarray) -> np.ndarray:
+    return (0.42 + 0.58 * np.clip(n @ LIGHT.astype(n.dtype), 0.0, None)).astype(n.dtype)
+
+
+def to_uint8(rgb: np.ndarray) -> np.ndarray:
+    """Float RGB in [0, 1] -> uint8 with rounding."""
+    return np.clip(np.rint(rgb * 255.0), 0, 255).astype(np.uint8)

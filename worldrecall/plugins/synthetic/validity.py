@@ -1,0 +1,250 @@
+"""The validity matrix: does each metric rank the oracle above the counterfactual it is meant to catch?
+
+:data:`EXPECTED_CATCHES` says, per metric, which value of its score dict to compare and which
+counterfactuals it must catch. :class:`ValidityMatrix` counts, per (metric, value, counterfactual), on how
+many cases the oracle scores strictly better than the counterfactual; a targeted failure "holds" when
+the oracle wins on every case. :func:`plot_validity` draws the table as a heat-map.
+
+To extend the table add an entry ``"<benchmark>.<metric>": {"value": <key or [keys]>, "catches": [...]}``;
+a second rule on the same metric goes into an ``"also"`` list of further ``{"value", "catches"}`` dicts;
+``"reference_at_least": x`` restricts a rule to cases where the oracle's own value is at least ``x``.
+Values where lower is better (LPIPS) are listed in :data:`LOWER_IS_BETTER` or passed as a parameter.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from worldrecall.core.components import Aggregator
+from worldrecall.core.data import ScoreRow
+from worldrecall.core.tables import backend_signature
+
+REFERENCE = "oracle"
+
+EXPECTED_CATCHES: dict[str, dict] = {
+    "memobench.camera_controllability": {"value": "score", "catches": ["frozen_camera", "wrong_trajectory"]},
+    "memobench.ors": {"value": "ors", "catches": ["forgetful"]},
+    "memobench.pixel_fidelity": {
+        "value": ["R_PSNR", "R_SSIM", "R_LPIPS"],
+        "catches": ["state_reset", "teleport"],
+    },
+    "memobench.obj_identity": {"value": "score", "catches": ["appearance_drift"]},
+    # a gate only catches a failure where the true trajectory passes it (a U-turn never revisits a pose)
+    "memobench.camera_gate": {"value": "passed", "catches": ["frozen_camera"], "reference_at_least": 1.0},
+    "scene_memory.memory_scene_f1": {
+        "value": "f1",
+        "catches": ["hallucinated_background"],
+        "also": [{"value": "gate", "catches": ["frozen_camera"], "reference_at_least": 1.0}],
+    },
+    "memobench.vqa": {"value": "ContinuityOfMemory", "catches": ["forgetful", "state_reset"]},
+}
+
+# value keys whose smaller numbers are better (anything ending in "LPIPS" counts too)
+LOWER_IS_BETTER: set[str] = {"R_LPIPS", "ALL_LPIPS", "LPIPS"}
+
+COLUMNS = [
+    "metric",
+    "value",
+    "counterfactual",
+    "backend",
+    "n_cases",
+    "n_oracle_better",
+    "fraction",
+    "targeted",
+    "holds",
+    "direction",
+]
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """One rule of the table: ``metric``'s ``value`` must rank the oracle above each of ``catches``.
+
+    ``reference_at_least``: only cases where the oracle's own value reaches this count (for gates).
+    """
+
+    metric: str
+    value: str
+    catches: tuple[str, ...]
+    reference_at_least: float | None = None
+
+
+def expectations(table: Mapping[str, Mapping[str, Any]] = EXPECTED_CATCHES) -> list[Expectation]:
+    """Flatten the table (lists of values, ``also`` rules) into one :class:`Expectation` per value."""
+    out: list[Expectation] = []
+    for metric, rule in table.items():
+        for r in [rule, *rule.get("also", [])]:
+            values = [r["value"]] if isinstance(r["value"], str) else list(r["value"])
+            out += [
+                Expectation(metric, v, tuple(r.get("catches", [])), r.get("reference_at_least"))
+                for v in values
+            ]
+    return out
+
+
+def lower_is_better(value: str, extra: set[str] | frozenset[str] = frozenset()) -> bool:
+    return value in LOWER_IS_BETTER or value in extra or value.upper().endswith("LPIPS")
+
+
+def undefined_from_manifest(path: Path | str) -> dict[str, set[str]]:
+    """Counterfactual -> case ids where the suite manifest marks it as not defined (skipped in the matrix)."""
+    manifest = json.loads(Path(path).read_text())
+    out: dict[str, set[str]] = {}
+    for case in manifest.get("cases", []):
+        for cf, info in case.get("counterfactuals", {}).items():
+            if not info.get("defined", True):
+                out.setdefault(cf, set()).add(case["case_id"])
+    return out
+
+
+def _number(v: Any) -> float | None:
+    if v is None or isinstance(v, str):
+        return None
+    try:
+        x = float(v)  # booleans (gate "passed") count as 1/0
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+class ValidityMatrix(Aggregator):
+    """Oracle-vs-counterfactual win rates per metric value; targeted failures must be caught on every case."""
+
+    name: ClassVar[str] = "synthetic.validity"
+    description: ClassVar[str] = (
+        "per (metric, value, counterfactual): cases where the oracle scores strictly "
+        "better; 'holds' when a targeted failure is caught on every case"
+    )
+    defaults: ClassVar[dict[str, Any]] = {
+        "reference": REFERENCE,
+        "lower_is_better": [],  # extra value keys where smaller is better
+        "tolerance": 0.0,  # the oracle must win by more than this
+        "catches": None,  # a table like EXPECTED_CATCHES to use instead of the built-in one
+        "manifest": None,  # suite manifest.json: skip (case, counterfactual) pairs marked undefined
+        "undefined": {},  # or give them directly: counterfactual -> [case ids]
+    }
+
+    def aggregate(self, rows: list[ScoreRow], params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
+        """Return ``{"validity": DataFrame}`` with one row per (metric, value, counterfactual, backend)."""
+        p = {**self.defaults, **dict(params)}
+        ref = str(p["reference"])
+        lower_extra = set(p.get("lower_is_better") or [])
+        tol = float(p.get("tolerance") or 0.0)
+        rules = expectations(p["catches"] or EXPECTED_CATCHES)
+        skip: dict[str, set[str]] = {k: set(v) for k, v in (p.get("undefined") or {}).items()}
+        if p.get("manifest"):
+            for k, v in undefined_from_manifest(p["manifest"]).items():
+                skip.setdefault(k, set()).update(v)
+
+        # (metric, value, backend) -> model -> case -> number
+        table: dict[tuple[str, str, str], dict[str, dict[str, float]]] = {}
+        wanted = {(e.metric, e.value) for e in rules}
+        for r in rows:
+            if r.status != "ok":
+                continue
+            for value, v in r.values.items():
+                if (r.metric, value) not in wanted:
+                    continue
+                x = _number(v)
+                if x is None:
+                    continue
+                key = (r.metric, value, backend_signature(r.backend))
+                table.setdefault(key, {}).setdefault(r.model, {})[r.case_id] = x
+
+        recs = []
+        for e in rules:
+            for (metric, value, backend), by_model in sorted(table.items()):
+                if (metric, value) != (e.metric, e.value) or ref not in by_model:
+                    continue
+                lower = lower_is_better(value, lower_extra)
+                oracle = by_model[ref]
+                if e.reference_at_least is not None:
+                    oracle = {c: x for c, x in oracle.items() if x >= e.reference_at_least}
+                for cf in sorted(m for m in by_model if m != ref):
+                    cases = [c for c in oracle if c in by_model[cf] and c not in skip.get(cf, set())]
+                    if not cases:
+                        continue
+                    diffs = np.array([oracle[c] - by_model[cf][c] for c in cases])
+                    better = int(np.sum((-diffs if lower else diffs) > tol))
+                    frac = better / len(cases)
+                    targeted = cf in e.catches
+                    recs.append(
+                        {
+                            "metric": metric,
+                            "value": value,
+                            "counterfactual": cf,
+                            "backend": backend,
+                            "n_cases": len(cases),
+                            "n_oracle_better": better,
+                            "fraction": frac,
+                            "targeted": targeted,
+                            "holds": (frac == 1.0) if targeted else None,
+                            "direction": "lower" if lower else "higher",
+                        }
+                    )
+        return {"validity": pd.DataFrame.from_records(recs, columns=COLUMNS)}
+
+
+def plot_validity(df: pd.DataFrame, path: Path | str) -> Path:
+    """Heat-map PNG: metric value x counterfactual, colour = fraction of cases the oracle wins,
+    targeted cells outlined (solid when the expectation holds, dashed when it does not)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    from worldrecall.plugins.synthetic.counterfactuals import MODELS
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if df.empty:
+        fig, ax = plt.subplots(figsize=(4, 1.5))
+        ax.text(0.5, 0.5, "no validity rows", ha="center", va="center")
+        ax.axis("off")
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return path
+    multi_backend = df["backend"].nunique() > 1
+    df = df.assign(
+        row=[
+            f"{m.split('.', 1)[-1]}:{v}" + (f" [{b}]" if multi_backend else "")
+            for m, v, b in zip(df["metric"], df["value"], df["backend"])
+        ]
+    )
+    rows = list(dict.fromkeys(df["row"]))
+    known = [m for m in MODELS if m in set(df["counterfactual"])]
+    cols = known + sorted(set(df["counterfactual"]) - set(known))
+    grid = np.full((len(rows), len(cols)), np.nan)
+    for r in df.itertuples():
+        grid[rows.index(r.row), cols.index(r.counterfactual)] = r.fraction
+    fig, ax = plt.subplots(figsize=(1.1 * len(cols) + 3.0, 0.45 * len(rows) + 1.8))
+    cmap = plt.get_cmap("RdYlGn").with_extremes(bad="#dddddd")
+    im = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
+    for r in df.itertuples():
+        i, j = rows.index(r.row), cols.index(r.counterfactual)
+        ax.text(
+            j, i, f"{r.fraction:.2f}\n{r.n_oracle_better}/{r.n_cases}", ha="center", va="center", fontsize=7
+        )
+        if r.targeted:
+            ax.add_patch(
+                Rectangle(
+                    (j - 0.5, i - 0.5), 1, 1, fill=False, lw=2.2, ec="black", ls="-" if r.holds else "--"
+                )
+            )
+    ax.set_xticks(range(len(cols)), cols, rotation=35, ha="right", fontsize=8)
+    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    ax.set_title("oracle better than counterfactual (fraction of cases); outlined = targeted", fontsize=9)
+    fig.colorbar(im, ax=ax, fraction=0.03, pad=0.02)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
