@@ -228,5 +228,6 @@ def test_parallel_workers_give_the_same_rows_and_decode_once(tmp_path, host):
     par = _run(toy_config(tmp_path / "b", ds, workers=2), host)
     assert [(r.row_key, r.values, r.status) for r in par.rows] == [(r.row_key, r.values, r.status) for r in seq.rows]
     assert len(par.decode_counts) == 8 and set(par.decode_counts.values()) == {1}
-    # identical encodes share one measurement (content addressing) in both modes
-    assert par.cache_stats == seq.cache_stats and par.cache_stats["hits"] + par.cache_stats["misses"] == 8
+    # every (case, metric) went through the cache once; identical encodes may share an entry (content
+    # addressing), and two workers may both miss on the same content at the same moment
+    assert par.cache_stats["hits"] + par.cache_stats["misses"] == 8 and par.cache_stats["misses"] >= seq.cache_stats["misses"]

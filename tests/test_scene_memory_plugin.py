@@ -303,6 +303,7 @@ def test_runner_with_shipped_config(layout, tmp_path):
 
     bench = OmegaConf.to_container(OmegaConf.load(CONF), resolve=False)
     bench["data_root"] = bench["generations"] = str(layout)
+    bench["metrics"]["scene_f1"]["enabled"] = True  # the experimental variant is off by default
     cfg = {"output_root": str(tmp_path / "out"), "cache_dir": str(tmp_path / "out" / "cache"), "device": "cpu",
            "batch_size": 4, "progress": False, "artifacts": True, "max_failure_rate": 0.5,
            "shard": {"count": 1, "index": 0}, "suite": {"builder": None, "root": None, "params": {}},

@@ -161,7 +161,7 @@ def test_backends_are_not_mixed_and_custom_table():
 def test_table_covers_the_required_metrics():
     rules = {(e.metric, e.value): set(e.catches) for e in expectations()}
     assert rules[(CC, "score")] == {"frozen_camera", "wrong_trajectory"}
-    assert rules[("memobench.ors", "ors")] == {"forgetful"}
+    assert rules[("memobench.ors", "score")] == {"forgetful"}
     for v in ("R_PSNR", "R_SSIM", "R_LPIPS"):
         assert rules[(PF, v)] == {"state_reset", "teleport"}
     assert rules[("memobench.obj_identity", "score")] == {"appearance_drift"}

@@ -6,7 +6,6 @@ import collections
 import csv
 import json
 import logging
-import os
 from pathlib import Path
 
 import pytest

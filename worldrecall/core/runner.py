@@ -12,6 +12,7 @@ import importlib
 import json
 import logging
 import os
+import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -220,6 +221,7 @@ class Runner:
 
         global _FORK_STATE
         _FORK_STATE = (self, plan, groups, store.is_final)
+        os.environ.setdefault("OMP_NUM_THREADS", "1")  # for a torch first imported inside a worker
         try:
             with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as ex:
                 futures = {ex.submit(_run_group_in_worker, i): i for i in range(len(groups))}
@@ -384,6 +386,8 @@ _FORK_STATE: Any = None  # (runner, plan, groups, is_final) inherited by forked 
 def _run_group_in_worker(i: int) -> tuple[list[ScoreRow], dict[str, Any]]:
     """Runs in a forked worker: score one clip group; returns its rows and this call's counters."""
     runner, plan, groups, is_final = _FORK_STATE
+    if "torch" in sys.modules:  # one intra-op thread per worker: the workers already fill the cores
+        sys.modules["torch"].set_num_threads(1)
     runner.timing.clear()
     runner.pool.decode_counts.clear()
     runner.cache.hits = runner.cache.misses = runner.cache.corrupt = 0

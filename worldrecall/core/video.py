@@ -232,10 +232,12 @@ class VideoPool:
 
 
 def write_video(path: Path | str, frames: np.ndarray | list[np.ndarray], fps: float = 16.0, *,
-                crf: int = 18, codec: str = "libx264") -> Path:
+                crf: int = 18, codec: str = "libx264", preset: str = "veryfast", threads: int | None = None) -> Path:
     """Write uint8 RGB frames as an H.264 mp4 (yuv420p) with PyAV — no system ffmpeg needed.
 
-    Odd sizes are padded by edge replication to even ones (yuv420p needs even dimensions).
+    Odd sizes are padded by edge replication to even ones (yuv420p needs even dimensions). ``threads=1``
+    makes the bitstream byte-identical from run to run; ``preset="ultrafast"`` costs ~2.5x less CPU than
+    ``veryfast`` for ~2x the bytes.
     """
     import av
 
@@ -249,7 +251,10 @@ def write_video(path: Path | str, frames: np.ndarray | list[np.ndarray], fps: fl
     with av.open(str(path), mode="w") as container:
         stream = container.add_stream(codec, rate=int(round(fps)) if float(fps).is_integer() else fps)
         stream.width, stream.height, stream.pix_fmt = pw, ph, "yuv420p"
-        stream.options = {"crf": str(crf), "preset": "veryfast"}
+        opts = {"crf": str(crf), "preset": preset} if codec == "libx264" else {"crf": str(crf)}
+        if threads:
+            opts["threads"] = str(threads)
+        stream.options = opts
         for f in frames:
             if (ph, pw) != (h, w):
                 f = np.pad(f, ((0, ph - h), (0, pw - w), (0, 0)), mode="edge")

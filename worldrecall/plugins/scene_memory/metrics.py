@@ -149,7 +149,8 @@ class _SceneF1Base(Metric):
         if hit is not None:
             return hit
         res = _SceneF1Base._kernel(observation, revisit, th, keep_points=True)
-        _KERNEL_MEMO.clear()  # score then artifacts of one case: one entry is all that is ever reused
+        while len(_KERNEL_MEMO) >= 4:  # score, legs, then artifacts of one case reuse these entries
+            _KERNEL_MEMO.pop(next(iter(_KERNEL_MEMO)))
         _KERNEL_MEMO[key] = res
         return res
 

@@ -21,7 +21,8 @@ from worldrecall.plugins.synthetic.render import TARGET_ID, Renderer, detail_tex
 from worldrecall.plugins.synthetic.scene import RoomLayout
 from worldrecall.plugins.synthetic.sidecars import write_sidecars
 from worldrecall.plugins.synthetic.story import CaseStory, PlanRejected, plan_case
-from worldrecall.plugins.synthetic.video_io import encode_jpeg, write_h264
+from worldrecall.core.video import write_video
+from worldrecall.plugins.synthetic.video_io import encode_jpeg
 
 GEN_FPS = 16.0
 MAX_ATTEMPTS = 60
@@ -193,7 +194,8 @@ def _write_generations(
         o = renders.pop(m)
         video = files.path(f"{mb.output_clip_dir(m, scene, clip)}/video.mp4")
         video_rel = video.relative_to(files.root).as_posix()
-        write_h264(video, o["frames"], GEN_FPS)
+        # one encoder thread: byte-identical output from run to run (the suite is content-addressed)
+        write_video(video, o["frames"], GEN_FPS, preset="ultrafast", threads=1)
         side_rel = mb.sidecar_dir(m, scene, clip)
         write_sidecars(
             files,

@@ -31,7 +31,7 @@ REFERENCE = "oracle"
 
 EXPECTED_CATCHES: dict[str, dict] = {
     "memobench.camera_controllability": {"value": "score", "catches": ["frozen_camera", "wrong_trajectory"]},
-    "memobench.ors": {"value": "ors", "catches": ["forgetful"]},
+    "memobench.ors": {"value": "score", "catches": ["forgetful"]},
     "memobench.pixel_fidelity": {
         "value": ["R_PSNR", "R_SSIM", "R_LPIPS"],
         "catches": ["state_reset", "teleport"],
