@@ -27,7 +27,7 @@ def _toy_overrides(tmp_path: Path, ds: dict) -> list[str]:
             "+benchmarks.toy.aligner=toy.halves", f"+benchmarks.toy.data_root={ds['data_root']}",
             f"+benchmarks.toy.generations={ds['generations']}",
             "+benchmarks.toy.metrics={brightness:{params:{max_side:64},thresholds:{tolerance:10.0}}}",
-            "progress=false", "aggregator_params.bootstrap.replicates=100"]
+            "progress=false", "workers=1", "aggregator_params.bootstrap.replicates=100"]
 
 
 def test_schema_rejects_wrong_types_with_a_clear_message():

@@ -144,9 +144,10 @@ def track(result: RunResult, plain: Mapping[str, Any], host: PluginHost, paths: 
         tracker.log_artifacts(child, [p for p in paths if p.suffix in (".csv", ".md")], "tables")
         tracker.log_artifacts(child, [p for p in paths if p.suffix == ".json"], "meta")
         tracker.log_artifacts(child, [p for p in paths if p.suffix == ".png"], "plots")
-        art = result.results_dir / "artifacts"
-        if art.exists():
-            tracker.log_artifacts(child, [art], "cases")
+        for r in result.rows:  # per-case files (PLY, PNG …) under cases/<benchmark>/<model>/<case>/<metric>
+            if r.info.get("artifacts"):
+                tracker.log_artifacts(child, [Path(a) for a in r.info["artifacts"]],
+                                      f"cases/{r.benchmark}/{r.model}/{_safe(r.case_id)}/{_safe(r.metric)}")
         tracker.end_run(child, "FINISHED")
     except Exception:
         tracker.end_run(child, "FAILED")
@@ -156,6 +157,10 @@ def track(result: RunResult, plain: Mapping[str, Any], host: PluginHost, paths: 
             tracker.set_tags(parent, {"worldrecall.child": child})
             tracker.end_run(parent, "FINISHED")
     return tracker.ui_command()
+
+
+def _safe(s: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in s)
 
 
 def _parent_from_file(sweep_dir: Path | None) -> str | None:

@@ -128,3 +128,53 @@ class MeasurementCache:
         arrays, meta = split_measurement(m)
         # scoring must see exactly what a later cache hit would see (JSON turns tuples into lists, …)
         return {**json.loads(json.dumps(meta, allow_nan=True)), **arrays}, False
+
+
+class ScoreCache:
+    """Memo of the pure score stage: (measurement key, metric version, thresholds) -> values (+ artifacts).
+
+    ``score`` is a pure function, so its result can be reused whenever those inputs repeat: a sweep over
+    one metric's thresholds re-scores that metric only, and every other metric's rows come from here.
+    One small JSON file per entry, with a digest; a damaged entry is ignored and recomputed.
+    """
+
+    def __init__(self, root: Path | str, enabled: bool = True):
+        self.root = Path(root)
+        self.enabled = enabled
+        self.hits = 0
+
+    def _path(self, metric: str, key: str) -> Path:
+        return self.root / metric / key[:2] / f"{key}.json"
+
+    def get(self, metric: str, key: str) -> dict[str, Any] | None:
+        if not self.enabled:
+            return None
+        p = self._path(metric, key)
+        try:
+            doc = json.loads(p.read_text())
+            body = json.dumps(doc["entry"], sort_keys=True, allow_nan=True)
+            if doc["digest"] != hashlib.sha256(body.encode()).hexdigest():
+                raise ValueError("digest mismatch")
+            entry = doc["entry"]
+            if any(not Path(a).exists() for a in entry.get("artifacts", [])):
+                return None  # artifacts were cleaned up: score again to rewrite them
+        except FileNotFoundError:
+            return None
+        except Exception as e:
+            log.warning("score cache entry %s unreadable (%s); re-scoring", p, e)
+            return None
+        self.hits += 1
+        return entry
+
+    def put(self, metric: str, key: str, entry: Mapping[str, Any]) -> None:
+        if not self.enabled:
+            return
+        body = json.dumps(entry, sort_keys=True, allow_nan=True)
+        doc = json.dumps({"digest": hashlib.sha256(body.encode()).hexdigest(), "entry": json.loads(body)},
+                         allow_nan=True)
+        p = self._path(metric, key)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            f.write(doc)
+        os.replace(tmp, p)

@@ -39,6 +39,7 @@ class SuiteSchema:
     root: Optional[str] = None
     params: Dict[str, Any] = field(default_factory=dict)
     aggregators: List[str] = field(default_factory=list)  # e.g. the synthetic suite's validity matrix
+    aggregator_params: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -41,6 +41,9 @@ class Case:
 
     def fingerprint(self) -> str:
         """Content hash of every input of this case: videos, sidecar files, annotations, text."""
+        cached = self.__dict__.get("_fingerprint")
+        if cached is not None:
+            return cached
         h = hashlib.sha256()
         for v in (self.video, self.reference):
             h.update((v.content_hash() if v is not None else "-").encode())
@@ -48,7 +51,8 @@ class Case:
             h.update(name.encode())
             h.update(file_digest(self.sidecars[name]).encode())
         h.update(json.dumps([self.prompt, self.subject, self.annotations], sort_keys=True, default=str).encode())
-        return h.hexdigest()
+        self.__dict__["_fingerprint"] = h.hexdigest()  # inputs are read-only for the run
+        return self.__dict__["_fingerprint"]
 
 
 @dataclass(frozen=True)
@@ -121,11 +125,11 @@ class ScoreRow:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
-_DIGESTS: dict[tuple[str, float, int], str] = {}
+_DIGESTS: dict[tuple[str, int, int, int], str] = {}
 
 
 def file_digest(path: Path) -> str:
-    """sha256 of a file (or of a folder's files in sorted order), memoised by (path, mtime, size)."""
+    """sha256 of a file (or of a folder's files in sorted order), memoised by (path, mtime, size, inode)."""
     path = Path(path)
     if path.is_dir():
         h = hashlib.sha256()
@@ -134,7 +138,7 @@ def file_digest(path: Path) -> str:
             h.update(file_digest(p).encode())
         return h.hexdigest()
     st = path.stat()
-    key = (str(path.resolve()), st.st_mtime, st.st_size)
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size, st.st_ino)
     if key not in _DIGESTS:
         h = hashlib.sha256()
         with open(path, "rb") as f:
@@ -142,3 +146,22 @@ def file_digest(path: Path) -> str:
                 h.update(chunk)
         _DIGESTS[key] = h.hexdigest()
     return _DIGESTS[key]
+
+
+def load_digest_memo(path: Path) -> None:
+    """Reuse digests a previous run computed (valid while path, mtime, size and inode are unchanged)."""
+    try:
+        for rec in json.loads(Path(path).read_text()):
+            _DIGESTS[(rec[0], int(rec[1]), int(rec[2]), int(rec[3]))] = str(rec[4])
+    except (FileNotFoundError, ValueError, TypeError, IndexError):
+        pass
+
+
+def save_digest_memo(path: Path) -> None:
+    import os
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps([[*k, v] for k, v in _DIGESTS.items()]))
+    os.replace(tmp, path)

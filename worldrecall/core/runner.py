@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from worldrecall.core.cache import MeasurementCache, cache_key
+from worldrecall.core.cache import MeasurementCache, ScoreCache, cache_key
 from worldrecall.core.components import Aggregator, Aligner, ConfigTypeError, LoadRequest, Loader, MeasureContext, Metric
-from worldrecall.core.data import Alignment, Case, CaseError, CaseFailure, ScoreRow
+from worldrecall.core.data import (Alignment, Case, CaseError, CaseFailure, ScoreRow, load_digest_memo,
+                                   save_digest_memo)
 from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.results import ResultStore, read_rows
@@ -89,8 +90,12 @@ class Runner:
         self.cfg = cfg
         self.host = host
         self.output_root = Path(cfg.get("output_root", "worldrecall_out"))
-        self.cache = MeasurementCache(Path(cfg.get("cache_dir") or self.output_root / "cache") / "measurements")
-        self.pool = VideoPool()
+        cache_root = Path(cfg.get("cache_dir") or self.output_root / "cache")
+        self.cache = MeasurementCache(cache_root / "measurements")
+        self.scores = ScoreCache(cache_root / "scores")
+        self.artifacts_dir = cache_root / "artifacts"
+        self.pool = VideoPool(facts_dir=cache_root / "video_facts")
+        self.digest_memo = cache_root / "file_digests.json"
         self.timing: dict[str, float] = defaultdict(float)
         models_cfg = dict(cfg.get("models") or {})
         options = models_cfg.pop("options", {}) or {}
@@ -102,7 +107,6 @@ class Runner:
         if not 0 <= self.shard_index < self.shard_count:
             raise ConfigTypeError(f"shard.index={self.shard_index} must be in [0, shard.count={self.shard_count})")
         self.results_dir = self.output_root / "results" / run_key(cfg)
-        self.artifacts_dir = self.results_dir / "artifacts"
 
     # -- planning -------------------------------------------------------------------------------
     def build_suite(self) -> None:
@@ -168,10 +172,12 @@ class Runner:
         self.build_suite()
         plans = self.plan()
         store = ResultStore(self.results_dir, self.shard_index, self.shard_count)
+        load_digest_memo(self.digest_memo)
         for msg in sorted({m for p in plans for m in p.skipped.values()}):
             log.warning(msg)
         for plan in plans:
             self._run_benchmark(plan, store)
+        save_digest_memo(self.digest_memo)
         rows = store.all_rows()
         t0 = time.perf_counter()
         tables = self.aggregate(rows, plans)
@@ -192,6 +198,15 @@ class Runner:
         progress = _progress(len(items), f"{plan.name}", enabled=bool(self.cfg.get("progress", True)))
         progress.update(len(items) - sum(len(g) for g in todo))
         workers = min(self.workers(), len(todo))
+        t0 = time.perf_counter()
+        for group in todo:  # hash inputs here, once: forked workers' memos die with them
+            for it in group:
+                if isinstance(it, Case):
+                    try:
+                        it.fingerprint()
+                    except (OSError, VideoError):
+                        pass  # the case fails later, in its own row, with the reason
+        self.timing["fingerprint"] += time.perf_counter() - t0
         if workers <= 1:
             for group in todo:
                 for item in group:
@@ -236,7 +251,7 @@ class Runner:
 
     def _worker_stats(self) -> dict[str, Any]:
         return {"timing": dict(self.timing), "decodes": dict(self.pool.decode_counts),
-                "cache": (self.cache.hits, self.cache.misses, self.cache.corrupt),
+                "cache": (self.cache.hits, self.cache.misses, self.cache.corrupt, self.scores.hits),
                 "model_seconds": dict(self.hub.forward_seconds)}
 
     def _merge_stats(self, stats: Mapping[str, Any]) -> None:
@@ -244,7 +259,8 @@ class Runner:
             self.timing[k] += v
         for k, v in stats["decodes"].items():
             self.pool.decode_counts[k] = self.pool.decode_counts.get(k, 0) + v
-        h, m, c = stats["cache"]
+        h, m, c, sh = stats["cache"]
+        self.scores.hits += sh
         self.cache.hits += h
         self.cache.misses += m
         self.cache.corrupt += c
@@ -333,6 +349,16 @@ class Runner:
                 "optional_models": {r: self.hub.selection.get(r) or "" for r in metric.optional_models},
                 "extra": metric.cache_params(case, alignment),
             })
+            score_key = cache_key({"measurement": key, "version": metric.version, "thresholds": metric.thresholds,
+                                   "artifacts": bool(self.cfg.get("artifacts", True))})
+            memo = self.scores.get(metric.name, score_key)
+            if memo is not None:  # pure score of the same inputs: reuse (no measurement load at all)
+                row.values = memo["values"]
+                row.info = {"alignment": alignment.to_json(), "cache_hit": True, "score_cache_hit": True}
+                if memo.get("artifacts"):
+                    row.info["artifacts"] = memo["artifacts"]
+                self.timing["measure"] += time.perf_counter() - t0
+                return row
             ctx = MeasureContext(models=self.hub, judges=self.judges, artifacts_dir=self.artifacts_dir,
                                  device=str(self.cfg.get("device", "cpu")),
                                  batch_size=int(self.cfg.get("batch_size", 8)))
@@ -344,13 +370,16 @@ class Runner:
             row.values = {k: _num(v) for k, v in values.items()}
             row.info = {"alignment": alignment.to_json(), "cache_hit": hit}
             self.timing["score"] += time.perf_counter() - t0
+            paths: list[Path] = []
             if self.cfg.get("artifacts", True):
                 t0 = time.perf_counter()
-                out = self.artifacts_dir / case.benchmark / case.model / _safe_name(case.case_id)
-                paths = metric.artifacts(measurement, metric.thresholds, out)
+                # content-addressed like the score itself, so a re-scored sweep job reuses them
+                out = self.artifacts_dir / metric.name / score_key[:2] / score_key
+                paths = list(metric.artifacts(measurement, metric.thresholds, out))
                 if paths:
                     row.info["artifacts"] = [str(p) for p in paths]
                 self.timing["artifacts"] += time.perf_counter() - t0
+            self.scores.put(metric.name, score_key, {"values": row.values, "artifacts": [str(p) for p in paths]})
         except BackendUnavailable as e:
             row.status, row.reason = "skipped", f"{metric.name} skipped: {_one_line(e)}"
         except (CaseFailure, VideoError, JudgeError) as e:
@@ -376,7 +405,8 @@ class Runner:
         backends = {r: self.hub.selection.get(r, "") for p in plans for m in p.metrics.values() for r in m.models}
         return RunResult(self.results_dir, rows, tables, dict(self.timing), rate, n, n_failed,
                          EXIT_FAILURE_RATE if rate > limit else EXIT_OK, dict(self.pool.decode_counts),
-                         {"hits": self.cache.hits, "misses": self.cache.misses, "corrupt": self.cache.corrupt},
+                         {"hits": self.cache.hits, "misses": self.cache.misses, "corrupt": self.cache.corrupt,
+                          "score_hits": self.scores.hits},
                          dict(self.hub.forward_seconds), backends)
 
 
@@ -390,7 +420,7 @@ def _run_group_in_worker(i: int) -> tuple[list[ScoreRow], dict[str, Any]]:
         sys.modules["torch"].set_num_threads(1)
     runner.timing.clear()
     runner.pool.decode_counts.clear()
-    runner.cache.hits = runner.cache.misses = runner.cache.corrupt = 0
+    runner.cache.hits = runner.cache.misses = runner.cache.corrupt = runner.scores.hits = 0
     runner.hub.forward_seconds.clear()
     rows = [row for item in groups[i] for row in runner._case_rows(plan, item, is_final)]
     return rows, runner._worker_stats()
@@ -400,21 +430,30 @@ def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any
                    plans: Iterable[BenchmarkPlan] | None = None) -> dict[str, Any]:
     """Run the global aggregators and each benchmark's own aggregators over the rows."""
     tables: dict[str, Any] = {}
-    params = cfg.get("aggregator_params") or {}
-    names = list(cfg.get("aggregators") or []) + list((cfg.get("suite") or {}).get("aggregators") or [])
+    suite = cfg.get("suite") or {}
+    params = {**(cfg.get("aggregator_params") or {}), **(suite.get("aggregator_params") or {})}
+    # every aggregator may restrict itself to each metric's primary value (e.g. bootstrap CIs)
+    primary = {name: getattr(cls, "primary", "") for name, cls in host.metrics.items()}
+    names = list(cfg.get("aggregators") or []) + list(suite.get("aggregators") or [])
     per_bench = {p.name: p.aggregators for p in plans} if plans is not None else {
         n: list((b or {}).get("aggregators") or []) for n, b in (cfg.get("benchmarks") or {}).items()}
     for name in names:
         agg: Aggregator = _instance(host.get("aggregator", name))
-        for tname, df in agg.aggregate(rows, {**agg.defaults, **params.get(name, {})}).items():
+        for tname, df in agg.aggregate(rows, _agg_params(agg, params.get(name, {}), primary)).items():
             tables[tname] = df
     for bench, anames in per_bench.items():
         brow = [r for r in rows if r.benchmark == bench]
         for name in anames:
             agg = _instance(host.get("aggregator", name))
-            for tname, df in agg.aggregate(brow, {**agg.defaults, **params.get(name, {})}).items():
+            for tname, df in agg.aggregate(brow, _agg_params(agg, params.get(name, {}), primary)).items():
                 tables[f"{bench}.{tname}" if not tname.startswith(bench) else tname] = df
     return tables
+
+
+def _agg_params(agg: Aggregator, given: Mapping[str, Any], primary: dict[str, str]) -> dict[str, Any]:
+    """Defaults + config; aggregators that choose values (``values`` default) also get each metric's primary."""
+    extra = {"primary_values": primary} if "values" in agg.defaults else {}
+    return {**agg.defaults, **extra, **given}
 
 
 def load_rows(results_dir: Path) -> list[ScoreRow]:

@@ -8,6 +8,8 @@ per path for the whole run and counts decodes, so "decoded at most once" is meas
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -103,13 +105,26 @@ class Video:
 
     @property
     def num_frames(self) -> int:
-        return int(self.frames().shape[0])
+        """Decoded frame count (from the pool's facts cache when this content was decoded before)."""
+        return int(self._facts()["num_frames"])
 
     @property
     def size(self) -> tuple[int, int]:
         """(width, height) of the decoded frames."""
+        f = self._facts()
+        return int(f["width"]), int(f["height"])
+
+    def _facts(self) -> dict[str, int]:
+        # An aligner needs N before any metric runs; a warm run should not decode every video for it.
+        if self._frames is None and self._pool is not None:
+            known = self._pool.facts(self)
+            if known is not None:
+                return known
         f = self.frames()
-        return int(f.shape[2]), int(f.shape[1])
+        facts = {"num_frames": int(f.shape[0]), "height": int(f.shape[1]), "width": int(f.shape[2])}
+        if self._pool is not None:
+            self._pool.remember(self, facts)
+        return facts
 
     @property
     def fps(self) -> float | None:
@@ -206,8 +221,9 @@ def _decode_folder(p: Path) -> np.ndarray:
 class VideoPool:
     """One :class:`Video` per path for a run; frees the least recently decoded ones past a byte budget."""
 
-    def __init__(self, max_bytes: int = 4 << 30):
+    def __init__(self, max_bytes: int = 4 << 30, facts_dir: Path | str | None = None):
         self.max_bytes = max_bytes
+        self.facts_dir = Path(facts_dir) if facts_dir else None
         self._videos: dict[Path, Video] = {}
         self._lru: OrderedDict[Path, Video] = OrderedDict()
         self.decode_counts: dict[str, int] = {}
@@ -218,6 +234,25 @@ class VideoPool:
         if v is None:
             v = self._videos[key] = Video(key, fps=fps, pool=self)
         return v
+
+    def facts(self, video: Video) -> dict[str, int] | None:
+        """Frame count and size of this content, if a previous run decoded it (keyed by content hash)."""
+        if self.facts_dir is None:
+            return None
+        p = self.facts_dir / f"{video.content_hash()}.json"
+        try:
+            d = json.loads(p.read_text())
+            return {k: int(d[k]) for k in ("num_frames", "height", "width")}
+        except (FileNotFoundError, ValueError, KeyError, TypeError):
+            return None
+
+    def remember(self, video: Video, facts: dict[str, int]) -> None:
+        if self.facts_dir is None:
+            return
+        self.facts_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.facts_dir / f".{video.content_hash()}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(facts))
+        os.replace(tmp, self.facts_dir / f"{video.content_hash()}.json")
 
     def _decoded(self, video: Video) -> None:
         k = str(video.path)

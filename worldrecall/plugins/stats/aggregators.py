@@ -15,6 +15,15 @@ from worldrecall.plugins.stats.hierarchy import _level_keys, bootstrap_macro, ma
 GROUP = ["benchmark", "model", "metric", "value_name", "backend"]
 
 
+def _select_values(df: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame:
+    """``values: primary`` keeps each metric's primary value (CIs for every diagnostic cost time, not insight)."""
+    primary = params.get("primary_values")
+    if params.get("values", "all") != "primary" or not primary or df.empty:
+        return df
+    keep = [primary.get(m) in (v, None) for m, v in zip(df["metric"], df["value_name"])]
+    return df[keep]
+
+
 class MeanAggregator(Aggregator):
     """Plain mean over cases per benchmark × model × metric value × backend, with case counts."""
 
@@ -49,11 +58,12 @@ class BootstrapAggregator(Aggregator):
     """Stratified case bootstrap of the hierarchical mean: percentile CI (replicates, seed, level configurable)."""
 
     name = "bootstrap"
-    defaults = {"replicates": 2000, "seed": 0, "level": 0.95, "levels": ["subcategory", "domain"]}
+    defaults = {"replicates": 2000, "seed": 0, "level": 0.95, "levels": ["subcategory", "domain"],
+                "values": "primary"}
 
     def aggregate(self, rows: list[ScoreRow], params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         p = {**self.defaults, **params}
-        df = long_frame(rows)
+        df = _select_values(long_frame(rows), p)
         recs = []
         for key, g in df.groupby(GROUP, dropna=False) if not df.empty else []:
             vals, keys = g["value"].to_numpy(float), _level_keys(g, p["levels"])
@@ -69,11 +79,11 @@ class PairedAggregator(Aggregator):
 
     name = "paired"
     defaults = {"reference": "oracle", "replicates": 2000, "seed": 0, "level": 0.95,
-                "levels": ["subcategory", "domain"]}
+                "levels": ["subcategory", "domain"], "values": "primary"}
 
     def aggregate(self, rows: list[ScoreRow], params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         p = {**self.defaults, **params}
-        df = long_frame(rows)
+        df = _select_values(long_frame(rows), p)
         cols = ["benchmark", "metric", "value_name", "backend", "model", "reference", "mean_diff", "ci_low",
                 "ci_high", "n_shared"]
         if df.empty or p["reference"] not in set(df["model"]):
