@@ -53,6 +53,8 @@ def test_run_logs_parent_child_params_metrics_artifacts_tags(tmp_path, capsys):
     assert len(tags["worldrecall.input_manifest_hash"]) == 16 and "worldrecall.git_commit" in tags
     arts = {a.path for a in client.list_artifacts(child.info.run_id, "tables")}
     assert "tables/cases.csv" in arts and "tables/mean.csv" in arts
+    case_files = {a.path for a in client.list_artifacts(child.info.run_id, "cases/toy/bad/c0/toy.brightness")}
+    assert case_files == {"cases/toy/bad/c0/toy.brightness/per_frame.json"}
     meta = {a.path for a in client.list_artifacts(child.info.run_id, "meta")}
     assert {"meta/plugin_manifest.json", "meta/resolved_config.json", "meta/timing.json"} <= meta
     # the secret never reaches an artifact either

@@ -74,6 +74,12 @@ class BrightnessDrift(Metric):
         drift = abs(m["mean_a"] - m["mean_b"])
         return {"drift": drift, "stable": float(drift <= thresholds["tolerance"])}
 
+    def artifacts(self, m: Mapping[str, Any], thresholds: Mapping[str, Any], out_dir: Path) -> list[Path]:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        p = out_dir / "per_frame.json"
+        p.write_text(json.dumps([float(x) for x in m["per_frame"]]))
+        return [p]
+
 
 @hookimpl
 def register_loaders(register):

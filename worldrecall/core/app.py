@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import platform
+import shutil
 import sys
 import uuid
 from pathlib import Path
@@ -144,10 +145,10 @@ def track(result: RunResult, plain: Mapping[str, Any], host: PluginHost, paths: 
         tracker.log_artifacts(child, [p for p in paths if p.suffix in (".csv", ".md")], "tables")
         tracker.log_artifacts(child, [p for p in paths if p.suffix == ".json"], "meta")
         tracker.log_artifacts(child, [p for p in paths if p.suffix == ".png"], "plots")
-        for r in result.rows:  # per-case files (PLY, PNG …) under cases/<benchmark>/<model>/<case>/<metric>
-            if r.info.get("artifacts"):
-                tracker.log_artifacts(child, [Path(a) for a in r.info["artifacts"]],
-                                      f"cases/{r.benchmark}/{r.model}/{_safe(r.case_id)}/{_safe(r.metric)}")
+        staged = _stage_case_artifacts(result)
+        if staged is not None:  # one upload of cases/<benchmark>/<model>/<case>/<metric>/<file>
+            tracker.log_artifacts(child, [staged], "cases")
+            shutil.rmtree(staged.parent, ignore_errors=True)
         tracker.end_run(child, "FINISHED")
     except Exception:
         tracker.end_run(child, "FAILED")
@@ -157,6 +158,27 @@ def track(result: RunResult, plain: Mapping[str, Any], host: PluginHost, paths: 
             tracker.set_tags(parent, {"worldrecall.child": child})
             tracker.end_run(parent, "FINISHED")
     return tracker.ui_command()
+
+
+def _stage_case_artifacts(result: RunResult) -> Path | None:
+    """Hard-link every row's artifacts into one temporary tree (cheap), so MLflow gets one call, not hundreds."""
+    import tempfile
+
+    rows = [r for r in result.rows if r.info.get("artifacts")]
+    if not rows:
+        return None
+    root = Path(tempfile.mkdtemp(prefix="wr-art-", dir=result.results_dir)) / "cases"
+    for r in rows:
+        d = root / r.benchmark / r.model / _safe(r.case_id) / _safe(r.metric)
+        d.mkdir(parents=True, exist_ok=True)
+        for a in r.info["artifacts"]:
+            src = Path(a)
+            if src.exists():
+                try:
+                    os.link(src, d / src.name)
+                except OSError:
+                    shutil.copy2(src, d / src.name)
+    return root
 
 
 def _safe(s: str) -> str:

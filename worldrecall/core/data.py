@@ -80,6 +80,10 @@ class Alignment:
     def to_json(self) -> dict[str, Any]:
         return {"phases": {k: [p.start, p.end] for k, p in self.phases.items()}, "info": self.info}
 
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Alignment":
+        return cls({k: Phase(k, int(a), int(b)) for k, (a, b) in d["phases"].items()}, dict(d["info"]))
+
 
 @dataclass
 class CaseError:

@@ -330,7 +330,14 @@ class Runner:
                 return Alignment()
             aligner: Aligner = _instance(self.host.get("aligner", name))
             merged = {**getattr(aligner, "defaults", {}), **params}
-            return aligner.align(case, merged)
+            # an alignment is a pure function of the case's inputs and the params: memoise it like a score
+            key = cache_key({"aligner": name, "case": case.fingerprint(), "params": merged})
+            memo = self.scores.get("_alignments", key)
+            if memo is not None:
+                return Alignment.from_json(memo)
+            alignment = aligner.align(case, merged)
+            self.scores.put("_alignments", key, json.loads(json.dumps(alignment.to_json(), default=_json_default)))
+            return alignment
         except (CaseFailure, VideoError) as e:
             return CaseFailure(_one_line(e))
         except Exception as e:
@@ -493,6 +500,16 @@ def _instance(obj: Any) -> Any:
 def _judge_names(metric: Metric) -> tuple[str, ...]:
     judge = metric.params.get("judge") if isinstance(metric.params, Mapping) else None
     return (judge,) if judge else tuple(metric.judges)
+
+
+def _json_default(o: Any) -> Any:
+    import numpy as np
+
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)
 
 
 def _num(v: Any) -> float | None:
