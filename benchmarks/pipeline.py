@@ -44,8 +44,9 @@ def main() -> None:
     common = [f"suite.root={suite_root}", f"suite.params.n_cases={args.n_cases}", "progress=false"]
 
     def run(out: str, *extra: str) -> float:
+        flags = [e for e in extra if e.startswith("-")]  # Hydra wants -m before the overrides
         t0 = time.perf_counter()
-        hydra_run([f"output_root={work / out}", *common, *extra])
+        hydra_run([*flags, f"output_root={work / out}", *common, *[e for e in extra if not e.startswith("-")]])
         return time.perf_counter() - t0
 
     t_build = run("build", "only=[]", "tracking=none")  # builds the suite (and pays the imports)

@@ -120,7 +120,7 @@ class Runner:
         only = self.cfg.get("only")
         plans = []
         for name, b in (self.cfg.get("benchmarks") or {}).items():
-            if not b or not b.get("enabled", True) or (only and name not in only):
+            if not b or not b.get("enabled", True) or (only is not None and name not in only):
                 continue
             plans.append(self._plan_one(name, b))
         return plans
