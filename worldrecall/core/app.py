@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from worldrecall import __version__
-from worldrecall.core.runner import RunResult, Runner, aggregate_rows, json_dump, load_rows
+from worldrecall.core.runner import Runner, RunResult, aggregate_rows, json_dump, load_rows
 from worldrecall.core.tables import case_table
 from worldrecall.core.tracking import PARENT_ENV, Tracker, flatten, git_commit, redact_tree
 from worldrecall.registry.host import PluginHost, load_plugins

@@ -18,6 +18,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from worldrecall.core.atomic import atomic_write_text
+
 log = logging.getLogger(__name__)
 
 _META = "__meta__"
@@ -172,9 +174,4 @@ class ScoreCache:
         body = json.dumps(entry, sort_keys=True, allow_nan=True)
         doc = json.dumps({"digest": hashlib.sha256(body.encode()).hexdigest(), "entry": json.loads(body)},
                          allow_nan=True)
-        p = self._path(metric, key)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-", suffix=".json")
-        with os.fdopen(fd, "w") as f:
-            f.write(doc)
-        os.replace(tmp, p)
+        atomic_write_text(self._path(metric, key), doc)

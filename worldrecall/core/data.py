@@ -162,10 +162,6 @@ def load_digest_memo(path: Path) -> None:
 
 
 def save_digest_memo(path: Path) -> None:
-    import os
+    from worldrecall.core.atomic import atomic_write_text
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps([[*k, v] for k, v in _DIGESTS.items()]))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps([[*k, v] for k, v in _DIGESTS.items()]))

@@ -20,9 +20,24 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from worldrecall.core.cache import MeasurementCache, ScoreCache, cache_key
-from worldrecall.core.components import Aggregator, Aligner, ConfigTypeError, LoadRequest, Loader, MeasureContext, Metric
-from worldrecall.core.data import (Alignment, Case, CaseError, CaseFailure, ScoreRow, load_digest_memo,
-                                   save_digest_memo)
+from worldrecall.core.components import (
+    Aggregator,
+    Aligner,
+    ConfigTypeError,
+    Loader,
+    LoadRequest,
+    MeasureContext,
+    Metric,
+)
+from worldrecall.core.data import (
+    Alignment,
+    Case,
+    CaseError,
+    CaseFailure,
+    ScoreRow,
+    load_digest_memo,
+    save_digest_memo,
+)
 from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.results import ResultStore, read_rows

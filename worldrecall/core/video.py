@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -249,10 +248,9 @@ class VideoPool:
     def remember(self, video: Video, facts: dict[str, int]) -> None:
         if self.facts_dir is None:
             return
-        self.facts_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.facts_dir / f".{video.content_hash()}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(facts))
-        os.replace(tmp, self.facts_dir / f"{video.content_hash()}.json")
+        from worldrecall.core.atomic import atomic_write_text
+
+        atomic_write_text(self.facts_dir / f"{video.content_hash()}.json", json.dumps(facts))
 
     def _decoded(self, video: Video) -> None:
         k = str(video.path)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
+
+from worldrecall.core.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -62,17 +62,5 @@ class AnswerCache:
         """Store ``entry`` for ``key`` atomically (no-op when disabled)."""
         if self.root is None:
             return
-        p = self.path_for(key)
-        p.parent.mkdir(parents=True, exist_ok=True)
         data = json.dumps({**entry, "key": key}, ensure_ascii=False, indent=1, sort_keys=True)
-        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(data)
-            os.replace(tmp, p)  # atomic: readers see the old entry or the whole new one
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        atomic_write_text(self.path_for(key), data)

@@ -19,21 +19,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from worldrecall.plugins.memobench.vqa.bank import BANK_COLUMNS as _BANK_COLUMNS
+from worldrecall.plugins.memobench.vqa.bank import DIMENSIONS as _BANK_DIMENSIONS
+from worldrecall.plugins.memobench.vqa.bank import FAILURE_COLUMNS as _FAILURE_COLUMNS
 from worldrecall.plugins.synthetic.programs import describe
 from worldrecall.plugins.synthetic.story import CaseStory
 
-IF, OB, CM, PA = "Instruction Following", "Object and Background", "Continuity of Memory", "Physics Adherence"
-DIMENSIONS = (IF, OB, CM, PA)
-BANK_COLUMNS = (
-    "scene",
-    "video_id",
-    "Start Questions",
-    "Evaluation on ground truth",
-    "Evaluation on failure",
-    "Revised Evaluation on failure",
-    "Final questions",
-)
-FAILURE_COLUMNS = ("scene", "video_id", "hint", "folder", "Finished", "prompt")
+# the official bank format is defined once, by the loader that reads it
+DIMENSIONS = tuple(_BANK_DIMENSIONS)
+IF, OB, CM, PA = DIMENSIONS
+BANK_COLUMNS = tuple(_BANK_COLUMNS)
+FAILURE_COLUMNS = tuple(_FAILURE_COLUMNS)
 NEAR = 0.35  # metres: "at that position"
 
 
