@@ -80,3 +80,18 @@ def test_shards_then_aggregate(tmp_path, toy_host, capsys):
     assert main(["aggregate", *ov]) == 0
     out = capsys.readouterr().out
     assert "merged 2 shard file(s), 8 cases, 0 failed" in out
+
+
+def test_models_list_and_fetch_offline(capsys):
+    host_mod._HOST = None
+    assert main(["models", "list", "--json"]) == 0
+    import json
+
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["raft_large"]["role"] == "flow" and rows["raft_large"]["kind"] == "reference"
+    assert rows["dis_flow"]["present"] is True  # weight-free
+    # offline (tests set HF_HUB_OFFLINE=1): nothing is contacted, the failure names the backend, exit 1
+    assert main(["models", "fetch", "raft_large"]) == 1
+    err = capsys.readouterr().err
+    assert "raft_large" in err and "offline" in err
+    assert main(["models", "fetch", "no_such_backend"]) == 1

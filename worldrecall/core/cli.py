@@ -115,7 +115,10 @@ def cmd_models(ns: argparse.Namespace) -> int:
             for r in rows:
                 print("  ".join(f"{k}={v}" for k, v in r.items()))
         return 0
-    return int(bool(fetch(ns.names or None, host.models)))
+    failures = fetch(ns.names or None, host.models)
+    for line in failures:
+        print(f"error: {line}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def cmd_aggregate(ns: argparse.Namespace) -> int:
