@@ -161,7 +161,13 @@ def _break(d: Path, what: str) -> str:
         np.save(d / "frame_indices.npy", np.array([0, 2, 1, 3, 4], np.int32))
         return "frame_indices.npy"
     if what == "pickled":
-        np.save(d / "frame_indices.npy", np.array([0, 1, 2, 3, 4], dtype=object), allow_pickle=True)
+        # an object-dtype .npy (its payload is a pickle), written by hand: the reader must refuse it
+        import pickle
+
+        header = {"descr": "|O", "fortran_order": False, "shape": (5,)}
+        with open(d / "frame_indices.npy", "wb") as f:
+            np.lib.format.write_array_header_1_0(f, header)
+            f.write(pickle.dumps(list(range(5))))
         return "frame_indices.npy"
     if what == "bad_json":
         (d / "instances.json").write_text("{not json")
