@@ -14,16 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from worldrecall.plugins.models.manifest import entry
 from worldrecall.plugins.models.options import (
     Options,
     batches,
     check_rgb,
     inference,
-    parse_options,
     same_size,
 )
-from worldrecall.plugins.models.weights import ensure_weights, hf_dir, required_hf_files
+from worldrecall.plugins.models.weights import hf_backend_folder
 
 NAME = "depth_anything_v2_small"
 DEFAULTS: dict[str, Any] = {"image_backend": "pil", "revision": None}
@@ -53,11 +51,7 @@ class DepthAnythingDepth:
 
 def build(opts: Mapping[str, Any]) -> DepthAnythingDepth:
     """Factory: processor + model from the HF cache (or ``local_dir``)."""
-    o = parse_options(NAME, opts, DEFAULTS)
-    e = entry(NAME)
-    ensure_weights(NAME, e.weights, local_dir=o.local_dir, revision=o["revision"])
-    folder = hf_dir(NAME, e.model_id, revision=o["revision"], local_dir=o.local_dir,
-                    required=required_hf_files(e.weights, e.model_id))
+    o, folder = hf_backend_folder(NAME, opts, DEFAULTS)
     from transformers import AutoImageProcessor, AutoModelForDepthEstimation
 
     processor = AutoImageProcessor.from_pretrained(folder, backend=str(o["image_backend"]))

@@ -12,10 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from worldrecall.plugins.models.manifest import entry
-from worldrecall.plugins.models.options import Options, batches, check_rgb, inference, parse_options
+from worldrecall.plugins.models.options import Options, batches, check_rgb, inference
 from worldrecall.plugins.models.preprocess import IMAGENET_MEAN, IMAGENET_STD, to_normalized_tensor
-from worldrecall.plugins.models.weights import ensure_weights, hf_dir, required_hf_files
+from worldrecall.plugins.models.weights import hf_backend_folder
 
 NAME = "dinov2_base"
 DEFAULTS: dict[str, Any] = {"resize": 256, "crop": 224, "revision": None}
@@ -48,11 +47,7 @@ class Dinov2PatchEmbedder:
 
 def build(opts: Mapping[str, Any]) -> Dinov2PatchEmbedder:
     """Factory: load ``facebook/dinov2-base`` (or ``local_dir``) into a :class:`Dinov2PatchEmbedder`."""
-    o = parse_options(NAME, opts, DEFAULTS)
-    e = entry(NAME)
-    ensure_weights(NAME, e.weights, local_dir=o.local_dir, revision=o["revision"])
-    folder = hf_dir(NAME, e.model_id, revision=o["revision"], local_dir=o.local_dir,
-                    required=required_hf_files(e.weights, e.model_id))
+    o, folder = hf_backend_folder(NAME, opts, DEFAULTS)
     from transformers import Dinov2Model
 
     return Dinov2PatchEmbedder(Dinov2Model.from_pretrained(folder), o)

@@ -23,9 +23,14 @@ from typing import Any
 import numpy as np
 
 from worldrecall.plugins.models.manifest import IMAGE_REWARD_FILE, IMAGE_REWARD_MED_CONFIG, entry
-from worldrecall.plugins.models.options import Options, batches, check_rgb, inference, parse_options
+from worldrecall.plugins.models.options import Options, batches, check_rgb, inference
 from worldrecall.plugins.models.preprocess import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, to_normalized_tensor
-from worldrecall.plugins.models.weights import ensure_weights, hf_dir, load_state_dict, required_hf_files
+from worldrecall.plugins.models.weights import (
+    hf_backend_folder,
+    hf_dir,
+    load_state_dict,
+    required_hf_files,
+)
 
 log = logging.getLogger(__name__)
 
@@ -168,11 +173,8 @@ def build(opts: Mapping[str, Any]) -> ImageRewardScorer:
     ``local_dir`` holds ``ImageReward.pt`` and ``med_config.json``, and the tokenizer files
     (``vocab.txt`` or ``tokenizer.json`` …) when it has them; otherwise the tokenizer comes from the HF cache.
     """
-    o = parse_options(NAME, opts, DEFAULTS)
+    o, folder = hf_backend_folder(NAME, opts, DEFAULTS)
     e = entry(NAME)
-    ensure_weights(NAME, e.weights, local_dir=o.local_dir, revision=o["revision"])
-    folder = hf_dir(NAME, e.model_id, revision=o["revision"], local_dir=o.local_dir,
-                    required=required_hf_files(e.weights, e.model_id))
     if o.local_dir is not None and any((folder / f).exists() for f in ("vocab.txt", "tokenizer.json")):
         tok_dir = folder
     else:

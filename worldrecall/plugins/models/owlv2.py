@@ -15,16 +15,14 @@ from typing import Any
 import numpy as np
 
 from worldrecall.core.models import Detection
-from worldrecall.plugins.models.manifest import entry
 from worldrecall.plugins.models.options import (
     Options,
     batches,
     check_rgb,
     inference,
-    parse_options,
     same_size,
 )
-from worldrecall.plugins.models.weights import ensure_weights, hf_dir, required_hf_files
+from worldrecall.plugins.models.weights import hf_backend_folder
 
 NAME = "owlv2"
 DEFAULTS: dict[str, Any] = {"threshold": 0.05, "max_candidates": 50, "revision": None}
@@ -94,11 +92,7 @@ class Owlv2Segmenter:
 
 def build(opts: Mapping[str, Any]) -> Owlv2Segmenter:
     """Factory: processor + ``Owlv2ForObjectDetection`` from the HF cache (or ``local_dir``)."""
-    o = parse_options(NAME, opts, DEFAULTS)
-    e = entry(NAME)
-    ensure_weights(NAME, e.weights, local_dir=o.local_dir, revision=o["revision"])
-    folder = hf_dir(NAME, e.model_id, revision=o["revision"], local_dir=o.local_dir,
-                    required=required_hf_files(e.weights, e.model_id))
+    o, folder = hf_backend_folder(NAME, opts, DEFAULTS)
     from transformers import Owlv2ForObjectDetection, Owlv2Processor
 
     return Owlv2Segmenter(Owlv2ForObjectDetection.from_pretrained(folder), Owlv2Processor.from_pretrained(folder), o)

@@ -15,16 +15,14 @@ from typing import Any
 import numpy as np
 
 from worldrecall.core.models import Detection
-from worldrecall.plugins.models.manifest import entry
 from worldrecall.plugins.models.options import (
     Options,
     batches,
     check_rgb,
     inference,
-    parse_options,
     same_size,
 )
-from worldrecall.plugins.models.weights import ensure_weights, hf_dir, required_hf_files
+from worldrecall.plugins.models.weights import hf_backend_folder
 
 NAME = "sam3"
 DEFAULTS: dict[str, Any] = {"threshold": 0.0, "mask_threshold": 0.5, "max_candidates": None,
@@ -99,11 +97,7 @@ class Sam3Segmenter:
 
 def build(opts: Mapping[str, Any]) -> Sam3Segmenter:
     """Factory: ``facebook/sam3`` (gated: accept its terms, then fetch) or ``local_dir``."""
-    o = parse_options(NAME, opts, DEFAULTS)
-    e = entry(NAME)
-    ensure_weights(NAME, e.weights, local_dir=o.local_dir, revision=o["revision"])
-    folder = hf_dir(NAME, e.model_id, revision=o["revision"], local_dir=o.local_dir,
-                    required=required_hf_files(e.weights, e.model_id))
+    o, folder = hf_backend_folder(NAME, opts, DEFAULTS)
     from transformers import Sam3Model, Sam3Processor
 
     return Sam3Segmenter(Sam3Model.from_pretrained(folder), Sam3Processor.from_pretrained(folder), o)

@@ -13,10 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from worldrecall.plugins.models.manifest import entry
-from worldrecall.plugins.models.options import Options, batches, check_rgb, inference, parse_options
+from worldrecall.plugins.models.options import Options, batches, check_rgb, inference
 from worldrecall.plugins.models.relative_pose import PoseTrace, chain_c2w, guess_intrinsics, relative_rotation
-from worldrecall.plugins.models.weights import ensure_weights, hf_dir, required_hf_files
+from worldrecall.plugins.models.weights import hf_backend_folder
 
 NAME = "superpoint_lightglue"
 DEFAULTS: dict[str, Any] = {"fov_deg": 60.0, "match_threshold": 0.0, "ransac_px": 1.0, "method": "auto",
@@ -72,11 +71,7 @@ class LightGluePose:
 
 def build(opts: Mapping[str, Any]) -> LightGluePose:
     """Factory: processor + ``LightGlueForKeypointMatching`` from the HF cache (or ``local_dir``)."""
-    o = parse_options(NAME, opts, DEFAULTS)
-    e = entry(NAME)
-    ensure_weights(NAME, e.weights, local_dir=o.local_dir, revision=o["revision"])
-    folder = hf_dir(NAME, e.model_id, revision=o["revision"], local_dir=o.local_dir,
-                    required=required_hf_files(e.weights, e.model_id))
+    o, folder = hf_backend_folder(NAME, opts, DEFAULTS)
     from transformers import AutoImageProcessor, AutoModelForKeypointMatching
 
     return LightGluePose(AutoModelForKeypointMatching.from_pretrained(folder),

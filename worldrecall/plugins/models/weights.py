@@ -13,6 +13,7 @@ import hashlib
 import os
 import re
 from collections.abc import Sequence
+from typing import Any
 from pathlib import Path
 
 from worldrecall.core.models import BackendUnavailable, WeightFile, default_cache_dirs
@@ -175,3 +176,20 @@ def load_state_dict(path: Path) -> dict:
 def required_hf_files(files: Sequence[WeightFile], repo: str) -> list[str]:
     """Exact (non-glob) file names a backend needs from one HF repository."""
     return [w.filename for w in files if w.cache == "hf" and w.repo == repo and not is_glob(w.filename)]
+
+
+def hf_backend_folder(name: str, opts: Any, defaults: Any) -> tuple[Any, Path]:
+    """The common start of every Hugging Face backend factory: parsed options and the local model folder.
+
+    Checks the manifest's weights are present (offline: ``BackendUnavailable`` naming them and the fetch
+    command), then resolves the snapshot folder (or ``local_dir``).
+    """
+    from worldrecall.plugins.models.manifest import entry
+    from worldrecall.plugins.models.options import parse_options
+
+    o = parse_options(name, opts, defaults)
+    e = entry(name)
+    ensure_weights(name, e.weights, local_dir=o.local_dir, revision=o["revision"])
+    folder = hf_dir(name, e.model_id, revision=o["revision"], local_dir=o.local_dir,
+                    required=required_hf_files(e.weights, e.model_id))
+    return o, folder
