@@ -91,10 +91,12 @@ def test_fractions_and_direction():
         "targeted",
         "holds",
         "direction",
+        "note",
     ]
     c = cell(df, CC, "score", "frozen_camera")
     assert (c.n_cases, c.n_oracle_better) == (3, 2) and np.isclose(c.fraction, 2 / 3)
     assert c.targeted and c.holds is False
+    assert "dolly" in c.note  # a documented exception says why it does not hold everywhere
     c = cell(df, CC, "score", "wrong_trajectory")
     assert (c.n_cases, c.n_oracle_better, c.fraction) == (2, 2, 1.0) and c.holds
     c = cell(df, CC, "score", "forgetful")
