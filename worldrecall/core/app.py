@@ -242,9 +242,11 @@ def print_leaderboard(result: RunResult, host: PluginHost) -> None:
     df = mean[[prim.get(m) == v for m, v in zip(mean["metric"], mean["value_name"])]]
     for bench, g in df.groupby("benchmark"):
         table = g.assign(col=[_short(m, bench) for m in g["metric"]]).pivot_table(
-            index="model", columns="col", values="mean", aggfunc="first")
+            index="model", columns="col", values="mean", aggfunc="first", dropna=False)  # keep NaN (= n/a) rows
         print(f"\n== {bench} (mean of each metric's primary value) ==")
         print(table.round(4).to_string())
+        if table.isna().to_numpy().any():
+            print("NaN = not applicable on every case (e.g. Scene Memory F1 when the camera never left and returned)")
 
 
 def aggregate_command(results_dir: Path, cfg: Mapping[str, Any]) -> int:
