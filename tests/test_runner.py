@@ -232,3 +232,25 @@ def test_parallel_workers_give_the_same_rows_and_decode_once(tmp_path, host):
     # addressing), and two workers may both miss on the same content at the same moment
     st = par.cache_stats
     assert st["hits"] + st["misses"] + st["score_hits"] == 8 and st["misses"] >= seq.cache_stats["misses"]
+
+
+def test_warm_rerun_with_new_threshold_decodes_nothing_and_damaged_score_memo_is_rescored(tmp_path, host):
+    ds = make_dataset(tmp_path, {"good": [0, 10], "bad": [40, 60]})
+    cfg = toy_config(tmp_path, ds)
+    first = _run(cfg, host)
+    assert len(first.decode_counts) == 4
+    # a new threshold: every row is re-scored from cached measurements; frame counts (for the aligner)
+    # come from the video-facts cache, so no video is decoded
+    cfg["benchmarks"]["toy"]["metrics"]["brightness"]["thresholds"]["tolerance"] = 45.0
+    second = _run(cfg, host)
+    assert second.decode_counts == {} and second.cache_stats["hits"] == 4
+    # the same config in a fresh results folder: every score comes from the score memo
+    third = _run({**cfg, "output_root": str(tmp_path / "out2")}, host)
+    assert third.cache_stats["score_hits"] == 4 and third.cache_stats["hits"] == 0
+    # damage one memo entry: it is ignored and that row is scored again from its measurement
+    entries = (tmp_path / "out" / "cache" / "scores" / "toy.brightness").rglob("*.json")
+    entry = max(entries, key=lambda p: p.stat().st_mtime_ns)  # written by the tolerance-45 run
+    entry.write_text(entry.read_text().replace('"stable"', '"stabel"'))
+    fourth = _run({**cfg, "output_root": str(tmp_path / "out3")}, host)
+    assert fourth.cache_stats["score_hits"] == 3 and fourth.cache_stats["hits"] == 1
+    assert [(r.row_key[1:], r.values) for r in fourth.rows] == [(r.row_key[1:], r.values) for r in second.rows]

@@ -108,6 +108,7 @@ class Runner:
         cache_root = Path(cfg.get("cache_dir") or self.output_root / "cache")
         self.cache = MeasurementCache(cache_root / "measurements")
         self.scores = ScoreCache(cache_root / "scores")
+        self.alignments = ScoreCache(cache_root / "alignments")  # same pure-function memo, own counters
         self.artifacts_dir = cache_root / "artifacts"
         self.pool = VideoPool(facts_dir=cache_root / "video_facts")
         self.digest_memo = cache_root / "file_digests.json"
@@ -347,11 +348,11 @@ class Runner:
             merged = {**getattr(aligner, "defaults", {}), **params}
             # an alignment is a pure function of the case's inputs and the params: memoise it like a score
             key = cache_key({"aligner": name, "case": case.fingerprint(), "params": merged})
-            memo = self.scores.get("_alignments", key)
+            memo = self.alignments.get(name, key)
             if memo is not None:
                 return Alignment.from_json(memo)
             alignment = aligner.align(case, merged)
-            self.scores.put("_alignments", key, json.loads(json.dumps(alignment.to_json(), default=_json_default)))
+            self.alignments.put(name, key, json.loads(json.dumps(alignment.to_json(), default=_json_default)))
             return alignment
         except (CaseFailure, VideoError) as e:
             return CaseFailure(_one_line(e))
