@@ -26,7 +26,12 @@ from typing import Any
 import numpy as np
 
 from worldrecall.core.data import Case
-from worldrecall.plugins.models import plugin, testing
+import sys
+from pathlib import Path as _P
+
+sys.path.insert(0, str(_P(__file__).resolve().parents[1] / "tests"))
+from helpers import tiny_models as testing  # noqa: E402  (test-only builders, shared with the tests)
+from worldrecall.plugins.models import plugin  # noqa: E402
 
 PROMPT = "a red car drives along the road under a cloudy sky"
 

@@ -24,8 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from worldrecall.core import app
-from worldrecall.core.cli import hydra_run
+from worldrecall.engine.cli import hydra_run
 
 SWEEP_KEY = "benchmarks.memobench.metrics.ors.thresholds.area_max"
 SWEEP_VALUES = "0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9"

@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from worldrecall.core.sidecars import read_sidecar
+from worldrecall.formats.vipe import read_sidecar
 from worldrecall.plugins.scene_memory.clouds import segment_cloud
 from worldrecall.plugins.scene_memory.f1 import score_point_clouds
-from worldrecall.plugins.scene_memory.fixtures import room_rollout
+from helpers.scene_memory_fixtures import room_rollout
 from worldrecall.plugins.scene_memory.icp import kabsch
 from worldrecall.plugins.scene_memory.trajectory import turnaround_gate
 

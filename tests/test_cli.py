@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import toy_plugin  # noqa: E402
 from toy_plugin import make_dataset  # noqa: E402
 
-from worldrecall.core.cli import compose, hydra_run, main  # noqa: E402
+from worldrecall.engine.cli import compose, hydra_run, main  # noqa: E402
 from worldrecall.registry import host as host_mod  # noqa: E402
 
 

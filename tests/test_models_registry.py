@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from worldrecall.core.models import KINDS, ROLES, ModelHub, ModelSpec
+from worldrecall.core.models import KINDS, ModelHub, ModelSpec
 from worldrecall.plugins.models import manifest, plugin
 from worldrecall.plugins.models.options import inference, parse_options
 from worldrecall.plugins.models.preprocess import crop_box, resize_center_crop, resized_size
@@ -34,7 +34,7 @@ def test_every_backend_is_registered_through_the_hook():
     models = host.components["model"]
     assert {n: (s.role, s.kind) for n, s in models.items()} == EXPECTED
     for spec in models.values():
-        assert isinstance(spec, ModelSpec) and spec.role in ROLES and spec.kind in KINDS
+        assert isinstance(spec, ModelSpec) and spec.role in host.roles and spec.kind in KINDS
         assert callable(spec.factory) and spec.description
         if spec.kind == "reference":
             assert spec.weights and spec.licence and spec.model_id

@@ -130,7 +130,7 @@ def test_query_word_matching():
 
 
 def test_parsed_sidecars_are_memoised_and_refreshed_on_change(case, monkeypatch):
-    import worldrecall.core.sidecars as core_sidecars
+    import worldrecall.formats.vipe as core_sidecars
 
     calls = []
     real = core_sidecars.read_sidecar

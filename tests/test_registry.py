@@ -114,7 +114,7 @@ def test_misspelled_hook_is_rejected():
 
 
 def test_cli_plugins_json_keeps_working_with_a_broken_plugin(monkeypatch, capsys):
-    from worldrecall.core.cli import main
+    from worldrecall.engine.cli import main
 
     real = list(host_mod.md.entry_points(group="worldrecall"))
     _patch_eps(monkeypatch, real + [_EP("broken", _broken)])

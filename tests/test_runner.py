@@ -15,8 +15,8 @@ import pytest
 
 import toy_plugin
 from toy_plugin import make_dataset, toy_config
-from worldrecall.core.runner import Runner, shard_of
-from worldrecall.core.tables import case_table
+from worldrecall.engine.runner import Runner, shard_of
+from worldrecall.engine.tables import case_table
 from worldrecall.core.video import write_video
 from worldrecall.registry.host import load_plugins
 
@@ -152,7 +152,7 @@ def test_sharding_partitions_cases_and_aggregate_merges(tmp_path, host):
     assert parts[0].results_dir == parts[1].results_dir
     ids = [{r.case_id for r in p.rows if shard_of(r.case_id, 2) == i} for i, p in enumerate(parts)]
     assert not ids[0] & ids[1] and ids[0] | ids[1] == {f"c{i}" for i in range(6)}
-    from worldrecall.core.runner import aggregate_rows, load_rows
+    from worldrecall.engine.runner import aggregate_rows, load_rows
 
     merged = load_rows(parts[0].results_dir)
     assert [(r.row_key, r.values) for r in merged] == [(r.row_key, r.values) for r in whole.rows]
@@ -169,7 +169,7 @@ def slow(self, *a, **k):
     time.sleep(0.4)
     return orig(self, *a, **k)
 toy_plugin.BrightnessDrift.measure = slow
-from worldrecall.core.runner import Runner
+from worldrecall.engine.runner import Runner
 from worldrecall.registry.host import load_plugins
 import json
 cfg = json.loads(open({cfg!r}).read())

@@ -17,7 +17,7 @@ from worldrecall.core.models import ModelHub
 from worldrecall.core.video import VideoPool, write_video
 from worldrecall.plugins.scene_memory import plugin as sm_plugin
 from worldrecall.plugins.scene_memory.aligners import ActionsAligner, TurnaroundAligner
-from worldrecall.plugins.scene_memory.fixtures import room_rollout
+from helpers.scene_memory_fixtures import room_rollout
 from worldrecall.plugins.scene_memory.loader import SceneMemoryLoader
 from worldrecall.plugins.scene_memory.metrics import MemorySceneF1, SceneF1
 from worldrecall.plugins.scene_memory.render import read_ply
@@ -298,7 +298,7 @@ def test_artifacts(layout, tmp_path):
 
 # -- through the runner ----------------------------------------------------------------------------------
 def test_runner_with_shipped_config(layout, tmp_path):
-    from worldrecall.core.runner import Runner
+    from worldrecall.engine.runner import Runner
     from worldrecall.registry.host import load_plugins
 
     bench = OmegaConf.to_container(OmegaConf.load(CONF), resolve=False)
@@ -328,7 +328,7 @@ def test_runner_with_shipped_config(layout, tmp_path):
 
 
 def test_native_vipe_sidecar_scores_like_converted(tmp_path):
-    from worldrecall.core.sidecars import read_sidecar, write_native_vipe
+    from worldrecall.formats.vipe import read_sidecar, write_native_vipe
 
     root = tmp_path / "scene_memory"
     _rollout(root / "conv", "dolly_loop_000", "dolly", boxes=BOX)

@@ -16,7 +16,7 @@ from worldrecall.plugins.scene_memory.actions import (
     read_program,
     segments,
 )
-from worldrecall.plugins.scene_memory.fixtures import loop_poses, pose, yaw
+from helpers.scene_memory_fixtures import loop_poses, pose, yaw
 from worldrecall.plugins.scene_memory.trajectory import (
     experimental_return_gate,
     pose_distance_matrix,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from worldrecall.core.data import CaseFailure
-from worldrecall.core.sidecars import (
+from worldrecall.formats.vipe import (
     decode_exr,
     encode_exr,
     find_sidecar_dir,
@@ -19,7 +19,7 @@ from worldrecall.core.sidecars import (
     read_sidecar,
     write_native_vipe,
 )
-from worldrecall.plugins.scene_memory.fixtures import (
+from helpers.scene_memory_fixtures import (
     intrinsics,
     loop_poses,
     render_depth,

@@ -12,8 +12,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import toy_plugin  # noqa: E402
 from toy_plugin import make_dataset, toy_config  # noqa: E402
 
-from worldrecall.core.app import run_plain  # noqa: E402
-from worldrecall.core.tracking import flatten, redact  # noqa: E402
+from worldrecall.engine.app import run_plain  # noqa: E402
+from worldrecall.engine.tracking import flatten, redact  # noqa: E402
 from worldrecall.registry.host import load_plugins  # noqa: E402
 
 mlflow = pytest.importorskip("mlflow")
@@ -64,7 +64,7 @@ def test_run_logs_parent_child_params_metrics_artifacts_tags(tmp_path, capsys):
 
 def _log_job(args):
     uri, i = args
-    from worldrecall.core.tracking import Tracker
+    from worldrecall.engine.tracking import Tracker
 
     t = Tracker({"tracking_uri": uri, "experiment": "par"}, Path(uri.replace("sqlite:///", "")).parent)
     rid = t.start_run(f"job{i}")
@@ -76,7 +76,7 @@ def _log_job(args):
 
 def test_parallel_jobs_on_one_sqlite_store_do_not_fail(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    from worldrecall.core.tracking import Tracker
+    from worldrecall.engine.tracking import Tracker
 
     Tracker({"tracking_uri": uri, "experiment": "par"}, tmp_path)  # the sweep callback creates it first
     with mp.get_context("spawn").Pool(4) as pool:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from worldrecall.core.cli import compose
-from worldrecall.core.runner import Runner
+from worldrecall.engine.cli import compose
+from worldrecall.engine.runner import Runner
 from worldrecall.registry.host import load_plugins
 
 pytest.importorskip("open3d")

@@ -41,11 +41,16 @@ class Loader:
 
 
 class Aligner:
-    """Maps annotations onto the generated video's frame axis."""
+    """Maps annotations onto the generated video's frame axis.
+
+    ``min_frames`` is the shortest generated video the alignment is defined for; the engine fails a shorter
+    case with a one-line reason before any metric sees it.
+    """
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
     defaults: ClassVar[dict[str, Any]] = {}
+    min_frames: ClassVar[int] = 1
 
     def align(self, case: "Case", params: Mapping[str, Any]) -> "Alignment":
         """Return the case's Alignment; raise CaseFailure with a one-line reason on bad input."""
@@ -63,6 +68,19 @@ class MeasureContext:
     batch_size: int = 8
 
 
+@dataclass(frozen=True)
+class Value:
+    """Metadata of one value a metric emits: direction, range, unit and meaning.
+
+    ``higher_is_better=None`` marks a diagnostic (a count, a rate) that is never ranked.
+    """
+
+    higher_is_better: bool | None = True
+    range: tuple[float, float] | None = (0.0, 1.0)
+    unit: str = ""
+    description: str = ""
+
+
 class Metric:
     """A memory metric with an expensive cached ``measure`` and a cheap pure ``score``.
 
@@ -77,6 +95,7 @@ class Metric:
     higher_is_better: ClassVar[bool] = True
     range: ClassVar[tuple[float, float] | None] = (0.0, 1.0)
     primary: ClassVar[str] = ""              # the main value in the score dict
+    values: ClassVar[dict[str, Value]] = {}  # per-value metadata where values differ from the class defaults
     models: ClassVar[tuple[str, ...]] = ()   # model roles the measure stage needs
     optional_models: ClassVar[tuple[str, ...]] = ()  # roles used when configured (e.g. LPIPS), else skipped
     judges: ClassVar[tuple[str, ...]] = ()   # judge names the measure stage needs
@@ -86,6 +105,13 @@ class Metric:
     def __init__(self, params: Mapping[str, Any] | None = None, thresholds: Mapping[str, Any] | None = None):
         self.params = merge_typed(type(self).params, params or {}, f"{self.name}.params")
         self.thresholds = merge_typed(type(self).thresholds, thresholds or {}, f"{self.name}.thresholds")
+
+    @classmethod
+    def value_meta(cls, value: str) -> Value:
+        """Metadata of one emitted value: its own entry in ``values``, else the metric's class defaults."""
+        if value in cls.values:
+            return cls.values[value]
+        return Value(higher_is_better=cls.higher_is_better, range=cls.range, description=cls.description)
 
     def measure(self, case: "Case", alignment: "Alignment", ctx: MeasureContext) -> dict[str, Any]:
         """Run models over the case and return a measurement: numpy arrays and JSON-able values."""

@@ -19,6 +19,11 @@ class CaseFailure(Exception):
     """
 
 
+def one_line(e: BaseException | str, limit: int = 500) -> str:
+    """An exception (or text) as one whitespace-collapsed line, at most ``limit`` characters (for rows and logs)."""
+    return " ".join(str(e).split())[:limit]
+
+
 @dataclass
 class Case:
     """One generated video to score, with everything a metric may need to know about it."""

@@ -13,25 +13,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    from worldrecall.core.data import Case
+    pass
 
-ROLES = {
-    "flow": "dense optical flow between two frames",
-    "patch_embedder": "per-patch embeddings of a frame (DINOv2 x_norm_patchtokens)",
-    "depth": "per-frame depth (relative inverse depth or metric depth)",
-    "segmenter": "text-prompted instance masks with scores",
-    "aesthetic": "LAION aesthetic score per frame (0-10)",
-    "iqa": "no-reference image quality per frame (0-1)",
-    "perceptual": "LPIPS distance between frame pairs",
-    "text_image_reward": "prompt-image reward (ImageReward raw score)",
-    "image_embedder": "global image embedding per frame",
-    "pose": "camera-to-world poses of every generated frame",
-}
+@dataclass(frozen=True)
+class Role:
+    """A model role: what a metric asks the hub for (``flow``, ``depth``, ``opis_matcher`` …).
+
+    Roles are open: any plugin may declare one through ``register_models`` (``register(Role(...))``) and
+    any plugin may register a backend for it. ``defaults`` names the backend used for each backend set
+    (``classical`` / ``reference``) when the config does not name one for this role.
+    """
+
+    name: str
+    description: str = ""
+    defaults: Mapping[str, str] = field(default_factory=dict)
+
 
 KINDS = ("reference", "classical", "sidecar")
 
@@ -89,76 +90,21 @@ class Detection:
     box: tuple[float, float, float, float] | None = None  # xyxy pixels
 
 
-@runtime_checkable
-class FlowModel(Protocol):
-    def flow(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]], *, case: "Case | None" = None,
-             indices: Sequence[tuple[int, int]] | None = None) -> list[np.ndarray]:
-        """Forward flow A->B for each pair, ``[H, W, 2]`` float32 in pixels (x, y)."""
-
-
-@runtime_checkable
-class PatchEmbedder(Protocol):
-    def patch_tokens(self, frames: Sequence[np.ndarray], *, case: "Case | None" = None,
-                     indices: Sequence[int] | None = None) -> np.ndarray:
-        """``[N, P, D]`` float32 patch tokens (layer-normed, not yet L2-normalised)."""
-
-
-@runtime_checkable
-class DepthModel(Protocol):
-    def depth(self, frames: Sequence[np.ndarray], *, case: "Case | None" = None,
-              indices: Sequence[int] | None = None) -> list[np.ndarray]:
-        """One float32 ``[h, w]`` map per frame (at the backend's own resolution)."""
-
-
-@runtime_checkable
-class Segmenter(Protocol):
-    def segment(self, frames: Sequence[np.ndarray], text: str, *, case: "Case | None" = None,
-                indices: Sequence[int] | None = None) -> list[list[Detection]]:
-        """Candidate instances per frame for the text query (all candidates with score > 0)."""
-
-
-@runtime_checkable
-class FrameScorer(Protocol):
-    """aesthetic / iqa roles."""
-
-    def score_frames(self, frames: Sequence[np.ndarray], *, case: "Case | None" = None,
-                     indices: Sequence[int] | None = None) -> np.ndarray:
-        """``[N]`` float scores."""
-
-
-@runtime_checkable
-class PerceptualDistance(Protocol):
-    def distance(self, a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> np.ndarray:
-        """``[N]`` distances between paired frames of equal size."""
-
-
-@runtime_checkable
-class TextImageReward(Protocol):
-    def reward(self, prompt: str, frames: Sequence[np.ndarray]) -> np.ndarray:
-        """``[N]`` raw (standardised) reward of each frame for the prompt."""
-
-
-@runtime_checkable
-class ImageEmbedder(Protocol):
-    def embed(self, frames: Sequence[np.ndarray], *, case: "Case | None" = None,
-              indices: Sequence[int] | None = None) -> np.ndarray:
-        """``[N, D]`` float32 embeddings."""
-
-
-@runtime_checkable
-class PoseEstimator(Protocol):
-    def poses(self, frames: Sequence[np.ndarray], *, case: "Case | None" = None,
-              indices: Sequence[int] | None = None) -> np.ndarray:
-        """``[N, 4, 4]`` camera-to-world (OpenCV axes); translation may be zero when unknown."""
-
-
 class ModelHub:
     """Builds each configured backend once per run, on first use."""
 
     def __init__(self, specs: Mapping[str, ModelSpec], selection: Mapping[str, str],
-                 options: Mapping[str, Mapping[str, Any]] | None = None, device: str = "cpu"):
+                 options: Mapping[str, Mapping[str, Any]] | None = None, device: str = "cpu",
+                 roles: Mapping[str, Role] | None = None, backend_set: str = ""):
         self.specs = dict(specs)
-        self.selection = dict(selection)           # role -> spec name
+        # role -> spec name: what the config names, else the role's declared default for this backend set
+        self.selection = {r.name: r.defaults[backend_set] for r in (roles or {}).values()
+                          if r.defaults.get(backend_set)}
+        for role, name in selection.items():  # an explicit null leaves the role without a backend
+            if name:
+                self.selection[role] = name
+            else:
+                self.selection.pop(role, None)
         self.options = {k: dict(v) for k, v in (options or {}).items()}
         self.device = device
         self._built: dict[str, Any] = {}

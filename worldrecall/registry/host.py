@@ -19,7 +19,7 @@ import pluggy
 from worldrecall.core import hookspecs
 from worldrecall.core.components import Aggregator, Aligner, Loader, Metric
 from worldrecall.core.judges import JudgeSpec
-from worldrecall.core.models import KINDS, ROLES, ModelSpec
+from worldrecall.core.models import KINDS, ModelSpec, Role
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ HOOKS: dict[str, tuple[str, type]] = {
     "register_aligners": ("aligner", Aligner),
     "register_metrics": ("metric", Metric),
     "register_aggregators": ("aggregator", Aggregator),
-    "register_models": ("model", ModelSpec),
+    "register_models": ("model", (ModelSpec, Role)),
     "register_judges": ("judge", JudgeSpec),
 }
 
@@ -74,6 +74,7 @@ class PluginHost:
         self.pm.add_hookspecs(hookspecs)
         self.strict = os.environ.get(ENV_STRICT, "") not in ("", "0", "false") if strict is None else strict
         self.components: dict[str, dict[str, Any]] = {kind: {} for kind, _ in HOOKS.values()}
+        self.components["role"] = {}
         self.owner: dict[tuple[str, str], str] = {}
         self.plugins: dict[str, PluginInfo] = {}
         self.failures: list[tuple[str, str]] = []
@@ -130,10 +131,13 @@ class PluginHost:
         ok = isinstance(comp, typ) or (isinstance(comp, type) and issubclass(comp, typ))
         cname = getattr(comp, "name", None)
         if not ok or not cname:
-            self._fail(info, f"registered a {kind} that is not a named {typ.__name__}: {comp!r}")
+            names = " or ".join(t.__name__ for t in (typ if isinstance(typ, tuple) else (typ,)))
+            self._fail(info, f"registered a {kind} that is not a named {names}: {comp!r}")
             return
-        if kind == "model" and (comp.role not in ROLES or comp.kind not in KINDS):
-            self._fail(info, f"model {cname!r}: unknown role {comp.role!r} or kind {comp.kind!r}")
+        if isinstance(comp, Role):
+            kind = "role"
+        elif kind == "model" and comp.kind not in KINDS:
+            self._fail(info, f"model {cname!r}: unknown kind {comp.kind!r} (known: {', '.join(KINDS)})")
             return
         prev = self.owner.get((kind, cname))
         if prev is not None:
@@ -153,6 +157,16 @@ class PluginHost:
             raise PluginError(f"plugin {info.name!r}: {msg}")
         log.warning("plugin %r skipped: %s", info.name, msg)
 
+    def check_roles(self) -> None:
+        """Drop (and report) backends for roles no plugin declared; run once every plugin is in."""
+        for name, spec in list(self.components["model"].items()):
+            if spec.role not in self.components["role"]:
+                owner = self.owner[("model", name)]
+                del self.components["model"][name]
+                known = ", ".join(sorted(self.components["role"])) or "none"
+                self._fail(self.plugins[owner], f"model {name!r} fills role {spec.role!r}, which no plugin "
+                                                f"declares (declared roles: {known})")
+
     # -- lookup ---------------------------------------------------------------------------------
     def get(self, kind: str, name: str) -> Any:
         try:
@@ -168,6 +182,10 @@ class PluginHost:
     @property
     def models(self) -> dict[str, ModelSpec]:
         return self.components["model"]
+
+    @property
+    def roles(self) -> dict[str, Role]:
+        return self.components["role"]
 
     @property
     def judges(self) -> dict[str, JudgeSpec]:
@@ -193,5 +211,6 @@ def load_plugins(allow: Iterable[str] | None = None, block: Iterable[str] | None
     host.load_entry_points(allow=allow_l, block=block_l)
     for obj in extra:
         host.add_plugin(obj)
+    host.check_roles()
     _HOST = host
     return host

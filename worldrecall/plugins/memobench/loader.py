@@ -277,9 +277,9 @@ class MemoBenchLoader(Loader):
 
 
 def _sidecar_finder() -> Any:
-    """``worldrecall.core.sidecars.find_sidecar_dir`` when that module is installed, else None."""
+    """``worldrecall.formats.vipe.find_sidecar_dir`` when that module is installed, else None."""
     try:
-        from worldrecall.core.sidecars import find_sidecar_dir
+        from worldrecall.formats.vipe import find_sidecar_dir
     except ImportError:
         return None
     return find_sidecar_dir

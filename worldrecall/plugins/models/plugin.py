@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from worldrecall.core.hookspecs import hookimpl
-from worldrecall.core.models import ModelSpec
+from worldrecall.core.models import ModelSpec, Role
 from worldrecall.plugins.models import (
     clip_embedder,
     clipiqa,
@@ -50,6 +50,27 @@ def _local(name: str, role: str, kind: str, factory: Callable[..., Any], default
     return ModelSpec(name=name, role=role, kind=kind, factory=factory, description=description, model_id=name,
                      revision="", weights=[], licence="Apache-2.0 (worldrecall)", requires=requires,
                      defaults=dict(defaults))
+
+
+def roles() -> list[Role]:
+    """The perception roles MemoBench and Scene Memory F1 use, with each backend set's default backend."""
+    def role(name: str, description: str, classical: str = "", reference: str = "") -> Role:
+        return Role(name, description, {k: v for k, v in (("classical", classical), ("reference", reference)) if v})
+
+    return [
+        role("flow", "dense optical flow between two frames", "dis_flow", "raft_large"),
+        role("patch_embedder", "per-patch embeddings of a frame (DINOv2 x_norm_patchtokens)",
+             "color_patch_embedder", "dinov2_base"),
+        role("depth", "per-frame depth (relative inverse depth or metric depth)", "sidecar_depth",
+             "depth_anything_v2_small"),
+        role("segmenter", "text-prompted instance masks with scores", "sidecar_segmenter", "sam3"),
+        role("aesthetic", "LAION aesthetic score per frame (0-10)", reference="laion_aesthetic"),
+        role("iqa", "no-reference image quality per frame (0-1)", reference="clipiqa_plus"),
+        role("perceptual", "LPIPS distance between frame pairs", reference="lpips_alex"),
+        role("text_image_reward", "prompt-image reward (ImageReward raw score)", reference="image_reward"),
+        role("image_embedder", "global image embedding per frame", "color_histogram", "clip_vit_b32"),
+        role("pose", "camera-to-world poses of every generated frame", "sidecar_pose", "superpoint_lightglue"),
+    ]
 
 
 def specs() -> list[ModelSpec]:
@@ -107,6 +128,8 @@ def specs() -> list[ModelSpec]:
 
 @hookimpl
 def register_models(register: Callable[..., None]) -> None:
-    """Register the built-in perception backends (see :func:`specs`)."""
+    """Register the built-in perception roles (see :func:`roles`) and backends (see :func:`specs`)."""
+    for role in roles():
+        register(role)
     for spec in specs():
         register(spec)

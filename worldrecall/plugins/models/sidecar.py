@@ -1,7 +1,7 @@
 """Sidecar backends: read what the dataset ships next to a generated video instead of running a model.
 
 The case's sidecar folder is ``case.sidecars["vipe"]`` (else the folder next to the video, found with
-``find_sidecar_dir``); it is parsed by :func:`worldrecall.core.sidecars.read_sidecar` and memoised per
+``find_sidecar_dir``); it is parsed by :func:`worldrecall.formats.vipe.read_sidecar` and memoised per
 path (small LRU). Generated-frame indices map to sidecar rows with ``Sidecar.row_for_frame``. Problems
 (no sidecar, no row for a frame, no instance masks) fail the case with a one-line reason.
 
@@ -47,7 +47,7 @@ def _stamp(path: Path) -> tuple:
 
 def load_sidecar(path: Path, *, need_depth: bool) -> Any:
     """The parsed sidecar of ``path``, memoised (LRU of 4); a depth-bearing parse also serves pose reads."""
-    from worldrecall.core.sidecars import read_sidecar
+    from worldrecall.formats.vipe import read_sidecar
 
     path = Path(path)
     stamp = _stamp(path)
@@ -74,7 +74,7 @@ def sidecar_dir(case: Any, name: str) -> Path:
         raise CaseFailure(f"{name}: needs the case (sidecar backends read the case's files, not pixels)")
     d = (getattr(case, "sidecars", None) or {}).get(SIDECAR_KEY)
     if d is None and getattr(case, "video", None) is not None:
-        from worldrecall.core.sidecars import find_sidecar_dir
+        from worldrecall.formats.vipe import find_sidecar_dir
 
         d = find_sidecar_dir(case.video.path)
     if d is None:

@@ -20,7 +20,7 @@ import numpy as np
 
 from worldrecall.core.components import Aligner, merge_typed
 from worldrecall.core.data import Alignment, Case, CaseFailure, Phase
-from worldrecall.core.sidecars import Sidecar, read_sidecar
+from worldrecall.formats.vipe import Sidecar, read_sidecar
 from worldrecall.plugins.scene_memory.actions import LOOP_ITINERARIES, action_split_row, expand_program
 from worldrecall.plugins.scene_memory.trajectory import (
     experimental_return_gate,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from worldrecall.core.sidecars import Sidecar
+from worldrecall.formats.vipe import Sidecar
 
 
 def segment_rows(a: int, b: int, frames_per_segment: int = 8) -> np.ndarray:

@@ -23,7 +23,7 @@ import numpy as np
 
 from worldrecall.core.components import ConfigTypeError, MeasureContext, Metric
 from worldrecall.core.data import Alignment, Case, CaseFailure
-from worldrecall.core.sidecars import read_points_file
+from worldrecall.formats.vipe import read_points_file
 from worldrecall.plugins.scene_memory.aligners import case_sidecar, has_precomputed
 from worldrecall.plugins.scene_memory.clouds import segment_cloud
 from worldrecall.plugins.scene_memory.f1 import ALIGNMENTS, KernelResult, NotApplicable, score_point_clouds

@@ -9,7 +9,7 @@ import pandas as pd
 
 from worldrecall.core.components import Aggregator
 from worldrecall.core.data import ScoreRow
-from worldrecall.core.tables import long_frame, status_counts
+from worldrecall.engine.tables import long_frame, status_counts
 from worldrecall.plugins.stats.hierarchy import _level_keys, bootstrap_macro, macro_mean
 
 GROUP = ["benchmark", "model", "metric", "value_name", "backend"]

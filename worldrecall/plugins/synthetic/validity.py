@@ -25,7 +25,7 @@ import pandas as pd
 
 from worldrecall.core.components import Aggregator
 from worldrecall.core.data import ScoreRow
-from worldrecall.core.tables import backend_signature
+from worldrecall.engine.tables import backend_signature
 
 REFERENCE = "oracle"
 

@@ -15,17 +15,13 @@ Two on-disk layouts are read by one entry point, :func:`read_sidecar`, which dis
 Every problem becomes a :class:`~worldrecall.core.data.CaseFailure` whose one-line message starts with
 the offending file. Nothing is ever unpickled (``np.load(..., allow_pickle=False)`` everywhere).
 
-OpenCV wheels are built without OpenEXR, so the small EXR codec used for ViPE depth lives here
-(:func:`decode_exr`, :func:`encode_exr`): single-part scanline files, NONE/RLE/ZIPS/ZIP compression,
-HALF/FLOAT/UINT channels — what ViPE writes.
+ViPE's depth frames are EXR files, decoded by :mod:`worldrecall.formats.exr` (OpenCV wheels lack OpenEXR).
 """
 
 from __future__ import annotations
 
 import json
-import struct
 import zipfile
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,14 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from worldrecall.core.data import CaseFailure
+from worldrecall.core.data import CaseFailure, one_line
+from worldrecall.formats.exr import decode_exr, encode_exr
 
 __all__ = [
     "ORTHONORMAL_TOL",
     "RowStack",
     "Sidecar",
-    "decode_exr",
-    "encode_exr",
     "find_sidecar_dir",
     "intrinsics_to_k",
     "read_points_file",
@@ -205,7 +200,7 @@ def _load_npy(path: Path, *, mmap: bool = False) -> np.ndarray:
     try:
         return np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None)
     except _LOAD_ERRORS as e:  # ValueError for pickled object arrays, OSError/EOFError for truncation
-        raise CaseFailure(f"{path}: unreadable .npy ({type(e).__name__}: {_one_line(e)})") from None
+        raise CaseFailure(f"{path}: unreadable .npy ({type(e).__name__}: {one_line(e, 200)})") from None
 
 
 def _load_npz_key(path: Path, keys: tuple[str, ...]) -> tuple[np.ndarray, str]:
@@ -218,7 +213,7 @@ def _load_npz_key(path: Path, keys: tuple[str, ...]) -> tuple[np.ndarray, str]:
     except CaseFailure:
         raise
     except _LOAD_ERRORS as e:
-        raise CaseFailure(f"{path}: unreadable .npz ({type(e).__name__}: {_one_line(e)})") from None
+        raise CaseFailure(f"{path}: unreadable .npz ({type(e).__name__}: {one_line(e, 200)})") from None
     raise CaseFailure(f"{path}: none of the keys {', '.join(keys)} (found: {found})")
 
 
@@ -227,11 +222,8 @@ def _npz_arrays(path: Path) -> dict[str, np.ndarray]:
         with np.load(path, allow_pickle=False) as z:
             return {k: np.asarray(z[k]) for k in z.files}
     except _LOAD_ERRORS as e:
-        raise CaseFailure(f"{path}: unreadable .npz ({type(e).__name__}: {_one_line(e)})") from None
+        raise CaseFailure(f"{path}: unreadable .npz ({type(e).__name__}: {one_line(e, 200)})") from None
 
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split())[:200]
 
 
 def intrinsics_to_k(arr: np.ndarray, n: int | None, where: Path | str) -> np.ndarray:
@@ -356,7 +348,7 @@ def _read_converted(d: Path, *, need_depth: bool, need_instances: bool = True) -
         try:
             instances = json.loads(js_file.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
-            raise CaseFailure(f"{js_file}: invalid JSON ({_one_line(e)})") from None
+            raise CaseFailure(f"{js_file}: invalid JSON ({one_line(e, 200)})") from None
         if not isinstance(instances, dict):
             raise CaseFailure(f"{js_file}: expected a JSON object")
 
@@ -436,7 +428,7 @@ def _read_native(d: Path, *, need_depth: bool, name: str | None) -> Sidecar:
                     if stem.endswith(".exr") and stem[:-4].isdigit():
                         members[int(stem[:-4])] = info.filename
         except (zipfile.BadZipFile, OSError) as e:
-            raise CaseFailure(f"{zip_file}: unreadable zip ({_one_line(e)})") from None
+            raise CaseFailure(f"{zip_file}: unreadable zip ({one_line(e, 200)})") from None
         if not members:
             raise CaseFailure(f"{zip_file}: no {{idx:05d}}.exr depth frames")
         keep = np.intersect1d(keep, np.fromiter(members, dtype=np.int64))
@@ -480,7 +472,7 @@ def _exr_stack(zip_file: Path, names: list[str], notes: list[str]) -> RowStack:
                 raise CaseFailure(f"{zip_file}/{names[i]}: {e}") from None
             note = f"{zip_file.name}/{names[i]}: corrupt EXR read as all-NaN ({e})"
         except (zipfile.BadZipFile, OSError, KeyError) as e:
-            note = f"{zip_file.name}/{names[i]}: unreadable ({_one_line(e)}), read as all-NaN"
+            note = f"{zip_file.name}/{names[i]}: unreadable ({one_line(e, 200)}), read as all-NaN"
         if note not in notes:
             notes.append(note)
         return None
@@ -607,209 +599,10 @@ def _chunks(n: int, size: int) -> Iterator[tuple[int, int]]:
         yield a, min(n, a + size)
 
 
-# ------------------------------------------------------------------------------------------------------
-# EXR codec (single-part scanline; NONE / RLE / ZIPS / ZIP)
-# ------------------------------------------------------------------------------------------------------
-_EXR_MAGIC = 20000630
-_EXR_TYPES = {0: ("uint32", 4), 1: ("float16", 2), 2: ("float32", 4)}
-_EXR_LINES = {0: 1, 1: 1, 2: 1, 3: 16}  # scanlines per chunk for the supported compressions
-_EXR_COMPRESSION = {"none": 0, "rle": 1, "zips": 2, "zip": 3}
-
-
-def _exr_header(buf: bytes) -> tuple[dict[str, tuple[str, bytes]], int]:
-    if len(buf) < 8:
-        raise CaseFailure("truncated EXR (no header)")
-    magic, version = struct.unpack_from("<ii", buf, 0)
-    if magic != _EXR_MAGIC:
-        raise CaseFailure("not an EXR file (bad magic number)")
-    flags = version >> 8
-    if flags & 0x02:
-        raise CaseFailure("unsupported EXR: tiled image")
-    if flags & 0x18:
-        raise CaseFailure("unsupported EXR: multi-part or deep data")
-    pos, attrs = 8, {}
-    while True:
-        end = buf.find(b"\0", pos)
-        if end < 0:
-            raise CaseFailure("truncated EXR header")
-        nm = buf[pos:end].decode("latin-1")
-        pos = end + 1
-        if not nm:
-            return attrs, pos
-        end = buf.find(b"\0", pos)
-        if end < 0 or end + 5 > len(buf):
-            raise CaseFailure("truncated EXR header")
-        typ = buf[pos:end].decode("latin-1")
-        (size,) = struct.unpack_from("<i", buf, end + 1)
-        pos = end + 5
-        if size < 0 or pos + size > len(buf):
-            raise CaseFailure("truncated EXR header")
-        attrs[nm] = (typ, buf[pos:pos + size])
-        pos += size
-
-
-def _exr_channels(raw: bytes) -> list[tuple[str, int]]:
-    out, pos = [], 0
-    while pos < len(raw) and raw[pos] != 0:
-        end = raw.index(b"\0", pos)
-        nm = raw[pos:end].decode("latin-1")
-        ptype, _plin, xs, ys = struct.unpack_from("<iB3xii", raw, end + 1)
-        if xs != 1 or ys != 1:
-            raise CaseFailure(f"unsupported EXR: subsampled channel {nm!r}")
-        if ptype not in _EXR_TYPES:
-            raise CaseFailure(f"unsupported EXR: pixel type {ptype} of channel {nm!r}")
-        out.append((nm, ptype))
-        pos = end + 1 + 16
-    return out
-
-
-def _undo_predictor(data: bytes) -> bytes:
-    """Reverse the EXR zip/rle byte predictor and the even/odd byte split."""
-    d = np.frombuffer(data, dtype=np.uint8).astype(np.int64)
-    if d.size == 0:
-        return b""
-    d[1:] -= 128
-    t = (np.cumsum(d) & 0xFF).astype(np.uint8)
-    half = (t.size + 1) // 2
-    out = np.empty_like(t)
-    out[0::2] = t[:half]
-    out[1::2] = t[half:]
-    return out.tobytes()
-
-
-def _apply_predictor(raw: bytes) -> bytes:
-    t = np.frombuffer(raw, dtype=np.uint8)
-    t = np.concatenate([t[0::2], t[1::2]]).astype(np.int64)
-    d = t.copy()
-    d[1:] = (t[1:] - t[:-1] + 128) & 0xFF
-    return d.astype(np.uint8).tobytes()
-
-
-def _rle_decode(data: bytes, expected: int) -> bytes:
-    out = bytearray()
-    i = 0
-    while i < len(data) and len(out) < expected:
-        c = struct.unpack_from("b", data, i)[0]
-        i += 1
-        if c < 0:
-            out += data[i:i - c]
-            i -= c
-        else:
-            out += bytes([data[i]]) * (c + 1)
-            i += 1
-    return bytes(out)
-
-
-def decode_exr(buf: bytes, channel: str = "Z") -> np.ndarray:
-    """Decode one channel of a scanline EXR into an ``[H, W]`` float32 array (CaseFailure when unreadable).
-
-    Supports NONE, RLE, ZIPS and ZIP compression with HALF/FLOAT/UINT channels; other compressions raise
-    a CaseFailure whose message contains "unsupported".
-    """
-    attrs, pos = _exr_header(buf)
-    try:
-        comp = attrs["compression"][1][0]
-        xmin, ymin, xmax, ymax = struct.unpack("<iiii", attrs["dataWindow"][1])
-        chans = _exr_channels(attrs["channels"][1])
-    except KeyError as e:
-        raise CaseFailure(f"EXR header lacks the {e.args[0]!r} attribute") from None
-    except (struct.error, ValueError, IndexError):
-        raise CaseFailure("EXR header attribute of the wrong size") from None
-    if comp not in _EXR_LINES:
-        raise CaseFailure(f"unsupported EXR compression {comp} (supported: none, rle, zips, zip)")
-    names = [c[0] for c in chans]
-    if channel not in names:
-        raise CaseFailure(f"EXR has no channel {channel!r} (channels: {', '.join(names) or 'none'})")
-    width, height = xmax - xmin + 1, ymax - ymin + 1
-    if width <= 0 or height <= 0:
-        raise CaseFailure(f"EXR data window of size {width}x{height}")
-    lines = _EXR_LINES[comp]
-    n_chunks = (height + lines - 1) // lines
-    if pos + 8 * n_chunks > len(buf):
-        raise CaseFailure("truncated EXR (offset table)")
-    offsets = struct.unpack_from(f"<{n_chunks}Q", buf, pos)
-    sizes = [_EXR_TYPES[t][1] for _, t in chans]
-    line_bytes = width * sum(sizes)
-    ci = names.index(channel)
-    dtype, csize = _EXR_TYPES[chans[ci][1]]
-    col0 = width * sum(sizes[:ci])
-    out = np.empty((height, width), dtype=np.float32)
-    for off in offsets:
-        if off + 8 > len(buf):
-            raise CaseFailure("truncated EXR (chunk offset past the end)")
-        y, size = struct.unpack_from("<ii", buf, off)
-        data = buf[off + 8: off + 8 + size]
-        if len(data) != size or size < 0:
-            raise CaseFailure("truncated EXR (chunk data)")
-        row0 = y - ymin
-        nl = min(lines, height - row0)
-        if row0 < 0 or nl <= 0:
-            raise CaseFailure(f"EXR chunk at scanline {y} outside the data window")
-        expected = nl * line_bytes
-        if size == expected or comp == 0:
-            raw = data
-        elif comp == 1:
-            raw = _undo_predictor(_rle_decode(data, expected))
-        else:
-            try:
-                raw = _undo_predictor(zlib.decompress(data))
-            except zlib.error as e:
-                raise CaseFailure(f"corrupt EXR chunk ({_one_line(e)})") from None
-        if len(raw) != expected:
-            raise CaseFailure(f"corrupt EXR chunk ({len(raw)} bytes, expected {expected})")
-        block = np.frombuffer(raw, dtype=np.uint8).reshape(nl, line_bytes)
-        vals = np.ascontiguousarray(block[:, col0: col0 + width * csize]).view(np.dtype(dtype).newbyteorder("<"))
-        out[row0: row0 + nl] = vals.astype(np.float32)
-    return out
-
-
-def encode_exr(z: np.ndarray, *, channel: str = "Z", compression: str = "zip", half: bool = True) -> bytes:
-    """Encode an ``[H, W]`` array as a single-channel scanline EXR (what ViPE writes for depth)."""
-    z = np.asarray(z)
-    if z.ndim != 2:
-        raise ValueError(f"encode_exr expects [H, W], got {list(z.shape)}")
-    comp = _EXR_COMPRESSION[compression]
-    if comp == 1:
-        raise ValueError("encode_exr writes none/zips/zip only")
-    h, w = z.shape
-    vals = z.astype("<f2" if half else "<f4")
-
-    def attr(name: str, typ: str, value: bytes) -> bytes:
-        return name.encode() + b"\0" + typ.encode() + b"\0" + struct.pack("<i", len(value)) + value
-
-    chlist = channel.encode() + b"\0" + struct.pack("<iB3xii", 1 if half else 2, 0, 1, 1) + b"\0"
-    header = struct.pack("<ii", _EXR_MAGIC, 2) + b"".join([
-        attr("channels", "chlist", chlist),
-        attr("compression", "compression", bytes([comp])),
-        attr("dataWindow", "box2i", struct.pack("<iiii", 0, 0, w - 1, h - 1)),
-        attr("displayWindow", "box2i", struct.pack("<iiii", 0, 0, w - 1, h - 1)),
-        attr("lineOrder", "lineOrder", bytes([0])),
-        attr("pixelAspectRatio", "float", struct.pack("<f", 1.0)),
-        attr("screenWindowCenter", "v2f", struct.pack("<ff", 0.0, 0.0)),
-        attr("screenWindowWidth", "float", struct.pack("<f", 1.0)),
-    ]) + b"\0"
-    lines = _EXR_LINES[comp]
-    chunks = []
-    for y in range(0, h, lines):
-        raw = vals[y:y + lines].tobytes()
-        if comp in (2, 3):
-            packed = zlib.compress(_apply_predictor(raw))
-            data = packed if len(packed) < len(raw) else raw
-        else:
-            data = raw
-        chunks.append(struct.pack("<ii", y, len(data)) + data)
-    table_at = len(header)
-    offsets, pos = [], table_at + 8 * len(chunks)
-    for c in chunks:
-        offsets.append(pos)
-        pos += len(c)
-    return header + struct.pack(f"<{len(chunks)}Q", *offsets) + b"".join(chunks)
-
-
 def write_native_vipe(out: Path, name: str, poses_c2w: np.ndarray, intrinsics_vec: np.ndarray,
                       depth: np.ndarray, *, inds: np.ndarray | None = None,
                       depth_inds: np.ndarray | None = None, compression: str = "zip") -> Path:
-    """Write a native ViPE output folder (pose/intrinsics npz, depth zip of EXR) — for tests and demos."""
+    """Write a native ViPE output folder (pose/intrinsics npz, depth zip of EXR): the layout ``read_sidecar`` reads."""
     out = Path(out)
     n = len(poses_c2w)
     inds = np.arange(n, dtype=np.int64) if inds is None else np.asarray(inds, dtype=np.int64)
@@ -839,7 +632,7 @@ def read_points_file(path: Path, keys: tuple[str, ...] = ("points", "point_cloud
         try:
             pts = np.loadtxt(path, dtype=np.float64, ndmin=2)
         except (OSError, ValueError) as e:
-            raise CaseFailure(f"{path}: unreadable text point cloud ({_one_line(e)})") from None
+            raise CaseFailure(f"{path}: unreadable text point cloud ({one_line(e, 200)})") from None
     pts = np.asarray(pts)
     if pts.ndim != 2 or pts.shape[1] < 3 or not np.issubdtype(pts.dtype, np.number):
         raise CaseFailure(f"{path}: point cloud of shape {list(pts.shape)} dtype {pts.dtype}; expected [N,>=3] numbers")

@@ -35,6 +35,7 @@ from worldrecall.core.data import (
     CaseError,
     CaseFailure,
     ScoreRow,
+    one_line,
     load_digest_memo,
     save_digest_memo,
 )
@@ -115,8 +116,9 @@ class Runner:
         self.timing: dict[str, float] = defaultdict(float)
         models_cfg = dict(cfg.get("models") or {})
         options = models_cfg.pop("options", {}) or {}
-        self.hub = ModelHub(host.models, {k: v for k, v in models_cfg.items() if v}, options,
-                            device=cfg.get("device", "cpu"))
+        backend_set = models_cfg.pop("set", "") or ""
+        self.hub = ModelHub(host.models, models_cfg, options, device=cfg.get("device", "cpu"),
+                            roles=host.roles, backend_set=backend_set)
         self.judges = JudgeHub(host.judges, cfg.get("judge_options") or {})
         shard = cfg.get("shard") or {}
         self.shard_count, self.shard_index = int(shard.get("count", 1)), int(shard.get("index", 0))
@@ -142,7 +144,7 @@ class Runner:
         return plans
 
     def _plan_one(self, name: str, b: Mapping[str, Any]) -> BenchmarkPlan:
-        from worldrecall.core.config import validate_benchmark
+        from worldrecall.engine.config import validate_benchmark
 
         b = validate_benchmark(name, dict(b))
         loader = _instance(self.host.get("loader", b["loader"]))
@@ -355,9 +357,9 @@ class Runner:
             self.alignments.put(name, key, json.loads(json.dumps(alignment.to_json(), default=_json_default)))
             return alignment
         except (CaseFailure, VideoError) as e:
-            return CaseFailure(_one_line(e))
+            return CaseFailure(one_line(e))
         except Exception as e:
-            return CaseFailure(f"{type(e).__name__}: {_one_line(e)}")
+            return CaseFailure(f"{type(e).__name__}: {one_line(e)}")
         finally:
             self.timing["align"] += time.perf_counter() - t0
 
@@ -404,12 +406,12 @@ class Runner:
                 self.timing["artifacts"] += time.perf_counter() - t0
             self.scores.put(metric.name, score_key, {"values": row.values, "artifacts": [str(p) for p in paths]})
         except BackendUnavailable as e:
-            row.status, row.reason = "skipped", f"{metric.name} skipped: {_one_line(e)}"
+            row.status, row.reason = "skipped", f"{metric.name} skipped: {one_line(e)}"
         except (CaseFailure, VideoError, JudgeError) as e:
-            row.status, row.reason = "failed", f"{stage}: {_one_line(e)}"
+            row.status, row.reason = "failed", f"{stage}: {one_line(e)}"
         except Exception as e:  # a bug in one metric must not end the run; the reason says where
             log.debug("metric %s failed on %s", metric.name, case.key, exc_info=True)
-            row.status, row.reason = "failed", f"{stage}: {metric.name} raised {type(e).__name__}: {_one_line(e)}"
+            row.status, row.reason = "failed", f"{stage}: {metric.name} raised {type(e).__name__}: {one_line(e)}"
         return row
 
     # -- aggregation ----------------------------------------------------------------------------
@@ -536,9 +538,6 @@ def _num(v: Any) -> float | None:
     except (TypeError, ValueError):
         return None
 
-
-def _one_line(e: BaseException | str) -> str:
-    return " ".join(str(e).split())[:500]
 
 
 def _safe_name(s: str) -> str:

@@ -15,9 +15,9 @@ from typing import Any, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from worldrecall import __version__
-from worldrecall.core.runner import Runner, RunResult, aggregate_rows, json_dump, load_rows
-from worldrecall.core.tables import case_table
-from worldrecall.core.tracking import PARENT_ENV, Tracker, flatten, git_commit, redact_tree
+from worldrecall.engine.runner import Runner, RunResult, aggregate_rows, json_dump, load_rows
+from worldrecall.engine.tables import case_table
+from worldrecall.engine.tracking import PARENT_ENV, Tracker, flatten, git_commit, redact_tree
 from worldrecall.registry.host import PluginHost, load_plugins
 
 log = logging.getLogger("worldrecall")
@@ -251,7 +251,7 @@ def print_leaderboard(result: RunResult, host: PluginHost) -> None:
 
 def aggregate_command(results_dir: Path, cfg: Mapping[str, Any]) -> int:
     """Merge every shard under ``results_dir`` into the final tables and one MLflow run."""
-    from worldrecall.core.runner import RunResult
+    from worldrecall.engine.runner import RunResult
 
     host = host_for(cfg)
     rows = load_rows(results_dir)

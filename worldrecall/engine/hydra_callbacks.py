@@ -18,8 +18,8 @@ class MlflowSweepCallback(Callback):
         self.tracker: Any = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from worldrecall.core.app import PARENT_FILE
-        from worldrecall.core.tracking import PARENT_ENV, Tracker
+        from worldrecall.engine.app import PARENT_FILE
+        from worldrecall.engine.tracking import PARENT_ENV, Tracker
 
         tcfg = OmegaConf.to_container(config.tracking, resolve=True)
         if not tcfg.get("enabled", True):
@@ -36,7 +36,7 @@ class MlflowSweepCallback(Callback):
         (sweep / PARENT_FILE).write_text(self.parent)  # for launchers whose jobs don't inherit the env
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from worldrecall.core.tracking import PARENT_ENV
+        from worldrecall.engine.tracking import PARENT_ENV
 
         os.environ.pop(PARENT_ENV, None)  # a later run in this process must not attach to this sweep
         if self.tracker is not None and self.parent:

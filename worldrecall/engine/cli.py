@@ -40,8 +40,8 @@ def hydra_run(argv: Sequence[str]) -> int:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import DictConfig
 
-    from worldrecall.core import app
-    from worldrecall.core.config import store_schemas
+    from worldrecall.engine import app
+    from worldrecall.engine.config import store_schemas
 
     store_schemas()
     app.register_resolvers()
@@ -72,8 +72,8 @@ def compose(overrides: Sequence[str]) -> dict:
     from hydra import compose as hcompose
     from hydra import initialize_config_dir
 
-    from worldrecall.core import app
-    from worldrecall.core.config import store_schemas
+    from worldrecall.engine import app
+    from worldrecall.engine.config import store_schemas
 
     store_schemas()
     app.register_resolvers()
@@ -122,8 +122,8 @@ def cmd_models(ns: argparse.Namespace) -> int:
 
 
 def cmd_aggregate(ns: argparse.Namespace) -> int:
-    from worldrecall.core.app import aggregate_command
-    from worldrecall.core.runner import run_key
+    from worldrecall.engine.app import aggregate_command
+    from worldrecall.engine.runner import run_key
 
     cfg = compose(ns.overrides)
     results_dir = Path(ns.results_dir) if ns.results_dir else Path(cfg["output_root"]) / "results" / run_key(cfg)
