@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 
 from worldrecall.core.data import Case
-import sys
 from pathlib import Path as _P
 
 sys.path.insert(0, str(_P(__file__).resolve().parents[1] / "tests"))
