@@ -13,7 +13,8 @@ from fake_gemini import FakeGemini, GenerateCall, Reply, questions_in
 from worldrecall.plugins.judges.gemini import GeminiJudge
 from worldrecall.core.video import write_video
 from worldrecall.plugins.memobench.vqa.bank import BANK_COLUMNS, read_bank
-from worldrecall.plugins.memobench.vqa.builder import BankBuildError, build_bank, main, tidy_generated
+from worldrecall.engine.cli import main as cli_main
+from worldrecall.plugins.memobench.vqa.builder import BankBuildError, build_bank, tidy_generated
 
 KEY = "wr-builder-key-55aa01"
 DIMS = ["Instruction Following", "Object and Background", "Continuity of Memory", "Physics Adherence"]
@@ -220,10 +221,11 @@ def test_cli(media, tmp_path, monkeypatch, capsys):
     ]
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-    assert main(args) == 2 and "GEMINI_API_KEY" in capsys.readouterr().err
+    # through the CLI, as users run it: `worldrecall vqa-bank …` is the memobench_vqa plugin's command
+    assert cli_main(["vqa-bank", *args]) == 2 and "GEMINI_API_KEY" in capsys.readouterr().err
     monkeypatch.setenv("GOOGLE_API_KEY", KEY)
     with FakeGemini(KEY, Scenario(media)) as fake:
-        assert main(args + ["--base-url", fake.base_url]) == 0
+        assert cli_main(["vqa-bank", *args, "--base-url", fake.base_url]) == 0
         assert {c.model for c in fake.calls} == {"gemini-3-flash-preview"}
     assert "Zen_Garden-10-questions.csv (18 questions" in capsys.readouterr().out
     assert read_bank(tmp_path / "out" / "Zen_Garden-10-questions.csv").video_id == 10

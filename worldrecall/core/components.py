@@ -5,9 +5,10 @@ The core only ever reads the class-level metadata declared here; it never specia
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -95,6 +96,7 @@ class Metric:
     higher_is_better: ClassVar[bool] = True
     range: ClassVar[tuple[float, float] | None] = (0.0, 1.0)
     primary: ClassVar[str] = ""              # the main value in the score dict
+    aligner: ClassVar[str | None] = None     # the aligner this metric needs when not the benchmark's own
     values: ClassVar[dict[str, Value]] = {}  # per-value metadata where values differ from the class defaults
     models: ClassVar[tuple[str, ...]] = ()   # model roles the measure stage needs
     optional_models: ClassVar[tuple[str, ...]] = ()  # roles used when configured (e.g. LPIPS), else skipped
@@ -112,6 +114,11 @@ class Metric:
         if value in cls.values:
             return cls.values[value]
         return Value(higher_is_better=cls.higher_is_better, range=cls.range, description=cls.description)
+
+    def judge_names(self) -> tuple[str, ...]:
+        """The judges the measure stage will ask (default: the class's ``judges``; a metric whose judge is a
+        param overrides this)."""
+        return tuple(self.judges)
 
     def measure(self, case: "Case", alignment: "Alignment", ctx: MeasureContext) -> dict[str, Any]:
         """Run models over the case and return a measurement: numpy arrays and JSON-able values."""
@@ -131,14 +138,71 @@ class Metric:
 
 
 class Aggregator:
-    """Pure reduction of score rows into tables."""
+    """Pure reduction of score rows into tables.
+
+    ``tables`` declares what each output table is, so the engine finds them by kind, never by name:
+    ``summary`` (one mean per benchmark x model x metric x value: columns benchmark, model, metric, value,
+    mean, n), ``intervals`` (the same keys with estimate, ci_low, ci_high), ``leaderboard``, ``validity``,
+    ``status``, or any other word for tables the engine only writes out. ``uses_primary_values``: the engine
+    passes ``primary_values`` (metric name -> its primary value) in the params; ``uses_value_meta``: it
+    passes ``value_meta`` (metric -> value -> direction, range, unit, description, as the metrics declare).
+    """
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
     defaults: ClassVar[dict[str, Any]] = {}
+    tables: ClassVar[dict[str, str]] = {}
+    uses_primary_values: ClassVar[bool] = False
+    uses_value_meta: ClassVar[bool] = False
 
     def aggregate(self, rows: list["ScoreRow"], params: Mapping[str, Any]) -> dict[str, "pd.DataFrame"]:
         """Return named tables."""
+        raise NotImplementedError
+
+    def plots(self, tables: Mapping[str, "pd.DataFrame"], out_dir: Path) -> list[Path]:
+        """Optional figures of this aggregator's own tables (PNG …), written under ``out_dir``."""
+        return []
+
+
+class Suite:
+    """A built-in dataset the engine can build before a run (``suite.builder=<name>``), e.g. the synthetic suite.
+
+    ``build`` must be idempotent and content-addressed by its params: a second call with the same params
+    finds the suite on disk and returns at once.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+
+    def build(self, root: Path, params: Mapping[str, Any]) -> None:
+        """Make sure the suite for ``params`` exists under ``root``."""
+        raise NotImplementedError
+
+
+class Registry(Protocol):
+    """What a plugin command may look up: the components every plugin registered (the engine's host)."""
+
+    @property
+    def models(self) -> Mapping[str, Any]: ...
+    @property
+    def roles(self) -> Mapping[str, Any]: ...
+    @property
+    def judges(self) -> Mapping[str, Any]: ...
+    @property
+    def metrics(self) -> Mapping[str, Any]: ...
+
+
+class Command:
+    """A ``worldrecall <name>`` subcommand contributed by a plugin (``worldrecall models``, ``vqa-bank`` …)."""
+
+    name: ClassVar[str]
+    help: ClassVar[str] = ""
+
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        """Add this command's arguments to its (sub)parser."""
+
+    def run(self, args: argparse.Namespace, registry: Registry) -> int:
+        """Run the command; return the process exit code."""
         raise NotImplementedError
 
 

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from worldrecall.core.digests import file_digest
 from worldrecall.core.video import Video
 
 
@@ -39,6 +40,7 @@ class Case:
     annotations: dict[str, Any] = field(default_factory=dict)  # benchmark-specific, JSON-able
     sidecars: dict[str, Path] = field(default_factory=dict)    # named files next to the generation
     data_root: Path | None = None
+    warnings: list[str] = field(default_factory=list)  # one-line input anomalies, copied onto every row
 
     @property
     def key(self) -> str:
@@ -100,6 +102,7 @@ class CaseError:
     stage: str  # load | align | measure | score
     reason: str
     strata: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # one line, always: reasons end up in tables and logs
@@ -121,6 +124,7 @@ class ScoreRow:
     metric_version: str = ""
     backend: dict[str, str] = field(default_factory=dict)  # role -> model spec name
     info: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # input anomalies that did not stop the score
 
     @property
     def row_key(self) -> tuple[str, str, str, str]:
@@ -132,41 +136,3 @@ class ScoreRow:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "ScoreRow":
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
-
-
-_DIGESTS: dict[tuple[str, int, int, int], str] = {}
-
-
-def file_digest(path: Path) -> str:
-    """sha256 of a file (or of a folder's files in sorted order), memoised by (path, mtime, size, inode)."""
-    path = Path(path)
-    if path.is_dir():
-        h = hashlib.sha256()
-        for p in sorted(q for q in path.rglob("*") if q.is_file()):
-            h.update(str(p.relative_to(path)).encode())
-            h.update(file_digest(p).encode())
-        return h.hexdigest()
-    st = path.stat()
-    key = (str(path.resolve()), st.st_mtime_ns, st.st_size, st.st_ino)
-    if key not in _DIGESTS:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        _DIGESTS[key] = h.hexdigest()
-    return _DIGESTS[key]
-
-
-def load_digest_memo(path: Path) -> None:
-    """Reuse digests a previous run computed (valid while path, mtime, size and inode are unchanged)."""
-    try:
-        for rec in json.loads(Path(path).read_text()):
-            _DIGESTS[(rec[0], int(rec[1]), int(rec[2]), int(rec[3]))] = str(rec[4])
-    except (FileNotFoundError, ValueError, TypeError, IndexError):
-        pass
-
-
-def save_digest_memo(path: Path) -> None:
-    from worldrecall.core.atomic import atomic_write_text
-
-    atomic_write_text(path, json.dumps([[*k, v] for k, v in _DIGESTS.items()]))

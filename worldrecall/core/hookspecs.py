@@ -1,4 +1,4 @@
-"""The whole extension API of worldrecall: six register-callback hooks.
+"""The whole extension API of worldrecall: register-callback hooks.
 
 A plugin is any module (or object) with functions decorated by :data:`hookimpl` and named like the
 specs below. Each hook is called once with a ``register`` callback; the plugin calls it with one or more
@@ -87,4 +87,27 @@ def register_judges(register: Callable[..., None]) -> None:
     reference judge). Judges are built lazily and read API keys from the environment only.
 
     .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def register_suites(register: Callable[..., None]) -> None:
+    """Register built-in datasets: ``register(suite)`` with a :class:`worldrecall.core.components.Suite`.
+
+    The config chooses one by its registered name (``suite.builder=synthetic``); config never names a
+    callable, so a config file cannot run arbitrary code.
+
+    .. versionadded:: 0.2
+    """
+
+
+@hookspec
+def register_commands(register: Callable[..., None]) -> None:
+    """Register CLI subcommands: ``register(command)`` with a :class:`worldrecall.core.components.Command`.
+
+    Each becomes ``worldrecall <command.name> …``; ``configure`` adds its arguments and ``run`` gets the
+    parsed arguments and the registry (models, roles, judges, metrics). Built-in names (``run``,
+    ``aggregate``, ``plugins``) cannot be taken.
+
+    .. versionadded:: 0.2
     """

@@ -67,7 +67,7 @@ class ResultStore:
         return row is not None and row.status in ("ok", "skipped")
 
     def append(self, row: ScoreRow) -> None:
-        line = json.dumps(row.to_json(), sort_keys=True, allow_nan=True, default=_json_default)
+        line = json.dumps(row.to_json(), sort_keys=True, allow_nan=True, default=json_default)
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(line + "\n")
             f.flush()
@@ -78,7 +78,8 @@ class ResultStore:
         return read_rows(self.dir.glob("rows-shard-*.jsonl"))
 
 
-def _json_default(o: object) -> object:
+def json_default(o: object) -> object:
+    """JSON for numpy scalars/arrays and paths (rows, alignments, meta files); anything else is an error."""
     import numpy as np
 
     if isinstance(o, np.generic):

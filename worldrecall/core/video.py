@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from worldrecall.core.digests import file_digest
+
 VIDEO_SUFFIXES = {".mp4", ".webm", ".avi", ".mov", ".mkv"}
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg"}
 
@@ -63,7 +65,6 @@ class Video:
     def content_hash(self) -> str:
         """sha256 of the file bytes (or of the sorted frame files' names and bytes)."""
         if self._hash is None:
-            from worldrecall.core.data import file_digest
 
             if not self.path.exists():
                 raise VideoError(f"{self.path}: does not exist")

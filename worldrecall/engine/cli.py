@@ -1,6 +1,7 @@
-"""The ``worldrecall`` command: ``run`` (a Hydra app), ``aggregate``, ``plugins``, ``models``.
+"""The ``worldrecall`` command: ``run`` (a Hydra app), ``aggregate``, ``plugins``, and every plugin command.
 
-``run`` and ``aggregate`` take Hydra overrides (``key=value``; ``-m``/``--multirun`` for sweeps).
+``run`` and ``aggregate`` take Hydra overrides (``key=value``; ``-m``/``--multirun`` for sweeps). Plugins add
+subcommands through the ``register_commands`` hook (``worldrecall models``, ``worldrecall vqa-bank`` …).
 """
 
 from __future__ import annotations
@@ -98,32 +99,9 @@ def cmd_plugins(ns: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_models(ns: argparse.Namespace) -> int:
-    from worldrecall.registry.host import load_plugins
-
-    host = load_plugins()
-    try:
-        from worldrecall.plugins.models.fetch import fetch, list_models
-    except ImportError as e:
-        print(f"models plugin unavailable: {e}", file=sys.stderr)
-        return 2
-    if ns.action == "list":
-        rows = list_models(host.models)
-        if ns.json:
-            print(json.dumps(rows, indent=2, default=str))
-        else:
-            for r in rows:
-                print("  ".join(f"{k}={v}" for k, v in r.items()))
-        return 0
-    failures = fetch(ns.names or None, host.models)
-    for line in failures:
-        print(f"error: {line}", file=sys.stderr)
-    return 1 if failures else 0
-
-
 def cmd_aggregate(ns: argparse.Namespace) -> int:
     from worldrecall.engine.app import aggregate_command
-    from worldrecall.engine.runner import run_key
+    from worldrecall.engine.plan import run_key
 
     cfg = compose(ns.overrides)
     results_dir = Path(ns.results_dir) if ns.results_dir else Path(cfg["output_root"]) / "results" / run_key(cfg)
@@ -133,31 +111,40 @@ def cmd_aggregate(ns: argparse.Namespace) -> int:
     return aggregate_command(results_dir, cfg)
 
 
+def _usage(commands: dict) -> str:
+    lines = ["usage: worldrecall {run,aggregate,plugins" + "".join(f",{n}" for n in sorted(commands)) + "} ...",
+             "  run [overrides…] [-m]       evaluate (default: the built-in synthetic suite)",
+             "  aggregate [overrides…]      merge shard results into tables + one MLflow run",
+             "  plugins [--json]            list plugins, versions, hooks, components"]
+    lines += [f"  {n:<27} {c.help}" for n, c in sorted(commands.items())]
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if not argv or argv[0] not in ("run", "aggregate", "plugins", "models", "-h", "--help"):
-        print("usage: worldrecall {run,aggregate,plugins,models} ...\n"
-              "  run [overrides…] [-m]       evaluate (default: the built-in synthetic suite)\n"
-              "  aggregate [overrides…]      merge shard results into tables + one MLflow run\n"
-              "  plugins [--json]            list plugins, versions, hooks, components\n"
-              "  models list|fetch [NAME…]   list / prefetch perception backends' weights", file=sys.stderr)
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
-    if argv[0] == "run":
+    if argv and argv[0] == "run":
         return hydra_run(argv[1:])
+    from worldrecall.registry.host import load_plugins
+
+    host = load_plugins()
+    commands = host.commands
+    if not argv or argv[0] not in ("aggregate", "plugins", *commands):
+        print(_usage(commands), file=sys.stderr)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
     p = argparse.ArgumentParser(prog="worldrecall")
     sub = p.add_subparsers(dest="cmd", required=True)
-    pp = sub.add_parser("plugins")
+    pp = sub.add_parser("plugins", help="list plugins, versions, hooks, components")
     pp.add_argument("--json", action="store_true")
-    pm = sub.add_parser("models")
-    pm.add_argument("action", choices=["list", "fetch"])
-    pm.add_argument("names", nargs="*")
-    pm.add_argument("--json", action="store_true")
-    pa = sub.add_parser("aggregate")
+    pa = sub.add_parser("aggregate", help="merge shard results into tables + one MLflow run")
     pa.add_argument("--results-dir", default=None)
     pa.add_argument("overrides", nargs="*")
+    for name, command in commands.items():
+        command.configure(sub.add_parser(name, help=command.help, description=command.help))
     ns = p.parse_args(argv)
-    return {"plugins": cmd_plugins, "models": cmd_models, "aggregate": cmd_aggregate}[ns.cmd](ns)
+    if ns.cmd in commands:
+        return int(commands[ns.cmd].run(ns, host) or 0)
+    return {"plugins": cmd_plugins, "aggregate": cmd_aggregate}[ns.cmd](ns)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,13 +1,15 @@
-"""Structured-config schemas (Hydra ConfigStore): wrong types are rejected with a clear message.
+"""The config schema: every top-level key's type AND its one default (docs/configuration.md documents each).
 
-The YAML tree in ``worldrecall/conf`` supplies values; these dataclasses supply types. Metric params and
-thresholds are typed by each metric's own defaults (see ``components.merge_typed``).
+Hydra composes ``conf/config.yaml`` on top of this schema (wrong types are rejected with the key's name);
+plain-dict configs (tests, the Python API) get the very same defaults through :func:`resolve_config`, so
+no code path keeps a fallback of its own. Metric params and thresholds are typed by each metric's own
+defaults (``components.merge_typed``), benchmark nodes by :class:`BenchmarkSchema`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from hydra.core.config_store import ConfigStore
 
@@ -20,8 +22,15 @@ class ShardSchema:
 
 @dataclass
 class PluginsSchema:
-    allow: Optional[List[str]] = None
+    allow: Optional[List[str]] = None   # plugin names to load (None = all installed); env WORLDRECALL_PLUGINS wins
     block: List[str] = field(default_factory=list)
+    override: Dict[str, str] = field(default_factory=dict)  # component name -> plugin allowed to replace it
+
+
+@dataclass
+class VideoSchema:
+    max_pixels: int = 40_000_000   # per frame; a larger frame is a per-case error, checked before decoding
+    max_frames: int = 100_000      # per video; a longer (declared) video is a per-case error
 
 
 @dataclass
@@ -35,7 +44,7 @@ class TrackingSchema:
 
 @dataclass
 class SuiteSchema:
-    builder: Optional[str] = None
+    builder: Optional[str] = None   # a registered suite name (e.g. synthetic)
     root: Optional[str] = None
     params: Dict[str, Any] = field(default_factory=dict)
     aggregators: List[str] = field(default_factory=list)  # e.g. the synthetic suite's validity matrix
@@ -57,8 +66,8 @@ class BenchmarkSchema:
 
 @dataclass
 class WorldrecallSchema:
-    output_root: str = "worldrecall_out"
-    cache_dir: str = "worldrecall_out/cache"
+    output_root: str = "${oc.env:WORLDRECALL_OUTPUT,worldrecall_out}"
+    cache_dir: str = "${output_root}/cache"
     device: str = "cpu"
     batch_size: int = 8
     workers: int = 0
@@ -72,12 +81,30 @@ class WorldrecallSchema:
     suite: SuiteSchema = field(default_factory=SuiteSchema)
     models: Dict[str, Any] = field(default_factory=dict)
     judge_options: Dict[str, Any] = field(default_factory=dict)
+    video: VideoSchema = field(default_factory=VideoSchema)
     tracking: TrackingSchema = field(default_factory=TrackingSchema)
     # Any (not BenchmarkSchema): OmegaConf cannot create typed dict entries from command-line overrides;
     # each node is checked by validate_benchmark() when the run is planned.
     benchmarks: Dict[str, Any] = field(default_factory=dict)
-    aggregators: List[str] = field(default_factory=list)
+    aggregators: List[str] = field(default_factory=lambda: ["mean", "macro", "bootstrap", "paired"])
     aggregator_params: Dict[str, Any] = field(default_factory=dict)
+
+
+def resolve_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """A plain config with every missing key set to the schema's default, types checked, interpolations resolved.
+
+    Idempotent: a config Hydra already composed comes back unchanged.
+    """
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from worldrecall.core.components import ConfigTypeError
+
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(WorldrecallSchema), OmegaConf.create(dict(cfg)))
+        return OmegaConf.to_container(merged, resolve=True)  # type: ignore[return-value]
+    except OmegaConfBaseException as e:
+        raise ConfigTypeError(" ".join(str(e).split())) from None
 
 
 def store_schemas() -> None:

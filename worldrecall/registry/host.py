@@ -1,8 +1,13 @@
-"""The plugin host: entry-point discovery with per-plugin isolation, allowlist, and name -> component lookup.
+"""The plugin host: entry-point discovery with per-plugin isolation, allowlist, collision rules and typed lookups.
 
 Built-in plugins are entry points of the ``worldrecall`` group in our own pyproject, so they take exactly
 the path a third-party plugin takes. A plugin that fails to import (or whose hooks raise) is reported with
 its name and error and skipped; ``WORLDRECALL_STRICT_PLUGINS=1`` turns that into an error.
+
+Name collisions are decided by rule, never by load order: a third-party plugin cannot replace a built-in
+component (the built-in keeps the name, the collision is an error naming both plugins) unless the config
+says so explicitly (``plugins.override={<component>: <plugin>}``, logged); two third-party plugins claiming
+one name both lose it. The engine refuses to run while a collision is unresolved.
 """
 
 from __future__ import annotations
@@ -12,12 +17,14 @@ import logging
 import os
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import pluggy
 
 from worldrecall.core import hookspecs
-from worldrecall.core.components import Aggregator, Aligner, Loader, Metric
+from typing import TypeVar
+
+from worldrecall.core.components import Aggregator, Aligner, Command, Loader, Metric, Suite
 from worldrecall.core.judges import JudgeSpec
 from worldrecall.core.models import KINDS, ModelSpec, Role
 
@@ -36,7 +43,12 @@ HOOKS: dict[str, tuple[str, type]] = {
     "register_aggregators": ("aggregator", Aggregator),
     "register_models": ("model", (ModelSpec, Role)),
     "register_judges": ("judge", JudgeSpec),
+    "register_suites": ("suite", Suite),
+    "register_commands": ("command", Command),
 }
+BUILTIN_DISTRIBUTION = "worldrecall"
+RESERVED_COMMANDS = ("run", "aggregate", "plugins")
+T = TypeVar("T")
 
 
 class PluginError(Exception):
@@ -69,7 +81,10 @@ def _env_list(name: str) -> list[str] | None:
 class PluginHost:
     """Owns the pluggy manager and every registered component, attributed to its plugin."""
 
-    def __init__(self, strict: bool | None = None):
+    def __init__(self, strict: bool | None = None, override: Mapping[str, str] | None = None):
+        self.override = dict(override or {})   # component name -> plugin allowed to claim it
+        self.collisions: list[str] = []        # unresolved collisions, one line each (the engine refuses to run)
+        self._lost: set[tuple[str, str]] = set()  # names two third-party plugins both claimed
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.strict = os.environ.get(ENV_STRICT, "") not in ("", "0", "false") if strict is None else strict
@@ -139,14 +154,61 @@ class PluginHost:
         elif kind == "model" and comp.kind not in KINDS:
             self._fail(info, f"model {cname!r}: unknown kind {comp.kind!r} (known: {', '.join(KINDS)})")
             return
+        elif kind == "command" and cname in RESERVED_COMMANDS:
+            self._fail(info, f"command {cname!r} is reserved by worldrecall itself")
+            return
+        if kind in ("loader", "aligner", "aggregator", "suite", "command") and isinstance(comp, type):
+            comp = comp()  # stored as instances; metrics stay classes (built per run with params)
         prev = self.owner.get((kind, cname))
-        if prev is not None:
-            self._fail(info, f"{kind} name collision: {cname!r} is registered by plugin {prev!r} "
-                             f"and again by plugin {info.name!r}; the second registration is rejected")
+        if (kind, cname) in self._lost:
+            prev = "(several third-party plugins)"
+        if prev is not None and not self._resolve(kind, cname, prev, info):
             return
         self.components[kind][cname] = comp
         self.owner[(kind, cname)] = info.name
         info.components.setdefault(kind, []).append(cname)
+
+    def is_builtin(self, plugin: str) -> bool:
+        """Whether a plugin ships with worldrecall itself (by its distribution, not by its name)."""
+        info = self.plugins.get(plugin)
+        return info is not None and info.distribution == BUILTIN_DISTRIBUTION
+
+    def _resolve(self, kind: str, cname: str, prev: str, info: PluginInfo) -> bool:
+        """Decide a name collision by rule; True when the newcomer ``info`` takes the name."""
+        new = info.name
+        chosen = self.override.get(cname)
+        if chosen in (prev, new):
+            loser = prev if chosen == new else new
+            log.warning("%s %r: plugin %r overrides plugin %r (plugins.override)", kind, cname, chosen, loser)
+            if chosen == new:
+                self._drop(kind, cname, prev)
+            return chosen == new
+        msg = None
+        if self.is_builtin(prev) and not self.is_builtin(new):
+            msg, keep_new = (f"{kind} name collision: {cname!r} is registered by built-in plugin {prev!r} and by "
+                             f"plugin {new!r}; the built-in is kept (to replace it on purpose set "
+                             f"plugins.override={{{cname}: {new}}})"), False
+        elif self.is_builtin(new) and not self.is_builtin(prev):
+            msg, keep_new = (f"{kind} name collision: {cname!r} is registered by built-in plugin {new!r} and by "
+                             f"plugin {prev!r}; the built-in is kept (to replace it on purpose set "
+                             f"plugins.override={{{cname}: {prev}}})"), True
+            self._drop(kind, cname, prev)
+        else:
+            msg, keep_new = (f"{kind} name collision: {cname!r} is registered by plugin {prev!r} and by plugin "
+                             f"{new!r}; neither is used (choose one with plugins.override={{{cname}: <plugin>}})"), False
+            if prev in self.plugins:
+                self._drop(kind, cname, prev)
+            self._lost.add((kind, cname))
+        self.collisions.append(msg)
+        self._fail(info if not keep_new else self.plugins.get(prev, info), msg)
+        return keep_new
+
+    def _drop(self, kind: str, cname: str, plugin: str) -> None:
+        self.components[kind].pop(cname, None)
+        self.owner.pop((kind, cname), None)
+        comps = self.plugins[plugin].components.get(kind, []) if plugin in self.plugins else []
+        if cname in comps:
+            comps.remove(cname)
 
     def _fail(self, info: PluginInfo, msg: str) -> None:
         info.error = msg if not info.error else f"{info.error}; {msg}"
@@ -169,11 +231,41 @@ class PluginHost:
 
     # -- lookup ---------------------------------------------------------------------------------
     def get(self, kind: str, name: str) -> Any:
+        """The component of ``kind`` registered as ``name``, or a KeyError listing the known names."""
         try:
             return self.components[kind][name]
         except KeyError:
             known = ", ".join(sorted(self.components[kind])) or "none"
-            raise KeyError(f"no {kind} named {name!r} is registered (known: {known})") from None
+            raise KeyError(f"unknown {kind} {name!r}; known: {known}") from None
+
+    def _typed(self, kind: str, name: str, typ: type[T]) -> T:
+        return self.get(kind, name)
+
+    def metric(self, name: str) -> type[Metric]:
+        """The metric class registered as ``name`` (instantiate it with params and thresholds)."""
+        return self.get("metric", name)
+
+    def loader(self, name: str) -> Loader:
+        return self._typed("loader", name, Loader)
+
+    def aligner(self, name: str) -> Aligner:
+        return self._typed("aligner", name, Aligner)
+
+    def aggregator(self, name: str) -> Aggregator:
+        return self._typed("aggregator", name, Aggregator)
+
+    def suite(self, name: str) -> Suite:
+        return self._typed("suite", name, Suite)
+
+    def judge(self, name: str) -> JudgeSpec:
+        return self._typed("judge", name, JudgeSpec)
+
+    def model(self, name: str) -> ModelSpec:
+        return self._typed("model", name, ModelSpec)
+
+    @property
+    def commands(self) -> dict[str, Command]:
+        return self.components["command"]
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -199,15 +291,18 @@ _HOST: PluginHost | None = None
 
 
 def load_plugins(allow: Iterable[str] | None = None, block: Iterable[str] | None = None,
-                 strict: bool | None = None, extra: Iterable[object] = (), fresh: bool = False) -> PluginHost:
+                 strict: bool | None = None, extra: Iterable[object] = (), fresh: bool = False,
+                 override: Mapping[str, str] | None = None) -> PluginHost:
     """Discover plugins once per process (``fresh=True`` rebuilds). Env vars override the arguments."""
     global _HOST
-    if _HOST is not None and not fresh and not extra:
+    key = (tuple(allow) if allow is not None else None, tuple(block or ()), tuple(sorted((override or {}).items())))
+    if _HOST is not None and not fresh and not extra and getattr(_HOST, "_key", None) == key:
         return _HOST
     env_allow = _env_list(ENV_ALLOW)
     allow_l = env_allow if env_allow is not None else (list(allow) if allow is not None else None)
     block_l = (_env_list(ENV_BLOCK) or []) + list(block or [])
-    host = PluginHost(strict=strict)
+    host = PluginHost(strict=strict, override=override)
+    host._key = key  # type: ignore[attr-defined]
     host.load_entry_points(allow=allow_l, block=block_l)
     for obj in extra:
         host.add_plugin(obj)

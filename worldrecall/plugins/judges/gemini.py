@@ -21,11 +21,12 @@ import threading
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from worldrecall.core.judges import JudgeError, JudgeResponse
+from worldrecall.core.judges import QUESTIONS_TOKEN, JudgeError, JudgeResponse, MissingAnswers, id_key
 from worldrecall.plugins.judges.answer_cache import AnswerCache, request_key
 from worldrecall.plugins.judges.errors import JudgeUnavailable, redact
-from worldrecall.plugins.judges.media import Media, media_digest, prepare_media
-from worldrecall.plugins.judges.parsing import ReplyError, id_key, parse_reply
+from worldrecall.core.judges import media_digest
+from worldrecall.plugins.judges.media import Media, prepare_media
+from worldrecall.plugins.judges.parsing import ReplyError, parse_reply
 from worldrecall.plugins.judges.retry import Deadline, RetryPolicy, call_with_retry, wait_until
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,6 @@ log = logging.getLogger(__name__)
 OFFICIAL_MODEL = "gemini-3.1-pro-preview"  # MemoBench's code default (all commits)
 ALTERNATIVE_MODEL = "gemini-3-flash-preview"  # MemoBench's docs default and its question generator
 KEY_ENV_VARS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
-QUESTIONS_TOKEN = "{questions_json}"  # where a prompt wants the question list inserted
 
 DEFAULTS: dict[str, Any] = {
     "model_id": OFFICIAL_MODEL,
@@ -53,15 +53,6 @@ DEFAULTS: dict[str, Any] = {
     "cache_dir": "",  # judge answer cache; "" = no disk cache
     "repair": True,  # one repair call for invalid JSON / omitted questions
 }
-
-
-class MissingAnswers(JudgeError):
-    """The judge left questions unanswered even after a follow-up call; ``response`` holds the rest."""
-
-    def __init__(self, message: str, response: JudgeResponse, missing: list[str]):
-        super().__init__(message)
-        self.response = response
-        self.missing = missing
 
 
 def api_key_from_env() -> str:

@@ -8,15 +8,12 @@ with the same rule, with OpenCV's mp4v codec). The digest that keys the answer c
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-import numpy as np
 
-from worldrecall.core.data import file_digest
-from worldrecall.core.judges import JudgeError
+from worldrecall.core.judges import JudgeError, as_frames, media_digest
 from worldrecall.core.video import IMAGE_SUFFIXES, VIDEO_SUFFIXES, Video, VideoError, write_video
 
 MIME_TYPES = {
@@ -51,26 +48,6 @@ class Media:
             self.size = self.path.stat().st_size
 
 
-def media_digest(video: Any) -> str:
-    """sha256 identifying the judge input's content (file bytes, or frame names+bytes, or pixels)."""
-    if isinstance(video, Video):
-        return video.content_hash()
-    if isinstance(video, (str, Path)):
-        p = Path(video)
-        if not p.exists():
-            raise JudgeError(f"{p}: judge input does not exist")
-        if p.is_dir():
-            try:
-                return Video(p).content_hash()
-            except VideoError as e:
-                raise JudgeError(str(e)) from None
-        return file_digest(p)
-    frames = _as_frames(video)
-    h = hashlib.sha256(str(frames.shape).encode())
-    h.update(np.ascontiguousarray(frames).tobytes())
-    return h.hexdigest()
-
-
 def prepare_media(video: Any, tmp_dir: Path) -> Media:
     """Resolve a judge input to one file, encoding frames to mp4 under ``tmp_dir`` when needed."""
     digest = media_digest(video)
@@ -88,21 +65,7 @@ def prepare_media(video: Any, tmp_dir: Path) -> Media:
         except VideoError as e:
             raise JudgeError(str(e)) from None
     else:
-        frames = _as_frames(video)
+        frames = as_frames(video)
     out = Path(tmp_dir) / f"{digest[:16]}.mp4"
     write_video(out, frames, official_fps(len(frames)))
     return Media(out, "video/mp4", digest, encoded=True)
-
-
-def _as_frames(video: Sequence[Any] | np.ndarray) -> np.ndarray:
-    try:
-        frames = (
-            np.asarray(video) if isinstance(video, np.ndarray) else np.stack([np.asarray(f) for f in video])
-        )
-    except (TypeError, ValueError) as e:
-        raise JudgeError(f"judge input frames cannot be stacked ({e})") from None
-    if frames.ndim != 4 or frames.shape[-1] != 3 or len(frames) == 0:
-        raise JudgeError(f"judge input frames must be [N,H,W,3] with N >= 1, got shape {tuple(frames.shape)}")
-    if frames.dtype != np.uint8:
-        raise JudgeError(f"judge input frames must be uint8 RGB, got {frames.dtype}")
-    return frames

@@ -92,10 +92,3 @@ def validate(value: Any, schema: Mapping[str, Any], where: str = "reply") -> Any
 def parse_reply(text: str | None, schema: Mapping[str, Any]) -> Any:
     """``validate(extract_json(text), schema)``."""
     return validate(extract_json(text), schema)
-
-
-def id_key(value: Any) -> str:
-    """Question ids compared as text: ``3``, ``"3"`` and ``3.0`` are the same question."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return str(value).strip()

@@ -7,9 +7,13 @@ torch, transformers, OpenCV, lpips or pyiqa (those are imported inside the facto
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 from collections.abc import Callable
 from typing import Any
 
+from worldrecall.core.components import Command, Registry
 from worldrecall.core.hookspecs import hookimpl
 from worldrecall.core.models import ModelSpec, Role
 from worldrecall.plugins.models import (
@@ -133,3 +137,37 @@ def register_models(register: Callable[..., None]) -> None:
         register(role)
     for spec in specs():
         register(spec)
+
+
+class ModelsCommand(Command):
+    """``worldrecall models list|fetch [NAME…]``: what each backend needs, what is here, prefetching."""
+
+    name = "models"
+    help = "list / prefetch perception backends' weights"
+
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("action", choices=["list", "fetch"])
+        parser.add_argument("names", nargs="*", help="backend names (default: all)")
+        parser.add_argument("--json", action="store_true")
+
+    def run(self, args: argparse.Namespace, registry: Registry) -> int:
+        from worldrecall.plugins.models.fetch import fetch, list_models
+
+        if args.action == "list":
+            rows = list_models(registry.models)
+            if args.json:
+                print(json.dumps(rows, indent=2, default=str))
+            else:
+                for r in rows:
+                    print("  ".join(f"{k}={v}" for k, v in r.items()))
+            return 0
+        failures = fetch(args.names or None, registry.models)
+        for line in failures:
+            print(f"error: {line}", file=sys.stderr)
+        return 1 if failures else 0
+
+
+@hookimpl
+def register_commands(register: Callable[..., None]) -> None:
+    """Register ``worldrecall models``."""
+    register(ModelsCommand())

@@ -9,7 +9,7 @@ import pandas as pd
 
 from worldrecall.core.components import Aggregator
 from worldrecall.core.data import ScoreRow
-from worldrecall.engine.tables import long_frame, status_counts
+from worldrecall.core.tables import long_frame, status_counts
 from worldrecall.plugins.stats.hierarchy import _level_keys, bootstrap_macro, macro_mean
 
 GROUP = ["benchmark", "model", "metric", "value_name", "backend"]
@@ -29,6 +29,7 @@ class MeanAggregator(Aggregator):
 
     name = "mean"
     description = "unweighted mean over scored cases; NaN skipped; failed/skipped counted beside it"
+    tables = {"mean": "summary", "status": "status"}
 
     def aggregate(self, rows: list[ScoreRow], params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         df = long_frame(rows)
@@ -43,6 +44,7 @@ class MacroAggregator(Aggregator):
 
     name = "macro"
     defaults = {"levels": ["subcategory", "domain"]}
+    tables = {"macro": "macro"}
 
     def aggregate(self, rows: list[ScoreRow], params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         df = long_frame(rows)
@@ -60,6 +62,8 @@ class BootstrapAggregator(Aggregator):
     name = "bootstrap"
     defaults = {"replicates": 2000, "seed": 0, "level": 0.95, "levels": ["subcategory", "domain"],
                 "values": "primary"}
+    tables = {"bootstrap": "intervals"}
+    uses_primary_values = True
 
     def aggregate(self, rows: list[ScoreRow], params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         p = {**self.defaults, **params}
@@ -80,6 +84,8 @@ class PairedAggregator(Aggregator):
     name = "paired"
     defaults = {"reference": "oracle", "replicates": 2000, "seed": 0, "level": 0.95,
                 "levels": ["subcategory", "domain"], "values": "primary"}
+    tables = {"paired": "paired"}
+    uses_primary_values = True
 
     def aggregate(self, rows: list[ScoreRow], params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         p = {**self.defaults, **params}

@@ -1,14 +1,36 @@
 """Built-in plugin entry point of the synthetic revisit suite (registered through the `worldrecall` group).
 
-The suite itself is built by :func:`worldrecall.plugins.synthetic.build.ensure_suite` (the ``suite.builder``
-in the config); the plugin contributes the validity-matrix aggregator.
+The plugin contributes the suite itself (``suite.builder=synthetic``, built by
+:func:`worldrecall.plugins.synthetic.build.ensure_suite`) and the validity-matrix aggregator.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from pathlib import Path
+from typing import Any, Mapping
+
+from worldrecall.core.components import Suite
 from worldrecall.core.hookspecs import hookimpl
+
+
+class SyntheticSuite(Suite):
+    """The built-in synthetic revisit suite: rendered scenes, counterfactual models, every protocol's layout."""
+
+    name = "synthetic"
+    description = "open3d-raycast revisit scenes with exact depth/poses/masks and eight counterfactual models"
+
+    def build(self, root: Path, params: Mapping[str, Any]) -> None:
+        from worldrecall.plugins.synthetic.build import ensure_suite
+
+        ensure_suite(root, **dict(params))
+
+
+@hookimpl
+def register_suites(register: Callable[..., None]) -> None:
+    """Register the ``synthetic`` suite (the default run's data)."""
+    register(SyntheticSuite())
 
 
 @hookimpl

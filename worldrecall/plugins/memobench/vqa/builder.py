@@ -16,7 +16,7 @@ alternative ``pass_rule="answer"`` judges by answer and polarity, as the scorer 
 and reply is saved as JSON under ``<out>/audit/<scene>-<id>/attempt-<k>/``, and the bank is written in the
 official CSV format, so a bank can be audited and rebuilt (with the judge's answer cache, for free).
 
-CLI: ``python -m worldrecall.plugins.memobench.vqa.builder --help``.
+CLI: ``worldrecall vqa-bank --help`` (a plugin command).
 """
 
 from __future__ import annotations
@@ -30,9 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from worldrecall.core.judges import Judge, JudgeError, JudgeResponse
-from worldrecall.plugins.judges.gemini import ALTERNATIVE_MODEL, MissingAnswers
-from worldrecall.plugins.judges.media import media_digest
-from worldrecall.plugins.judges.parsing import id_key
+from worldrecall.core.judges import MissingAnswers, id_key, media_digest
 from worldrecall.plugins.memobench.vqa.bank import (
     DIMENSIONS,
     bank_filename,
@@ -42,6 +40,7 @@ from worldrecall.plugins.memobench.vqa.bank import (
     write_bank_csv,
 )
 from worldrecall.plugins.memobench.vqa.prompts import (
+    ALTERNATIVE_MODEL,
     EVAL_SCHEMA,
     EVAL_SYSTEM,
     EVAL_USER,
@@ -395,11 +394,8 @@ def _write_json(path: Path, obj: Any) -> None:
 
 
 # -- CLI ---------------------------------------------------------------------------------------------
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m worldrecall.plugins.memobench.vqa.builder",
-        description="Build a MemoBench VQA question bank (needs GEMINI_API_KEY).",
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The bank builder's arguments (``worldrecall vqa-bank --help``)."""
     p.add_argument("--out", required=True, type=Path, help="folder for the bank CSV and the audit trail")
     p.add_argument("--first-frame", required=True, type=Path, help="the clip's first frame (jpg/png)")
     p.add_argument("--reference", required=True, type=Path, help="ground-truth video (file or frame folder)")
@@ -421,14 +417,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pass-rule", choices=("verdict", "answer"), default="verdict")
     p.add_argument("--base-url", default="", help="API endpoint override (proxies, tests)")
     p.add_argument("--api-version", default="")
-    return p
 
 
-def main(
-    argv: Sequence[str] | None = None, *, make_judge: Callable[[Mapping[str, Any]], Judge] | None = None
-) -> int:
-    """CLI entry point; returns the exit code (0 built, 1 build failed, 2 bad arguments / no judge)."""
-    args = _parser().parse_args(argv)
+def main(argv: Sequence[str] | None, *, make_judge: Callable[[Mapping[str, Any]], Judge]) -> int:
+    """Parse ``argv`` and build the bank with judges from ``make_judge`` (what ``worldrecall vqa-bank`` runs)."""
+    p = argparse.ArgumentParser(prog="worldrecall vqa-bank",
+                                description="Build a MemoBench VQA question bank (asks a VLM judge).")
+    add_arguments(p)
+    return run_builder(p.parse_args(argv), make_judge)
+
+
+def run_builder(args: argparse.Namespace, make_judge: Callable[[Mapping[str, Any]], Judge]) -> int:
+    """Build the bank for parsed arguments; returns the exit code (0 built, 1 build failed, 2 bad arguments /
+    no judge). Judges come from ``make_judge`` (the registry's judge factory), never from an import."""
     scene, video_id, prompt, hint = args.scene, args.video_id, args.prompt, args.hint
     if args.failure_cases:
         sc = split_clip(args.folder or "")
@@ -459,8 +460,6 @@ def main(
     if missing:
         print(f"error: missing {', '.join(missing)} (or give --failure-cases and --folder)", file=sys.stderr)
         return 2
-    if make_judge is None:
-        from worldrecall.plugins.judges.gemini import make_gemini_judge as make_judge  # noqa: N813
     opts = {
         "cache_dir": str(args.cache_dir or args.out / "judge_cache"),
         "base_url": args.base_url,
@@ -495,6 +494,3 @@ def main(
     print(f"{res.bank_path} ({len(res.final)} questions, {res.attempts} attempt(s); audit {res.audit_dir})")
     return 0
 
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

@@ -9,10 +9,12 @@ measurement cache, and the text itself keys the judge's answer cache.
 
 from __future__ import annotations
 
-from worldrecall.plugins.judges.gemini import QUESTIONS_TOKEN
+from worldrecall.core.judges import QUESTIONS_TOKEN
 from worldrecall.plugins.memobench.vqa.bank import DIMENSIONS
 
 PROMPT_VERSION = "memobench-vqa-1"
+OFFICIAL_MODEL = "gemini-3.1-pro-preview"  # the judge model of MemoBench's VQA code (all commits)
+ALTERNATIVE_MODEL = "gemini-3-flash-preview"  # MemoBench's docs default and its question generator
 
 EVAL_SYSTEM = (
     "You are an expert judge of world-model outputs. You audit AI-generated videos against the text "

@@ -1,0 +1,162 @@
+"""The layer rules, checked from the code's own imports (every `import`, also inside functions).
+
+core -> nothing else in worldrecall; registry -> core; formats -> core; engine -> core, registry (never a
+plugin); each plugin -> core, formats and its own package only. No import cycle between files or folders.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "worldrecall"
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every worldrecall module a file imports (absolute or relative, at any depth, incl. TYPE_CHECKING)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    me = _module_name(path).split(".")
+    pkg = me if path.name == "__init__.py" else me[:-1]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.split(".")[0] == "worldrecall")
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(pkg[: len(pkg) - node.level + 1] + ([base] if base else []))
+            if base.split(".")[0] != "worldrecall":
+                continue
+            for a in node.names:  # `from pkg import module` imports the module
+                out.add(f"{base}.{a.name}" if _is_module(f"{base}.{a.name}") else base)
+    return out
+
+
+def _is_module(name: str) -> bool:
+    p = PKG.parent.joinpath(*name.split("."))
+    return p.with_suffix(".py").is_file() or (p / "__init__.py").is_file()
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "worldrecall"
+    if parts[1] == "plugins" and len(parts) > 2:
+        return f"plugins.{parts[2]}"
+    return parts[1]
+
+
+ALLOWED = {
+    "worldrecall": {"worldrecall"},
+    "core": {"core", "worldrecall"},
+    "registry": {"registry", "core", "worldrecall"},
+    "formats": {"formats", "core", "worldrecall"},
+    "engine": {"engine", "registry", "core", "worldrecall"},
+    "conf": set(),
+    "plugins": {"core", "worldrecall"},  # worldrecall/plugins/__init__.py itself
+}
+
+
+def _graph() -> dict[str, set[str]]:
+    return {_module_name(p): {m for m in _imports(p) if _is_module(m)} for p in PKG.rglob("*.py")}
+
+
+def test_every_import_respects_the_layers():
+    bad = []
+    for mod, deps in sorted(_graph().items()):
+        layer = _layer(mod)
+        if layer == "worldrecall":  # the package root re-exports the plugin-author API from core only
+            allowed = {"worldrecall", "core"}
+        elif layer.startswith("plugins."):
+            allowed = {layer, "core", "formats", "worldrecall"}
+        else:
+            allowed = ALLOWED[layer]
+        bad += [f"{mod} ({layer}) imports {d} ({_layer(d)})" for d in sorted(deps) if _layer(d) not in allowed]
+    print("\n".join(["layer violations:", *bad]) if bad else "layer violations: 0")
+    assert not bad, "\n".join(bad)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one node (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle_between_files():
+    graph = _graph()
+    # a package's __init__ importing its own submodules is not a cycle a reader has to untangle
+    g = {m: {d for d in deps if not m.startswith(d + ".")} for m, deps in graph.items()}
+    cycles = _cycles(g)
+    print(f"files: {len(graph)}; file cycles: {len(cycles)}")
+    assert not cycles, cycles
+
+
+def test_no_import_cycle_between_folders():
+    folders: dict[str, set[str]] = defaultdict(set)
+    for mod, deps in _graph().items():
+        a = mod.rsplit(".", 1)[0] if (PKG.parent / (mod.replace(".", "/") + ".py")).is_file() else mod
+        for d in deps:
+            b = d.rsplit(".", 1)[0] if (PKG.parent / (d.replace(".", "/") + ".py")).is_file() else d
+            if a != b and not a.startswith(b + ".") and not b.startswith(a + "."):
+                folders[a].add(b)
+    cycles = _cycles(dict(folders))
+    print(f"folder cycles: {len(cycles)}")
+    assert not cycles, cycles
+
+
+def test_layer_report(capsys):
+    """Files per layer (printed for the record; the rules above are what is enforced)."""
+    per: dict[str, int] = defaultdict(int)
+    for mod in _graph():
+        per[_layer(mod).split(".")[0]] += 1
+    assert per["core"] and per["registry"] and per["engine"] and per["plugins"]
+    print(dict(sorted(per.items())))
+
+
+@pytest.mark.parametrize("layer", ["core"])
+def test_core_stays_small(layer):
+    lines = sum(len(p.read_text().splitlines()) for p in (PKG / layer).rglob("*.py"))
+    print(f"{layer}: {lines} lines")
+    assert lines < 1800, f"{layer}/ has {lines} lines; it is the contract and should stay small"

@@ -1,0 +1,180 @@
+"""Stage 3 — executors: run the per-case pipeline over groups of cases, serially or in forked workers.
+
+Both executors have one interface, :meth:`run`, and the same contract: rows go to ``emit`` in the parent
+only (the parent alone decides a row is done and appends it), one call per case, as cases finish. A forked
+worker that dies (SIGKILL, out of memory, a segfault in a native library) costs exactly the case it was
+scoring: that case gets failed rows with a one-line reason, the rest of its group goes to a new worker, and
+the run continues.
+
+Groups are a clip's cases (all models of one clip), so a shared reference video is decoded once per worker.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing as mp
+import os
+import signal
+import sys
+from collections import deque
+from multiprocessing.connection import Connection, wait
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+from worldrecall.core.data import Case, CaseError, ScoreRow
+from worldrecall.core.results import json_default
+
+log = logging.getLogger(__name__)
+
+Item = Case | CaseError
+Work = Callable[[Item], list[ScoreRow]]                # one case -> its rows (runs in the worker)
+Emit = Callable[[Item, list[ScoreRow]], None]          # parent: record a case's rows
+Dead = Callable[[Item, str], list[ScoreRow]]           # parent: rows for a case whose worker died
+
+
+class Executor(Protocol):
+    """Runs ``work`` on every item of every group; ``emit`` receives each item's rows in the parent."""
+
+    def run(self, groups: Sequence[Sequence[Item]], work: Work, emit: Emit, dead: Dead,
+            counters: "CounterHooks") -> None: ...
+
+
+class CounterHooks(Protocol):
+    """How an executor resets, reads and merges the pipeline's counters across processes."""
+
+    def reset_counters(self) -> None: ...
+    def snapshot(self) -> dict[str, dict[str, float]]: ...
+    def merge(self, other: Mapping[str, Mapping[str, float]]) -> None: ...
+
+
+class SerialExecutor:
+    """Everything in this process, in order."""
+
+    def run(self, groups: Sequence[Sequence[Item]], work: Work, emit: Emit, dead: Dead,
+            counters: CounterHooks) -> None:
+        for group in groups:
+            for item in group:
+                emit(item, work(item))
+
+
+class ForkExecutor:
+    """Up to ``workers`` forked processes, each taking one group at a time from the parent.
+
+    Fork (not spawn): workers inherit the planned run — registry, hubs, caches, the groups — without
+    pickling anything. Messages are JSON over pipes.
+    """
+
+    def __init__(self, workers: int):
+        self.workers = max(1, int(workers))
+
+    def run(self, groups: Sequence[Sequence[Item]], work: Work, emit: Emit, dead: Dead,
+            counters: CounterHooks) -> None:
+        ctx = mp.get_context("fork")
+        todo: deque[tuple[int, int]] = deque((g, 0) for g in range(len(groups)))  # (group, first item)
+        live: dict[Connection, _Worker] = {}
+        os.environ.setdefault("OMP_NUM_THREADS", "1")  # for a torch first imported inside a worker
+
+        def start() -> None:
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_worker_main, args=(child, groups, work, counters), daemon=True)
+            proc.start()
+            child.close()
+            live[parent] = _Worker(proc, parent)
+
+        def assign(w: _Worker) -> None:
+            if todo:
+                w.group, w.next_item = todo.popleft()
+                w.conn.send_bytes(json.dumps([w.group, w.next_item]).encode())
+            else:
+                w.group = None
+                w.conn.send_bytes(b"null")  # no more work: the worker exits
+
+        for _ in range(min(self.workers, len(todo))):
+            start()
+        for w in list(live.values()):
+            assign(w)
+        try:
+            while any(w.group is not None for w in live.values()):
+                ready = wait([w.conn for w in live.values() if w.group is not None])
+                for conn in ready:
+                    w = live[conn]
+                    try:
+                        msg = json.loads(conn.recv_bytes())
+                    except (EOFError, OSError):
+                        self._died(w, groups, todo, dead, emit)
+                        conn.close()
+                        del live[conn]
+                        if todo:
+                            start()
+                            assign(list(live.values())[-1])
+                        continue
+                    if msg["t"] == "rows":
+                        emit(groups[w.group][msg["i"]], [ScoreRow.from_json(r) for r in msg["rows"]])
+                        w.next_item = msg["i"] + 1
+                    elif msg["t"] == "done":
+                        counters.merge(msg["counters"])
+                        assign(w)
+        finally:
+            for w in live.values():
+                try:
+                    if w.group is not None:
+                        w.proc.kill()
+                    w.conn.close()
+                except OSError:
+                    pass
+                w.proc.join(timeout=5)
+
+    @staticmethod
+    def _died(w: "_Worker", groups: Sequence[Sequence[Item]], todo: deque[tuple[int, int]], dead: Dead,
+              emit: Emit) -> None:
+        """The worker died mid-group: its current case fails, the rest of its group is queued again."""
+        w.proc.join(timeout=5)
+        group = groups[w.group]
+        item = group[w.next_item]
+        reason = f"worker process died while scoring this case ({_exit_reason(w.proc.exitcode)})"
+        log.error("%s/%s: %s", item.model, item.case_id, reason)
+        emit(item, dead(item, reason))
+        if w.next_item + 1 < len(group):
+            todo.appendleft((w.group, w.next_item + 1))
+        w.group = None
+
+
+class _Worker:
+    def __init__(self, proc: Any, conn: Connection):
+        self.proc, self.conn = proc, conn
+        self.group: int | None = None
+        self.next_item = 0
+
+
+def _worker_main(conn: Connection, groups: Sequence[Sequence[Item]], work: Work, counters: CounterHooks) -> None:
+    """A forked worker: take (group, first item) tasks until told to stop; send rows per case, counters per group."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    if "torch" in sys.modules:  # one intra-op thread per worker: the workers already fill the cores
+        sys.modules["torch"].set_num_threads(1)
+    while True:
+        task = json.loads(conn.recv_bytes())
+        if task is None:
+            return
+        g, first = task
+        counters.reset_counters()
+        for i in range(first, len(groups[g])):
+            rows = work(groups[g][i])
+            conn.send_bytes(json.dumps({"t": "rows", "i": i, "rows": [r.to_json() for r in rows]},
+                                       default=json_default, allow_nan=True).encode())
+        conn.send_bytes(json.dumps({"t": "done", "counters": counters.snapshot()}).encode())
+
+
+def _exit_reason(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = ", e.g. the out-of-memory killer" if -code == signal.SIGKILL else ""
+        return f"killed by {name}{hint}"
+    return f"exit code {code}"
+
+
+def make_executor(workers: int) -> Executor:
+    """The serial executor for one worker, else the forked one."""
+    return SerialExecutor() if workers <= 1 else ForkExecutor(workers)

@@ -1,0 +1,220 @@
+"""Stage 2 — the per-case pipeline: align -> measure (cached) -> score (pure, memoised) -> rows.
+
+:meth:`CasePipeline.rows` turns one case into one row per metric. Every failure is caught here and becomes
+that row's status and one-line reason; nothing a case does can end the run. The pipeline holds no global
+state: its caches, hubs and counters are attributes, so a forked worker carries its own copy.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from worldrecall.core.cache import MeasurementCache, ScoreCache, cache_key
+from worldrecall.core.components import MeasureContext, Metric
+from worldrecall.core.data import Alignment, Case, CaseError, CaseFailure, ScoreRow, one_line
+from worldrecall.core.results import json_default
+from worldrecall.core.judges import JudgeError, JudgeHub
+from worldrecall.core.models import BackendUnavailable, ModelHub
+from worldrecall.core.video import VideoError, VideoPool
+from worldrecall.engine.plan import BenchmarkPlan
+from worldrecall.registry.host import PluginHost
+
+log = logging.getLogger(__name__)
+
+IsFinal = Callable[[tuple[str, str, str, str]], bool]
+
+
+@dataclass
+class Counters:
+    """What a pipeline did: seconds per stage, cache hits, decodes and model time (merged across workers)."""
+
+    timing: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    cache: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    decodes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    model_seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+    def to_json(self) -> dict[str, dict[str, float]]:
+        return {k: dict(getattr(self, k)) for k in ("timing", "cache", "decodes", "model_seconds")}
+
+    def merge(self, other: Mapping[str, Mapping[str, float]]) -> None:
+        for part, values in other.items():
+            target = getattr(self, part)
+            for k, v in values.items():
+                target[k] += v
+
+
+class CasePipeline:
+    """Align, measure and score one case with every metric of a plan."""
+
+    def __init__(self, host: PluginHost, hub: ModelHub, judges: JudgeHub, pool: VideoPool, cache_root: Path,
+                 *, artifacts: bool, device: str, batch_size: int):
+        self.host, self.hub, self.judges, self.pool = host, hub, judges, pool
+        self.measurements = MeasurementCache(cache_root / "measurements")
+        self.scores = ScoreCache(cache_root / "scores")
+        self.alignments = ScoreCache(cache_root / "alignments")  # same pure-function memo, own counters
+        self.artifacts_dir = cache_root / "artifacts"
+        self.write_artifacts, self.device, self.batch_size = artifacts, device, batch_size
+        self.counters = Counters()
+        self.merged = Counters()  # what forked workers reported
+
+    # -- counters -------------------------------------------------------------------------------
+    def reset_counters(self) -> None:
+        """Start counting from zero (a forked worker reports only its own work)."""
+        self.counters = Counters()
+        self.pool.decode_counts.clear()
+        self.hub.forward_seconds.clear()
+        self.measurements.hits = self.measurements.misses = self.measurements.corrupt = 0
+        self.scores.hits = self.alignments.hits = 0
+
+    def snapshot(self) -> dict[str, dict[str, float]]:
+        """Counters including the caches', decodes and model time accumulated since the last reset."""
+        out = self.counters.to_json()
+        out["cache"].update({"hits": self.measurements.hits, "misses": self.measurements.misses,
+                             "corrupt": self.measurements.corrupt, "score_hits": self.scores.hits,
+                             "alignment_hits": self.alignments.hits})
+        out["decodes"] = dict(self.pool.decode_counts)
+        out["model_seconds"] = dict(self.hub.forward_seconds)
+        return out
+
+    def merge(self, other: Mapping[str, Mapping[str, float]]) -> None:
+        """Add a worker's counters (its :meth:`snapshot`) to this run's totals."""
+        self.merged.merge(other)
+
+    def totals(self) -> dict[str, dict[str, float]]:
+        """This process's counters plus every merged worker's."""
+        t = Counters()
+        t.merge(self.snapshot())
+        t.merge(self.merged.to_json())
+        return t.to_json()
+
+    def _tick(self, stage: str, t0: float) -> None:
+        self.counters.timing[stage] += time.perf_counter() - t0
+
+    # -- rows -----------------------------------------------------------------------------------
+    def failure_rows(self, plan: BenchmarkPlan, item: Case | CaseError, stage: str, reason: str,
+                     is_final: IsFinal) -> list[ScoreRow]:
+        """One failed row per metric not already final, with the same one-line reason."""
+        return [ScoreRow(plan.name, item.model, item.case_id, name, {}, "failed", f"{stage}: {one_line(reason)}",
+                         dict(item.strata), metric.version, warnings=list(item.warnings))
+                for name, metric in plan.metrics.items() if not is_final((plan.name, item.model, item.case_id, name))]
+
+    def rows(self, plan: BenchmarkPlan, item: Case | CaseError, is_final: IsFinal) -> list[ScoreRow]:
+        """The rows of one case (every metric not already final), in metric order."""
+        if isinstance(item, CaseError):
+            return self.failure_rows(plan, item, item.stage, item.reason, is_final)
+        case = item
+        out: list[ScoreRow] = []
+        alignments: dict[str, Alignment | CaseFailure] = {}
+        for name, metric in plan.metrics.items():
+            if is_final((plan.name, case.model, case.case_id, name)):
+                continue
+            row = ScoreRow(plan.name, case.model, case.case_id, name, {}, strata=dict(case.strata),
+                           metric_version=metric.version,
+                           backend=self.hub.backend_names(metric.models + metric.optional_models),
+                           warnings=list(case.warnings))
+            if name in plan.skipped:
+                row.status, row.reason = "skipped", plan.skipped[name]
+                out.append(row)
+                continue
+            aligner = plan.aligner_for(metric)
+            if aligner not in alignments:
+                alignments[aligner] = self.align(aligner, case, plan.params_for(aligner))
+            alignment = alignments[aligner]
+            if isinstance(alignment, CaseFailure):
+                row.status, row.reason = "failed", f"align: {alignment}"
+            else:
+                self.measure_and_score(metric, case, alignment, row)
+            out.append(row)
+        return out
+
+    def align(self, name: str, case: Case, params: Mapping[str, Any]) -> Alignment | CaseFailure:
+        """The case's alignment (memoised: a pure function of its inputs and params), or why there is none."""
+        t0 = time.perf_counter()
+        try:
+            if not name:
+                return Alignment()
+            aligner = self.host.aligner(name)
+            n = case.video.num_frames if case.video is not None else None
+            if n is not None and n < aligner.min_frames:
+                return CaseFailure(f"{case.video.path}: {n} frame(s); the {name} aligner needs at least "
+                                   f"{aligner.min_frames}")
+            merged = {**aligner.defaults, **params}
+            key = cache_key({"aligner": name, "case": case.fingerprint(), "params": merged})
+            memo = self.alignments.get(name, key)
+            if memo is not None:
+                return Alignment.from_json(memo)
+            alignment = aligner.align(case, merged)
+            self.alignments.put(name, key, json.loads(json.dumps(alignment.to_json(), default=json_default)))
+            return alignment
+        except (CaseFailure, VideoError) as e:
+            return CaseFailure(one_line(e))
+        except Exception as e:
+            return CaseFailure(f"{type(e).__name__}: {one_line(e)}")
+        finally:
+            self._tick("align", t0)
+
+    def measure_and_score(self, metric: Metric, case: Case, alignment: Alignment, row: ScoreRow) -> None:
+        """Fill ``row`` with the metric's values (or its failure/skip); never raises."""
+        stage = "measure"
+        try:
+            t0 = time.perf_counter()
+            key = cache_key({
+                "metric": metric.name, "version": metric.version, "case": case.fingerprint(),
+                "alignment": alignment.to_json(), "params": metric.params,
+                "models": self.hub.identities(metric.models),
+                "optional_models": {r: self.hub.selection.get(r) or "" for r in metric.optional_models},
+                "extra": metric.cache_params(case, alignment),
+            })
+            score_key = cache_key({"measurement": key, "version": metric.version, "thresholds": metric.thresholds,
+                                   "artifacts": self.write_artifacts})
+            memo = self.scores.get(metric.name, score_key)
+            if memo is not None:  # pure score of the same inputs: reuse (no measurement load at all)
+                row.values = memo["values"]
+                row.info = {"alignment": alignment.to_json(), "cache_hit": True, "score_cache_hit": True}
+                if memo.get("artifacts"):
+                    row.info["artifacts"] = memo["artifacts"]
+                row.warnings.extend(w for w in memo.get("warnings", []) if w not in row.warnings)
+                self._tick("measure", t0)
+                return
+            ctx = MeasureContext(models=self.hub, judges=self.judges, artifacts_dir=self.artifacts_dir,
+                                 device=self.device, batch_size=self.batch_size)
+            measurement, hit = self.measurements.get_or_compute(metric.name, key,
+                                                                lambda: metric.measure(case, alignment, ctx))
+            self._tick("measure", t0)
+            stage, t0 = "score", time.perf_counter()
+            values = metric.score(measurement, metric.thresholds)
+            row.values = {k: _num(v) for k, v in values.items()}
+            row.info = {"alignment": alignment.to_json(), "cache_hit": hit}
+            self._tick("score", t0)
+            paths: list[Path] = []
+            if self.write_artifacts:
+                t0 = time.perf_counter()
+                # content-addressed like the score itself, so a re-scored sweep job reuses them
+                paths = list(metric.artifacts(measurement, metric.thresholds,
+                                              self.artifacts_dir / metric.name / score_key[:2] / score_key))
+                if paths:
+                    row.info["artifacts"] = [str(p) for p in paths]
+                self._tick("artifacts", t0)
+            self.scores.put(metric.name, score_key, {"values": row.values, "artifacts": [str(p) for p in paths]})
+        except BackendUnavailable as e:
+            row.status, row.reason = "skipped", f"{metric.name} skipped: {one_line(e)}"
+        except (CaseFailure, VideoError, JudgeError) as e:
+            row.status, row.reason = "failed", f"{stage}: {one_line(e)}"
+        except Exception as e:  # a bug in one metric must not end the run; the reason says where
+            log.debug("metric %s failed on %s", metric.name, case.key, exc_info=True)
+            row.status, row.reason = "failed", f"{stage}: {metric.name} raised {type(e).__name__}: {one_line(e)}"
+
+
+def _num(v: Any) -> float | None:
+    if v is None:
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,158 @@
+"""Stage 1 — plan: which benchmarks run, with which components, over which cases.
+
+A plan is built from the resolved config and the registry only: loader, aligner, metric instances (params
+and thresholds type-checked), metrics that must be skipped (a backend or judge unavailable, and why), the
+load request, and the benchmark's own aggregators. :func:`load_cases` then turns a plan into this shard's
+work list; one bad case never ends the list.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from worldrecall.core.cache import cache_key
+from worldrecall.core.components import ConfigTypeError, Loader, LoadRequest, Metric
+from worldrecall.core.data import Case, CaseError, one_line
+from worldrecall.core.judges import JudgeError, JudgeHub
+from worldrecall.core.models import BackendUnavailable, ModelHub
+from worldrecall.core.video import VideoPool
+from worldrecall.engine.config import validate_benchmark
+from worldrecall.registry.host import PluginHost
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BenchmarkPlan:
+    """One benchmark's resolved pieces for this run."""
+
+    name: str
+    loader: Loader
+    aligner_name: str
+    aligner_params: dict[str, Any]
+    metrics: dict[str, Metric]            # registered name -> instance
+    skipped: dict[str, str]               # registered name -> reason (backend/judge unavailable)
+    request: LoadRequest
+    aggregators: list[str]
+
+    def aligner_for(self, metric: Metric) -> str:
+        """The aligner a metric declares, else the benchmark's own."""
+        return metric.aligner or self.aligner_name
+
+    def params_for(self, aligner_name: str) -> dict[str, Any]:
+        """Flat ``aligner_params`` go to the benchmark's aligner; ``{<aligner name>: {...}}`` entries to others."""
+        nested = self.aligner_params.get(aligner_name)
+        if isinstance(nested, Mapping):
+            return dict(nested)
+        if aligner_name != self.aligner_name:
+            return {}
+        return {k: v for k, v in self.aligner_params.items() if not isinstance(v, Mapping) or "." not in k}
+
+
+def shard_of(case_id: str, count: int) -> int:
+    """Deterministic shard of a case id (all models of one clip land in the same shard)."""
+    return int(hashlib.sha256(case_id.encode()).hexdigest()[:8], 16) % max(count, 1)
+
+
+def run_key(cfg: Mapping[str, Any]) -> str:
+    """What decides the rows: benchmarks (metrics, params, thresholds, data), backends, suite, filters."""
+    parts = {k: cfg.get(k) for k in ("benchmarks", "models", "suite", "only", "models_only")}
+    parts["shard_count"] = cfg["shard"]["count"]
+    return cache_key(parts)[:16]
+
+
+def plan_benchmarks(cfg: Mapping[str, Any], host: PluginHost, hub: ModelHub, judges: JudgeHub,
+                    pool: VideoPool) -> list[BenchmarkPlan]:
+    """A plan per enabled benchmark (``only`` filters by name)."""
+    only = cfg["only"]
+    plans = []
+    for name, b in (cfg["benchmarks"] or {}).items():
+        if not b or not b.get("enabled", True) or (only is not None and name not in only):
+            continue
+        plans.append(_plan_one(cfg, name, b, host, hub, judges, pool))
+    return plans
+
+
+def _plan_one(cfg: Mapping[str, Any], name: str, node: Mapping[str, Any], host: PluginHost, hub: ModelHub,
+              judges: JudgeHub, pool: VideoPool) -> BenchmarkPlan:
+    b = validate_benchmark(name, dict(node))
+    metrics: dict[str, Metric] = {}
+    skipped: dict[str, str] = {}
+    for short, mcfg in (b["metrics"] or {}).items():
+        mcfg = dict(mcfg or {})
+        if not mcfg.pop("enabled", True):
+            continue
+        full = f"{name}.{short}"
+        unknown = set(mcfg) - {"params", "thresholds"}
+        if unknown:
+            raise ConfigTypeError(f"benchmarks.{name}.metrics.{short}: unknown keys {sorted(unknown)}")
+        metrics[full] = host.metric(full)(mcfg.get("params"), mcfg.get("thresholds"))
+        reason = availability(metrics[full], hub, judges)
+        if reason:
+            skipped[full] = reason
+    request = LoadRequest(data_root=Path(b["data_root"]) if b["data_root"] else Path("."),
+                          generations=resolve_generations(b["generations"], cfg["models_only"]),
+                          options=dict(b["loader_options"]), pool=pool)
+    return BenchmarkPlan(name=name, loader=host.loader(b["loader"]), aligner_name=b["aligner"] or "",
+                         aligner_params=dict(b["aligner_params"]), metrics=metrics, skipped=skipped,
+                         request=request, aggregators=list(b["aggregators"]))
+
+
+def availability(metric: Metric, hub: ModelHub, judges: JudgeHub) -> str:
+    """'' when every backend/judge the metric needs can be built, else why not (the metric is skipped)."""
+    for role in metric.models:
+        try:
+            hub.get(role)
+        except BackendUnavailable as e:
+            return f"{metric.name} skipped: {e}"
+    for judge in metric.judge_names():
+        try:
+            judges.get(judge)
+        except (JudgeError, BackendUnavailable) as e:
+            return f"{metric.name} skipped: {e}"
+    return ""
+
+
+def load_cases(plan: BenchmarkPlan, shard_index: int, shard_count: int) -> list[Case | CaseError]:
+    """This shard's cases of one benchmark, case-major (all models of a clip together).
+
+    A case id listed twice for one model keeps its first copy; the duplicate becomes a warning on that
+    case's rows (never a second row, never a failure of the good copy).
+    """
+    try:
+        stream = list(plan.loader.load(plan.request))
+    except Exception as e:  # a loader bug must not lose the other benchmarks
+        log.error("loader %s failed: %s", plan.loader.name, e)
+        return [CaseError(plan.name, "*", "*", "load",
+                          f"loader {plan.loader.name} failed: {type(e).__name__}: {one_line(e)}")]
+    items: dict[tuple[str, str], Case | CaseError] = {}
+    for it in stream:
+        if shard_of(it.case_id, shard_count) != shard_index:
+            continue
+        key = (it.model, it.case_id)
+        if key in items:
+            items[key].warnings.append(f"duplicate case id {it.case_id!r} for model {it.model!r} in the "
+                                       f"{plan.loader.name} loader's output; the later copy was ignored")
+            continue
+        items[key] = it
+    return sorted(items.values(), key=lambda c: (c.case_id, c.model, isinstance(c, CaseError)))
+
+
+def resolve_generations(gens: Any, only: Iterable[str] | None) -> dict[str, Path]:
+    """A folder with one sub-folder per model, or an explicit mapping model -> path."""
+    out: dict[str, Path] = {}
+    if gens is None:
+        return out
+    if isinstance(gens, Mapping):
+        out = {str(k): Path(v) for k, v in gens.items()}
+    else:
+        root = Path(gens)
+        if root.is_dir():
+            out = {p.name: p for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith(".")}
+    if only:
+        out = {k: v for k, v in out.items() if k in set(only)}
+    return out
