@@ -12,7 +12,13 @@ os.environ.setdefault("TORCH_HOME", tempfile.mkdtemp(prefix="wr-torch-home-"))
 os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="wr-hf-home-"))
 os.environ["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"
 os.environ.pop("MLFLOW_TRACKING_URI", None)
-os.environ.pop("WORLDRECALL_PLUGINS", None)
+# Pin the built-in plugins (this distribution's own entry points): whatever else is installed in the
+# environment (a user's plugins, a half-uninstalled example) cannot change what the tests see.
+import importlib.metadata as _md  # noqa: E402
+
+os.environ["WORLDRECALL_PLUGINS"] = ",".join(sorted(
+    ep.name for ep in _md.entry_points(group="worldrecall")
+    if ep.dist is not None and ep.dist.metadata["Name"] == "worldrecall"))
 os.environ.pop("WORLDRECALL_STRICT_PLUGINS", None)
 for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
     os.environ.pop(key, None)

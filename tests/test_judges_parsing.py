@@ -8,7 +8,8 @@ import pytest
 
 from worldrecall.core.judges import JudgeError
 from worldrecall.plugins.judges.answer_cache import AnswerCache, request_key
-from worldrecall.plugins.judges.parsing import ReplyError, extract_json, id_key, parse_reply, validate
+from worldrecall.core.judges import id_key
+from worldrecall.plugins.judges.parsing import ReplyError, extract_json, parse_reply, validate
 from worldrecall.plugins.judges.retry import (
     Deadline,
     RetryPolicy,

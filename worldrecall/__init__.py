@@ -1,1 +1,36 @@
+"""worldrecall: does a video world model remember?
+
+The plugin-author API, importable from one place::
+
+    from worldrecall import hookimpl, Metric, Loader, Aligner, Aggregator, Case, Alignment, Phase, Value
+
+Everything here is re-exported from :mod:`worldrecall.core` (the contract); see docs/plugins.md.
+"""
+
+from worldrecall.core.components import (
+    Aggregator,
+    Aligner,
+    Command,
+    ConfigTypeError,
+    Loader,
+    LoadRequest,
+    MeasureContext,
+    Metric,
+    Registry,
+    Suite,
+    Value,
+)
+from worldrecall.core.data import Alignment, Case, CaseError, CaseFailure, Phase, ScoreRow
+from worldrecall.core.hookspecs import hookimpl, hookspec
+from worldrecall.core.judges import Judge, JudgeError, JudgeResponse, JudgeSpec
+from worldrecall.core.models import BackendUnavailable, Detection, ModelSpec, Role, WeightFile
+from worldrecall.core.video import Video, VideoError
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "Aggregator", "Aligner", "Alignment", "BackendUnavailable", "Case", "CaseError", "CaseFailure", "Command",
+    "ConfigTypeError", "Detection", "Judge", "JudgeError", "JudgeResponse", "JudgeSpec", "LoadRequest", "Loader",
+    "MeasureContext", "Metric", "ModelSpec", "Phase", "Registry", "Role", "ScoreRow", "Suite", "Value", "Video",
+    "VideoError", "WeightFile", "__version__", "hookimpl", "hookspec",
+]

@@ -11,14 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from worldrecall.core.atomic import atomic_write_text
+from worldrecall.core.atomic import atomic_write, atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -99,21 +97,8 @@ class MeasurementCache:
         payload = dict(arrays)
         payload[_META] = np.frombuffer(meta_bytes, dtype=np.uint8)
         payload[_DIGEST] = np.frombuffer(_digest(arrays, meta_bytes).encode(), dtype=np.uint8)
-        p = self.path_for(metric, key)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-", suffix=".npz")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, **payload)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, p)  # atomic publish: readers see the old entry or the whole new one
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        # atomic publish: readers see the old entry or the whole new one
+        atomic_write(self.path_for(metric, key), lambda f: np.savez(f, **payload), fsync=True)
 
     def get_or_compute(self, metric: str, key: str, compute: Callable[[], Mapping[str, Any]]) -> tuple[dict[str, Any], bool]:
         """Return (measurement, hit). Round-trips fresh results through the same encoding as cached ones."""

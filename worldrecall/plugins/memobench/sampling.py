@@ -38,11 +38,6 @@ def phase_ranges(h: int, r: int, n: int) -> dict[str, tuple[int, int]]:
     return {"V": (0, h), "D": (h, r), "R": (r, n - 1), "ALL": (0, n - 1)}
 
 
-def clamp_index(i: int, n: int) -> int:
-    """Out-of-range frame requests are clamped to [0, N-1], as the official readers do."""
-    return min(max(int(i), 0), n - 1)
-
-
 def step_indices(start: int, end: int, step: int, n: int) -> list[int]:
     """``start, start+step, … <= end`` with start clamped to >= 0 and end to <= N-1 (``iter_indices``)."""
     return list(range(max(0, start), min(n - 1, end) + 1, step))

@@ -140,23 +140,22 @@ class _SceneF1Base(Metric):
         return out
 
     # -- score -----------------------------------------------------------------------------------
-    @staticmethod
-    def kernel(observation: np.ndarray, revisit: np.ndarray, th: Mapping[str, Any], *,
-               keep_points: bool = False) -> KernelResult:
-        """Run the B.7 kernel with the kernel thresholds of ``th`` (memoised: artifacts reuse the score's run)."""
+    def kernel(self, observation: np.ndarray, revisit: np.ndarray, th: Mapping[str, Any]) -> KernelResult:
+        """The B.7 kernel under the thresholds ``th``, with per-point outcomes for the artifacts.
+
+        Memoised on this metric instance (the engine scores, then writes the artifacts of the same case with
+        the same instance), so the artifacts reuse the score's run; at most 4 entries: one case's clouds and legs.
+        """
         key = (_digest(observation), _digest(revisit), tuple(sorted((k, str(v)) for k, v in th.items())))
-        hit = _KERNEL_MEMO.get(key)
-        if hit is not None:
-            return hit
-        res = _SceneF1Base._kernel(observation, revisit, th, keep_points=True)
-        while len(_KERNEL_MEMO) >= 4:  # score, legs, then artifacts of one case reuse these entries
-            _KERNEL_MEMO.pop(next(iter(_KERNEL_MEMO)))
-        _KERNEL_MEMO[key] = res
-        return res
+        memo: dict[tuple, KernelResult] = self.__dict__.setdefault("_kernels", {})
+        if key not in memo:
+            while len(memo) >= 4:
+                memo.pop(next(iter(memo)))
+            memo[key] = self._kernel(observation, revisit, th)
+        return memo[key]
 
     @staticmethod
-    def _kernel(observation: np.ndarray, revisit: np.ndarray, th: Mapping[str, Any], *,
-                keep_points: bool = False) -> KernelResult:
+    def _kernel(observation: np.ndarray, revisit: np.ndarray, th: Mapping[str, Any]) -> KernelResult:
         return score_point_clouds(
             observation, revisit, voxel_size=float(th["voxel_size"]), alignment=str(th["alignment"]),
             centroid_align=bool(th["centroid_align"]),
@@ -165,7 +164,7 @@ class _SceneF1Base(Metric):
             float32=bool(th["float32"] or th["official_parity"]), icp_max_iterations=int(th["icp_max_iterations"]),
             icp_trim=float(th["icp_trim"]), icp_tolerance=float(th["icp_tolerance"]),
             icp_max_translation_ratio=float(th["icp_max_translation_ratio"]),
-            icp_max_rotation_deg=float(th["icp_max_rotation_deg"]), keep_points=keep_points)
+            icp_max_rotation_deg=float(th["icp_max_rotation_deg"]), keep_points=True)
 
     def _gate(self, m: Mapping[str, Any], th: Mapping[str, Any]) -> bool | None:
         facts = m.get("facts") or {}
@@ -238,13 +237,10 @@ class _SceneF1Base(Metric):
             return []
         th = {**type(self).thresholds, **dict(thresholds)}
         try:
-            res = self.kernel(np.asarray(m["observation"]), np.asarray(m["revisit"]), th, keep_points=True)
+            res = self.kernel(np.asarray(m["observation"]), np.asarray(m["revisit"]), th)
         except NotApplicable:
             return []
         return write_artifacts(res, Path(out_dir), title=f"{self.name}  F1={res.f1:.3f}")
-
-
-_KERNEL_MEMO: dict[tuple, KernelResult] = {}
 
 
 def _digest(a: np.ndarray) -> str:

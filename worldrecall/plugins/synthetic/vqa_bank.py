@@ -19,13 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from worldrecall.plugins.memobench.vqa.bank import BANK_COLUMNS as _BANK_COLUMNS
-from worldrecall.plugins.memobench.vqa.bank import DIMENSIONS as _BANK_DIMENSIONS
-from worldrecall.plugins.memobench.vqa.bank import FAILURE_COLUMNS as _FAILURE_COLUMNS
+from worldrecall.formats.memobench_vqa import BANK_COLUMNS as _BANK_COLUMNS
+from worldrecall.formats.memobench_vqa import DIMENSIONS as _BANK_DIMENSIONS
+from worldrecall.formats.memobench_vqa import FAILURE_COLUMNS as _FAILURE_COLUMNS
 from worldrecall.plugins.synthetic.programs import describe
 from worldrecall.plugins.synthetic.story import CaseStory
 
-# the official bank format is defined once, by the loader that reads it
+# the official bank format is defined once, in formats/ (the MemoBench VQA plugin reads the same)
 DIMENSIONS = tuple(_BANK_DIMENSIONS)
 IF, OB, CM, PA = DIMENSIONS
 BANK_COLUMNS = tuple(_BANK_COLUMNS)
