@@ -38,7 +38,14 @@ def _rows() -> list[ScoreRow]:
 
 
 def _agg(**params):
-    return MemoBenchLeaderboard().aggregate(_rows(), {"replicates": 200, **params})
+    # canonical_models off: these tests pin the table maths on the models' names as given ("A", "B");
+    # directions come from the metrics' declared metadata, passed by the engine as value_meta
+    from worldrecall.engine.aggregate import value_meta
+    from worldrecall.registry.host import load_plugins
+
+    rows = _rows()
+    return MemoBenchLeaderboard().aggregate(rows, {"replicates": 200, "canonical_models": False,
+                                                   "value_meta": value_meta(load_plugins(), rows), **params})
 
 
 def _cell(t, split, model, col):

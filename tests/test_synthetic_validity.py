@@ -79,7 +79,12 @@ def rows_fixture() -> list[ScoreRow]:
 
 
 def test_fractions_and_direction():
-    df = ValidityMatrix().aggregate(rows_fixture(), ValidityMatrix.defaults)["validity"]
+    from worldrecall.engine.aggregate import value_meta
+    from worldrecall.registry.host import load_plugins
+
+    rows = rows_fixture()  # directions come from the metrics' declared metadata, as the engine passes them
+    params = {**ValidityMatrix.defaults, "value_meta": value_meta(load_plugins(), rows)}
+    df = ValidityMatrix().aggregate(rows, params)["validity"]
     assert list(df.columns) == [
         "metric",
         "value",

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import MeasureContext
+from worldrecall.core.components import MeasureContext, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure, file_digest
 from worldrecall.plugins.memobench import gt as gt_io
 from worldrecall.plugins.memobench import rounding, sampling
@@ -59,6 +59,17 @@ class CameraControllability(MemoBenchMetric):
     description: ClassVar[str] = "Rotation ATE vs GT poses after first-frame alignment, scaled by max(net GT rotation, 10°)"
     range: ClassVar[tuple[float, float]] = (0.0, 1.0)
     primary: ClassVar[str] = "score"
+    values: ClassVar[dict[str, Value]] = {
+        "score": Value(True, (0.0, 1.0), "", "camera controllability (1 - ATE / total GT rotation, clipped)"),
+        "score_raw": Value(True, (0.0, 1.0), "", "camera controllability unrounded"),
+        "pct": Value(True, (0.0, 100.0), "%", "camera controllability x 100"),
+        "ATE_RotDeg": Value(False, (0.0, 180.0), "deg", "rotation ATE after alignment"),
+        "ATE_RotDeg_raw": Value(False, (0.0, 180.0), "deg", "rotation ATE unrounded"),
+        "MeanRotErrorDeg": Value(False, (0.0, 180.0), "deg", "mean per-frame rotation error"),
+        "MeanRotErrorDeg_raw": Value(False, (0.0, 180.0), "deg", "mean rotation error unrounded"),
+        "TotalGT_RotDeg": Value(None, None, "deg", "total GT rotation (the normaliser)"),
+        "TotalGT_RotDeg_raw": Value(None, None, "deg", "total GT rotation unrounded"),
+    }
     models: ClassVar[tuple[str, ...]] = ("pose",)
     params: ClassVar[dict[str, Any]] = {"max_side": 640}
     thresholds: ClassVar[dict[str, Any]] = {"min_rotation_deg": 10.0}

@@ -15,12 +15,14 @@ The leaderboard reports each memory metric over all cases (official) and over ga
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import MeasureContext
+from worldrecall.core.components import MeasureContext, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.plugins.memobench import sampling
 from worldrecall.plugins.memobench.base import MemoBenchMetric, batched, optional_model, phase_info
@@ -59,6 +61,14 @@ class CameraGate(MemoBenchMetric):
     description: ClassVar[str] = "Camera left (> 25°) and returned (< 10°) to the target's view, or the target was absent in D"
     range: ClassVar[tuple[float, float]] = (0.0, 1.0)
     primary: ClassVar[str] = "passed"
+    values: ClassVar[dict[str, Value]] = {
+        "passed": Value(True, (0.0, 1.0), "", "the camera left the target and returned (1) or not (0)"),
+        "pose_passed": Value(True, (0.0, 1.0), "", "the pose test of the gate"),
+        "absence_passed": Value(True, (0.0, 1.0), "", "the target-absence test of the gate"),
+        "absence_fraction": Value(None, (0.0, 1.0), "", "fraction of D-phase frames without the target"),
+        "max_departure_deg": Value(None, None, "deg", "largest rotation away from the start"),
+        "return_error_deg": Value(False, None, "deg", "rotation left at the end of the return"),
+    }
     models: ClassVar[tuple[str, ...]] = ("pose",)
     optional_models: ClassVar[tuple[str, ...]] = ("segmenter",)
     params: ClassVar[dict[str, Any]] = {"max_side": 640, "absence_check": True, "absence_max_frames": 16}
@@ -111,3 +121,23 @@ class CameraGate(MemoBenchMetric):
             "absence_fraction": frac,
             "absence_passed": None if absent_ok is None else float(absent_ok),
         }
+
+    def artifacts(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any], out_dir: Path) -> list[Path]:
+        """``gate_trace.json``: the view direction's angle to frame 0 per frame, the two thresholds and the
+        verdict, for the report."""
+        v = self.score(measurement, thresholds)
+        angles = np.asarray(measurement["angles"], dtype=np.float64)
+        verdict = "pass" if v["passed"] else "fail"
+        trace = {"kind": "worldrecall.trace", "verdict": verdict,
+                 "title": f"camera gate {verdict.upper()}: left {v['max_departure_deg']:.0f}°, "
+                          f"returned to {v['return_error_deg']:.0f}°" + (
+                              f", target absent in {v['absence_fraction']:.0%} of D" if v["absence_fraction"] is not None else ""),
+                 "x_label": "generated frame", "y_label": "angle to frame 0's view (°)",
+                 "x": list(range(len(angles))), "series": [{"label": "view direction vs frame 0",
+                                                            "y": [round(float(a), 2) for a in angles]}],
+                 "hlines": [{"y": float(thresholds["depart_deg"]), "label": "must depart beyond"},
+                            {"y": float(thresholds["return_tol_deg"]), "label": "must return within"}]}
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / "gate_trace.json"
+        path.write_text(json.dumps(trace))
+        return [path]

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import MeasureContext
+from worldrecall.core.components import MeasureContext, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.plugins.memobench import rounding, sampling
 from worldrecall.plugins.memobench.base import MemoBenchMetric, batched, capped_frames, phase_info, pick
@@ -55,6 +55,14 @@ class Geo3D(MemoBenchMetric):
     description: ClassVar[str] = "Depth-map cosine of consecutive V/R samples, 0.7 mean + 0.3 min"
     range: ClassVar[tuple[float, float]] = (0.0, 100.0)
     primary: ClassVar[str] = "score"
+    values: ClassVar[dict[str, Value]] = {
+        "score": Value(True, (0.0, 100.0), "%", "3-D geometry consistency (official scale, x100, rounded)"),
+        "score_raw": Value(True, (0.0, 100.0), "%", "3-D geometry consistency unrounded"),
+        **{k: Value(True, (0.0, 1.0), "", k) for k in ("GeoConsistencyMean", "GeoConsistencyMin", "R_mean", "R_min",
+                                                      "V_mean", "V_min")},
+        "GeoConsistencyMean_pct": Value(True, (0.0, 100.0), "%", "mean x 100"),
+        "GeoConsistencyMin_pct": Value(True, (0.0, 100.0), "%", "min x 100"),
+    }
     models: ClassVar[tuple[str, ...]] = ("depth",)
     params: ClassVar[dict[str, Any]] = {"max_side": 640, "n_sample": 3}
     thresholds: ClassVar[dict[str, Any]] = {"alpha": 0.7}

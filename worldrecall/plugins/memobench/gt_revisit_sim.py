@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import MeasureContext
+from worldrecall.core.components import MeasureContext, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.plugins.memobench import gt as gt_io
 from worldrecall.plugins.memobench import rounding, sampling
@@ -26,6 +26,9 @@ class GTRevisitSim(MemoBenchMetric):
     description: ClassVar[str] = "CLIP ViT-B/32 cosine of generated vs GT R-phase frames (3 pairs)"
     range: ClassVar[tuple[float, float]] = (0.0, 1.0)
     primary: ClassVar[str] = "score"
+    values: ClassVar[dict[str, Value]] = {
+        "pct": Value(True, (0.0, 100.0), "%", "GT revisit similarity x 100"),
+    }
     models: ClassVar[tuple[str, ...]] = ("image_embedder",)
     params: ClassVar[dict[str, Any]] = {"max_side": 640}
     thresholds: ClassVar[dict[str, Any]] = {}

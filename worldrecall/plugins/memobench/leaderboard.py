@@ -6,6 +6,12 @@ four VQA dimensions (per-clip 0-1 ×100). Each value is the unweighted mean over
 (NaN-skipping; failed cases are left out), per split: synthetic, real and all (pooled). worldrecall adds
 case-bootstrap CIs, best/second marks, the camera-gate pass rate and every memory column re-computed over
 gated cases only.
+
+Model names are canonicalised as the official leaderboard does (alias table, else lower-case;
+``canonical_models``), so ``CogVideoX`` and ``cogvideo`` are one row. Official result folders
+(``official_eval_dir`` / ``official_ors_dir`` / ``official_vqa_dir``, read by
+:mod:`worldrecall.plugins.memobench.official_results`) are imported as extra models labelled
+``official_label`` (default ``"{model} (official)"``), so published numbers and a run's own sit side by side.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import pandas as pd
 
 from worldrecall.core.components import Aggregator, merge_typed
 from worldrecall.core.data import ScoreRow
+from worldrecall.plugins.memobench.official_results import canonical_model, official_rows
 
 BENCHMARK = "memobench"
 
@@ -40,17 +47,40 @@ COLUMNS: dict[str, tuple[str, str, float]] = {
     "ContinuityOfMemory": ("memobench.vqa", "ContinuityOfMemory", 100.0),
     "PhysicsAdherence": ("memobench.vqa", "PhysicsAdherence", 100.0),
 }
-LOWER_IS_BETTER = {"GT_ALL_LPIPS"}
 PRETTY = {"VisualQuality": "VisQual", "MotionSmoothness": "MotSmooth", "ObjIdentityConsistency": "ObjConsist",
           "Geo3DConsistency": "3DConsist", "CameraControllability": "CamCtrl", "ImageRewardScore": "ImgReward",
           "ORS": "ORS", "GT_ALL_PSNR": "PSNR", "GT_ALL_SSIM": "SSIM", "GT_ALL_LPIPS": "LPIPS",
           "InstructionFollowing": "VQA-IF", "ObjectBackground": "VQA-OB", "ContinuityOfMemory": "VQA-CM",
           "PhysicsAdherence": "VQA-PA", "GatePassRate": "GatePass"}
 GATE = "GatePassRate"
+# unit of each column as shown (after its scale); PSNR in dB, the composites 0-100, the rest as the paper prints
+UNITS = {"GT_ALL_PSNR": "dB", "ORS": "0–1", "GT_ALL_SSIM": "0–1", "GT_ALL_LPIPS": "0–1", GATE: "fraction"}
 
 
-def case_table(rows: list[ScoreRow], ors_percent: bool = False, gate_metric: str = "memobench.camera_gate") -> pd.DataFrame:
-    """One row per (model, split, case): every leaderboard column (NaN when missing/failed) and ``gate``."""
+def lower_columns(value_meta: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> set[str]:
+    """Columns whose source value its metric declares lower-is-better (``value_meta`` from the engine)."""
+    return {c for c, (m, v, _) in COLUMNS.items()
+            if ((value_meta.get(m) or {}).get(v) or {}).get("higher_is_better") is False}
+
+
+def column_table(ors_percent: bool = False, lower: set[str] | frozenset[str] = frozenset()) -> pd.DataFrame:
+    """What each leaderboard column is: label, source metric/value, scale, unit and direction (for readers
+    such as the printed leaderboard and the HTML report, which must not guess)."""
+    recs = [{"column": c, "label": PRETTY.get(c, c), "metric": m, "value": v,
+             "scale": 100.0 if c == "ORS" and ors_percent else s,
+             "unit": "0–100" if c == "ORS" and ors_percent else UNITS.get(c, "0–100"),
+             "higher_is_better": c not in lower, "role": "score"} for c, (m, v, s) in COLUMNS.items()]
+    recs.append({"column": GATE, "label": PRETTY[GATE], "metric": "memobench.camera_gate", "value": "passed",
+                 "scale": 1.0, "unit": "fraction", "higher_is_better": True, "role": "gate"})
+    return pd.DataFrame(recs)
+
+
+def case_table(rows: list[ScoreRow], ors_percent: bool = False, gate_metric: str = "memobench.camera_gate",
+               canonical: bool = False) -> pd.DataFrame:
+    """One row per (model, split, case): every leaderboard column (NaN when missing/failed) and ``gate``.
+
+    ``canonical``: model names go through the official alias table / lower-casing first.
+    """
     recs: dict[tuple[str, str, str], dict[str, Any]] = {}
     by_metric: dict[str, list[tuple[str, str, float]]] = {}
     for col, (metric, key, scale) in COLUMNS.items():
@@ -61,7 +91,8 @@ def case_table(rows: list[ScoreRow], ors_percent: bool = False, gate_metric: str
         if r.benchmark != BENCHMARK:
             continue
         split = r.strata.get("split", "")
-        rec = recs.setdefault((r.model, split, r.case_id), {"model": r.model, "split": split, "case_id": r.case_id})
+        model = canonical_model(r.model) if canonical else r.model
+        rec = recs.setdefault((model, split, r.case_id), {"model": model, "split": split, "case_id": r.case_id})
         if r.status != "ok":
             continue
         if r.metric == gate_metric:
@@ -100,13 +131,13 @@ def _nanmean(col: np.ndarray) -> float:
     return float(np.sum(v) / len(v)) if len(v) else np.nan
 
 
-def marks(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """"best" / "second" per column within each split (LPIPS lower is better; ties share a mark)."""
+def marks(table: pd.DataFrame, columns: list[str], lower: set[str] | frozenset[str] = frozenset()) -> pd.DataFrame:
+    """"best" / "second" per column within each split (``lower``: lower is better; ties share a mark)."""
     out = table[["split", "model"]].copy()
     for col in columns:
         out[col] = ""
         for split, grp in table.groupby("split", sort=False):
-            vals = sorted(grp[col].dropna().unique(), reverse=col not in LOWER_IS_BETTER)
+            vals = sorted(grp[col].dropna().unique(), reverse=col not in lower)
             for rank, label in ((0, "best"), (1, "second")):
                 if len(vals) > rank:
                     hit = grp.index[np.isclose(grp[col].to_numpy(dtype=float), vals[rank])]
@@ -129,12 +160,27 @@ class MemoBenchLeaderboard(Aggregator):
         "gate_metric": "memobench.camera_gate",
         "gated_columns": ["ObjIdentityConsistency", "Geo3DConsistency", "ORS", "GT_ALL_PSNR", "GT_ALL_SSIM",
                           "GT_ALL_LPIPS", "ObjectBackground", "ContinuityOfMemory"],
+        "canonical_models": True,              # official: alias table, else lower-case (cogvideo == CogVideoX)
+        "official_eval_dir": "",               # official result folders to import next to this run ("" = none)
+        "official_ors_dir": "",
+        "official_vqa_dir": "",
+        "official_label": "{model} (official)",  # imported model name; "{model}" pools with this run's rows
     }
+    uses_value_meta: ClassVar[bool] = True
+    tables: ClassVar[dict[str, str]] = {
+        "memobench_leaderboard": "leaderboard", "memobench_leaderboard_gated": "leaderboard_gated",
+        "memobench_leaderboard_ci": "leaderboard_intervals", "memobench_leaderboard_marks": "leaderboard_marks",
+        "memobench_leaderboard_columns": "leaderboard_columns", "memobench_cases": "cases"}
 
     def aggregate(self, rows: list[ScoreRow], params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         """Tables ``memobench_``: leaderboard, leaderboard_gated, leaderboard_ci (long), leaderboard_marks, cases."""
-        p = merge_typed(self.defaults, params or {}, f"{self.name}.params")
-        cases = case_table(rows, p["ors_percent"], p["gate_metric"])
+        params = dict(params or {})
+        lower = lower_columns(params.pop("value_meta", None) or {})  # directions as the metrics declare them
+        p = merge_typed(self.defaults, params, f"{self.name}.params")
+        if p["official_eval_dir"] or p["official_ors_dir"] or p["official_vqa_dir"]:
+            rows = [*rows, *official_rows(p["official_eval_dir"] or None, p["official_ors_dir"] or None,
+                                          p["official_vqa_dir"] or None, p["official_label"])]
+        cases = case_table(rows, p["ors_percent"], p["gate_metric"], p["canonical_models"])
         cols = list(COLUMNS)
         gated_cols = [c for c in p["gated_columns"] if c in COLUMNS]
         main, gated, ci = [], [], []
@@ -170,7 +216,8 @@ class MemoBenchLeaderboard(Aggregator):
             "memobench_leaderboard_gated": gated_df,
             "memobench_leaderboard_ci": pd.DataFrame(ci, columns=["split", "model", "variant", "column", "mean", "ci_low",
                                                         "ci_high", "n"]),
-            "memobench_leaderboard_marks": marks(main_df, [*cols, GATE]),
+            "memobench_leaderboard_marks": marks(main_df, [*cols, GATE], lower),
+            "memobench_leaderboard_columns": column_table(p["ors_percent"], lower),
             "memobench_cases": cases,
         }
 
@@ -184,7 +231,9 @@ def to_markdown(tables: Mapping[str, pd.DataFrame], split: str = "all", variant:
     cols = [c for c in t.columns if c in COLUMNS or c == GATE]
     if drop_empty:
         cols = [c for c in cols if t[c].notna().any()]
-    mk = marks(t, cols)
+    coltab = tables.get("memobench_leaderboard_columns")
+    lower = set(coltab.loc[~coltab["higher_is_better"].astype(bool), "column"]) if coltab is not None else set()
+    mk = marks(t, cols, lower)
     ci = tables.get("memobench_leaderboard_ci")
     lines = ["| Model | " + " | ".join(PRETTY.get(c, c) for c in cols) + " |",
              "|:---|" + "|".join("---:" for _ in cols) + "|"]

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import MeasureContext
+from worldrecall.core.components import MeasureContext, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.plugins.memobench import rounding, sampling
 from worldrecall.plugins.memobench.base import MemoBenchMetric, batched, capped_frames, phase_info
@@ -61,6 +61,14 @@ class MotionSmoothness(MemoBenchMetric):
     description: ClassVar[str] = "Flow warp error over V and R samples (RAFT in the paper), exp(-err/0.15)"
     range: ClassVar[tuple[float, float]] = (0.0, 100.0)
     primary: ClassVar[str] = "score"
+    values: ClassVar[dict[str, Value]] = {
+        "score": Value(True, (0.0, 100.0), "%", "motion smoothness (official scale, x100, rounded)"),
+        "score_raw": Value(True, (0.0, 100.0), "%", "motion smoothness unrounded"),
+        "TemporalScore": Value(True, (0.0, 1.0), "", "temporal score"),
+        "TemporalScore_pct": Value(True, (0.0, 100.0), "%", "temporal score x 100"),
+        "V_score": Value(True, (0.0, 1.0), "", "V-phase smoothness"),
+        "R_score": Value(True, (0.0, 1.0), "", "R-phase smoothness"),
+    }
     models: ClassVar[tuple[str, ...]] = ("flow",)
     params: ClassVar[dict[str, Any]] = {"max_side": 640, "sample_step": 4}
     thresholds: ClassVar[dict[str, Any]] = {"tau": 0.15, "min_samples": 3, "short_phase_zero": True}

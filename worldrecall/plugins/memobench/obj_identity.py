@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import MeasureContext
+from worldrecall.core.components import MeasureContext, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.plugins.memobench import rounding, sampling
 from worldrecall.plugins.memobench.base import MemoBenchMetric, batched, capped_frames, phase_info, pick
@@ -49,6 +49,14 @@ class ObjIdentity(MemoBenchMetric):
     description: ClassVar[str] = "Top-40% positional patch similarity of 9 R frames to frame 0, 0.7 mean + 0.3 min"
     range: ClassVar[tuple[float, float]] = (0.0, 100.0)
     primary: ClassVar[str] = "score"
+    values: ClassVar[dict[str, Value]] = {
+        "score": Value(True, (0.0, 100.0), "%", "object identity consistency (official scale, x100, rounded)"),
+        "score_raw": Value(True, (0.0, 100.0), "%", "object identity consistency unrounded"),
+        "ObjIdentityMean": Value(True, (0.0, 1.0), "", "mean patch similarity to frame 0"),
+        "ObjIdentityMean_pct": Value(True, (0.0, 100.0), "%", "mean x 100"),
+        "ObjIdentityMin": Value(True, (0.0, 1.0), "", "min patch similarity to frame 0"),
+        "ObjIdentityMin_pct": Value(True, (0.0, 100.0), "%", "min x 100"),
+    }
     models: ClassVar[tuple[str, ...]] = ("patch_embedder",)
     params: ClassVar[dict[str, Any]] = {"max_side": 640, "n_sample": 9}
     thresholds: ClassVar[dict[str, Any]] = {"top_fraction": 0.4, "alpha": 0.7}

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import MeasureContext
+from worldrecall.core.components import MeasureContext, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.plugins.memobench import gt as gt_io
 from worldrecall.plugins.memobench import rounding, sampling
@@ -76,6 +76,12 @@ class PixelFidelity(MemoBenchMetric):
     description: ClassVar[str] = "PSNR / SSIM / LPIPS of every generated frame vs resampled GT, per phase"
     range: ClassVar[tuple[float, float] | None] = None
     primary: ClassVar[str] = "ALL_PSNR"
+    values: ClassVar[dict[str, Value]] = {
+        f"{phase}_{kind}{raw}": Value(*spec, description=f"{kind} over phase {phase}" + (" (unrounded)" if raw else ""))
+        for phase in ("V", "D", "R", "ALL") for raw in ("", "_raw")
+        for kind, spec in (("PSNR", (True, None, "dB")), ("SSIM", (True, (0.0, 1.0), "")),
+                           ("LPIPS", (False, (0.0, 1.0), "")))
+    }
     models: ClassVar[tuple[str, ...]] = ()
     optional_models: ClassVar[tuple[str, ...]] = ("perceptual",)
     params: ClassVar[dict[str, Any]] = {"max_side": 640, "lpips": True}
