@@ -45,7 +45,10 @@ class Aligner:
     """Maps annotations onto the generated video's frame axis.
 
     ``min_frames`` is the shortest generated video the alignment is defined for; the engine fails a shorter
-    case with a one-line reason before any metric sees it.
+    case with a one-line reason before any metric sees it — unless the aligner's params set
+    ``official_parity: true``, where the case is aligned and scored as the official code would and every
+    row carries a warning saying why the number is not to be trusted. ``align`` may add one-line
+    ``info["warnings"]``; the engine copies them onto the case's rows.
     """
 
     name: ClassVar[str]

@@ -129,6 +129,7 @@ class CasePipeline:
             if isinstance(alignment, CaseFailure):
                 row.status, row.reason = "failed", f"align: {alignment}"
             else:
+                row.warnings.extend(alignment.info.get("warnings", []))
                 self.measure_and_score(metric, case, alignment, row)
             out.append(row)
         return out
@@ -140,16 +141,21 @@ class CasePipeline:
             if not name:
                 return Alignment()
             aligner = self.host.aligner(name)
-            n = case.video.num_frames if case.video is not None else None
-            if n is not None and n < aligner.min_frames:
-                return CaseFailure(f"{case.video.path}: {n} frame(s); the {name} aligner needs at least "
-                                   f"{aligner.min_frames}")
             merged = {**aligner.defaults, **params}
+            n = case.video.num_frames if case.video is not None else None
+            short = None
+            if n is not None and n < aligner.min_frames:
+                short = (f"{case.video.path}: {n} frame(s); the {name} aligner needs at least "
+                         f"{aligner.min_frames}")
+                if not merged.get("official_parity"):
+                    return CaseFailure(short)
             key = cache_key({"aligner": name, "case": case.fingerprint(), "params": merged})
             memo = self.alignments.get(name, key)
             if memo is not None:
                 return Alignment.from_json(memo)
             alignment = aligner.align(case, merged)
+            if short:  # official parity scores it as the official code would; the row says why to distrust it
+                alignment.info.setdefault("warnings", []).append(f"{short}; scored anyway (official_parity)")
             self.alignments.put(name, key, json.loads(json.dumps(alignment.to_json(), default=json_default)))
             return alignment
         except (CaseFailure, VideoError) as e:
@@ -177,6 +183,7 @@ class CasePipeline:
             if memo is not None:  # pure score of the same inputs: reuse (no measurement load at all)
                 row.values = memo["values"]
                 row.info = {"alignment": alignment.to_json(), "cache_hit": True, "score_cache_hit": True}
+                row.info["videos"] = video_paths(case)  # the HTML report's frame thumbnails
                 if memo.get("artifacts"):
                     row.info["artifacts"] = memo["artifacts"]
                 row.warnings.extend(w for w in memo.get("warnings", []) if w not in row.warnings)
@@ -191,6 +198,7 @@ class CasePipeline:
             values = metric.score(measurement, metric.thresholds)
             row.values = {k: _num(v) for k, v in values.items()}
             row.info = {"alignment": alignment.to_json(), "cache_hit": hit}
+            row.info["videos"] = video_paths(case)  # the HTML report's frame thumbnails
             self._tick("score", t0)
             paths: list[Path] = []
             if self.write_artifacts:
@@ -218,3 +226,8 @@ def _num(v: Any) -> float | None:
         return float(v)
     except (TypeError, ValueError):
         return None
+
+
+def video_paths(case: Case) -> dict[str, str]:
+    """The case's generated and reference video files (recorded on rows for the report's thumbnails)."""
+    return {k: str(v.path) for k, v in (("generated", case.video), ("reference", case.reference)) if v is not None}

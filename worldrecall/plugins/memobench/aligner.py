@@ -20,7 +20,10 @@ class PhaseAligner(Aligner):
 
     name: ClassVar[str] = "memobench.phases"
     description: ClassVar[str] = "MemoBench V/D/R phases (round(h_gt / G * N), clamps, shared boundary frames)"
-    defaults: ClassVar[dict[str, Any]] = {}
+    defaults: ClassVar[dict[str, Any]] = {"official_parity": False}
+    # h = max(2, min(h, N-4)) and r = max(h+2, min(r, N-1)) keep V, D and R inside the video only for N >= 6;
+    # shorter videos make the official code read past the end (clamped), so they are scored only under parity
+    min_frames: ClassVar[int] = 6
 
     def align(self, case: Case, params: Mapping[str, Any]) -> Alignment:
         """Phases V = [0, h], D = [h, r], R = [r, N-1], ALL = [0, N-1] on the generated frame axis."""
