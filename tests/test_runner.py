@@ -291,3 +291,30 @@ def test_warm_rerun_with_new_threshold_decodes_nothing_and_damaged_score_memo_is
     fourth = _run({**cfg, "output_root": str(tmp_path / "out3")}, host)
     assert fourth.cache_stats["score_hits"] == 3 and fourth.cache_stats["hits"] == 1
     assert [(r.row_key[1:], r.values) for r in fourth.rows] == [(r.row_key[1:], r.values) for r in second.rows]
+
+
+def test_a_sidecar_missing_for_every_case_is_said_once_before_evaluating(tmp_path, caplog):
+    import types
+
+    from worldrecall.core.hookspecs import hookimpl
+
+    class NeedsDepth(toy_plugin.BrightnessDrift):
+        name = "toy.needs_depth"
+        models = ("depth",)
+
+    mod = types.ModuleType("needs_depth")
+    mod.register_metrics = hookimpl(lambda register: register(NeedsDepth))
+    mod.register_metrics.__doc__ = "A toy metric that needs the depth role."
+    host = load_plugins(extra=[toy_plugin, mod], fresh=True)
+    ds = make_dataset(tmp_path, {"m": [0, 5, 10]})  # plain mp4s: no ViPE sidecars next to them
+    cfg = toy_config(tmp_path, ds, models={"set": "classical"})
+    cfg["benchmarks"]["toy"]["metrics"]["needs_depth"] = {"params": {}, "thresholds": {}}
+    res = _run(cfg, host)
+    by = {(r.case_id, r.metric): r for r in res.rows}
+    assert all(by[(f"c{i}", "toy.brightness")].status == "ok" for i in range(3))
+    skipped = [by[(f"c{i}", "toy.needs_depth")] for i in range(3)]
+    assert {r.status for r in skipped} == {"skipped"} and res.failure_rate == 0.0
+    assert "backend sidecar_depth (models.depth) cannot serve any of the 3 toy cases" in skipped[0].reason
+    assert "models=reference" in skipped[0].reason
+    said = [r for r in caplog.records if "cannot serve any" in r.getMessage()]
+    assert len(said) == 1  # once, not once per case

@@ -66,6 +66,11 @@ class ModelSpec:
     requires: tuple[str, ...] = ()   # importable modules (e.g. "lpips", "pyiqa")
     defaults: dict[str, Any] = field(default_factory=dict)
     extra: str | None = None    # pip extra that provides ``requires``
+    # optional cheap check of one case (file existence, not decoding): None when the backend can serve it,
+    # else a one-line reason. When it fails for EVERY case of a benchmark, the engine says so once, before
+    # evaluating, and skips the metrics that need it instead of failing every case.
+    preflight: Callable[[Any], str | None] | None = None
+    fix: str = ""               # what to do when preflight fails everywhere (e.g. "use models=reference")
 
     def identity(self) -> dict[str, str]:
         return {"name": self.name, "model_id": self.model_id or self.name, "revision": self.revision}

@@ -142,6 +142,33 @@ def load_cases(plan: BenchmarkPlan, shard_index: int, shard_count: int) -> list[
     return sorted(items.values(), key=lambda c: (c.case_id, c.model, isinstance(c, CaseError)))
 
 
+def preflight(plan: BenchmarkPlan, items: list[Case | CaseError], hub: ModelHub) -> list[str]:
+    """Backends whose declared preflight fails for EVERY loaded case: their metrics are skipped with one
+    message (what is missing, which setting fixes it) instead of failing every case. Returns the messages."""
+    cases = [it for it in items if isinstance(it, Case)]
+    if not cases:
+        return []
+    verdicts: dict[str, str | None] = {}  # backend -> first reason when it fails everywhere
+    messages = []
+    for name, metric in plan.metrics.items():
+        if name in plan.skipped:
+            continue
+        for role in metric.models:
+            backend = hub.selection.get(role, "")
+            spec = hub.specs.get(backend)
+            if spec is None or spec.preflight is None:
+                continue
+            if backend not in verdicts:
+                reasons = [spec.preflight(c) for c in cases]
+                verdicts[backend] = reasons[0] if all(reasons) else None
+            if verdicts[backend]:
+                plan.skipped[name] = (f"{name} skipped: backend {backend} (models.{role}) cannot serve any of the "
+                                      f"{len(cases)} {plan.name} cases (e.g. {verdicts[backend]}); {spec.fix}")
+                messages.append(plan.skipped[name])
+                break
+    return messages
+
+
 def resolve_generations(gens: Any, only: Iterable[str] | None) -> dict[str, Path]:
     """A folder with one sub-folder per model, or an explicit mapping model -> path."""
     out: dict[str, Path] = {}

@@ -25,7 +25,7 @@ from worldrecall.engine.aggregate import aggregate_rows, outcome
 from worldrecall.engine.config import resolve_config
 from worldrecall.engine.executor import make_executor
 from worldrecall.engine.pipeline import CasePipeline
-from worldrecall.engine.plan import BenchmarkPlan, load_cases, plan_benchmarks, run_key
+from worldrecall.engine.plan import BenchmarkPlan, load_cases, plan_benchmarks, preflight, run_key
 from worldrecall.engine.progress import progress_bar
 from worldrecall.registry.host import PluginHost
 
@@ -112,6 +112,8 @@ class Runner:
         """Load this shard's cases, skip what is final, score the rest in groups (one group per clip)."""
         t0 = time.perf_counter()
         items = load_cases(plan, self.shard_index, self.shard_count)
+        for msg in preflight(plan, items, self.hub):  # said once, before evaluating
+            log.warning(msg)
         self.timing["load"] += time.perf_counter() - t0
         groups: dict[str, list[Case | CaseError]] = {}
         for it in items:

@@ -49,11 +49,18 @@ def _reference(name: str, role: str, factory: Callable[..., Any], defaults: dict
                      requires=requires, defaults=dict(defaults), extra=extra)
 
 
+SIDECAR_FIX = ("these sidecar backends read ViPE sidecars (annotations_vipe/<name>_vipe_ann) the dataset does "
+               "not ship: run with models=reference (after `worldrecall models fetch`), or point the role at a "
+               "model backend, e.g. models.depth=depth_anything_v2_small")
+
+
 def _local(name: str, role: str, kind: str, factory: Callable[..., Any], defaults: dict[str, Any],
            description: str, requires: tuple[str, ...] = ()) -> ModelSpec:
     return ModelSpec(name=name, role=role, kind=kind, factory=factory, description=description, model_id=name,
                      revision="", weights=[], licence="Apache-2.0 (worldrecall)", requires=requires,
-                     defaults=dict(defaults))
+                     defaults=dict(defaults),
+                     preflight=sidecar.preflight if kind == "sidecar" else None,
+                     fix=SIDECAR_FIX if kind == "sidecar" else "")
 
 
 def roles() -> list[Role]:

@@ -83,6 +83,15 @@ def sidecar_dir(case: Any, name: str) -> Path:
     return Path(d)
 
 
+def preflight(case: Any) -> str | None:
+    """None when the case has a sidecar folder these backends can read, else why not (no file is parsed)."""
+    try:
+        sidecar_dir(case, "sidecar")
+    except CaseFailure as e:
+        return str(e)
+    return None
+
+
 def _indices(frames: Sequence[np.ndarray], indices: Sequence[int] | None) -> list[int]:
     if indices is None:
         return list(range(len(frames)))
