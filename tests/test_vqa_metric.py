@@ -105,7 +105,7 @@ def test_registration_through_the_plugin_host():
     m = host.metrics["memobench.vqa"]
     assert m is VQAMetric and m.benchmark == "memobench" and m.judges == ("gemini",)
     assert host.judges["gemini"].defaults["model_id"] == "gemini-3.1-pro-preview"
-    assert VQAMetric({"judge": "other"}).judges == ("other",)  # the judge is a param
+    assert VQAMetric({"judge": "other"}).judge_names() == ("other",)  # the judge is a param
 
 
 def test_measure_and_score_end_to_end(fake, world, monkeypatch, caplog):

@@ -19,9 +19,9 @@ from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.core.judges import JudgeError
 from worldrecall.core.models import BackendUnavailable
 from worldrecall.core.paths import safe_join
-from worldrecall.plugins.judges.gemini import OFFICIAL_MODEL, MissingAnswers
+from worldrecall.core.judges import MissingAnswers
 from worldrecall.plugins.memobench.vqa.bank import DIMENSIONS, BankIndex, QuestionBank, read_bank, split_clip
-from worldrecall.plugins.memobench.vqa.prompts import EVAL_SCHEMA, EVAL_SYSTEM, EVAL_USER, PROMPT_VERSION
+from worldrecall.plugins.memobench.vqa.prompts import OFFICIAL_MODEL, EVAL_SCHEMA, EVAL_SYSTEM, EVAL_USER, PROMPT_VERSION
 from worldrecall.plugins.memobench.vqa.scoring import DEFAULT_THRESHOLDS, SCORE_KEYS, score_answers
 
 log = logging.getLogger(__name__)
@@ -64,9 +64,12 @@ class VQAMetric(Metric):
     }
     thresholds = dict(DEFAULT_THRESHOLDS)
 
+    def judge_names(self) -> tuple[str, ...]:
+        """The judge is a param (``judge``), so the engine asks this, not the class default."""
+        return (str(self.params["judge"]),)
+
     def __init__(self, params: Mapping[str, Any] | None = None, thresholds: Mapping[str, Any] | None = None):
         super().__init__(params, thresholds)
-        self.judges = (str(self.params["judge"]),)  # the judge is a param; the runner reads this tuple
         if self.params["prompt_version"] not in PROMPTS:
             raise ValueError(
                 f"{self.name}.params.prompt_version: unknown {self.params['prompt_version']!r} "
@@ -149,6 +152,13 @@ class VQAMetric(Metric):
             raise CaseFailure(f"{case.case_id}: no generated video to show the judge")
         if not case.video.path.exists():
             raise CaseFailure(f"{case.video.path}: generated video does not exist")
+        questions = [{k: q[k] for k in QUESTION_FIELDS if k in q} for q in bank.questions]
+        if not self.thresholds["official_parity"]:
+            unpolarised = [q["ID"] for q in questions if "Dimension Polarity" not in q]
+            if unpolarised:  # fail before paying for a judge call the default scorer would reject
+                raise CaseFailure(f"{bank.path.name}: question ID {unpolarised[0]} has no 'Dimension Polarity' "
+                                  "(set thresholds.official_parity=true to score it as Positive, as the "
+                                  "official code does)")
         if ctx.judges is None:
             raise CaseFailure(
                 f"{self.name}: no judges configured in this run (needs {self.params['judge']!r})"
@@ -173,7 +183,6 @@ class VQAMetric(Metric):
                 )
             judge = for_model(model_id)
         system, user, schema = PROMPTS[str(self.params["prompt_version"])]
-        questions = [{k: q[k] for k in QUESTION_FIELDS} for q in bank.questions]
         try:
             resp = judge.ask(case.video.path, system, questions, schema, prompt=user)
         except MissingAnswers as e:
