@@ -318,3 +318,37 @@ def test_a_sidecar_missing_for_every_case_is_said_once_before_evaluating(tmp_pat
     assert "models=reference" in skipped[0].reason
     said = [r for r in caplog.records if "cannot serve any" in r.getMessage()]
     assert len(said) == 1  # once, not once per case
+
+
+@pytest.mark.parametrize("workers_", [1, 2])
+def test_disk_full_stops_the_run_with_one_message_and_a_rerun_resumes(tmp_path, host, workers_, monkeypatch, capsys):
+    import errno
+
+    from worldrecall.core.results import ResultStore
+    from worldrecall.engine import app
+
+    ds = make_dataset(tmp_path, {"good": [0, 1, 2], "bad": [50, 51, 52]})
+    cfg = toy_config(tmp_path, ds, workers=workers_)
+    real = ResultStore.append
+    calls = {"n": 0}
+
+    def append(self, row):
+        calls["n"] += 1
+        if calls["n"] == 3:  # the disk fills up mid-line: half a line is on disk, then ENOSPC
+            with open(self.path, "a") as f:
+                f.write('{"benchmark": "toy", "mo')
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, row)
+
+    monkeypatch.setattr(ResultStore, "append", append)
+    code = app.run_plain(cfg, host=host)
+    err = capsys.readouterr().err
+    assert code == app.EXIT_NOT_WRITABLE == 4
+    assert "error: cannot append results to" in err and "No space left on device" in err and "resumes" in err
+    assert len([ln for ln in err.splitlines() if ln.startswith("error:")]) == 1
+    monkeypatch.setattr(ResultStore, "append", real)
+    resumed = _run(cfg, host)  # the torn line is repaired; the two finished rows are kept, the rest computed
+    clean = _run(toy_config(tmp_path / "c", ds), host)
+    assert [(r.row_key, r.values) for r in resumed.rows] == [(r.row_key, r.values) for r in clean.rows]
+    st = resumed.cache_stats  # the 2 rows written before the disk filled are not computed again
+    assert st.get("score_hits", 0) + st.get("hits", 0) + st.get("misses", 0) <= 4

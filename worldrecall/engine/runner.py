@@ -60,6 +60,10 @@ def build_result(results_dir: Path, rows: list[ScoreRow], tables: dict[str, Any]
                      dict(totals.get("model_seconds", {})), dict(backends or {}))
 
 
+class ResultsNotWritable(RuntimeError):
+    """Rows cannot be appended (disk full, read-only folder): the run stops with this one-line message."""
+
+
 class Runner:
     """Runs every enabled benchmark of a config (a plain dict; missing keys take the schema's defaults)."""
 
@@ -128,7 +132,12 @@ class Runner:
         def emit(item: Case | CaseError, rows: list[ScoreRow]) -> None:
             for row in rows:
                 if not store.is_final(row.row_key):  # the parent alone decides a row is done
-                    store.append(row)
+                    try:
+                        store.append(row)
+                    except OSError as e:
+                        raise ResultsNotWritable(
+                            f"cannot append results to {store.path}: {e.strerror or e}; the rows written so far "
+                            f"are kept (a torn last line is repaired) and rerunning the same command resumes") from None
             bar.update(1)
 
         def dead(item: Case | CaseError, reason: str) -> list[ScoreRow]:
