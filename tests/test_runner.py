@@ -352,3 +352,14 @@ def test_disk_full_stops_the_run_with_one_message_and_a_rerun_resumes(tmp_path, 
     assert [(r.row_key, r.values) for r in resumed.rows] == [(r.row_key, r.values) for r in clean.rows]
     st = resumed.cache_stats  # the 2 rows written before the disk filled are not computed again
     assert st.get("score_hits", 0) + st.get("hits", 0) + st.get("misses", 0) <= 4
+
+
+def test_suite_builder_is_a_registered_name_never_code(tmp_path, host):
+    from worldrecall.core.components import ConfigTypeError
+
+    ds = make_dataset(tmp_path, {"m": [0]})
+    marker = tmp_path / "pwned"
+    cfg = toy_config(tmp_path, ds, suite={"builder": "os:system", "root": f"touch {marker}", "params": {}})
+    with pytest.raises(ConfigTypeError, match=r"suite.builder: unknown suite 'os:system'; known: .*synthetic"):
+        _run(cfg, host)
+    assert not marker.exists()

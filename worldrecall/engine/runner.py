@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from worldrecall.core.components import ConfigTypeError
 from worldrecall.core.data import Case, CaseError, ScoreRow
 from worldrecall.core.digests import load_digest_memo, save_digest_memo
 from worldrecall.core.judges import JudgeHub
@@ -109,7 +110,11 @@ class Runner:
         suite = self.cfg["suite"]
         if suite.get("builder"):
             t0 = time.perf_counter()
-            self.host.suite(suite["builder"]).build(Path(suite["root"]), dict(suite.get("params") or {}))
+            try:
+                builder = self.host.suite(suite["builder"])
+            except KeyError as e:  # e.g. suite.builder=os:system: a name, never code
+                raise ConfigTypeError(f"suite.builder: {e.args[0]}") from None
+            builder.build(Path(suite["root"]), dict(suite.get("params") or {}))
             self.timing["suite_build"] += time.perf_counter() - t0
 
     def run_benchmark(self, plan: BenchmarkPlan, store: ResultStore) -> None:
