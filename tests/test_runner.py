@@ -264,6 +264,8 @@ def test_parallel_workers_give_the_same_rows_and_decode_once(tmp_path, host):
     seq = _run(toy_config(tmp_path / "a", ds), host)
     par = _run(toy_config(tmp_path / "b", ds, workers=2), host)
     assert [(r.row_key, r.values, r.status) for r in par.rows] == [(r.row_key, r.values, r.status) for r in seq.rows]
+    auto = _run(toy_config(tmp_path / "d", ds), host)  # workers=0 (the default): probe one clip, then decide
+    assert [(r.row_key, r.values, r.status) for r in auto.rows] == [(r.row_key, r.values, r.status) for r in seq.rows]
     assert len(par.decode_counts) == 8 and set(par.decode_counts.values()) == {1}
     # every (case, metric) went through the cache once; identical encodes may share an entry (content
     # addressing), and two workers may both miss on the same content at the same moment

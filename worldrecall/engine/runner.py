@@ -61,6 +61,9 @@ def build_result(results_dir: Path, rows: list[ScoreRow], tables: dict[str, Any]
                      dict(totals.get("model_seconds", {})), dict(backends or {}))
 
 
+FORK_WORTH_S = 0.05  # seconds per case below which forked workers cost more than they save
+
+
 class ResultsNotWritable(RuntimeError):
     """Rows cannot be appended (disk full, read-only folder): the run stops with this one-line message."""
 
@@ -148,8 +151,17 @@ class Runner:
         def dead(item: Case | CaseError, reason: str) -> list[ScoreRow]:
             return self.pipeline.failure_rows(plan, item, "worker", reason, is_final)
 
-        executor = make_executor(min(self.workers(), len(todo)))
-        executor.run(todo, lambda item: self.pipeline.rows(plan, item, is_final), emit, dead, self.pipeline)
+        work = lambda item: self.pipeline.rows(plan, item, is_final)  # noqa: E731
+        workers = min(self.workers(), len(todo))
+        if workers > 1 and int(self.cfg["workers"]) == 0:
+            # auto: probe with the first clip in this process; when its cases come straight from the score memo
+            # (a warm rerun, a re-score job of a sweep), forking workers would cost more than the whole job
+            t0 = time.perf_counter()
+            make_executor(1).run(todo[:1], work, emit, dead, self.pipeline)
+            per_case = (time.perf_counter() - t0) / max(len(todo[0]), 1)
+            todo = todo[1:]
+            workers = 1 if per_case < FORK_WORTH_S else min(workers, len(todo))
+        make_executor(workers).run(todo, work, emit, dead, self.pipeline)
         bar.close()
 
     def _fingerprint(self, groups: list[list[Case | CaseError]]) -> None:
