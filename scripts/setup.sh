@@ -13,6 +13,15 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0'; then
     $SUDO apt-get update >/dev/null && $SUDO apt-get install -y --no-install-recommends libusb-1.0-0 >/dev/null; }
 fi
 
+# Headless Chromium renders the HTML report in the tests (tests/test_report.py); optional: the test skips
+# with a reason where it is missing, so a failed install here is reported, not fatal.
+if [ ! -x /usr/bin/chromium ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && SUDO="sudo"
+  $SUDO apt-get install -y --no-install-recommends chromium >/dev/null 2>&1 || {
+    $SUDO apt-get update >/dev/null 2>&1 && $SUDO apt-get install -y --no-install-recommends chromium >/dev/null 2>&1; } \
+    || echo "note: could not install chromium (apt-get); the browser check of the HTML report will be skipped" >&2
+fi
+
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 . "$VENV/bin/activate"
 python -m pip install -q -U pip

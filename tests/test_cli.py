@@ -54,13 +54,17 @@ def test_threshold_multirun_rescored_from_cache_parent_and_children(tmp_path, to
     client = mlflow.tracking.MlflowClient(f"sqlite:///{(tmp_path / 'out').resolve() / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("worldrecall").experiment_id])
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    kids = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
-    assert len(parents) == 1 and len(kids) == 3
-    stable = sorted(r.data.metrics["toy/bad/brightness/stable"] for r in kids)
+    jobs = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
+    assert len(parents) == 1 and len(jobs) == 3  # sweep parent -> one run per job -> one per (benchmark, model)
+    job_ids = {r.info.run_id for r in jobs}
+    bad = [r for r in runs if r.data.tags.get("mlflow.parentRunId") in job_ids and r.data.params["model"] == "bad"]
+    stable = sorted(r.data.metrics["brightness"] for r in bad)
     assert stable == [0.0, 0.5, 1.0]  # drifts ~37.5 and ~56.25 vs tolerance 5 / 40 / 100
     job_dirs = sorted(p for p in (tmp_path / "out" / "hydra-multirun").glob("*/*/*") if p.is_dir() and p.name.isdigit())
     assert len(job_dirs) == 3
-    assert "mlflow ui --backend-store-uri" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "mlflow ui --backend-store-uri" in out
+    assert "sweep summary: 3 jobs over tolerance (5.0, 40.0, 100.0)" in out
 
 
 def test_runs_in_the_same_second_get_distinct_dirs(tmp_path, toy_host):

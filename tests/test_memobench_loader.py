@@ -166,15 +166,22 @@ def test_loader_cases_layouts_and_errors(release):
     assert set(real) == set(REAL_WITH_GT)
     assert all(c.video.num_frames == N_GEN for c in cases)     # every layout decodes
     err = {e.case_id: e.reason for e in errors}
-    # skipped and unparsable rows are gone entirely; the " yes" row stays
-    for gone in ("CityStreet_004", "CityStreet_002", "CityStreet_001"):
-        assert gone not in syn and gone not in err
+    # a row marked skip is gone entirely (declared); the " yes" row stays
+    assert "CityStreet_004" not in syn and "CityStreet_004" not in err
+    # unparsable rows no longer disappear: a per-case error naming the sheet row and the cell
+    row_of = {r["video_folder"]: i + 2 for i, r in enumerate(pd.read_csv(
+        release / "data/Synthetic_processed/Synthetic_ExitReenter.csv").to_dict("records"))}   # header = row 1
+    assert err["CityStreet_002"] == (f"Synthetic_ExitReenter.xlsx row {row_of['CityStreet_002']}: "
+                                     "exits 'abc' is not a number")
+    assert err["CityStreet_001"] == (f"Synthetic_ExitReenter.xlsx row {row_of['CityStreet_001']}: "
+                                     "re-enter nan is not a number")
     # every other sheet row is a per-case error naming what is missing
-    assert len(syn) + sum(1 for e in errors if e.strata.get("split") == "synthetic") == 196 - 3 + 1
+    assert len(syn) + sum(1 for e in errors if e.strata.get("split") == "synthetic") == 196 - 1 + 1
     assert "no generated video" in err["Miami_022"] and "Miami_022" in err["Miami_022"]
     assert "escapes the data root" in err["../../../Evil_001"]
     assert err["003"].endswith("003.mp4: GT video missing")
-    assert sum(1 for e in errors if e.strata.get("split") == "real") == 164 - 3
+    assert err["abc"] == "Real_ExitReenter.xlsx row 166: id 'abc' is not a number"   # 164 rows + header -> 166
+    assert sum(1 for e in errors if e.strata.get("split") == "real") == 164 - 3 + 1
     assert all(e.stage == "load" and e.model == "m1" for e in errors)
 
 
@@ -206,7 +213,7 @@ def test_xlsx_and_csv_sheets_agree(release):
     a, ea = _load(release, sheet_format="xlsx")
     b, eb = _load(release, sheet_format="csv")
     assert [(c.case_id, c.annotations) for c in a] == [(c.case_id, c.annotations) for c in b]
-    assert [(e.case_id, e.reason) for e in ea] == [(e.case_id, e.reason) for e in eb]
+    assert [(e.case_id, e.reason.replace(".xlsx", ".csv")) for e in ea] == [(e.case_id, e.reason) for e in eb]
 
 
 def test_step2_frame_source(release):
@@ -218,7 +225,8 @@ def test_step2_frame_source(release):
 def test_missing_generation_skip(release):
     cases, errors = _load(release, missing_generation="skip", splits=["synthetic"])
     assert len(cases) == len(LOADED_SYN)
-    assert [e.case_id for e in errors] == ["../../../Evil_001"]    # only GT problems remain
+    # only GT problems remain (the two unparsable sheet rows are GT problems too)
+    assert sorted(e.case_id for e in errors) == ["../../../Evil_001", "CityStreet_001", "CityStreet_002"]
 
 
 def test_real_selection_filter(release, tmp_path):

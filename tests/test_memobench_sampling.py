@@ -156,4 +156,4 @@ def test_mix_uses_exact_point3():
     assert rounding.complement(0.7) == 0.3
     assert rounding.mix(80.0, 50.0, 0.7) == 71.0           # 56 + 15
     assert rounding.mix(45.3, 12.1, 0.7) == 35.34          # 31.709999… + 3.63
-    assert rounding.mix(45.3, None, 0.7) == 45.3           # mean only
+    assert rounding.mix(45.3, None, 0.7) is None           # NaN min -> NaN, as the official pandas sum

@@ -165,7 +165,9 @@ def test_ors_zero_cases():
     none = {"n_r": 3, "cand_frame": np.array([0]), "cand_coverage": np.array([0.9]), "cand_score": np.array([0.9])}
     assert _score(ORS, none)["score"] == 0.0 and _score(ORS, none)["mean_confidence"] == 0.0
     zero_score = {"n_r": 1, "cand_frame": np.array([0]), "cand_coverage": np.array([0.1]), "cand_score": np.array([0.0])}
-    assert _score(ORS, zero_score)["n_detected"] == 0.0   # only scores > 0 are candidates
+    # official comparison is inclusive: a 0.0-score in-band candidate is detected with confidence 0.0
+    v = _score(ORS, zero_score)
+    assert (v["n_detected"], v["detection_rate"], v["mean_confidence"], v["score"]) == (1.0, 1.0, 0.0, 0.0)
 
 
 # -- pixel fidelity -----------------------------------------------------------------------------

@@ -57,4 +57,4 @@ def read_csv_numbered(path: Path | str) -> list[tuple[int, dict[str, str]]]:
     return out
 
 
-__all__ = ["read_text", "read_csv_rows", "read_csv_numbered"]
+__all__ = ["read_csv_numbered", "read_csv_rows", "read_text"]

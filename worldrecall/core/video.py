@@ -20,9 +20,19 @@ from worldrecall.core.digests import file_digest
 VIDEO_SUFFIXES = {".mp4", ".webm", ".avi", ".mov", ".mkv"}
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg"}
 
+# Resource limits checked from headers / container metadata BEFORE decoding (config ``video.max_pixels`` /
+# ``video.max_frames``): one 20000x20000 PNG is 1.2 GB of RGB and an absurd frame count a multi-GB decode —
+# either would kill a worker instead of failing one case. 40 Mpx ≈ 8K×5K; 100000 frames ≈ 55 min at 30 fps.
+DEFAULT_MAX_PIXELS = 40_000_000
+DEFAULT_MAX_FRAMES = 100_000
+
 
 class VideoError(Exception):
     """A video that cannot be read; the message names the file and the problem."""
+
+
+class VideoLimitError(VideoError):
+    """A video over the pixel or frame cap (``video.max_pixels`` / ``video.max_frames``); never decoded."""
 
 
 def list_frame_files(folder: Path, suffixes: set[str] = IMAGE_SUFFIXES) -> list[Path]:
@@ -45,10 +55,14 @@ def resize_max_side(frame: np.ndarray, max_side: int) -> np.ndarray:
 class Video:
     """A generated or reference video, decoded lazily into an ``[N, H, W, 3]`` uint8 RGB array."""
 
-    def __init__(self, path: Path | str, *, fps: float | None = None, pool: "VideoPool | None" = None):
+    def __init__(self, path: Path | str, *, fps: float | None = None, pool: "VideoPool | None" = None,
+                 max_pixels: int = DEFAULT_MAX_PIXELS, max_frames: int = DEFAULT_MAX_FRAMES):
+        """``max_pixels`` (per frame) and ``max_frames`` are checked before decoding; 0 or less = no limit."""
         self.path = Path(path)
         self._fps = fps
         self._pool = pool
+        self.max_pixels = int(max_pixels)
+        self.max_frames = int(max_frames)
         self._frames: np.ndarray | None = None
         self._resized: dict[int, np.ndarray] = {}
         self._hash: str | None = None
@@ -152,32 +166,88 @@ class Video:
         p = self.path
         if not p.exists():
             raise VideoError(f"{p}: does not exist")
+        limits = _Limits(self.max_pixels, self.max_frames)
         if p.is_dir():
-            return _decode_folder(p)
+            return _decode_folder(p, limits)
         if p.stat().st_size == 0:
             raise VideoError(f"{p}: empty file (0 bytes)")
         if p.suffix.lower() not in VIDEO_SUFFIXES:
             raise VideoError(f"{p}: unsupported video type {p.suffix!r}")
+        _check_container(p, limits)
         try:
-            frames = _decode_cv2(p)
+            frames = _decode_cv2(p, limits)
+        except VideoLimitError:
+            raise
         except VideoError:
-            frames = _decode_pyav(p)  # OpenCV is fastest; PyAV reads some files OpenCV refuses
+            frames = _decode_pyav(p, limits)  # OpenCV is fastest; PyAV reads some files OpenCV refuses
         return frames
 
 
-def _decode_cv2(p: Path) -> np.ndarray:
+class _Limits:
+    """The per-frame pixel cap and per-video frame cap of one decode (<= 0: unlimited)."""
+
+    def __init__(self, max_pixels: int, max_frames: int):
+        self.max_pixels, self.max_frames = int(max_pixels), int(max_frames)
+
+    def pixels(self, where: Path, w: int, h: int) -> None:
+        if self.max_pixels > 0 and w * h > self.max_pixels:
+            raise VideoLimitError(f"{where}: frame size {w}x{h} ({w * h / 1e6:.1f} Mpx) exceeds the limit of "
+                             f"{self.max_pixels / 1e6:g} Mpx per frame (video.max_pixels)")
+
+    def frames(self, where: Path, n: int, what: str = "frames") -> None:
+        if self.max_frames > 0 and n > self.max_frames:
+            raise VideoLimitError(f"{where}: {n} {what} exceed the limit of {self.max_frames} frames per video "
+                             "(video.max_frames)")
+
+
+def _check_container(p: Path, limits: _Limits) -> None:
+    """Frame size and declared frame count from the container header (OpenCV, else PyAV), before decoding."""
     import cv2
 
+    cap = cv2.VideoCapture(str(p))
+    try:
+        if cap.isOpened():
+            w, h = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
+            n = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
+            limits.pixels(p, w, h)
+            limits.frames(p, n, "declared frames")
+            return
+    finally:
+        cap.release()
+    try:
+        import av
+
+        with av.open(str(p)) as container:
+            st = container.streams.video[0]
+            w, h, n = int(st.codec_context.width or 0), int(st.codec_context.height or 0), int(st.frames or 0)
+    except VideoError:
+        raise
+    except Exception:  # unreadable header: the decoders below report it in their own words
+        return
+    limits.pixels(p, w, h)
+    limits.frames(p, n, "declared frames")
+
+
+def _decode_cv2(p: Path, limits: _Limits | None = None) -> np.ndarray:
+    import cv2
+
+    limits = limits or _Limits(0, 0)
     cap = cv2.VideoCapture(str(p))
     if not cap.isOpened():
         raise VideoError(f"{p}: cannot be opened (corrupt or truncated container?)")
     out = []
-    while True:
-        ok, fr = cap.read()
-        if not ok:
-            break
-        out.append(cv2.cvtColor(fr, cv2.COLOR_BGR2RGB))
-    cap.release()
+    try:
+        while True:
+            ok, fr = cap.read()
+            if not ok:
+                break
+            if not out:  # the header may have hidden the size: check the first decoded frame too
+                limits.pixels(p, int(fr.shape[1]), int(fr.shape[0]))
+            out.append(cv2.cvtColor(fr, cv2.COLOR_BGR2RGB))
+            # a container may under-declare its frames: stop as soon as the cap is passed
+            limits.frames(p, len(out), "decoded frames (or more)")
+    finally:
+        cap.release()
     if not out:
         raise VideoError(f"{p}: no decodable frames (corrupt or truncated?)")
     if len({f.shape for f in out}) > 1:
@@ -185,12 +255,19 @@ def _decode_cv2(p: Path) -> np.ndarray:
     return np.stack(out)
 
 
-def _decode_pyav(p: Path) -> np.ndarray:
+def _decode_pyav(p: Path, limits: _Limits | None = None) -> np.ndarray:
     import av
 
+    limits = limits or _Limits(0, 0)
+    out: list[np.ndarray] = []
     try:
         with av.open(str(p)) as container:
-            out = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+            for f in container.decode(video=0):
+                limits.pixels(p, int(f.width), int(f.height))
+                out.append(f.to_ndarray(format="rgb24"))
+                limits.frames(p, len(out), "decoded frames (or more)")
+    except VideoError:
+        raise
     except Exception as e:  # PyAV raises many error types; all mean "unreadable"
         raise VideoError(f"{p}: cannot be decoded ({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
     if not out:
@@ -198,12 +275,46 @@ def _decode_pyav(p: Path) -> np.ndarray:
     return np.stack(out)
 
 
-def _decode_folder(p: Path) -> np.ndarray:
+def _image_size(f: Path) -> tuple[int, int] | None:
+    """(width, height) from the image header only; None when PIL cannot parse it (cv2 then reports it).
+
+    PIL's format openers parse just the header. They are called directly because ``Image.open`` refuses
+    images over its own decompression-bomb bound (~179 Mpx) without saying their size.
+    """
+    try:
+        from PIL import Image
+
+        Image.init()
+        with open(f, "rb") as fp:
+            prefix = fp.read(16)
+            for fmt in Image.ID:
+                factory, accept = Image.OPEN[fmt]
+                if accept is not None and not accept(prefix):
+                    continue
+                fp.seek(0)
+                try:
+                    im = factory(fp, str(f))
+                except Exception:  # not this format
+                    continue
+                return int(im.size[0]), int(im.size[1])
+    except Exception:  # unreadable file: the decoder reports it
+        return None
+    return None
+
+
+def _decode_folder(p: Path, limits: _Limits | None = None) -> np.ndarray:
     import cv2
 
+    limits = limits or _Limits(0, 0)
     files = list_frame_files(p)
     if not files:
         raise VideoError(f"{p}: frame folder has no .png/.jpg/.jpeg files")
+    limits.frames(p, len(files), "frame files")
+    if limits.max_pixels > 0:
+        for f in files:  # headers first: one oversized file must not be decoded at all
+            size = _image_size(f)
+            if size is not None:
+                limits.pixels(f, *size)
     out = []
     for f in files:
         img = cv2.imread(str(f), cv2.IMREAD_COLOR)
@@ -221,9 +332,13 @@ def _decode_folder(p: Path) -> np.ndarray:
 class VideoPool:
     """One :class:`Video` per path for a run; frees the least recently decoded ones past a byte budget."""
 
-    def __init__(self, max_bytes: int = 4 << 30, facts_dir: Path | str | None = None):
+    def __init__(self, max_bytes: int = 4 << 30, facts_dir: Path | str | None = None, *,
+                 max_pixels: int = DEFAULT_MAX_PIXELS, max_frames: int = DEFAULT_MAX_FRAMES):
+        """``max_pixels`` / ``max_frames``: the limits every :class:`Video` of the pool checks before decoding."""
         self.max_bytes = max_bytes
         self.facts_dir = Path(facts_dir) if facts_dir else None
+        self.max_pixels = int(max_pixels)
+        self.max_frames = int(max_frames)
         self._videos: dict[Path, Video] = {}
         self._lru: OrderedDict[Path, Video] = OrderedDict()
         self.decode_counts: dict[str, int] = {}
@@ -232,7 +347,8 @@ class VideoPool:
         key = Path(path).resolve()
         v = self._videos.get(key)
         if v is None:
-            v = self._videos[key] = Video(key, fps=fps, pool=self)
+            v = self._videos[key] = Video(key, fps=fps, pool=self, max_pixels=self.max_pixels,
+                                          max_frames=self.max_frames)
         return v
 
     def facts(self, video: Video) -> dict[str, int] | None:

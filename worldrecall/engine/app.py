@@ -6,8 +6,8 @@ import json
 import logging
 import os
 import platform
-import shutil
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Mapping
@@ -15,12 +15,20 @@ from typing import Any, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from worldrecall import __version__
-from worldrecall.engine.runner import Runner, RunResult, aggregate_rows, json_dump, load_rows
-from worldrecall.engine.tables import case_table
+from worldrecall.core.data import one_line
+from worldrecall.core.tables import case_table
+from worldrecall.engine.aggregate import aggregate_rows
+from worldrecall.engine.blobs import write_if_changed
+from worldrecall.engine.config import resolve_config
+from worldrecall.engine.leaderboard_view import print_leaderboard
+from worldrecall.engine.pipe_table import pipe_table
+from worldrecall.engine.runner import ResultsNotWritable, Runner, RunResult, build_result, load_rows
+from worldrecall.engine.sweep_summary import current_swept_keys, write_job_summary
 from worldrecall.engine.tracking import PARENT_ENV, Tracker, flatten, git_commit, redact_tree
 from worldrecall.registry.host import PluginHost, load_plugins
 
 log = logging.getLogger("worldrecall")
+EXIT_NOT_WRITABLE = 4         # results could not be written (disk full …): rerun to resume
 EXIT_CODES: list[int] = []   # filled per job; the CLI exits with the worst
 PARENT_FILE = "mlflow_parent_run_id"
 
@@ -39,26 +47,52 @@ def to_plain(cfg: DictConfig) -> dict[str, Any]:
     return d  # type: ignore[return-value]
 
 
+def json_dump(obj: Any, path: Path) -> Path:
+    """Write ``obj`` as indented JSON (meta files), creating the folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
+    return path
+
+
+class PluginCollision(SystemExit):
+    """Unresolved plugin name collisions: the run refuses to start (exit code 2), naming both plugins."""
+
+
 def host_for(cfg: Mapping[str, Any]) -> PluginHost:
-    p = cfg.get("plugins") or {}
-    return load_plugins(allow=p.get("allow"), block=p.get("block") or [])
+    """The registry for a config's plugin settings; unresolved name collisions stop the run here."""
+    p = cfg["plugins"]
+    host = load_plugins(allow=p["allow"], block=p["block"], override=p["override"])
+    if host.collisions:
+        for line in host.collisions:
+            print(f"error: {line}", file=sys.stderr)
+        raise PluginCollision(2)
+    return host
 
 
 def run_job(cfg: DictConfig, job_dir: Path | None = None, overrides: list[str] | None = None,
             sweep_dir: Path | None = None) -> int:
     """Run one Hydra job end to end; returns the exit code (0, or 3 past ``max_failure_rate``)."""
+    from worldrecall.engine.hydra_files import redact_hydra_files
+
+    redact_hydra_files(job_dir, sweep_dir)  # before anything else can fail: no secret stays on disk
     return run_plain(to_plain(cfg), job_dir=job_dir, overrides=overrides, sweep_dir=sweep_dir)
 
 
 def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: list[str] | None = None,
               sweep_dir: Path | None = None, host: PluginHost | None = None) -> int:
     """Run a resolved config (a plain dict): rows, tables, MLflow, leaderboard; returns the exit code."""
+    plain = resolve_config(plain)
     host = host or host_for(plain)
     for name, err in host.failures:
         print(f"warning: plugin {name!r} skipped: {err}", file=sys.stderr)
     runner = Runner(plain, host)
-    result = runner.run()
-    out = write_outputs(result, plain, host, job_dir)
+    try:
+        result = runner.run()
+    except ResultsNotWritable as e:
+        print(f"error: {e}", file=sys.stderr)
+        EXIT_CODES.append(EXIT_NOT_WRITABLE)
+        return EXIT_NOT_WRITABLE
+    out = write_outputs(result, plain, host, job_dir, overrides or [], sweep_dir)
     uri_line = track(result, plain, host, out, overrides or [], sweep_dir)
     print_leaderboard(result, host)
     print(f"\nresults: {result.results_dir}")
@@ -70,61 +104,82 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
     return result.exit_code
 
 
-def write_outputs(result: RunResult, plain: Mapping[str, Any], host: PluginHost, job_dir: Path | None) -> list[Path]:
+def write_outputs(result: RunResult, plain: Mapping[str, Any], host: PluginHost, job_dir: Path | None,
+                  overrides: list[str] | None = None, sweep_dir: Path | None = None) -> list[Path]:
     """Tables (CSV + Markdown), the per-case table, config, plugin manifest, timing and plots."""
+    if not hasattr(result, "finished_at"):  # when the runner finished: MLflow durations end-to-end, not logging time
+        try:
+            result.finished_at = time.time()  # type: ignore[attr-defined]
+        except (AttributeError, TypeError):  # a frozen/slotted result: durations then end at logging time
+            pass
+    t0 = time.perf_counter()
     tdir = result.results_dir / "tables"
     tdir.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
-    ct = case_table(result.rows)
-    paths.append(tdir / "cases.csv")
-    ct.to_csv(paths[-1], index=False)
+    # never rewritten in place (atomic, and only when changed): a file logged to MLflow earlier is a hard link
+    paths.append(write_if_changed(tdir / "cases.csv", case_table(result.rows).to_csv(index=False)))
     for name, df in result.tables.items():
         if hasattr(df, "to_csv"):
-            p = tdir / f"{name}.csv"
-            df.to_csv(p, index=False)
-            paths.append(p)
-            md = tdir / f"{name}.md"
-            md.write_text(_markdown(df))
-            paths.append(md)
+            paths.append(write_if_changed(tdir / f"{name}.csv", df.to_csv(index=False)))
+            paths.append(write_if_changed(tdir / f"{name}.md", _markdown(df)))
     meta = result.results_dir / "meta"
     paths.append(json_dump(redact_tree(plain), meta / "resolved_config.json"))
     paths.append(json_dump(host.manifest(), meta / "plugin_manifest.json"))
-    timing = {**{k: round(v, 4) for k, v in result.timing.items()},
+    t1 = time.perf_counter()
+    paths.extend(make_plots(result, result.results_dir / "plots", host))
+    t2 = time.perf_counter()
+    report = _write_report(result, plain, host, paths)
+    if report is not None:
+        paths.append(report)
+    out_s = {"outputs.tables": t1 - t0, "outputs.plots": t2 - t1, "outputs.report": time.perf_counter() - t2}
+    timing = {**{k: round(v, 4) for k, v in {**result.timing, **out_s}.items()},
               "model_forward_seconds": {k: round(v, 4) for k, v in result.model_seconds.items()},
               "decode_counts": result.decode_counts, "cache": result.cache_stats}
     paths.append(json_dump(timing, meta / "timing.json"))
-    paths.extend(make_plots(result, result.results_dir / "plots"))
     if job_dir is not None:
         job_dir.mkdir(parents=True, exist_ok=True)
         (job_dir / "results_dir.txt").write_text(str(result.results_dir))
+        if sweep_dir is not None:  # what the sweep summary reads at on_multirun_end
+            write_job_summary(job_dir, result, host, overrides or [], current_swept_keys(sweep_dir))
     return paths
 
 
-def make_plots(result: RunResult, pdir: Path) -> list[Path]:
-    """Heat-maps of every table a plugin knows how to draw (validity matrix), plus a primary-metric bar chart."""
+def make_plots(result: RunResult, pdir: Path, host: PluginHost | None = None) -> list[Path]:
+    """Each aggregator draws its own tables (``Aggregator.plots``); the engine names no plugin."""
     out: list[Path] = []
-    for name, df in result.tables.items():
-        if name.endswith("validity") and hasattr(df, "empty") and not df.empty:
-            try:
-                from worldrecall.plugins.synthetic.validity import plot_validity
-
-                pdir.mkdir(parents=True, exist_ok=True)
-                out.append(plot_validity(df, pdir / f"{name}.png"))
-            except Exception as e:  # a plot must never cost the results
-                log.warning("could not plot %s: %s", name, e)
+    aggs = (getattr(host, "components", {}) or {}).get("aggregator", {}) if host is not None else {}
+    for name, agg in aggs.items():
+        inst = agg() if isinstance(agg, type) else agg
+        try:
+            out.extend(Path(p) for p in inst.plots(result.tables, pdir))
+        except Exception as e:  # noqa: BLE001  (a plot must never cost the results)
+            log.warning("aggregator %s could not plot: %s", name, one_line(e))
     return out
 
 
-def _markdown(df: Any) -> str:
+def _write_report(result: RunResult, plain: Mapping[str, Any], host: PluginHost, paths: list[Path]) -> Path | None:
+    """The self-contained HTML report (never fatal: the tables are already written)."""
+    if not (plain.get("report") or {}).get("enabled", True):
+        return None
     try:
-        return df.to_markdown(index=False)
-    except Exception:  # tabulate is optional
-        return df.to_string(index=False)
+        from worldrecall.engine.report.html import write_report
+
+        return write_report(result, host, [p for p in paths if p.suffix == ".png"], plain)
+    except Exception as e:  # noqa: BLE001  (tables are written; a report failure must not lose them)
+        log.warning("could not write the HTML report: %s", one_line(e))
+        return None
+
+
+def _markdown(df: Any) -> str:
+    """A real Markdown pipe table (MLflow's artifact viewer and GitHub render it as a table)."""
+    return pipe_table(df)
 
 
 def track(result: RunResult, plain: Mapping[str, Any], host: PluginHost, paths: list[Path],
-          overrides: list[str], sweep_dir: Path | None) -> str:
-    """Log the job as a child run (under the sweep's or a new parent run); returns the `mlflow ui` line."""
+          overrides: list[str], sweep_dir: Path | None, report: Path | None = None) -> str:
+    """Log the job to MLflow (layout: :mod:`worldrecall.engine.track_runs`); returns the `mlflow ui` line."""
+    from worldrecall.engine.track_runs import log_job, override_label
+
     tcfg = plain.get("tracking") or {}
     if not tcfg.get("enabled", True):
         return ""
@@ -133,56 +188,19 @@ def track(result: RunResult, plain: Mapping[str, Any], host: PluginHost, paths: 
     except ImportError:
         print("warning: MLflow is not installed (pip install 'worldrecall[tracking]'); nothing tracked", file=sys.stderr)
         return ""
-    tags = provenance_tags(result, plain, host, overrides)
     parent = os.environ.get(PARENT_ENV) or _parent_from_file(sweep_dir)
-    own_parent = parent is None
-    if own_parent:
-        parent = tracker.start_run(tcfg.get("run_name") or "worldrecall", tags=tags)
-    child = tracker.start_run(" ".join(overrides) or "job", parent_id=parent, tags=tags)
-    try:
-        tracker.log_params(child, flatten({k: v for k, v in plain.items() if k != "suite"} | {"suite": plain.get("suite")}))
-        tracker.log_metrics(child, run_metrics(result))
-        tracker.log_artifacts(child, [p for p in paths if p.suffix in (".csv", ".md")], "tables")
-        tracker.log_artifacts(child, [p for p in paths if p.suffix == ".json"], "meta")
-        tracker.log_artifacts(child, [p for p in paths if p.suffix == ".png"], "plots")
-        staged = _stage_case_artifacts(result)
-        if staged is not None:  # one upload of cases/<benchmark>/<model>/<case>/<metric>/<file>
-            tracker.log_artifacts(child, [staged], "cases")
-            shutil.rmtree(staged.parent, ignore_errors=True)
-        tracker.end_run(child, "FINISHED")
-    except Exception:
-        tracker.end_run(child, "FAILED")
-        raise
-    finally:
-        if own_parent:
-            tracker.set_tags(parent, {"worldrecall.child": child})
-            tracker.end_run(parent, "FINISHED")
+    swept = set(current_swept_keys(sweep_dir)) if parent else set()
+    varying = [o for o in overrides if o.partition("=")[0].lstrip("+~") in swept]  # names say what a job varies
+    benches = ",".join(sorted({r.benchmark for r in result.rows})) or "no benchmark"
+    name = (override_label(varying) or "job") if parent else (tcfg.get("run_name") or f"worldrecall · {benches}")
+    params = flatten({k: v for k, v in plain.items() if k != "suite"} | {"suite": plain.get("suite")})
+    t0 = time.perf_counter()
+    log_job(tracker, result, plain, host, paths, varying, parent, name,
+            provenance_tags(result, plain, host, overrides), params, report)
+    # not logged itself (it is measured after logging); benchmarks/pipeline.py reads it
+    json_dump({"mlflow_s": round(time.perf_counter() - t0 + tracker.setup_s, 4), "setup_s": round(tracker.setup_s, 4)},
+              result.results_dir / "meta" / "tracking.json")
     return tracker.ui_command()
-
-
-def _stage_case_artifacts(result: RunResult) -> Path | None:
-    """Hard-link every row's artifacts into one temporary tree (cheap), so MLflow gets one call, not hundreds."""
-    import tempfile
-
-    rows = [r for r in result.rows if r.info.get("artifacts")]
-    if not rows:
-        return None
-    root = Path(tempfile.mkdtemp(prefix="wr-art-", dir=result.results_dir)) / "cases"
-    for r in rows:
-        d = root / r.benchmark / r.model / _safe(r.case_id) / _safe(r.metric)
-        d.mkdir(parents=True, exist_ok=True)
-        for a in r.info["artifacts"]:
-            src = Path(a)
-            if src.exists():
-                try:
-                    os.link(src, d / src.name)
-                except OSError:
-                    shutil.copy2(src, d / src.name)
-    return root
-
-
-def _safe(s: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in s)
 
 
 def _parent_from_file(sweep_dir: Path | None) -> str | None:
@@ -211,59 +229,13 @@ def provenance_tags(result: RunResult, plain: Mapping[str, Any], host: PluginHos
     return tags
 
 
-def run_metrics(result: RunResult) -> dict[str, float]:
-    """Aggregates as MLflow metrics: mean per benchmark × model × metric value, CIs, failure counts, timing."""
-    m: dict[str, float] = {"run/failure_rate": result.failure_rate, "run/n_cases": result.n_cases,
-                           "run/n_failed_cases": result.n_failed_cases}
-    m.update({f"time/{k}": v for k, v in result.timing.items()})
-    mean = result.tables.get("mean")
-    if mean is not None and len(mean):
-        for r in mean.itertuples(index=False):
-            m[f"{r.benchmark}/{r.model}/{_short(r.metric, r.benchmark)}/{r.value_name}"] = r.mean
-    boot = result.tables.get("bootstrap")
-    if boot is not None and len(boot):
-        for r in boot.itertuples(index=False):
-            k = f"{r.benchmark}/{r.model}/{_short(r.metric, r.benchmark)}/{r.value_name}"
-            m[k + "/ci_low"], m[k + "/ci_high"] = r.ci_low, r.ci_high
-    return m
-
-
-def _short(metric: str, benchmark: str) -> str:
-    return metric[len(benchmark) + 1:] if metric.startswith(benchmark + ".") else metric
-
-
-def print_leaderboard(result: RunResult, host: PluginHost) -> None:
-    """Primary value of each metric, mean over cases, one table per benchmark (models as rows)."""
-    mean = result.tables.get("mean")
-    if mean is None or not len(mean):
-        print("no scores")
-        return
-    prim = {name: getattr(cls, "primary", "") for name, cls in host.metrics.items()}
-    df = mean[[prim.get(m) == v for m, v in zip(mean["metric"], mean["value_name"])]]
-    for bench, g in df.groupby("benchmark"):
-        table = g.assign(col=[_short(m, bench) for m in g["metric"]]).pivot_table(
-            index="model", columns="col", values="mean", aggfunc="first", dropna=False)  # keep NaN (= n/a) rows
-        print(f"\n== {bench} (mean of each metric's primary value) ==")
-        print(table.round(4).to_string())
-        if table.isna().to_numpy().any():
-            print("NaN = not applicable on every case (e.g. Scene Memory F1 when the camera never left and returned)")
-
-
 def aggregate_command(results_dir: Path, cfg: Mapping[str, Any]) -> int:
     """Merge every shard under ``results_dir`` into the final tables and one MLflow run."""
-    from worldrecall.engine.runner import RunResult
-
+    cfg = resolve_config(cfg)
     host = host_for(cfg)
     rows = load_rows(results_dir)
-    tables = aggregate_rows(host, rows, cfg)
-    cases: dict[tuple[str, str, str], bool] = {}
-    for r in rows:
-        k = (r.benchmark, r.model, r.case_id)
-        cases[k] = cases.get(k, False) or r.status == "failed"
-    n, nf = len(cases), sum(cases.values())
-    rate = nf / n if n else 0.0
-    result = RunResult(Path(results_dir), rows, tables, {}, rate, n, nf,
-                       3 if rate > float(cfg.get("max_failure_rate", 1.0)) else 0)
+    result = build_result(Path(results_dir), rows, aggregate_rows(host, rows, cfg), cfg)
+    n, nf = result.n_cases, result.n_failed_cases
     paths = write_outputs(result, cfg, host, None)
     line = track(result, cfg, host, paths, ["aggregate"], None)
     print_leaderboard(result, host)

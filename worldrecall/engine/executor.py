@@ -72,7 +72,6 @@ class ForkExecutor:
         ctx = mp.get_context("fork")
         todo: deque[tuple[int, int]] = deque((g, 0) for g in range(len(groups)))  # (group, first item)
         live: dict[Connection, _Worker] = {}
-        os.environ.setdefault("OMP_NUM_THREADS", "1")  # for a torch first imported inside a worker
 
         def start() -> None:
             parent, child = ctx.Pipe()
@@ -146,11 +145,18 @@ class _Worker:
         self.next_item = 0
 
 
+def one_thread_per_process() -> None:
+    """One intra-op thread for torch (when imported) and OpenMP: case-parallel processes already fill the cores,
+    and a case's numbers must not depend on which process scored it (float reductions follow the thread count)."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # for a torch first imported later
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
+
+
 def _worker_main(conn: Connection, groups: Sequence[Sequence[Item]], work: Work, counters: CounterHooks) -> None:
     """A forked worker: take (group, first item) tasks until told to stop; send rows per case, counters per group."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
-    if "torch" in sys.modules:  # one intra-op thread per worker: the workers already fill the cores
-        sys.modules["torch"].set_num_threads(1)
+    one_thread_per_process()
     while True:
         task = json.loads(conn.recv_bytes())
         if task is None:

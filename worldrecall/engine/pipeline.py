@@ -104,8 +104,12 @@ class CasePipeline:
                          dict(item.strata), metric.version, warnings=list(item.warnings))
                 for name, metric in plan.metrics.items() if not is_final((plan.name, item.model, item.case_id, name))]
 
-    def rows(self, plan: BenchmarkPlan, item: Case | CaseError, is_final: IsFinal) -> list[ScoreRow]:
-        """The rows of one case (every metric not already final), in metric order."""
+    def rows(self, plan: BenchmarkPlan, item: Case | CaseError, is_final: IsFinal,
+             memo_only: bool = False) -> list[ScoreRow] | None:
+        """The rows of one case (every metric not already final), in metric order.
+
+        ``memo_only``: return None unless every row comes from the score memo (no metric runs at all).
+        """
         if isinstance(item, CaseError):
             return self.failure_rows(plan, item, item.stage, item.reason, is_final)
         case = item
@@ -130,7 +134,8 @@ class CasePipeline:
                 row.status, row.reason = "failed", f"align: {alignment}"
             else:
                 row.warnings.extend(alignment.info.get("warnings", []))
-                self.measure_and_score(metric, case, alignment, row)
+                if not self.measure_and_score(metric, case, alignment, row, memo_only=memo_only):
+                    return None
             out.append(row)
         return out
 
@@ -165,8 +170,12 @@ class CasePipeline:
         finally:
             self._tick("align", t0)
 
-    def measure_and_score(self, metric: Metric, case: Case, alignment: Alignment, row: ScoreRow) -> None:
-        """Fill ``row`` with the metric's values (or its failure/skip); never raises."""
+    def measure_and_score(self, metric: Metric, case: Case, alignment: Alignment, row: ScoreRow,
+                          memo_only: bool = False) -> bool:
+        """Fill ``row`` with the metric's values (or its failure/skip); never raises.
+
+        Returns False only for ``memo_only`` when the score is not in the memo (nothing was run).
+        """
         stage = "measure"
         try:
             t0 = time.perf_counter()
@@ -188,7 +197,9 @@ class CasePipeline:
                     row.info["artifacts"] = memo["artifacts"]
                 row.warnings.extend(w for w in memo.get("warnings", []) if w not in row.warnings)
                 self._tick("measure", t0)
-                return
+                return True
+            if memo_only:
+                return False
             ctx = MeasureContext(models=self.hub, judges=self.judges, artifacts_dir=self.artifacts_dir,
                                  device=self.device, batch_size=self.batch_size)
             measurement, hit = self.measurements.get_or_compute(metric.name, key,
@@ -217,6 +228,7 @@ class CasePipeline:
         except Exception as e:  # a bug in one metric must not end the run; the reason says where
             log.debug("metric %s failed on %s", metric.name, case.key, exc_info=True)
             row.status, row.reason = "failed", f"{stage}: {metric.name} raised {type(e).__name__}: {one_line(e)}"
+        return True
 
 
 def _num(v: Any) -> float | None:

@@ -61,9 +61,6 @@ def build_result(results_dir: Path, rows: list[ScoreRow], tables: dict[str, Any]
                      dict(totals.get("model_seconds", {})), dict(backends or {}))
 
 
-FORK_WORTH_S = 0.05  # seconds per case below which forked workers cost more than they save
-
-
 class ResultsNotWritable(RuntimeError):
     """Rows cannot be appended (disk full, read-only folder): the run stops with this one-line message."""
 
@@ -153,16 +150,23 @@ class Runner:
 
         work = lambda item: self.pipeline.rows(plan, item, is_final)  # noqa: E731
         workers = min(self.workers(), len(todo))
-        if workers > 1 and int(self.cfg["workers"]) == 0:
-            # auto: probe with the first clip in this process; when its cases come straight from the score memo
-            # (a warm rerun, a re-score job of a sweep), forking workers would cost more than the whole job
-            t0 = time.perf_counter()
-            make_executor(1).run(todo[:1], work, emit, dead, self.pipeline)
-            per_case = (time.perf_counter() - t0) / max(len(todo[0]), 1)
-            todo = todo[1:]
-            workers = 1 if per_case < FORK_WORTH_S else min(workers, len(todo))
+        if workers > 1:
+            # cases whose every row is in the score memo (a warm rerun, a re-score job of a sweep) are taken
+            # here, without forking; only cases that need a measurement or a score go to the workers (the
+            # parent never runs a metric itself, so forking stays safe)
+            todo = [g for g in ([it for it in group if not self._from_memo(plan, it, is_final, emit)]
+                                for group in todo) if g]
+            workers = min(workers, len(todo))
         make_executor(workers).run(todo, work, emit, dead, self.pipeline)
         bar.close()
+
+    def _from_memo(self, plan: BenchmarkPlan, item: Case | CaseError, is_final: Any, emit: Any) -> bool:
+        """Emit a case's rows when all of them come from the score memo; False when it needs work."""
+        rows = self.pipeline.rows(plan, item, is_final, memo_only=True)
+        if rows is None:
+            return False
+        emit(item, rows)
+        return True
 
     def _fingerprint(self, groups: list[list[Case | CaseError]]) -> None:
         """Hash every input here, once: forked workers' digest memos die with them."""

@@ -1,4 +1,6 @@
-"""MLflow tracking: one parent run per invocation or sweep, one child run per job.
+"""MLflow tracking: the client wrapper (runs, batched params/metrics/tags, artifacts stored once).
+
+How runs nest is decided in :mod:`worldrecall.engine.track_runs`.
 
 SQLite under the output root by default (``MLFLOW_TRACKING_URI`` or ``tracking.tracking_uri`` override it).
 Every call goes through :func:`_retry`, so parallel sweep jobs sharing one SQLite file wait out
@@ -13,8 +15,9 @@ import os
 import random
 import subprocess
 import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -22,6 +25,9 @@ T = TypeVar("T")
 SECRET_WORDS = ("key", "token", "secret", "password")
 REDACTED = "***"
 PARENT_ENV = "WORLDRECALL_MLFLOW_PARENT"
+# MLflow 3's UI opens an experiment on the view its kind names; without it, it infers "GenAI" and shows traces.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
 
 
 def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -44,6 +50,16 @@ def is_secret(key: str) -> bool:
 def redact(flat: Mapping[str, Any]) -> dict[str, Any]:
     """Replace values whose (last) key names a key, token, secret or password."""
     return {k: (REDACTED if is_secret(k) and v not in (None, "") else v) for k, v in flat.items()}
+
+
+def redact_override(override: str) -> str:
+    """``[+~]key=value`` with the value replaced when the key names a secret (overrides tags, run names)."""
+    key, sep, _ = override.partition("=")
+    return f"{key}={REDACTED}" if sep and is_secret(key.lstrip("+~")) else override
+
+
+def redact_overrides(overrides: list[str]) -> list[str]:
+    return [redact_override(o) for o in overrides]
 
 
 def redact_tree(d: Any) -> Any:
@@ -83,6 +99,7 @@ class Tracker:
     """Thin wrapper over ``MlflowClient`` with explicit parent/child run ids."""
 
     def __init__(self, tcfg: Mapping[str, Any], output_root: Path):
+        t0 = time.perf_counter()
         from mlflow.tracking import MlflowClient
 
         self.output_root = Path(output_root).resolve()
@@ -92,31 +109,77 @@ class Tracker:
         self.client = MlflowClient(tracking_uri=self.uri)
         self.experiment_name = tcfg.get("experiment") or "worldrecall"
         self.extra_tags = {str(k): str(v) for k, v in (tcfg.get("tags") or {}).items()}
+        self._artifact_uri: dict[str, str] = {}
         self.experiment_id = self._experiment()
+        self.setup_s = time.perf_counter() - t0  # import + store migration/opening: part of a job's MLflow cost
 
     def _experiment(self) -> str:
         def get_or_create() -> str:
             exp = self.client.get_experiment_by_name(self.experiment_name)
             if exp is not None:
+                if exp.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:  # stores made before this tag existed
+                    self.client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
                 return exp.experiment_id
             try:
                 art = (self.output_root / "mlartifacts").as_uri()
-                return self.client.create_experiment(self.experiment_name, artifact_location=art)
+                return self.client.create_experiment(self.experiment_name, artifact_location=art,
+                                                     tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
             except Exception as e:
                 if "already exists" in str(e).lower() or "unique" in str(e).lower():
                     return self.client.get_experiment_by_name(self.experiment_name).experiment_id
                 raise
         return _retry(get_or_create, "experiment")
 
-    def start_run(self, name: str, parent_id: str | None = None, tags: Mapping[str, str] | None = None) -> str:
-        t = {"mlflow.runName": name, **self.extra_tags, **(tags or {})}
+    def start_run(self, name: str, parent_id: str | None = None, tags: Mapping[str, str] | None = None,
+                  start_time: float | None = None) -> str:
+        """Create a run (``start_time`` in epoch seconds: when the work it records began, not now)."""
+        t = {"mlflow.runName": name, **self.extra_tags, **{k: str(v) for k, v in (tags or {}).items()}}
         if parent_id:
             t["mlflow.parentRunId"] = parent_id
-        run = _retry(lambda: self.client.create_run(self.experiment_id, tags=t, run_name=name), "create_run")
+        ms = int(start_time * 1000) if start_time is not None else None
+        run = _retry(lambda: self.client.create_run(self.experiment_id, start_time=ms, tags=t, run_name=name),
+                     "create_run")
+        self._artifact_uri[run.info.run_id] = run.info.artifact_uri
         return run.info.run_id
 
-    def end_run(self, run_id: str, status: str = "FINISHED") -> None:
-        _retry(lambda: self.client.set_terminated(run_id, status), "end_run")
+    def end_run(self, run_id: str, status: str = "FINISHED", end_time: float | None = None) -> None:
+        ms = int(end_time * 1000) if end_time is not None else None
+        _retry(lambda: self.client.set_terminated(run_id, status, end_time=ms), "end_run")
+
+    def log_batch(self, run_id: str, metrics: Mapping[str, float] | None = None,
+                  params: Mapping[str, Any] | None = None, tags: Mapping[str, Any] | None = None) -> None:
+        """Metrics, params and tags in as few ``log_batch`` calls as MLflow's limits allow (one, usually).
+
+        NaN metrics are kept: a value that is not applicable for one model stays a column, not a gap.
+        """
+        from mlflow.entities import Metric, Param, RunTag
+
+        now = int(time.time() * 1000)
+        ms = [Metric(_metric_key(k), float("nan") if v is None else float(v), now, 0) for k, v in (metrics or {}).items()]
+        ps = [Param(k[:250], str(v)[:6000]) for k, v in redact(params or {}).items()]
+        ts = [RunTag(k[:250], str(v)[:5000]) for k, v in (tags or {}).items()]
+        while ms or ps or ts:  # MLflow: at most 1000 entries per call, 100 params, 100 tags
+            mc, pc, tc = ms[:1000 - min(len(ps), 100) - min(len(ts), 100)], ps[:100], ts[:100]
+            ms, ps, ts = ms[len(mc):], ps[100:], ts[100:]
+            _retry(lambda: self.client.log_batch(run_id, metrics=mc, params=pc, tags=tc), "log_batch")
+
+    def log_file_once(self, run_id: str, path: Path, artifact_path: str, blobs: Any, link: bool = False) -> str:
+        """Log ``path`` as ``artifact_path/<name>``, its bytes kept once: stored in ``blobs`` (a
+        :class:`~worldrecall.engine.blobs.BlobStore`) and hard-linked into a local artifact store; a remote
+        store gets an upload. ``link``: the file is never rewritten in place (written atomically), so the blob
+        may be a hard link to it. Returns the blob digest."""
+        from worldrecall.engine.blobs import link_or_copy
+
+        digest, blob = blobs.put(path, link=link)
+        uri = self._artifact_uri.get(run_id) or _retry(lambda: self.client.get_run(run_id), "get_run").info.artifact_uri
+        if uri.startswith("file:") or "://" not in uri:
+            from urllib.parse import unquote, urlparse
+
+            local = Path(unquote(urlparse(uri).path)) if uri.startswith("file:") else Path(uri)
+            link_or_copy(blob, local / artifact_path / Path(path).name)
+        else:
+            _retry(lambda: self.client.log_artifact(run_id, str(path), artifact_path), "log_artifact")
+        return digest
 
     def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
@@ -130,8 +193,7 @@ class Tracker:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        items = [Metric(_metric_key(k), float(v), now, 0) for k, v in metrics.items()
-                 if v is not None and v == v]
+        items = [Metric(_metric_key(k), float("nan") if v is None else float(v), now, 0) for k, v in metrics.items()]
         for i in range(0, len(items), 1000):
             chunk = items[i:i + 1000]
             _retry(lambda: self.client.log_batch(run_id, metrics=chunk), "log_metrics")
@@ -153,7 +215,14 @@ class Tracker:
                 _retry(lambda: self.client.log_artifact(run_id, str(p), artifact_path), "log_artifact")
 
     def ui_command(self) -> str:
-        return f"mlflow ui --backend-store-uri {self.uri}"
+        """The line to start the UI, and the address of this experiment's runs view.
+
+        MLflow 3.17's UI takes the view from its GenAI / Model-training switch (``workflowType`` in the URL or
+        the browser's storage) rather than from the experiment-kind tag, so the printed link names it.
+        """
+        return (f"mlflow ui --backend-store-uri {self.uri}\n"
+                f"then open http://127.0.0.1:5000/#/experiments/{self.experiment_id}/runs?workflowType=machine_learning"
+                "  (runs table: one run per benchmark x model; select runs -> Compare)")
 
 
 def _metric_key(k: str) -> str:

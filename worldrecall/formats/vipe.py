@@ -40,6 +40,8 @@ __all__ = [
     "intrinsics_to_k",
     "read_points_file",
     "read_sidecar",
+    "validate_intrinsics",
+    "validate_poses",
     "write_native_vipe",
 ]
 
@@ -509,36 +511,78 @@ def _derived_valid(depth: Any) -> RowStack:
 # ------------------------------------------------------------------------------------------------------
 # validation (shared by both layouts)
 # ------------------------------------------------------------------------------------------------------
+def validate_poses(poses: Any, where: Path | str) -> np.ndarray:
+    """Check camera-to-world poses: shape [N>0,4,4], finite, orthonormal right-handed rotations, bottom row
+    [0,0,0,1]. Returns them as float64; any problem -> one-line :class:`CaseFailure` naming ``where``.
+
+    Used for ViPE sidecars and for benchmark GT poses alike (the same rule on both sides of a comparison).
+    """
+    P = np.asarray(poses)
+    if P.ndim != 3 or P.shape[1:] != (4, 4):
+        raise CaseFailure(f"{where}: poses of shape {list(P.shape)}; expected [N,4,4]")
+    if P.shape[0] == 0:
+        raise CaseFailure(f"{where}: no pose rows")
+    if not np.issubdtype(P.dtype, np.number) or np.issubdtype(P.dtype, np.complexfloating):
+        raise CaseFailure(f"{where}: poses of dtype {P.dtype}; expected real numbers")
+    P = P.astype(np.float64)
+    fin = np.isfinite(P).all(axis=(1, 2))
+    if not fin.all():
+        raise CaseFailure(f"{where}: non-finite pose at row {int(np.flatnonzero(~fin)[0])}")
+    R = P[:, :3, :3]
+    err = np.abs(np.einsum("nji,njk->nik", R, R) - np.eye(3)).max(axis=(1, 2))
+    bad = np.flatnonzero(err > ORTHONORMAL_TOL)
+    if bad.size:
+        raise CaseFailure(f"{where}: rotation of row {int(bad[0])} is not orthonormal "
+                          f"(|RᵀR − I| = {float(err[bad[0]]):.3g} > {ORTHONORMAL_TOL:g})")
+    det = np.linalg.det(R)
+    bad = np.flatnonzero(det < 0)
+    if bad.size:
+        raise CaseFailure(f"{where}: rotation of row {int(bad[0])} is a reflection (det = {float(det[bad[0]]):.3g})")
+    last = np.abs(P[:, 3, :] - np.array([0.0, 0.0, 0.0, 1.0])).max(axis=1)
+    bad = np.flatnonzero(last > ORTHONORMAL_TOL)
+    if bad.size:
+        raise CaseFailure(f"{where}: row {int(bad[0])} has bottom row {P[bad[0], 3].tolist()}, not [0,0,0,1]")
+    return P
+
+
+def validate_intrinsics(K: Any, where: Path | str) -> np.ndarray:
+    """Check pinhole intrinsics [N>0,3,3]: finite, fx > 0, fy > 0, last row [0,0,1] (so K is invertible).
+    Returns them as float64; any problem -> one-line :class:`CaseFailure` naming ``where``.
+
+    Accepts what :func:`intrinsics_to_k` returns; call that first for [N,4] / [3,3] layouts.
+    """
+    K = np.asarray(K)
+    if K.ndim != 3 or K.shape[1:] != (3, 3) or K.shape[0] == 0:
+        raise CaseFailure(f"{where}: intrinsics of shape {list(K.shape)}; expected [N>0,3,3]")
+    if not np.issubdtype(K.dtype, np.number) or np.issubdtype(K.dtype, np.complexfloating):
+        raise CaseFailure(f"{where}: intrinsics of dtype {K.dtype}; expected real numbers")
+    K = K.astype(np.float64)
+    fin = np.isfinite(K).all(axis=(1, 2))
+    if not fin.all():
+        i = int(np.flatnonzero(~fin)[0])
+        raise CaseFailure(f"{where}: row {i} has non-finite intrinsics")
+    fx, fy = K[:, 0, 0], K[:, 1, 1]
+    kbad = ~((fx > 0) & (fy > 0))
+    if kbad.any():
+        i = int(np.flatnonzero(kbad)[0])
+        raise CaseFailure(f"{where}: row {i} has invalid focal lengths/values (fx={fx[i]:.4g}, fy={fy[i]:.4g})")
+    # a zero/odd last row makes K singular (no back-projection): the pinhole model needs [0, 0, 1]
+    lbad = np.abs(K[:, 2, :] - np.array([0.0, 0.0, 1.0])).max(axis=1) > 1e-9
+    if lbad.any():
+        i = int(np.flatnonzero(lbad)[0])
+        raise CaseFailure(f"{where}: row {i} has last row {K[i, 2].tolist()}, not [0,0,1] (singular/non-pinhole)")
+    return K
+
+
 def _validate(sc: Sidecar, *, validate_depth: bool) -> None:
     pose_file, k_file = sc.files["poses"], sc.files["intrinsics"]
     n = len(sc)
     if n == 0:
         raise CaseFailure(f"{pose_file}: no pose rows")
-    P = sc.poses_c2w
-    fin = np.isfinite(P).all(axis=(1, 2))
-    if not fin.all():
-        raise CaseFailure(f"{pose_file}: non-finite pose at row {int(np.flatnonzero(~fin)[0])}")
-    R = P[:, :3, :3]
-    err = np.abs(np.einsum("nji,njk->nik", R, R) - np.eye(3)).max(axis=(1, 2))
-    bad = np.flatnonzero(err > ORTHONORMAL_TOL)
-    if bad.size:
-        raise CaseFailure(f"{pose_file}: rotation of row {int(bad[0])} is not orthonormal "
-                          f"(|RᵀR − I| = {float(err[bad[0]]):.3g} > {ORTHONORMAL_TOL:g})")
-    det = np.linalg.det(R)
-    bad = np.flatnonzero(det < 0)
-    if bad.size:
-        raise CaseFailure(f"{pose_file}: rotation of row {int(bad[0])} is a reflection (det = {float(det[bad[0]]):.3g})")
-    last = np.abs(P[:, 3, :] - np.array([0.0, 0.0, 0.0, 1.0])).max(axis=1)
-    bad = np.flatnonzero(last > ORTHONORMAL_TOL)
-    if bad.size:
-        raise CaseFailure(f"{pose_file}: row {int(bad[0])} has bottom row {P[bad[0], 3].tolist()}, not [0,0,0,1]")
-
+    validate_poses(sc.poses_c2w, pose_file)
+    validate_intrinsics(sc.intrinsics, k_file)
     K = sc.intrinsics
-    fx, fy, cx, cy = K[:, 0, 0], K[:, 1, 1], K[:, 0, 2], K[:, 1, 2]
-    kbad = ~(np.isfinite(K).all(axis=(1, 2)) & (fx > 0) & (fy > 0))
-    if kbad.any():
-        i = int(np.flatnonzero(kbad)[0])
-        raise CaseFailure(f"{k_file}: row {i} has invalid focal lengths/values (fx={fx[i]:.4g}, fy={fy[i]:.4g})")
+    cx, cy = K[:, 0, 2], K[:, 1, 2]
 
     fi = sc.frame_indices
     if (fi < 0).any():

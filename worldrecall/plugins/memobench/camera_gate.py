@@ -132,7 +132,7 @@ class CameraGate(MemoBenchMetric):
                  "title": f"camera gate {verdict.upper()}: left {v['max_departure_deg']:.0f}°, "
                           f"returned to {v['return_error_deg']:.0f}°" + (
                               f", target absent in {v['absence_fraction']:.0%} of D" if v["absence_fraction"] is not None else ""),
-                 "x_label": "generated frame", "y_label": "angle to frame 0's view (°)",
+                 "x_label": "generated frame", "y_label": "angle to frame 0 (°)",
                  "x": list(range(len(angles))), "series": [{"label": "view direction vs frame 0",
                                                             "y": [round(float(a), 2) for a in angles]}],
                  "hlines": [{"y": float(thresholds["depart_deg"]), "label": "must depart beyond"},

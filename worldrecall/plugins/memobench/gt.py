@@ -9,13 +9,16 @@ Real clip ``NNN`` under ``Real_Raw/NNN/``: ``NNN.mp4``, ``FRAMES/*.jpg``, ``raw/
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from worldrecall.core.data import Case, CaseFailure
+from worldrecall.core.text import read_text
 from worldrecall.core.video import list_frame_files
+from worldrecall.formats.vipe import intrinsics_to_k, validate_intrinsics, validate_poses
 
 # UE5 left-handed elementary rotations and the y/z flip to OpenCV camera axes (official fallback converter)
 _FLIP_YZ = np.diag([1.0, -1.0, -1.0, 1.0])
@@ -40,7 +43,7 @@ def ue5_track_to_c2w(path: Path) -> np.ndarray:
     """``camera_full{n}.csv`` -> [G, 4, 4] c2w: R = Rz·Ry·Rx (left-handed, radians), then ``@ diag(1,-1,-1,1)``."""
     import pandas as pd
 
-    df = pd.read_csv(path)
+    df = pd.read_csv(io.StringIO(read_text(path)))  # BOM tolerated; not UTF-8 -> CaseFailure naming the line
     poses = np.zeros((len(df), 4, 4), dtype=np.float64)
     for i, (_, row) in enumerate(df.iterrows()):
         c2w = np.eye(4, dtype=np.float64)
@@ -93,9 +96,28 @@ def load_gt_poses(case: Case) -> np.ndarray:
         raise
     except Exception as e:  # missing key, truncated file, bad CSV: one-line reason for this case only
         raise CaseFailure(f"{path}: cannot read GT poses ({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
-    if poses.ndim != 3 or poses.shape[1:] != (4, 4) or len(poses) == 0:
-        raise CaseFailure(f"{path}: GT poses have shape {tuple(poses.shape)}, expected [G, 4, 4]")
-    return poses
+    # the same checks as for ViPE sidecars: shape, finite, orthonormal right-handed rotation, [0,0,0,1] row
+    # (before, a non-rotation GT scored camera controllability 1.0 and NaN poses a NaN with status ok)
+    return validate_poses(poses, f"{path} (GT poses)")
+
+
+def load_gt_intrinsics(path: Path) -> np.ndarray:
+    """GT intrinsics (``[G,4]`` fx,fy,cx,cy rows, ``[3,3]`` or ``[G,3,3]``) as validated ``[G,3,3]`` K matrices.
+
+    Non-finite values, non-positive focal lengths or a singular K -> :class:`CaseFailure` naming the file.
+    """
+    try:
+        if Path(path).suffix == ".npz":
+            with np.load(path, allow_pickle=False) as z:
+                arr = np.asarray(z["intrinsic"])
+        else:
+            arr = np.load(path, allow_pickle=False)
+    except Exception as e:  # truncated file, missing key, pickled object: one line for this case only
+        raise CaseFailure(f"{path}: cannot read GT intrinsics ({type(e).__name__}: {str(e).splitlines()[0][:120]})") \
+            from None
+    if not np.issubdtype(np.asarray(arr).dtype, np.number):
+        raise CaseFailure(f"{path} (GT intrinsics): dtype {arr.dtype}; expected numbers")
+    return validate_intrinsics(intrinsics_to_k(arr, None, path), f"{path} (GT intrinsics)")
 
 
 def read_gt_frames(case: Case, indices: Sequence[int]) -> list[np.ndarray]:

@@ -38,24 +38,56 @@ class GTClip:
     prompt: str | None = None
     subject: str | None = None
     error: str | None = None          # a GT problem: every model's case for this clip is a CaseError
+    declared_skip: bool = False       # excluded on purpose (sheet ``skip``, availability filter): no case at all
+    sheet_error: bool = False         # the split's sheet is unreadable: this one entry stands for the split
+    warnings: list[str] = field(default_factory=list)  # input anomalies that did not stop the clip: on its rows
 
 
 def _rel(path: Path, root: Path) -> str:
-    return str(Path(path).resolve().relative_to(Path(root).resolve()))
+    """``path`` relative to the data root; a path (or symlink) resolving outside it -> :class:`CaseFailure`."""
+    resolved, base = Path(path).resolve(), Path(root).resolve()
+    if resolved != base and base not in resolved.parents:
+        raise CaseFailure(f"{path}: resolves to {resolved}, outside the data root {base} (symlink?)")
+    return str(resolved.relative_to(base))
 
 
 def _first_frame(meta: metadata.ClipMeta | None, data_root: Path, fallback: Path | None) -> str | None:
-    """The conditioning frame as a data-root-relative path (metadata path if it is inside the root)."""
+    """The conditioning frame as a data-root-relative path: the metadata path when it names an existing file,
+    else the GT folder's first frame. A metadata path escaping the data root raises :class:`CaseFailure`."""
     if meta is not None and meta.first_frame:
         rel = meta.first_frame
         rel = rel.removeprefix("data/")
-        try:
-            p = safe_join(data_root, rel, what="first-frame path")
-            if p.is_file():
-                return _rel(p, data_root)
-        except CaseFailure:
-            pass
+        p = safe_join(data_root, rel, what="sam3_metadata first-frame path")  # escaping: the clip's error
+        if p.is_file():
+            return _rel(p, data_root)
     return _rel(fallback, data_root) if fallback is not None else None
+
+
+def _beyond_gt(row: sheets.PhaseRow, g: int, source: str, checks: str, warnings: list[str]) -> str | None:
+    """A sheet boundary past the GT clip (G frames, 0-based indices): the official mapping clamps it silently.
+
+    ``r_gt == G`` (one past the end: a 1-based sheet?) is a warning; further out an error (strict) or a
+    warning (official). Returns the error, appending warnings in place.
+    """
+    worst = max(row.h_gt, row.r_gt)
+    if worst < g:
+        return None
+    msg = (f"{row.clip_id}: phase sheet boundary (exits {row.h_gt}, re-enter {row.r_gt}) is past the last GT "
+           f"frame {g - 1} (G = {g} from {source})")
+    if worst == g or checks == "official":
+        warnings.append(msg + "; clamped as the official code does")
+        return None
+    return msg + " (set loader_options.phase_row_checks=official to score it clamped)"
+
+
+def _read_meta(reader: Any, path: Path) -> tuple[dict[str, metadata.ClipMeta], str | None]:
+    """A metadata CSV, or ({}, the one-line reason) when it cannot be decoded: the split's clips fail with it."""
+    if not path.is_file():
+        return {}, None
+    try:
+        return reader(path), None
+    except CaseFailure as e:
+        return {}, str(e)
 
 
 class MemoBenchLoader(Loader):
@@ -71,6 +103,8 @@ class MemoBenchLoader(Loader):
         "synthetic_subdir": "Synthetic",
         "real_subdir": "Real",
         "missing_generation": "error",   # error: a CaseError per missing clip | skip: silently left out
+        "phase_row_checks": "strict",    # strict: bad/conflicting sheet rows fail the clip | official: clamp/last row wins, warned
+        "unlisted_generation": "error",  # error: a generated clip without a sheet row is a CaseError | skip (official)
         "sidecars": True,
     }
 
@@ -80,14 +114,17 @@ class MemoBenchLoader(Loader):
         data_root = Path(data_root)
         out: list[GTClip] = []
         meta_dir = data_root / "sam3_metadata"
-        if "synthetic" in opts["splits"]:
-            meta_path = meta_dir / "synthetic_metadata.csv"
-            meta = metadata.read_synthetic_metadata(meta_path) if meta_path.is_file() else {}
-            out += self._synthetic(data_root, opts, meta)
-        if "real" in opts["splits"]:
-            meta_path = meta_dir / "real_metadata.csv"
-            meta = metadata.read_real_metadata(meta_path) if meta_path.is_file() else {}
-            out += self._real(data_root, opts, meta)
+        for split, name, reader, build in (
+                ("synthetic", "synthetic_metadata.csv", metadata.read_synthetic_metadata, self._synthetic),
+                ("real", "real_metadata.csv", metadata.read_real_metadata, self._real)):
+            if split not in opts["splits"]:
+                continue
+            meta, meta_error = _read_meta(reader, meta_dir / name)
+            clips = build(data_root, opts, meta)
+            for c in clips:
+                if meta_error and not c.error:  # undecodable metadata: every clip of the split says why
+                    c.error = meta_error
+            out += clips
         return out
 
     def _synthetic(self, data_root: Path, opts: dict[str, Any], meta: dict[str, metadata.ClipMeta]) -> list[GTClip]:
@@ -96,8 +133,15 @@ class MemoBenchLoader(Loader):
         if sheet is None:
             log.warning("memobench: no %s.xlsx/.csv under %s; no synthetic clips", sheets.SYNTHETIC_SHEET, root)
             return []
-        rows = sheets.parse_synthetic_sheet(sheets.read_table(sheet))
-        return [self._synthetic_clip(data_root, root, row, meta.get(row.clip_id), opts) for row in rows.values()]
+        try:
+            table = sheets.read_table(sheet)
+            rows = sheets.parse_synthetic_sheet(table, sheet.name, opts["phase_row_checks"])
+        except sheets.SheetError as e:  # the other split still loads; this one is one error row per model
+            return [GTClip("synthetic", sheet.name, "", {"split": "synthetic"}, error=str(e), sheet_error=True)]
+        skipped = [GTClip("synthetic", clip, "", {"split": "synthetic"}, declared_skip=True)
+                   for clip in sheets.skipped_clips(table) if clip not in rows]
+        return [self._synthetic_clip(data_root, root, row, meta.get(row.clip_id), opts)
+                for row in rows.values()] + skipped
 
     def _synthetic_clip(self, data_root: Path, root: Path, row: sheets.PhaseRow,
                         meta: metadata.ClipMeta | None, opts: dict[str, Any]) -> GTClip:
@@ -107,6 +151,9 @@ class MemoBenchLoader(Loader):
         subject = meta.subject if meta else None
         c = GTClip("synthetic", clip, scene, {"split": "synthetic", "scene": scene, "subject": subject or ""},
                    subject=subject)
+        if row.error:
+            c.error = row.error
+            return c
         if m is None:
             c.error = f"{sheets.SYNTHETIC_SHEET}: video_folder {clip!r} is not a <Scene>_<NNN> clip id"
             return c
@@ -140,6 +187,13 @@ class MemoBenchLoader(Loader):
         g, src = (n_rgb, "rgb_files") if opts["gt_frame_source"] == "step1" else (g_step2, "intrinsics_rows")
         first = list_frame_files(rgb_dir)[0]
         sheet_prompt = row.prompt
+        try:  # every GT path must stay inside the data root (a symlinked folder may point elsewhere)
+            paths = {"gt_poses": _rel(poses, data_root) if poses else None, "gt_intrinsics": _rel(intr, data_root),
+                     "first_frame": _first_frame(meta, data_root, first)}
+            _rel(rgb_dir, data_root)
+        except CaseFailure as e:
+            c.error = str(e)
+            return c
         c.reference = rgb_dir
         c.prompt = (meta.prompt if meta and meta.prompt else None) or (
             sheet_prompt if sheet_prompt and sheet_prompt.lower() != "nan" else None)
@@ -149,10 +203,18 @@ class MemoBenchLoader(Loader):
             "G": g, "G_source": src, "G_ors": g_step2, "G_ors_source": "intrinsics_rows",
             "sheet_prompt": sheet_prompt, "subject": subject,
             "ors_query": metadata.ors_query("synthetic", subject, meta.prompt if meta else None),
-            "gt_poses": _rel(poses, data_root) if poses else None, "gt_poses_kind": kind,
-            "gt_intrinsics": _rel(intr, data_root),
-            "first_frame": _first_frame(meta, data_root, first),
+            "gt_poses": paths["gt_poses"], "gt_poses_kind": kind,
+            "gt_intrinsics": paths["gt_intrinsics"],
+            "first_frame": paths["first_frame"],
         }
+        warnings = list(row.warnings)
+        try:  # no score reads GT intrinsics (official: informational fx/fy), so a bad file is a warning
+            gt.load_gt_intrinsics(intr)
+        except CaseFailure as e:
+            warnings.append(f"{e} (unused by the scores)")
+        c.error = _beyond_gt(row, g, src, opts["phase_row_checks"], warnings)
+        if warnings:
+            c.warnings = warnings
         return c
 
     def _real(self, data_root: Path, opts: dict[str, Any], meta: dict[str, metadata.ClipMeta]) -> list[GTClip]:
@@ -161,7 +223,11 @@ class MemoBenchLoader(Loader):
         if sheet is None:
             log.warning("memobench: no %s.xlsx/.csv under %s; no real clips", sheets.REAL_SHEET, root)
             return []
-        rows = sheets.parse_real_sheet(sheets.read_table(sheet))
+        try:
+            table = sheets.read_table(sheet)
+            rows = sheets.parse_real_sheet(table, sheet.name, opts["phase_row_checks"])
+        except sheets.SheetError as e:  # the other split still loads; this one is one error row per model
+            return [GTClip("real", sheet.name, "real", {"split": "real"}, error=str(e), sheet_error=True)]
         selected: set[str] | None = None
         selection_error: str | None = None
         sel_path = sheets.find_real_selection(data_root)
@@ -173,6 +239,7 @@ class MemoBenchLoader(Loader):
         out = []
         for row in rows.values():
             if selected is not None and row.clip_id not in selected:
+                out.append(GTClip("real", row.clip_id, "real", {"split": "real"}, declared_skip=True))
                 continue
             c = self._real_clip(data_root, root, row, meta.get(row.clip_id), opts)
             if selection_error:  # a global problem outranks the clip's own
@@ -185,6 +252,9 @@ class MemoBenchLoader(Loader):
         clip = row.clip_id
         subject = meta.subject if meta else None
         c = GTClip("real", clip, "real", {"split": "real", "scene": "real", "subject": subject or ""}, subject=subject)
+        if row.error:
+            c.error = row.error
+            return c
         try:
             gt_dir = safe_join(root, clip, what="id")
             npz_fallback = safe_join(data_root, f"mapanything/outputs/real/{clip}_mapanything.npz", what="id")
@@ -211,6 +281,12 @@ class MemoBenchLoader(Loader):
         else:
             g, src = g_step1, "mp4_frame_count"
         first = list_frame_files(frames_dir)[0] if g_step2 else None
+        try:  # every GT path must stay inside the data root (a symlinked folder may point elsewhere)
+            paths = {"gt_poses": _rel(npz, data_root), "first_frame": _first_frame(meta, data_root, first)}
+            _rel(mp4, data_root)
+        except CaseFailure as e:
+            c.error = str(e)
+            return c
         c.reference = mp4
         c.prompt = meta.prompt if meta and meta.prompt else None
         c.annotations = {
@@ -220,9 +296,17 @@ class MemoBenchLoader(Loader):
             "sheet_prompt": None,  # the real sheet has no prompt column (official: no ImageReward for real)
             "subject": subject,
             "ors_query": metadata.ors_query("real", subject, c.prompt),
-            "gt_poses": _rel(npz, data_root), "gt_poses_kind": "mapanything_npz",
-            "first_frame": _first_frame(meta, data_root, first),
+            "gt_poses": paths["gt_poses"], "gt_poses_kind": "mapanything_npz",
+            "first_frame": paths["first_frame"],
         }
+        warnings = list(row.warnings)
+        try:  # unused by the scores, as for synthetic clips: a bad matrix is a warning on the row
+            gt.load_gt_intrinsics(npz)
+        except CaseFailure as e:
+            warnings.append(f"{e} (unused by the scores)")
+        c.error = _beyond_gt(row, g, src, opts["phase_row_checks"], warnings)
+        if warnings:
+            c.warnings = warnings
         return c
 
     # -- generation side --------------------------------------------------------------------------
@@ -234,6 +318,10 @@ class MemoBenchLoader(Loader):
             raise ValueError(f"memobench.loader_options.splits: unknown split(s) {sorted(bad)}")
         if opts["gt_frame_source"] not in ("step1", "step2"):
             raise ValueError("memobench.loader_options.gt_frame_source must be step1 or step2")
+        if opts["phase_row_checks"] not in sheets.CHECKS:
+            raise ValueError(f"memobench.loader_options.phase_row_checks must be one of {sheets.CHECKS}")
+        if opts["unlisted_generation"] not in ("error", "skip"):
+            raise ValueError("memobench.loader_options.unlisted_generation must be error or skip")
         data_root = Path(request.data_root)
         clips = self.gt_clips(data_root, opts)
         find_sidecars = _sidecar_finder() if opts["sidecars"] else None
@@ -246,6 +334,8 @@ class MemoBenchLoader(Loader):
                     root = folder / sub if sub and (folder / sub).is_dir() else folder
                     indexes[split] = (root, index(root) if root.is_dir() else {})
             for c in clips:
+                if c.declared_skip:
+                    continue
                 if c.error:
                     yield CaseError(BENCHMARK, c.clip_id, model, "load", c.error, dict(c.strata))
                     continue
@@ -258,6 +348,20 @@ class MemoBenchLoader(Loader):
                                         f"{where}: no generated video for clip {c.clip_id}", dict(c.strata))
                     continue
                 yield self._case(request, model, c, gen, data_root, find_sidecars)
+            if opts["unlisted_generation"] == "error":
+                # a generated clip the sheets do not list would silently go unscored: say so on its own row
+                listed = {(c.split, c.clip_id) for c in clips}
+                unreadable = {c.split for c in clips if c.sheet_error}  # already one error row for the split
+                for split, (root, index) in indexes.items():
+                    if split in unreadable:
+                        continue
+                    sheet = sheets.SYNTHETIC_SHEET if split == "synthetic" else sheets.REAL_SHEET
+                    for clip_id, gen in sorted(index.items()):
+                        if (split, clip_id) not in listed:
+                            yield CaseError(BENCHMARK, clip_id, model, "load",
+                                            f"{gen.path}: generated clip {clip_id} has no row in {sheet} "
+                                            "(not scored; add the row or set unlisted_generation=skip)",
+                                            {"split": split})
 
     def _case(self, request: LoadRequest, model: str, c: GTClip, gen: discovery.Generation,
               data_root: Path, find_sidecars: Any) -> Case:
@@ -273,7 +377,7 @@ class MemoBenchLoader(Loader):
         return Case(benchmark=BENCHMARK, case_id=c.clip_id, model=model, video=video(gen.path),
                     reference=video(c.reference) if c.reference is not None else None,
                     strata=dict(c.strata), prompt=c.prompt, subject=c.subject, annotations=ann,
-                    sidecars=sidecars, data_root=data_root)
+                    sidecars=sidecars, data_root=data_root, warnings=list(c.warnings))
 
 
 def _sidecar_finder() -> Any:

@@ -6,10 +6,14 @@ Clip ids follow the official readers: synthetic ``f"{scene}_{int(video_id):03d}"
 
 from __future__ import annotations
 
-import csv
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from worldrecall.core.text import read_csv_numbered
+
+log = logging.getLogger(__name__)
 
 # the official Step 2 phrase extraction: "sees <phrase>(subject)<motion words>" up to "." or ","
 _SUBJECT_PHRASE = re.compile(r"sees (.*?\(subject\)[^.,]*)", re.IGNORECASE)
@@ -47,27 +51,39 @@ def ors_query(split: str, subject: str | None, prompt: str | None) -> str | None
 
 
 def read_synthetic_metadata(path: Path) -> dict[str, ClipMeta]:
-    """``scene,video_id,subject,exr_path,prompt`` -> {``Scene_NNN``: ClipMeta}; bad rows are skipped."""
+    """``scene,video_id,subject,exr_path,prompt`` -> {``Scene_NNN``: ClipMeta}.
+
+    Read as UTF-8 with an optional BOM (a BOM once hid the ``scene`` column and so every subject); bytes that
+    are not UTF-8 raise :class:`CaseFailure` naming the file and line. A row without a usable
+    scene/video_id is logged as a warning naming the file and line (it cannot belong to any clip).
+    """
     out: dict[str, ClipMeta] = {}
-    with open(path, newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            try:
-                clip = f"{row['scene']}_{int(row['video_id']):03d}"
-            except (KeyError, TypeError, ValueError):
-                continue
-            out[clip] = ClipMeta(clip, row.get("subject") or "", row.get("prompt") or "", row.get("exr_path") or "")
+    for line, row in read_csv_numbered(path):
+        try:
+            clip = f"{row['scene']}_{int(row['video_id']):03d}"
+        except (KeyError, TypeError, ValueError):
+            log.warning("%s: line %d: no usable scene/video_id (%r, %r); row ignored", path, line,
+                        row.get("scene"), row.get("video_id"))
+            continue
+        if clip in out:
+            log.warning("%s: line %d: second row for clip %s; the later row wins (as the official reader)",
+                        path, line, clip)
+        out[clip] = ClipMeta(clip, row.get("subject") or "", row.get("prompt") or "", row.get("exr_path") or "")
     return out
 
 
 def read_real_metadata(path: Path) -> dict[str, ClipMeta]:
-    """``video_id,subject,full_image_path,prompt`` -> {``NNN``: ClipMeta}; bad rows are skipped."""
+    """``video_id,subject,full_image_path,prompt`` -> {``NNN``: ClipMeta} (UTF-8, BOM tolerated, as above)."""
     out: dict[str, ClipMeta] = {}
-    with open(path, newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            vid = row.get("video_id")
-            if vid is None:
-                continue
-            clip = str(vid).zfill(3)
-            out[clip] = ClipMeta(clip, row.get("subject") or "", row.get("prompt") or "",
-                                 row.get("full_image_path") or "")
+    for line, row in read_csv_numbered(path):
+        vid = row.get("video_id")
+        if vid is None or not str(vid).strip():
+            log.warning("%s: line %d: no video_id; row ignored", path, line)
+            continue
+        clip = str(vid).zfill(3)
+        if clip in out:
+            log.warning("%s: line %d: second row for clip %s; the later row wins (as the official reader)",
+                        path, line, clip)
+        out[clip] = ClipMeta(clip, row.get("subject") or "", row.get("prompt") or "",
+                             row.get("full_image_path") or "")
     return out

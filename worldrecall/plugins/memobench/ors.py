@@ -3,19 +3,22 @@
 Measure: the ``segmenter`` role (SAM-3 in the paper) on every R frame r … N-1 at native resolution with
 the clip's text query — synthetic: the prompt's "… (subject) …" phrase, real: the ``subject`` column —
 storing each candidate's mask coverage (pixels / (W·H)) and score. Score: a frame is detected when a
-candidate with score > ``min_score`` has coverage in [area_min, area_max] (fallback band
+candidate with score >= ``min_score`` (inclusive, as the official comparison: with the default 0.0 a
+candidate scored exactly 0.0 still counts) has coverage in [area_min, area_max] (fallback band
 [area_min, area_max_fallback] when the first is empty); its confidence is the best such score.
 ``ORS = n_d / n_R · mean(confidence of detected frames)``; n_R = 0 or n_d = 0 -> 0.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import MeasureContext
+from worldrecall.core.components import MeasureContext, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.core.models import Detection
 from worldrecall.plugins.memobench import rounding, sampling
@@ -41,7 +44,8 @@ def frame_confidences(cand_frame: np.ndarray, cand_coverage: np.ndarray, cand_sc
     """Per frame: best in-band score, or None when not detected (official two-band rule)."""
     out: list[float | None] = []
     for k in range(n_frames):
-        sel = (cand_frame == k) & (cand_score > min_score)
+        # inclusive like the official code: a 0.0-score candidate is detected at min_score 0.0
+        sel = (cand_frame == k) & (cand_score >= min_score)
         cov, sc = cand_coverage[sel], cand_score[sel]
         band = (cov >= area_min) & (cov <= area_max)
         if not band.any():
@@ -68,6 +72,14 @@ class ORS(MemoBenchMetric):
     description: ClassVar[str] = "Object Revisit Score: detection rate × mean confidence of the target over R"
     range: ClassVar[tuple[float, float]] = (0.0, 1.0)
     primary: ClassVar[str] = "score"
+    values: ClassVar[dict[str, Value]] = {
+        "score": Value(True, (0.0, 1.0), "", "object revisit score: detection rate x mean confidence over R"),
+        "score_raw": Value(True, (0.0, 1.0), "", "ORS unrounded"),
+        "detection_rate": Value(True, (0.0, 1.0), "", "fraction of R-phase frames where the object is detected"),
+        "mean_confidence": Value(True, (0.0, 1.0), "", "mean detection confidence over detected R frames"),
+        "n_detected": Value(None, None, "frames", "R-phase frames with a detection"),
+        "n_r_frames": Value(None, None, "frames", "R-phase frames scored"),
+    }
     models: ClassVar[tuple[str, ...]] = ("segmenter",)
     params: ClassVar[dict[str, Any]] = {
         "r_source": "ors",          # ors: r from the GT count compute_ors.py uses (intrinsics rows / FRAMES) | alignment
@@ -125,3 +137,21 @@ class ORS(MemoBenchMetric):
             "n_r_frames": float(len(conf)),
             "n_detected": float(n_d),
         }
+
+    def artifacts(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any], out_dir: Path) -> list[Path]:
+        """``ors_trace.json``: the target's confidence on each R frame (0 = not detected), for the report."""
+        conf = frame_confidences(np.asarray(measurement["cand_frame"]), np.asarray(measurement["cand_coverage"]),
+                                 np.asarray(measurement["cand_score"]), int(measurement["n_r"]),
+                                 thresholds["area_min"], thresholds["area_max"], thresholds["area_max_fallback"],
+                                 thresholds["min_score"])
+        ors, _, _, n_d = ors_values(conf)
+        trace = {"kind": "worldrecall.trace", "title": f"ORS {ors:.3f}: target detected on {n_d}/{len(conf)} R frames",
+                 "x_label": f"R-phase frame (from frame r = {int(measurement['r'])})", "y_label": "confidence",
+                 "x": list(range(len(conf))), "y_range": [0.0, 1.0],
+                 "series": [{"label": "best in-band confidence (0 = not detected)",
+                             "y": [0.0 if c is None else round(float(c), 4) for c in conf]}],
+                 "hlines": [{"y": float(thresholds["min_score"]), "label": "min_score"}] if thresholds["min_score"] else []}
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / "ors_trace.json"
+        path.write_text(json.dumps(trace))
+        return [path]

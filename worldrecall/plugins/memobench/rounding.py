@@ -76,21 +76,22 @@ def complement(alpha: float) -> float:
 def mix(mean_pct: float | None, min_pct: float | None, alpha: float) -> float | None:
     """Official mean/min composite ``round(alpha*mean_pct + (1-alpha)*min_pct, 2)`` (pandas round).
 
-    With only the mean present the official code uses the mean alone (still rounded to 2).
+    A missing mean or min gives None (this module's NaN): the official pandas expression adds the two
+    columns element-wise, so a clip whose min is NaN gets NaN. (Only when the whole min *column* is absent
+    does the official code fall back to the mean; per clip that never happens here.)
     """
-    if _missing(mean_pct):
+    if _missing(mean_pct) or _missing(min_pct):
         return None
-    if _missing(min_pct):
-        return round_np(mean_pct, 2)
     return round_np(alpha * mean_pct + complement(alpha) * min_pct, 2)
 
 
 def mix_raw(mean: float | None, minimum: float | None, alpha: float) -> float | None:
-    """Unrounded counterpart of :func:`mix` on the 0-100 scale, from unrounded 0-1 values (clipped)."""
-    if _missing(mean):
+    """Unrounded counterpart of :func:`mix` on the 0-100 scale, from unrounded 0-1 values (clipped).
+
+    Missing mean or min -> None, as in :func:`mix`.
+    """
+    if _missing(mean) or _missing(minimum):
         return None
     m = min(max(float(mean) * 100, 0.0), 100.0)
-    if _missing(minimum):
-        return m
     w = min(max(float(minimum) * 100, 0.0), 100.0)
     return alpha * m + complement(alpha) * w

@@ -1,22 +1,36 @@
 """MemoBench phase sheets (exit / re-enter frames per clip) and the optional real-clip availability list.
 
-Sheets come as ``.xlsx`` (the release) or ``.csv`` (same columns). Parsing follows the official loaders:
-rows whose ``skip`` column (header matched case-insensitively) equals "yes" case-insensitively — without
-stripping whitespace — are dropped; boundary values are parsed with ``int(float(x))`` and a row that does
-not parse is dropped; a later row with the same clip id wins.
+Sheets come as ``.xlsx`` (the release) or ``.csv`` (same columns; read as UTF-8, a BOM tolerated). Rows
+whose ``skip`` column (header matched case-insensitively) equals "yes" case-insensitively — without
+stripping whitespace — are dropped, as the official loaders do; boundary values are parsed with
+``int(float(x))``. Where the official code silently drops, clamps or overwrites a row, here nothing
+disappears: each problem becomes the clip's error (:attr:`PhaseRow.error`, a per-case error) or a warning
+on its row (:attr:`PhaseRow.warnings`):
+
+* a boundary cell that is not a number (or empty)          -> error (official: row dropped)
+* ``re-enter <= exits`` or a negative boundary              -> error (official: clamped);
+  ``checks="official"``: a warning and the official clamp
+* two rows for one clip with different values               -> error (official: the later row wins);
+  ``checks="official"``: the later row wins with a warning; identical duplicates are a warning either way
+* a clip id that is not a number (real sheet)               -> error on a case named by the raw cell
 """
 
 from __future__ import annotations
 
+import io
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from worldrecall.core.data import CaseFailure
+from worldrecall.core.text import read_text
 
 log = logging.getLogger(__name__)
 
 SYNTHETIC_SHEET = "Synthetic_ExitReenter"
 REAL_SHEET = "Real_ExitReenter"
+CHECKS = ("strict", "official")
 
 
 class SheetError(Exception):
@@ -32,6 +46,8 @@ class PhaseRow:
     r_gt: int
     prompt: str | None = None          # the sheet's prompt cell as the official Step 1 reads it
     frame_num: int | None = None
+    error: str | None = None           # the row cannot be used: the clip's cases fail with this line
+    warnings: tuple[str, ...] = ()     # one-line notes copied onto the clip's rows
 
 
 def find_sheet(folder: Path, stem: str, prefer: str = "auto") -> Path | None:
@@ -47,12 +63,20 @@ def find_sheet(folder: Path, stem: str, prefer: str = "auto") -> Path | None:
 
 
 def read_table(path: Path) -> Any:
-    """Read an xlsx/xls/csv sheet into a DataFrame; unreadable files raise :class:`SheetError`."""
+    """Read an xlsx/xls/csv sheet into a DataFrame; unreadable files raise :class:`SheetError`.
+
+    CSVs are decoded as UTF-8 with an optional BOM; other bytes raise :class:`SheetError` naming the line.
+    """
     import pandas as pd
 
+    if path.suffix.lower() == ".csv":
+        try:
+            text = read_text(path)
+        except CaseFailure as e:
+            raise SheetError(str(e)) from None
     try:
         if path.suffix.lower() == ".csv":
-            return pd.read_csv(path)
+            return pd.read_csv(io.StringIO(text))
         return pd.read_excel(path)
     except Exception as e:  # openpyxl/xlrd/csv errors are many; all mean "this sheet is unreadable"
         raise SheetError(f"{path}: cannot be read ({type(e).__name__}: {str(e).splitlines()[0][:160]})") from None
@@ -62,38 +86,132 @@ def _int(x: Any) -> int:
     return int(float(x))
 
 
-def parse_synthetic_sheet(df: Any) -> dict[str, PhaseRow]:
-    """``video_folder, exits, re-enter, frame_num, skip, prompt`` rows -> {clip id: PhaseRow}."""
+def _check_bounds(row: PhaseRow, where: str, checks: str) -> PhaseRow:
+    """``exits``/``re-enter`` sanity: negative or r <= h is an error (strict) or a warning (official)."""
+    problem = None
+    if row.h_gt < 0 or row.r_gt < 0:
+        problem = f"{where}: negative phase boundary (exits {row.h_gt}, re-enter {row.r_gt})"
+    elif row.r_gt <= row.h_gt:
+        problem = f"{where}: re-enter {row.r_gt} is not after exits {row.h_gt}"
+    if problem is None:
+        return row
+    if checks == "official":
+        return replace(row, warnings=(*row.warnings, problem + " (scored with the official clamp)"))
+    return replace(row, error=problem + " (set loader_options.phase_row_checks=official to score it clamped)")
+
+
+def _add(out: dict[str, PhaseRow], row: PhaseRow, where: str, checks: str) -> None:
+    """Insert a row; a second row for the same clip is a warning (same values) or an error (different)."""
+    prev = out.get(row.clip_id)
+    if prev is None:
+        out[row.clip_id] = row
+        return
+    same = (prev.h_gt, prev.r_gt, prev.error) == (row.h_gt, row.r_gt, row.error)
+    if same:
+        note = f"{where}: duplicate row for clip {row.clip_id} (same exits/re-enter)"
+        out[row.clip_id] = replace(row, warnings=(*prev.warnings, *row.warnings, note))
+    elif checks == "official":
+        note = (f"{where}: second row for clip {row.clip_id} (exits {row.h_gt}, re-enter {row.r_gt}) "
+                f"replaces (exits {prev.h_gt}, re-enter {prev.r_gt}) as in the official loader")
+        out[row.clip_id] = replace(row, warnings=(*prev.warnings, *row.warnings, note))
+    else:
+        out[row.clip_id] = replace(prev, error=(
+            f"{where}: conflicting rows for clip {row.clip_id}: (exits {prev.h_gt}, re-enter {prev.r_gt}) vs "
+            f"(exits {row.h_gt}, re-enter {row.r_gt}); keep one (phase_row_checks=official: the later wins)"))
+
+
+def _bad_cells(row: Any, cols: tuple[str, ...]) -> str | None:
+    """The first of ``cols`` that is missing or not a number, described for a message; None when all parse."""
+    for col in cols:
+        if col not in row:
+            return f"no {col!r} column"
+        try:
+            _int(row[col])
+        except (ValueError, TypeError, OverflowError):
+            return f"{col} {row[col]!r} is not a number"
+    return None
+
+
+def _require(df: Any, cols: tuple[str, ...], source: str) -> None:
+    """A sheet without one of its required columns is unreadable as a whole (:class:`SheetError`)."""
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise SheetError(f"{source}: no {', '.join(repr(c) for c in missing)} column "
+                         f"(columns: {', '.join(map(str, df.columns))})")
+
+
+def parse_synthetic_sheet(df: Any, source: str = SYNTHETIC_SHEET, checks: str = "strict") -> dict[str, PhaseRow]:
+    """``video_folder, exits, re-enter, frame_num, skip, prompt`` rows -> {clip id: PhaseRow}.
+
+    ``source`` names the sheet in messages (row numbers count the header as row 1); ``checks``: strict |
+    official (see the module docstring). Rows marked ``skip`` are dropped as declared. A missing
+    ``video_folder`` / ``exits`` / ``re-enter`` column raises :class:`SheetError`.
+    """
+    if checks not in CHECKS:
+        raise ValueError(f"phase_row_checks must be one of {CHECKS}, got {checks!r}")
+    _require(df, ("video_folder", "exits", "re-enter"), source)
     skip_cols = [c for c in df.columns if str(c).lower() == "skip"]
     if skip_cols:
         df = df[df[skip_cols[0]].astype(str).str.lower() != "yes"]
     out: dict[str, PhaseRow] = {}
-    for _, row in df.iterrows():
-        try:
-            clip = str(row["video_folder"]).strip()
-            h, r = _int(row["exits"]), _int(row["re-enter"])
-        except (ValueError, TypeError, KeyError):
+    for i, row in df.iterrows():
+        where = f"{source} row {int(i) + 2}"
+        if "video_folder" not in row or str(row["video_folder"]).strip() in ("", "nan"):
+            log.warning("%s: no video_folder; row ignored (it names no clip)", where)
             continue
-        try:
-            frame_num = _int(row["frame_num"]) if "frame_num" in row else None
-        except (ValueError, TypeError):
-            frame_num = None
+        clip = str(row["video_folder"]).strip()
+        bad = _bad_cells(row, ("exits", "re-enter"))
+        if bad:
+            _add(out, PhaseRow(clip, -1, -1, error=f"{where}: {bad}"), where, checks)
+            continue
+        warnings: tuple[str, ...] = ()
+        frame_num = None
+        if "frame_num" in row and str(row["frame_num"]).strip() not in ("", "nan"):
+            try:
+                frame_num = _int(row["frame_num"])
+            except (ValueError, TypeError, OverflowError):
+                warnings = (f"{where}: frame_num {row['frame_num']!r} is not a number (ignored)",)
         # str() of an empty cell is "nan": the official Step 1 then scores the prompt "nan"
         prompt = str(row.get("prompt", "")).strip()
-        out[clip] = PhaseRow(clip, h, r, prompt=prompt, frame_num=frame_num)
+        pr = PhaseRow(clip, _int(row["exits"]), _int(row["re-enter"]), prompt=prompt, frame_num=frame_num,
+                      warnings=warnings)
+        _add(out, _check_bounds(pr, where, checks), where, checks)
     return out
 
 
-def parse_real_sheet(df: Any) -> dict[str, PhaseRow]:
-    """``id, exit, reenter`` rows -> {zero-padded id: PhaseRow} (no prompt column in the real sheet)."""
+def skipped_clips(df: Any) -> list[str]:
+    """Clip ids (``video_folder``) of the rows a synthetic sheet marks ``skip`` = yes (official rule)."""
+    skip_cols = [c for c in df.columns if str(c).lower() == "skip"]
+    if not skip_cols or "video_folder" not in df.columns:
+        return []
+    marked = df[df[skip_cols[0]].astype(str).str.lower() == "yes"]
+    return [str(v).strip() for v in marked["video_folder"]]
+
+
+def parse_real_sheet(df: Any, source: str = REAL_SHEET, checks: str = "strict") -> dict[str, PhaseRow]:
+    """``id, exit, reenter`` rows -> {zero-padded id: PhaseRow} (no prompt column in the real sheet); a missing
+    column raises :class:`SheetError`."""
+    if checks not in CHECKS:
+        raise ValueError(f"phase_row_checks must be one of {CHECKS}, got {checks!r}")
+    _require(df, ("id", "exit", "reenter"), source)
     out: dict[str, PhaseRow] = {}
-    for _, row in df.iterrows():
+    for i, row in df.iterrows():
+        where = f"{source} row {int(i) + 2}"
+        if "id" not in row or str(row["id"]).strip() in ("", "nan"):
+            log.warning("%s: no id; row ignored (it names no clip)", where)
+            continue
         try:
             clip = str(_int(row["id"])).zfill(3)
-            h, r = _int(row["exit"]), _int(row["reenter"])
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, OverflowError):
+            raw = str(row["id"]).strip()
+            _add(out, PhaseRow(raw, -1, -1, error=f"{where}: id {raw!r} is not a number"), where, checks)
             continue
-        out[clip] = PhaseRow(clip, h, r, prompt=None)
+        bad = _bad_cells(row, ("exit", "reenter"))
+        if bad:
+            _add(out, PhaseRow(clip, -1, -1, error=f"{where}: {bad}"), where, checks)
+            continue
+        pr = PhaseRow(clip, _int(row["exit"]), _int(row["reenter"]), prompt=None)
+        _add(out, _check_bounds(pr, where, checks), where, checks)
     return out
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from worldrecall.core.data import CaseFailure
+from worldrecall.core.text import read_text
 
 # Default closed itineraries of the memory-loop suite (B.2): one token per camera step.
 LOOP_ITINERARIES: dict[str, list[str]] = {
@@ -125,7 +126,7 @@ def normalise_program(raw: Any, where: str) -> dict[str, Any]:
 def read_program(path: Path) -> dict[str, Any]:
     """Read and normalise an ``<stem>_actions.json`` file."""
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        raw = json.loads(read_text(path))  # BOM tolerated; not UTF-8 -> CaseFailure naming file and line
     except (OSError, ValueError) as e:
         raise CaseFailure(f"{path}: unreadable action JSON ({' '.join(str(e).split())})") from None
     return normalise_program(raw, str(path))

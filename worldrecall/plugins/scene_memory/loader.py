@@ -13,7 +13,6 @@ cases are listed explicitly instead: ``case_id`` plus optional ``model``, ``vide
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any, ClassVar
 from worldrecall.core.components import Loader, LoadRequest
 from worldrecall.core.data import Case, CaseError, CaseFailure
 from worldrecall.core.paths import safe_join
+from worldrecall.core.text import read_csv_rows, read_text
 from worldrecall.formats.vipe import find_sidecar_dir
 from worldrecall.core.video import IMAGE_SUFFIXES, VIDEO_SUFFIXES, Video, VideoError, list_frame_files
 from worldrecall.plugins.scene_memory.actions import loop_name_of, read_program
@@ -58,10 +58,10 @@ def _read_manifest(path: Path) -> list[dict[str, Any]]:
         raise CaseFailure(f"{path}: manifest missing")
     try:
         if path.suffix.lower() == ".csv":
-            with open(path, newline="", encoding="utf-8") as f:
-                rows = [{k: v for k, v in r.items() if v not in (None, "")} for r in csv.DictReader(f)]
+            # utf-8-sig via core.text: a BOM would otherwise rename the first column; non-UTF-8 names the line
+            rows = [{k: v for k, v in r.items() if v not in (None, "")} for r in read_csv_rows(path)]
         else:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_text(path))
             rows = data.get("cases") if isinstance(data, dict) else data
     except (OSError, ValueError) as e:
         raise CaseFailure(f"{path}: unreadable manifest ({' '.join(str(e).split())})") from None

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"  # 2: OPIS layout gains reference_geometry.npz, linked sidecars, domains.json
 MANIFEST = "manifest.json"
 COMPLETE = "COMPLETE"
 
@@ -116,6 +116,8 @@ def _worker_init() -> None:
 def _build(tmp: Path, params: dict, digest: str, workers: int | None) -> None:
     """Render every case into ``tmp`` (a process pool when ``workers`` > 1), then the sheets and manifest."""
     from worldrecall.plugins.synthetic import memobench_layout as mb
+    from worldrecall.plugins.synthetic import opis_layout
+    from worldrecall.plugins.synthetic.files import SuiteFiles
     from worldrecall.plugins.synthetic import vqa_bank
     from worldrecall.plugins.synthetic.case import GEN_FPS, build_case, depth_size
     from worldrecall.plugins.synthetic.counterfactuals import MODELS
@@ -168,6 +170,7 @@ def _build(tmp: Path, params: dict, digest: str, workers: int | None) -> None:
             }
         )
     layout_files = mb.write_sheets(tmp, sheet_rows) + [mb.write_metadata(tmp, meta_rows)]
+    layout_files.append(opis_layout.write_domains(SuiteFiles(tmp), [r["scene"].lower() for r in records]))
     fc = tmp / vqa_bank.FAILURES_PATH
     fc.parent.mkdir(parents=True, exist_ok=True)
     fc.write_text(vqa_bank.csv_text(vqa_bank.FAILURE_COLUMNS, failure_rows))

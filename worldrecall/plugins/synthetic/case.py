@@ -223,7 +223,7 @@ def _write_generations(
             "scene_memory_video": sm["video"],
             "scene_memory_sidecars": sm["sidecars"],
             "scene_memory_actions": sm["actions"],
-            "opis_video": files.link(video_rel, opis_layout.generation_path(m, cid)),
+            "opis_video": opis_layout.link_generation(files, m, cid, video_rel, side_rel),
         }
     return paths, facts
 
@@ -259,6 +259,9 @@ def _write_opis(
         texture={TARGET_ID: story.target.spec.pattern},
         prompt=story.prompt(),
         conditions=conditions,
+        depth=gt.depth[0],
+        K_depth=renderer.K["depth"],
+        c2w=gt.poses[0],
     )
 
 

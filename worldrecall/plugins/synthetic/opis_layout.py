@@ -5,7 +5,10 @@
     opis/final/{subcategory}/{case_id}/masks/{object_id}.png
     opis/final/{subcategory}/{case_id}/text_prompt.txt
     opis/final/{subcategory}/{case_id}/conditions.json
+    opis/final/{subcategory}/{case_id}/reference_geometry.npz  (GT z-depth + K of raw.jpg: sidecar geometry)
+    opis/final/domains.json                                (subcategory -> domain, all "synthetic")
     opis/generations/{model}/{case_id}.mp4                 (hard links)
+    opis/generations/{model}/annotations_vipe/{case_id}_vipe_ann/  (the generation's sidecar, hard links)
 
 The inventory lists every instance visible in the first frame with its bbox, mask, palette colour, shape
 word and an 8-bin-per-channel colour histogram embedding (the OPIS quick-start ``colorhist`` backend: crop
@@ -36,6 +39,24 @@ def case_dir(subcategory: str, case: str) -> str:
 
 def generation_path(model: str, case: str) -> str:
     return f"opis/generations/{model}/{case}.mp4"
+
+
+def sidecar_dir(model: str, case: str) -> str:
+    return f"opis/generations/{model}/annotations_vipe/{case}_vipe_ann"
+
+
+def link_generation(files: SuiteFiles, model: str, case: str, video_rel: str, sidecar_rel: str) -> str:
+    """Link one generation and its sidecar folder (read by the OPIS sidecar backends) into the layout."""
+    from worldrecall.plugins.synthetic.sidecars import SIDECAR_FILES
+
+    for name in SIDECAR_FILES:
+        files.link(f"{sidecar_rel}/{name}", f"{sidecar_dir(model, case)}/{name}")
+    return files.link(video_rel, generation_path(model, case))
+
+
+def write_domains(files: SuiteFiles, subcategories: list[str]) -> str:
+    """``opis/final/domains.json``: every subcategory of the suite belongs to the domain "synthetic"."""
+    return files.json("opis/final/domains.json", {s: DOMAIN for s in sorted(set(subcategories))})
 
 
 def colour_histogram(crop: np.ndarray, bins: int = HIST_BINS) -> list[float]:
@@ -165,10 +186,23 @@ def write_case(
     texture: dict[int, str],
     prompt: str,
     conditions: dict[str, Any],
+    depth: np.ndarray | None = None,
+    K_depth: np.ndarray | None = None,
+    c2w: np.ndarray | None = None,
 ) -> dict[str, str]:
-    """Write one OPIS case folder; ``image`` is the decoded ``raw.jpg`` (what the evaluator will read)."""
+    """Write one OPIS case folder; ``image`` is the decoded ``raw.jpg`` (what the evaluator will read).
+
+    ``depth`` / ``K_depth`` / ``c2w``: the first frame's GT z-depth, its K (depth resolution) and camera pose,
+    written with the instance ids as ``reference_geometry.npz`` for the OPIS sidecar geometry/matcher backends.
+    """
     d = case_dir(subcategory, case)
     files.link(raw_jpg_rel, f"{d}/raw.jpg")
+    if depth is not None and K_depth is not None:
+        z = np.asarray(depth, np.float32)
+        valid = np.isfinite(z) & (z > 0)
+        extra = {} if c2w is None else {"c2w": np.asarray(c2w, np.float64)}
+        files.npz(f"{d}/reference_geometry.npz", depth=np.where(valid, z, 0.0).astype(np.float32),
+                  K=np.asarray(K_depth, np.float64), valid=valid, ids=np.asarray(ids, np.uint8), **extra)
     scene, masks = reference_scene(
         case, subcategory, image, ids, instances, target_changes=target_changes, texture=texture
     )

@@ -247,11 +247,12 @@ def plot_validity(df: pd.DataFrame, path: Path | str) -> Path:
         fig.savefig(path, dpi=100)
         plt.close(fig)
         return path
-    multi_backend = df["backend"].nunique() > 1
+    # the backend only where one metric value was scored by several (else it only widens the labels)
+    multi = df.groupby(["metric", "value"])["backend"].transform("nunique") > 1
     df = df.assign(
         row=[
-            f"{m.split('.', 1)[-1]}:{v}" + (f" [{b}]" if multi_backend else "")
-            for m, v, b in zip(df["metric"], df["value"], df["backend"])
+            f"{m.split('.', 1)[-1]}:{v}" + (f" [{b}]" if many else "")
+            for m, v, b, many in zip(df["metric"], df["value"], df["backend"], multi)
         ]
     )
     rows = list(dict.fromkeys(df["row"]))
@@ -277,14 +278,13 @@ def plot_validity(df: pd.DataFrame, path: Path | str) -> Path:
     ax.set_xticks(range(len(cols)), cols, rotation=35, ha="right", fontsize=8)
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
     ax.set_title("Does each metric rank the oracle above the counterfactual?", fontsize=10)
-    ax.set_xlabel("counterfactual model (the failure it commits)", fontsize=9)
+    ax.set_xlabel("counterfactual model (the failure it commits)\n\ncell: fraction, oracle-better/cases · solid "
+                  "outline: targeted failure, caught on every case · dashed outline: targeted, not always caught · "
+                  "grey: not applicable (no comparable cases)", fontsize=8)
     ax.set_ylabel("metric:value", fontsize=9)
     cb = fig.colorbar(im, ax=ax, fraction=0.03, pad=0.02)
     cb.set_label("fraction of cases the oracle scores better", fontsize=8)
-    fig.text(0.01, 0.01, "cell: fraction, oracle-better/cases · solid outline: targeted failure, caught on every "
-             "case · dashed outline: targeted, not always caught · grey: not applicable (no comparable cases)",
-             fontsize=7, ha="left", va="bottom")
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
-    fig.savefig(path, dpi=110)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # grows the canvas to the labels and the legend line
     plt.close(fig)
     return path

@@ -5,9 +5,11 @@ No passes); the judge's own Verdict is ignored. Switches (metric thresholds) sel
 
 * ``official_parity`` — the official scorer's item rules (errata 2): only the exact string ``Positive`` is
   positive; polarity is looked up by the raw ``ID`` (a string ``"3"`` misses an integer key) and a missed
-  lookup means Positive; every returned item is counted (duplicates twice, IDs not in the bank too); an
-  empty bank means the judge's Verdict decides. Off (default): polarity is read case-insensitively, IDs
-  are compared as text, each bank question is counted once (its first answer) and foreign IDs are ignored.
+  lookup, or a bank question without a ``Dimension Polarity`` field, means Positive; every returned item
+  is counted (duplicates twice, IDs not in the bank too); an empty bank means the judge's Verdict decides.
+  Off (default): polarity is read case-insensitively, IDs are compared as text, each bank question is
+  counted once (its first answer) and foreign IDs are ignored; a bank question without a polarity fails
+  the case (:class:`CaseFailure`) instead of being guessed.
 * ``dimension_from`` — ``bank`` (default: the dimension of the bank question with that ID) or ``judge``
   (official: the returned item's own ``Dimension`` string; names other than the four are ignored).
 * ``omitted_counts_as_fail`` — bank questions the judge did not answer count as fails (default) or are
@@ -20,7 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from worldrecall.plugins.judges.parsing import id_key
+from worldrecall.core.data import CaseFailure
+from worldrecall.core.judges import id_key
 from worldrecall.plugins.memobench.vqa.bank import DIMENSIONS, polarity_is_positive
 
 SCORE_KEYS = tuple(DIMENSIONS.values())
@@ -54,7 +57,13 @@ def score_answers(
     strict_answers = bool(th["official_answer_match"])
 
     bank_dim = {id_key(q["ID"]): q["Dimension"] for q in questions}
-    raw_polarity = {q["ID"]: q.get("Dimension Polarity") for q in questions}  # official: raw-keyed lookup
+    # official: raw-keyed lookup, and a question without the field defaults to Positive (dict.get default)
+    raw_polarity = {q["ID"]: q.get("Dimension Polarity", "Positive") for q in questions}
+    if not official:
+        for q in questions:
+            if "Dimension Polarity" not in q:
+                raise CaseFailure(f"question ID {q['ID']} has no 'Dimension Polarity' (only official_parity "
+                                  "scores it, as Positive)")
     text_polarity = {id_key(q["ID"]): q.get("Dimension Polarity") for q in questions}
 
     count = {d: 0 for d in DIMENSIONS}

@@ -1,0 +1,146 @@
+"""The self-contained HTML report: content, inline images, thumbnail memo, and a real headless browser."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import toy_plugin
+from toy_plugin import make_dataset, toy_config
+
+from worldrecall.engine.app import run_plain
+from worldrecall.engine.report import images
+from worldrecall.engine.report.svg import line_chart
+from worldrecall.registry.host import load_plugins
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def test_line_chart_places_points_thresholds_and_verdict():
+    trace = {"kind": "worldrecall.trace", "title": "gate FAIL", "x": [0, 1, 2], "y_range": [0.0, 1.0],
+             "series": [{"label": "s", "y": [0.0, 0.5, 1.0]}], "hlines": [{"y": 0.25, "label": "tol"}],
+             "verdict": "fail", "x_label": "frame", "y_label": "v"}
+    svg = line_chart(trace)  # 320 x 130, margins L40 R8 T26 B30 -> plot 272 x 74
+    # (x=1, y=0.5): px = 40 + 1/2 * 272 = 176.0; py = 26 + (1 - 0.5) * 74 = 63.0 (written "176,63")
+    assert 'points="40,100 176,63 312,26"' in svg  # (0, 0) -> (40, 26 + 74); (2, 1) -> (312, 26)
+    # threshold 0.25: py = 26 + 0.75 * 74 = 81.5, dashed across the plot
+    assert 'y1="81.5"' in svg and "stroke-dasharray" in svg and "tol 0.25" in svg
+    assert svg.count("<circle") == 3 and 'stroke="#d62728"' in svg  # red frame: the verdict is a fail
+    assert "no data" in line_chart({"title": "t", "x": [], "series": []})
+
+
+def test_jpeg_size_reads_the_frame_header_without_decoding():
+    from worldrecall.engine.report.html import jpeg_size
+
+    assert jpeg_size(images.jpeg(np.zeros((37, 53, 3), np.uint8))) == (37, 53)
+    assert jpeg_size(b"not a jpeg") is None
+
+
+def _toy_report(tmp_path: Path) -> tuple[Path, str]:
+    host = load_plugins(extra=[toy_plugin], fresh=True)
+    ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
+    cfg = toy_config(tmp_path, ds)
+    assert run_plain(cfg, host=host) == 0
+    report = next((tmp_path / "out" / "results").glob("*/report/index.html"))
+    return report, report.read_text()
+
+
+def test_report_is_self_contained_with_leaderboard_phases_frames_and_values(tmp_path, capsys):
+    report, page = _toy_report(tmp_path)
+    assert f"report: {report.resolve()}" in capsys.readouterr().out  # linked from the printed summary
+    assert '<h2 id="leaderboard">Leaderboard</h2>' in page and "toy · mean of each metric" in page
+    assert "brightness (0–1 ↑)" in page  # unit (declared range) and direction in the header
+    for model in ("good", "bad"):
+        for case in ("c0", "c1"):
+            assert f'id="case-{model}-{case}"' in page
+    # the toy aligner's halves of 8 frames: A = 0–3, B = 4–7, drawn at 0 % and 50 % of the bar
+    assert 'style="left:0.00%;width:50.00%;' in page and ">A 0–3<" in page
+    assert 'style="left:50.00%;width:50.00%;' in page and ">B 4–7<" in page
+    # generated frames at each phase's first and last frame: 0, 3, 4, 7
+    strip = re.search(r'id="case-good-c0".*?<span class="lab">generated</span>(.*?)</div></div>', page, re.DOTALL)
+    assert strip and all(f"frame {i}" in strip.group(1) for i in (0, 3, 4, 7))
+    assert "toy/brightness" in page and "stable = <b>1</b>" in page
+    # self-contained: no script, stylesheet link or remote URL (the SVG namespace is not a request)
+    assert "<script" not in page and "<link" not in page
+    assert not re.search(r'(src|href)="(https?:)?//', page)
+    assert "data:image/jpeg;base64," in page
+    # each distinct thumbnail is stored once, however often it is shown
+    rules = re.findall(r"^\.i([0-9a-f]{14})\{", page, re.MULTILINE)
+    assert len(rules) == len(set(rules)) and len(rules) <= page.count('class="im i')
+
+
+def test_report_thumbnails_are_memoised(tmp_path, monkeypatch):
+    report, _ = _toy_report(tmp_path)
+
+    class NoDecode:
+        def __init__(self, *a, **k):
+            raise AssertionError("a warm report must not decode a video")
+
+    monkeypatch.setattr(images, "Video", NoDecode)
+    from worldrecall.engine.report.html import write_report
+
+    class R:  # the run's result as the report reads it
+        pass
+
+    host = load_plugins(extra=[toy_plugin], fresh=True)
+    from worldrecall.engine.runner import load_rows
+
+    res = R()
+    res.results_dir = report.parent.parent
+    res.rows = load_rows(res.results_dir)
+    res.tables, res.backends = {}, {}
+    res.n_cases, res.n_failed_cases, res.failure_rate = 4, 0, 0.0
+    out = write_report(res, host, [], {"output_root": str(tmp_path / "out"), "cache_dir": str(tmp_path / "out" / "cache")})
+    assert "frame 7" in out.read_text()
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="headless browser check needs Debian's chromium at /usr/bin/chromium "
+                    "(scripts/setup.sh installs it with apt-get where it can)")
+def test_report_renders_in_headless_chromium(tmp_path):
+    report, _ = _toy_report(tmp_path)
+    shot = tmp_path / "shot.png"
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--allow-file-access-from-files"]
+    subprocess.run([str(CHROMIUM), *flags, f"--screenshot={shot}", "--window-size=1200,1600", report.as_uri()],
+                   capture_output=True, timeout=120, check=False)
+    import cv2
+
+    img = cv2.imread(str(shot))
+    assert img is not None, "chromium wrote no screenshot"
+    assert img.shape[:2] == (1600, 1200)
+    ink = (img < 200).any(axis=2).mean()
+    assert ink > 0.01 and float(img.std()) > 10  # not blank: text, tables and thumbnails were drawn
+    dom = subprocess.run([str(CHROMIUM), *flags, "--dump-dom", report.as_uri()], capture_output=True, text=True,
+                         timeout=120, check=False).stdout
+    assert '<h2 id="leaderboard">Leaderboard</h2>' in dom and 'id="case-good-c0"' in dom
+    assert "good · c0" in dom
+
+
+def test_ors_and_camera_gate_write_trace_views(tmp_path):
+    from worldrecall.plugins.memobench.camera_gate import CameraGate
+    from worldrecall.plugins.memobench.ors import ORS
+
+    m = {"cand_frame": np.array([0, 0, 2]), "cand_coverage": np.array([0.1, 0.9, 0.2]),
+         "cand_score": np.array([0.8, 0.9, 0.6]), "n_r": 3, "r": 10}
+    ors = ORS()
+    [p] = ors.artifacts(m, ors.thresholds, tmp_path / "ors")
+    t = json.loads(p.read_text())
+    # frame 0: coverage 0.1 in [0.0005, 0.5] -> 0.8 (0.9 coverage is outside both bands); frame 1: nothing;
+    # frame 2: 0.6. ORS = 2/3 * (0.8 + 0.6) / 2 = 0.4667
+    assert t["series"][0]["y"] == [0.8, 0.0, 0.6] and t["x"] == [0, 1, 2]
+    assert t["title"] == "ORS 0.467: target detected on 2/3 R frames" and "r = 10" in t["x_label"]
+    gate = CameraGate()
+    g = {"angles": np.array([0.0, 30.0, 40.0, 5.0]), "absence_measured": False, "absence_n": 0,
+         "cand_frame": np.zeros(0), "cand_coverage": np.zeros(0), "cand_score": np.zeros(0)}
+    [q] = gate.artifacts(g, gate.thresholds, tmp_path / "gate")
+    t = json.loads(q.read_text())
+    # farthest frame 2 (40° > 25°), then back to min(40, 5) = 5° <= 10°: pass
+    assert t["verdict"] == "pass" and t["title"] == "camera gate PASS: left 40°, returned to 5°"
+    assert [h["y"] for h in t["hlines"]] == [25.0, 10.0]
+    assert 'stroke="#2ca02c"' in line_chart(t)  # drawn with a green frame

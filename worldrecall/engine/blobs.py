@@ -1,0 +1,102 @@
+"""A content-addressed blob store under the output root: every file's bytes are kept once.
+
+``blobs/sha256/<aa>/<digest><suffix>``. Per-case files from the (content-addressed) cache are hard-linked
+in (no bytes copied at all); other files are copied once. Runs log a small index pointing at blobs instead of copies, and a local
+MLflow artifact store gets hard links to the blob, so a resumed run or a re-score job that produces the same
+bytes adds directory entries, not data. Digests are memoised by (path, size, mtime, inode), so a warm run
+re-hashes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+from worldrecall.core.atomic import atomic_write_text
+
+
+class BlobStore:
+    """Content-addressed files under ``root`` (normally ``<output_root>/blobs``)."""
+
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+        self._memo_path = self.root / "digests.json"
+        self._memo: dict[str, str] = {}
+        self._dirty = False
+        if self._memo_path.exists():
+            try:
+                self._memo = dict(json.loads(self._memo_path.read_text()))
+            except (ValueError, TypeError):
+                self._memo = {}  # a damaged memo only costs re-hashing
+
+    def digest(self, path: Path) -> str:
+        """sha256 of the file's bytes (memoised while the file is unchanged)."""
+        st = path.stat()
+        key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+        d = self._memo.get(key)
+        if d is None:
+            h = hashlib.sha256()
+            with open(path, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+            d = self._memo[key] = h.hexdigest()
+            self._dirty = True
+        return d
+
+    def path_for(self, digest: str, suffix: str) -> Path:
+        return self.root / "sha256" / digest[:2] / f"{digest}{suffix}"
+
+    def put(self, path: Path | str, link: bool = False) -> tuple[str, Path]:
+        """Store ``path`` once; returns (digest, blob path). Existing blobs are never written again.
+
+        ``link=True`` hard-links instead of copying: only for files nobody rewrites in place (per-case files
+        in the content-addressed cache); a table rewritten by the next run would change the blob with it.
+        """
+        src = Path(path)
+        d = self.digest(src)
+        dst = self.path_for(d, src.suffix.lower())
+        if not dst.exists():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dst.with_name(dst.name + f".tmp{os.getpid()}")
+            if link:
+                try:
+                    os.link(src, tmp)
+                except OSError:
+                    shutil.copyfile(src, tmp)
+            else:
+                shutil.copyfile(src, tmp)
+            os.replace(tmp, dst)
+        return d, dst
+
+    def save(self) -> None:
+        """Persist the digest memo (atomic; concurrent writers only lose memo entries, never blobs)."""
+        if self._dirty:
+            self.root.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self._memo_path, json.dumps(self._memo, sort_keys=True))
+            self._dirty = False
+
+
+def write_if_changed(path: Path, text: str) -> Path:
+    """Write ``text`` atomically unless the file already holds exactly these bytes (then keep its inode, so
+    the blob store and MLflow's hard links to it stay the only copy)."""
+    data = text.encode("utf-8")
+    try:
+        if path.stat().st_size == len(data) and path.read_bytes() == data:
+            return path
+    except OSError:
+        pass
+    return atomic_write_text(path, text)
+
+
+def link_or_copy(src: Path, dst: Path) -> None:
+    """Place ``src`` at ``dst`` as a hard link (same bytes, no copy) or, across devices, as a copy."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if dst.exists():
+        dst.unlink()
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)

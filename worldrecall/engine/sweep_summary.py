@@ -1,0 +1,211 @@
+"""The end of a multirun sweep: each affected metric against the swept value, as a table and plots.
+
+Every job writes ``<job dir>/summary.json`` (its swept overrides and the mean/CI of each metric's primary
+value per benchmark x model, with direction and unit from ``value_meta``). At ``on_multirun_end`` the
+Hydra callback reads them all: a metric is *affected* when some model's mean differs between swept
+values. The summary is printed, written under the sweep folder (``sweep_summary.md`` / ``.csv``, one PNG
+per affected metric with CI bands) and logged to the sweep's parent run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from worldrecall.core.atomic import atomic_write_text
+from worldrecall.engine.pipe_table import pipe_table
+from worldrecall.engine.results_view import direction_label, summary, unit_label, value_meta
+
+SWEPT_FILE = "swept_keys.json"
+SWEPT_ENV = "WORLDRECALL_SWEPT_KEYS"
+
+
+def swept_keys(task_overrides: Iterable[str]) -> list[str]:
+    """Keys a Hydra multirun sweeps: ``k=a,b``, ``k=range(..)``, ``k=choice(..)``, ``k=glob(..)``."""
+    out = []
+    for o in task_overrides:
+        k, eq, v = str(o).partition("=")
+        if not eq:
+            continue
+        depth, comma = 0, False
+        for ch in v:  # a comma inside [..] / {..} / (..) is a list value, not a sweep
+            depth += ch in "[{(" and 1 or 0
+            depth -= ch in "]})" and 1 or 0
+            comma |= ch == "," and depth == 0
+        if comma or v.startswith(("range(", "choice(", "glob(", "interval(")):
+            out.append(k.lstrip("+~"))
+    return out
+
+
+def job_summary(result: Any, host: Any, swept: Mapping[str, str]) -> dict[str, Any]:
+    """What ``summary.json`` holds for one job: swept values and primary values' means and CIs."""
+    s = summary(host, result.tables)
+    recs = []
+    for r in s.itertuples(index=False):
+        cls = host.metrics.get(r.metric)
+        if cls is None or getattr(cls, "primary", "") != r.value:
+            continue
+        meta = value_meta(host, r.metric, r.value)
+        recs.append({"benchmark": r.benchmark, "model": r.model, "metric": r.metric, "value": r.value,
+                     "mean": _num(r.mean), "ci_low": _num(r.ci_low), "ci_high": _num(r.ci_high),
+                     "direction": direction_label(meta), "unit": unit_label(meta)})
+    return {"swept": dict(swept), "results_dir": str(result.results_dir), "rows": recs}
+
+
+def write_job_summary(job_dir: Path, result: Any, host: Any, overrides: list[str], keys: list[str]) -> Path:
+    swept = {k.lstrip("+~"): v for k, _, v in (o.partition("=") for o in overrides) if k.lstrip("+~") in keys}
+    return atomic_write_text(Path(job_dir) / "summary.json", json.dumps(job_summary(result, host, swept), indent=1))
+
+
+def _num(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def collect(sweep_dir: Path) -> pd.DataFrame:
+    """One line per (job, benchmark, model, metric) from every job's ``summary.json``."""
+    recs = []
+    for p in sorted(Path(sweep_dir).glob("*/summary.json"), key=lambda p: (len(p.parent.name), p.parent.name)):
+        d = json.loads(p.read_text())
+        label = " ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in d["swept"].items()) or p.parent.name
+        x = next(iter(d["swept"].values()), p.parent.name) if len(d["swept"]) == 1 else label
+        for r in d["rows"]:
+            recs.append({"job": p.parent.name, "swept": label, "x": x, **r})
+    return pd.DataFrame(recs)
+
+
+def affected(df: pd.DataFrame, tol: float = 1e-12) -> pd.DataFrame:
+    """Rows of the metrics whose mean changes across swept values for at least one model."""
+    if df.empty:
+        return df
+    keep = []
+    for _, g in df.groupby(["benchmark", "metric"]):
+        spread = g.groupby("model")["mean"].agg(lambda s: (s.max() - s.min()) if s.notna().any() else 0.0)
+        if (spread > tol).any() or g.groupby("model")["mean"].apply(lambda s: s.isna().any() and s.notna().any()).any():
+            keep.append(g)
+    return pd.concat(keep, ignore_index=True) if keep else df.iloc[0:0]
+
+
+def _sort_x(xs: Iterable[Any]) -> list[Any]:
+    xs = list(dict.fromkeys(xs))
+    try:
+        return sorted(xs, key=float)
+    except (TypeError, ValueError):
+        return xs
+
+
+def table(df: pd.DataFrame) -> pd.DataFrame:
+    """Wide table: one line per (benchmark, metric, model), one column per swept value, ``mean [lo, hi]``."""
+    if df.empty:
+        return pd.DataFrame()
+    xs = _sort_x(df["x"])
+    recs = []
+    for (bench, metric, model), g in df.groupby(["benchmark", "metric", "model"], sort=True):
+        first = g.iloc[0]
+        rec = {"benchmark": bench, "metric": f"{metric.split('.', 1)[-1]} ({first['unit']} {first['direction']})",
+               "model": model}
+        for x in xs:
+            hit = g[g["x"] == x]
+            rec[str(x)] = _cell(hit.iloc[0]) if len(hit) else ""
+        recs.append(rec)
+    return pd.DataFrame(recs)
+
+
+def _cell(r: Any) -> str:
+    if r["mean"] is None or (isinstance(r["mean"], float) and math.isnan(r["mean"])):
+        return "n/a"
+    s = f"{r['mean']:.4g}"
+    if r["ci_low"] is not None and r["ci_high"] is not None and not (math.isnan(r["ci_low"]) or math.isnan(r["ci_high"])):
+        s += f" [{r['ci_low']:.3g}, {r['ci_high']:.3g}]"
+    return s
+
+
+def plots(df: pd.DataFrame, out_dir: Path, swept_label: str) -> list[Path]:
+    """One PNG per affected metric: mean vs swept value per model, shaded 95% CI."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out: list[Path] = []
+    xs = _sort_x(df["x"])
+    numeric = all(_isnum(x) for x in xs)
+    for (bench, metric), g in df.groupby(["benchmark", "metric"]):
+        fig, ax = plt.subplots(figsize=(6.4, 3.8))
+        for model, gm in g.groupby("model"):
+            gm = gm.set_index("x").reindex(xs)
+            xv = [float(x) for x in xs] if numeric else list(range(len(xs)))
+            m = gm["mean"].astype(float).to_numpy()
+            ax.plot(xv, m, marker="o", ms=3, label=model)
+            lo, hi = gm["ci_low"].astype(float).to_numpy(), gm["ci_high"].astype(float).to_numpy()
+            ax.fill_between(xv, lo, hi, alpha=0.15)
+        if not numeric:
+            ax.set_xticks(range(len(xs)), [str(x) for x in xs], rotation=30, ha="right", fontsize=7)
+        elif min(map(float, xs)) > 0 and max(map(float, xs)) / min(map(float, xs)) >= 20:
+            ax.set_xscale("log")  # swept values spanning decades (thresholds usually do)
+            ax.set_xticks([float(x) for x in xs], [str(x) for x in xs], fontsize=7)
+            ax.minorticks_off()
+        first = g.iloc[0]
+        ax.set_xlabel(swept_label)
+        ax.set_ylabel(f"{metric.split('.', 1)[-1]} ({first['unit']} {first['direction']})")
+        ax.set_title(f"{bench}: {metric.split('.', 1)[-1]} vs {swept_label} (mean, 95% CI band)", fontsize=9)
+        ax.legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        p = Path(out_dir) / f"sweep_{metric.replace('.', '_')}.png"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(p, dpi=100)
+        plt.close(fig)
+        out.append(p)
+    return out
+
+
+def _isnum(x: Any) -> bool:
+    try:
+        float(x)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def summarise(sweep_dir: Path, keys: list[str]) -> tuple[str, list[Path]]:
+    """Text to print and files written (``sweep_summary.md``/``.csv``, plots) for the sweep in ``sweep_dir``."""
+    df = collect(sweep_dir)
+    if df.empty:
+        return "sweep summary: no job summaries found", []
+    label = ", ".join(k.rsplit(".", 1)[-1] for k in keys) or "job"
+    aff = affected(df)
+    n_vals = df["x"].nunique()
+    head = f"== sweep summary: {len(df['job'].unique())} jobs over {label} ({', '.join(map(str, _sort_x(df['x'])))}) =="
+    if aff.empty:
+        text = (f"{head}\nno metric's primary value changed across the {n_vals} swept values "
+                f"(every model, every benchmark): this threshold does not matter on these cases.")
+        md = text + "\n"
+        files = [atomic_write_text(Path(sweep_dir) / "sweep_summary.md", md)]
+        return text, files
+    wide = table(aff)
+    n_aff = aff.groupby(["benchmark", "metric"]).ngroups
+    text = f"{head}\n{n_aff} metric(s) change with {label}; mean [95% CI] per swept value:\n{wide.to_string(index=False)}"
+    files = [atomic_write_text(Path(sweep_dir) / "sweep_summary.md",
+                               f"# Sweep summary: {label}\n\n" + pipe_table(wide)),
+             atomic_write_text(Path(sweep_dir) / "sweep_summary.csv", aff.to_csv(index=False))]
+    files += plots(aff, Path(sweep_dir) / "sweep_plots", label)
+    return text, files
+
+
+def current_swept_keys(sweep_dir: Path | None) -> list[str]:
+    """The swept keys the sweep callback recorded (environment first, then the sweep folder's file)."""
+    import os
+
+    env = os.environ.get(SWEPT_ENV)
+    if env:
+        return list(json.loads(env))
+    p = Path(sweep_dir) / SWEPT_FILE if sweep_dir is not None else None
+    return list(json.loads(p.read_text())) if p is not None and p.exists() else []

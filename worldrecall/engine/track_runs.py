@@ -1,0 +1,171 @@
+"""How a job is laid out in MLflow: one run per (benchmark, model) under the invocation's parent.
+
+    single run:  parent ("<run_name>")              headline numbers, full config, tables, report
+                 └─ "<model> · <benchmark>"          identical metric keys across models (NaN = n/a)
+    sweep:       sweep parent (hydra callback)       sweep summary (table + plots across swept values)
+                 └─ job "<override>"                 headline numbers, config, tables, report
+                    └─ "<model> · <benchmark> · <override>"
+
+Each (benchmark, model) run carries ``model``, ``benchmark``, ``backends``, ``config_hash`` and the
+sweep's overrides as params, so MLflow's runs table, compare view and parallel coordinates put models
+and swept values side by side. Durations are the job's real wall time. Every file is stored once in
+the content-addressed blob store (:mod:`worldrecall.engine.blobs`); per-case files are listed by a
+small ``cases/index.json`` per run, never copied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from worldrecall.core.tables import backend_signature
+from worldrecall.engine.blobs import BlobStore
+from worldrecall.engine.results_view import direction_label, metric_key, summary, value_meta
+
+RUN_KEYS = ("n_cases", "n_failed_cases", "failure_rate")
+
+
+def override_label(overrides: list[str]) -> str:
+    """``benchmarks.memobench.metrics.ors.thresholds.area_max=0.3`` -> ``ors.thresholds.area_max=0.3``."""
+    out = []
+    for o in overrides:
+        k, eq, v = o.partition("=")
+        parts = k.lstrip("+~").split(".")
+        out.append((".".join(parts[-3:]) if len(parts) > 3 else k.lstrip("+~")) + eq + v)
+    return " ".join(out)
+
+
+def per_model_metrics(result: Any, host: Any) -> dict[tuple[str, str], dict[str, float]]:
+    """(benchmark, model) -> metrics; every model of a benchmark gets the same keys (NaN where n/a)."""
+    s = summary(host, result.tables)
+    per: dict[tuple[str, str], dict[str, float]] = {}
+    keys: dict[str, set[str]] = {}
+    for r in s.itertuples(index=False):
+        k = metric_key(r.metric, r.value, r.benchmark, host)
+        m = per.setdefault((r.benchmark, r.model), {})
+        m[k] = _f(r.mean)
+        if not (math.isnan(_f(r.ci_low)) and math.isnan(_f(r.ci_high))):
+            m[f"{k}.ci_low"], m[f"{k}.ci_high"] = _f(r.ci_low), _f(r.ci_high)
+        keys.setdefault(r.benchmark, set()).update(m)
+    cases: dict[tuple[str, str], dict[str, bool]] = {}
+    for row in result.rows:
+        c = cases.setdefault((row.benchmark, row.model), {})
+        c[row.case_id] = c.get(row.case_id, False) or row.status == "failed"
+        per.setdefault((row.benchmark, row.model), {})
+    for (bench, model), m in per.items():
+        c = cases.get((bench, model), {})
+        n, nf = len(c), sum(c.values())
+        m.update({"n_cases": float(n), "n_failed_cases": float(nf), "failure_rate": nf / n if n else math.nan})
+        for k in keys.get(bench, ()):
+            m.setdefault(k, math.nan)  # not applicable for this model: logged as NaN, not dropped
+    return per
+
+
+def headline_metrics(result: Any, host: Any) -> tuple[dict[str, float], dict[str, str]]:
+    """The invocation's headline: run counts and, per benchmark x primary metric, the best model's mean."""
+    m: dict[str, float] = {"n_cases": float(result.n_cases), "n_failed_cases": float(result.n_failed_cases),
+                           "failure_rate": float(result.failure_rate)}
+    if "total" in result.timing:
+        m["wall_s"] = float(result.timing["total"])
+    tags: dict[str, str] = {}
+    s = summary(host, result.tables)
+    for (bench, metric, value), g in s.groupby(["benchmark", "metric", "value"]):
+        cls = host.metrics.get(metric)
+        if cls is None or getattr(cls, "primary", "") != value:
+            continue
+        meta = value_meta(host, metric, value)
+        g = g.dropna(subset=["mean"])
+        if meta is None or meta.higher_is_better is None or not len(g):
+            continue
+        best = g.loc[g["mean"].idxmax() if meta.higher_is_better else g["mean"].idxmin()]
+        key = f"{bench}.{metric_key(metric, value, bench, host)}"
+        m[f"{key}.best"] = float(best["mean"])
+        tags[f"best.{key}"] = f"{best['model']} ({direction_label(meta)})"
+    return m, tags
+
+
+def case_index(result: Any, blobs: BlobStore, output_root: Path) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """(benchmark, model) -> [{case_id, metric, file, sha256, bytes, blob}]: every per-case file, stored once."""
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in result.rows:
+        for a in (r.info or {}).get("artifacts") or []:
+            p = Path(a)
+            if not p.is_file():
+                continue
+            digest, blob = blobs.put(p, link=True)
+            out.setdefault((r.benchmark, r.model), []).append({
+                "case_id": r.case_id, "metric": r.metric, "file": p.name, "sha256": digest,
+                "bytes": blob.stat().st_size, "blob": os.path.relpath(blob, output_root)})
+    return out
+
+
+def config_hash(plain: Mapping[str, Any]) -> str:
+    """Short hash of the resolved config (without the output location)."""
+    d = {k: v for k, v in plain.items() if k not in ("output_root", "cache_dir", "progress", "tracking")}
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def log_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, files: list[Path],
+            overrides: list[str], parent: str | None, run_name: str, job_tags: Mapping[str, str],
+            params: Mapping[str, Any], report: Path | None) -> str:
+    """Log one job: its own run (under ``parent`` when given) and one child per (benchmark, model)."""
+    output_root = tracker.output_root
+    blobs = BlobStore(output_root / "blobs")
+    end = time.time()
+    # the runner's own clock: it started ``total`` seconds before it finished (write_outputs notes when)
+    start = getattr(result, "started_at", None) or (
+        getattr(result, "finished_at", end) - float(result.timing.get("total", 0.0)))
+    label = override_label(overrides)
+    chash = config_hash(plain)
+    head, best_tags = headline_metrics(result, host)
+    job = tracker.start_run(run_name, parent_id=parent, start_time=start,
+                            tags={**job_tags, **best_tags, "worldrecall.kind": "job" if parent else "invocation",
+                                  "worldrecall.config_hash": chash})
+    try:
+        tracker.log_batch(job, metrics=head, params=params)
+        for p in files:
+            sub = {".csv": "tables", ".md": "tables", ".json": "meta", ".png": "plots", ".html": "report"}.get(p.suffix)
+            if sub and p.exists():
+                # tables and the report are written atomically (a new file each time): safe to hard-link
+                tracker.log_file_once(job, p, sub, blobs, link=sub in ("tables", "report"))
+        if report is not None and report.exists() and report not in files:
+            tracker.log_file_once(job, report, "report", blobs, link=True)
+        index = case_index(result, blobs, output_root)
+        over = {f"override.{o.partition('=')[0].lstrip('+~')}": o.partition("=")[2] for o in overrides if "=" in o}
+        for (bench, model), metrics in sorted(per_model_metrics(result, host).items()):
+            name = f"{model} · {bench}" + (f" · {label}" if label else "")
+            backends = sorted({backend_signature(r.backend) for r in result.rows
+                               if r.benchmark == bench and r.model == model and r.backend} - {"-"})
+            child = tracker.start_run(name, parent_id=job, start_time=start, tags={
+                **job_tags, "worldrecall.kind": "model", "worldrecall.config_hash": chash})
+            tracker.log_batch(child, metrics=metrics, params={
+                "model": model, "benchmark": bench, "backends": ";".join(backends) or "-",
+                "backend_set": str((plain.get("models") or {}).get("set") or "-"),
+                "config_hash": chash, **over})
+            entries = index.get((bench, model))
+            if entries:
+                idx = result.results_dir / "mlflow_index" / bench / model / "index.json"
+                idx.parent.mkdir(parents=True, exist_ok=True)
+                idx.write_text(json.dumps({"blob_root": str(output_root), "files": entries}, indent=1))
+                tracker.log_file_once(child, idx, "cases", blobs)
+            tracker.end_run(child, "FINISHED", end_time=end)
+        tracker.end_run(job, "FINISHED", end_time=time.time())
+    except Exception:
+        tracker.end_run(job, "FAILED")
+        raise
+    finally:
+        blobs.save()
+    return job
+
+
+def _f(v: Any) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan

@@ -1,0 +1,337 @@
+"""Input-grounded geometry (spec A.5): reference queries once per case, a background camera per window.
+
+Reference side (:func:`reference_queries`): per object, the support mask (instance mask, else bbox) eroded
+by 3 px and intersected with the reference validity; 128 query pixels drawn by stratified sampling over the
+raster-ordered interior pixels (strata with truncated integer edges, errata 10; one uniform draw per
+stratum; RNG seed 0, a fresh generator per object). Background = validity minus the 3 px dilation of the
+union of all object masks.
+
+Per window (:func:`fit_window`): correspondences (reference pixel -> frame pixel) from the matcher; the
+camera is fitted from background matches only, with every gate of A.5 (>= 12 matches, >= 16 background
+matches, spatial support >= 0.02 in both images, rank >= 2, train/holdout split by reference (y, x),
+EPnP-RANSAC + LM on two K candidates, reliability >= 0.65 with inlier support >= 0.02, depth-scale gates).
+A failed gate gives ``WindowGeometry(scored=False, failure_reason=...)``: an evaluator failure for that
+frame, never a score.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from worldrecall.plugins.opis.records import ObjectProjection, WindowGeometry
+
+N_QUERIES = 128
+ERODE_PX = 3
+QUERY_SEED = 0
+MIN_MATCHES = 12
+MIN_BACKGROUND = max(12, 2 * 8)    # 16
+MIN_SUPPORT = 0.02
+RANSAC_ITERATIONS = 1000
+RANSAC_THRESHOLD_PX = 8.0
+RANSAC_CONFIDENCE = 0.999
+RANSAC_SEED = 0
+MIN_PNP_INLIERS = 6
+RELIABILITY_MIN = max(0.45, 0.65)  # 0.65
+MIN_DEPTH_SAMPLES = 8
+SCALE_RANGE = (0.25, 4.0)
+DEPTH_LOG_P90_MAX = 0.15
+MIN_OBJECT_QUERIES = 4
+MOVE_THRESHOLD = 0.01
+
+
+@dataclass
+class MonoGeometry:
+    """Single-image geometry at the image's own resolution (camera frame, OpenCV axes)."""
+
+    depth: np.ndarray                 # [H, W] float z (metres or model units), 0 where invalid
+    K: np.ndarray                     # [3, 3] pixel intrinsics (pixel-centre convention)
+    valid: np.ndarray                 # [H, W] bool
+    confidence: np.ndarray | None = None  # [H, W] in [0, 1]; None = fully confident (sidecar depth)
+    points: np.ndarray | None = None  # [H, W, 3]; None = back-project depth with K
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(W, H)."""
+        return int(self.depth.shape[1]), int(self.depth.shape[0])
+
+    def points_at(self, px: np.ndarray) -> np.ndarray:
+        """3-D points at integer-rounded pixels ``px`` [M, 2] (x, y); NaN where invalid or outside."""
+        xy = np.rint(np.asarray(px, np.float64)).astype(np.int64)
+        W, H = self.size
+        ok = (xy[:, 0] >= 0) & (xy[:, 0] < W) & (xy[:, 1] >= 0) & (xy[:, 1] < H)
+        out = np.full((len(xy), 3), np.nan)
+        x, y = xy[ok, 0], xy[ok, 1]
+        if self.points is not None:
+            pts = np.asarray(self.points[y, x], np.float64)
+        else:
+            z = np.asarray(self.depth[y, x], np.float64)
+            Kinv = np.linalg.inv(np.asarray(self.K, np.float64))
+            rays = np.stack([x, y, np.ones_like(x)], axis=1).astype(np.float64) @ Kinv.T
+            pts = rays * z[:, None]
+        good = np.asarray(self.valid[y, x], bool) & np.isfinite(pts).all(axis=1)
+        pts[~good] = np.nan
+        out[ok] = pts
+        return out
+
+    def sample(self, px: np.ndarray, field: str) -> tuple[np.ndarray, np.ndarray]:
+        """(value, inside-and-valid) of ``depth`` or ``confidence`` at integer-rounded pixels."""
+        xy = np.rint(np.asarray(px, np.float64)).astype(np.int64)
+        W, H = self.size
+        ok = (xy[:, 0] >= 0) & (xy[:, 0] < W) & (xy[:, 1] >= 0) & (xy[:, 1] < H)
+        val = np.zeros(len(xy))
+        good = np.zeros(len(xy), bool)
+        x, y = xy[ok, 0], xy[ok, 1]
+        arr = self.depth if field == "depth" else self.confidence
+        if arr is None:
+            val[ok] = 1.0
+        else:
+            val[ok] = np.asarray(arr[y, x], np.float64)
+        good[ok] = np.asarray(self.valid[y, x], bool) & np.isfinite(val[ok])
+        if field == "depth":
+            good &= val > 0
+        return val, good
+
+
+def normalized_k_to_pixels(K_norm: np.ndarray, width: int, height: int) -> np.ndarray:
+    """MoGe's normalised K in pixels, OpenCV pixel-centre convention: rows x (W, H), then cx, cy -= 0.5."""
+    K = np.asarray(K_norm, np.float64).copy()
+    K[0, :] *= width
+    K[1, :] *= height
+    K[0, 2] -= 0.5
+    K[1, 2] -= 0.5
+    return K
+
+
+def rescale_k(K: np.ndarray, src: tuple[int, int], dst: tuple[int, int]) -> np.ndarray:
+    """K of a ``src`` (W, H) image for the same camera at ``dst`` size (pixel-centre convention)."""
+    sx, sy = dst[0] / src[0], dst[1] / src[1]
+    K2 = np.asarray(K, np.float64).copy()
+    K2[0, 0] *= sx
+    K2[1, 1] *= sy
+    K2[0, 1] *= sx
+    K2[0, 2] = (K2[0, 2] + 0.5) * sx - 0.5
+    K2[1, 2] = (K2[1, 2] + 0.5) * sy - 0.5
+    return K2
+
+
+def _morph(mask: np.ndarray, px: int, op: str) -> np.ndarray:
+    import cv2
+
+    if px <= 0:
+        return mask.astype(bool)
+    kernel = np.ones((2 * px + 1, 2 * px + 1), np.uint8)  # square structuring element of radius px
+    f = cv2.erode if op == "erode" else cv2.dilate
+    # erosion treats outside the image as foreground (the border is not an edge of the object)
+    return f(mask.astype(np.uint8), kernel, borderType=cv2.BORDER_CONSTANT,
+             borderValue=1 if op == "erode" else 0).astype(bool)
+
+
+def support_mask(obj_mask: np.ndarray | None, bbox: tuple[float, float, float, float], size: tuple[int, int]) -> np.ndarray:
+    """The object's support: its instance mask, else its bbox (integer pixel span) clipped to the image."""
+    W, H = size
+    if obj_mask is not None:
+        return np.asarray(obj_mask, bool)
+    m = np.zeros((H, W), bool)
+    x0, y0, x1, y1 = bbox
+    xa, ya = max(0, int(np.floor(x0))), max(0, int(np.floor(y0)))
+    xb, yb = min(W, int(np.ceil(x1))), min(H, int(np.ceil(y1)))
+    if xb > xa and yb > ya:
+        m[ya:yb, xa:xb] = True
+    return m
+
+
+def stratified_queries(interior: np.ndarray, n: int = N_QUERIES, seed: int = QUERY_SEED) -> np.ndarray:
+    """Query pixels [Q, 2] (x, y): ``n`` strata over the raster-ordered interior pixels, one draw each.
+
+    Stratum k spans raster positions ``[trunc(k*P/n), trunc((k+1)*P/n))`` (truncated integer edges,
+    errata 10); empty strata (fewer than ``n`` pixels) draw nothing. Draw = edge + floor(u * width) with
+    u from ``numpy.random.default_rng(seed)`` (one uniform per stratum, in stratum order).
+    """
+    flat = np.flatnonzero(np.asarray(interior, bool).ravel())
+    P = len(flat)
+    if P == 0:
+        return np.zeros((0, 2), np.int64)
+    edges = (np.arange(n + 1, dtype=np.int64) * P) // n   # truncated integer edges
+    u = np.random.default_rng(seed).random(n)
+    width = edges[1:] - edges[:-1]
+    keep = width > 0
+    pick = edges[:-1][keep] + np.minimum(np.floor(u[keep] * width[keep]).astype(np.int64), width[keep] - 1)
+    W = interior.shape[1]
+    lin = flat[pick]
+    return np.stack([lin % W, lin // W], axis=1)
+
+
+@dataclass
+class ReferenceGeometry:
+    """Everything the per-window camera fit needs from the input image, computed once per case."""
+
+    geometry: MonoGeometry
+    background: np.ndarray                 # [H, W] bool
+    queries: dict[str, np.ndarray]         # object_id -> [Q, 2] reference pixels (x, y)
+    query_points: dict[str, np.ndarray]    # object_id -> [Q, 3] reference 3-D points
+    supported: dict[str, bool]             # object_id -> non-empty eroded support
+
+
+def reference_queries(geometry: MonoGeometry, objects: list[tuple[str, tuple[float, float, float, float], np.ndarray | None]],
+                      *, n_queries: int = N_QUERIES, erode_px: int = ERODE_PX, seed: int = QUERY_SEED) -> ReferenceGeometry:
+    """A.5 reference side: per object (id, bbox, mask or None) its query pixels/points; the background mask."""
+    size = geometry.size
+    union = np.zeros((size[1], size[0]), bool)
+    queries, points, supported = {}, {}, {}
+    for oid, bbox, mask in objects:
+        sup = support_mask(mask, bbox, size)
+        union |= sup
+        interior = _morph(sup, erode_px, "erode") & np.asarray(geometry.valid, bool)
+        q = stratified_queries(interior, n_queries, seed)
+        supported[oid] = len(q) > 0
+        queries[oid] = q
+        points[oid] = geometry.points_at(q) if len(q) else np.zeros((0, 3))
+    background = np.asarray(geometry.valid, bool) & ~_morph(union, erode_px, "dilate")
+    return ReferenceGeometry(geometry, background, queries, points, supported)
+
+
+def hull_fraction(px: np.ndarray, size: tuple[int, int]) -> float:
+    """Convex-hull area of pixels ``px`` [M, 2] over the image area (0 with < 3 points)."""
+    import cv2
+
+    if len(px) < 3:
+        return 0.0
+    hull = cv2.convexHull(np.asarray(px, np.float32).reshape(-1, 1, 2))
+    return float(cv2.contourArea(hull)) / float(size[0] * size[1])
+
+
+def project(points: np.ndarray, rvec: np.ndarray, tvec: np.ndarray, K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pixels [M, 2] and camera-frame z [M] of 3-D points (NaN rows stay NaN)."""
+    import cv2
+
+    R, _ = cv2.Rodrigues(np.asarray(rvec, np.float64))
+    cam = np.asarray(points, np.float64) @ R.T + np.asarray(tvec, np.float64).reshape(1, 3)
+    z = cam[:, 2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        uv = cam @ np.asarray(K, np.float64).T
+        px = uv[:, :2] / uv[:, 2:3]
+    return px, z
+
+
+def _fail(reason: str, ref_px: np.ndarray, cur_px: np.ndarray) -> WindowGeometry:
+    return WindowGeometry(scored=False, failure_reason=reason, ref_px=np.asarray(ref_px, np.float64).reshape(-1, 2),
+                          cur_px=np.asarray(cur_px, np.float64).reshape(-1, 2))
+
+
+def _pnp(obj: np.ndarray, img: np.ndarray, K: np.ndarray) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """EPnP-RANSAC (1000 iterations, 8 px, 0.999, seed 0, >= 6 inliers) + LM on the inliers; mean clipped error."""
+    import cv2
+
+    cv2.setRNGSeed(RANSAC_SEED)
+    try:
+        ok, rvec, tvec, inl = cv2.solvePnPRansac(
+            obj.astype(np.float64), img.astype(np.float64), K.astype(np.float64), None,
+            iterationsCount=RANSAC_ITERATIONS, reprojectionError=RANSAC_THRESHOLD_PX,
+            confidence=RANSAC_CONFIDENCE, flags=cv2.SOLVEPNP_EPNP)
+    except cv2.error:
+        return None
+    if not ok or inl is None or len(inl) < MIN_PNP_INLIERS:
+        return None
+    idx = inl.ravel()
+    try:
+        rvec, tvec = cv2.solvePnPRefineLM(obj[idx].astype(np.float64), img[idx].astype(np.float64),
+                                          K.astype(np.float64), None, rvec, tvec)
+    except cv2.error:
+        pass
+    px, z = project(obj, rvec, tvec, K)
+    err = np.linalg.norm(px - img, axis=1)
+    err = np.where(np.isfinite(err) & (z > 0), err, RANSAC_THRESHOLD_PX)
+    return rvec, tvec, float(np.mean(np.minimum(err, RANSAC_THRESHOLD_PX)))
+
+
+def fit_window(ref: ReferenceGeometry, cur: MonoGeometry, ref_px: np.ndarray, cur_px: np.ndarray,
+               object_ids: list[str] | None = None) -> WindowGeometry:
+    """A.5 per-window steps 3-9: background camera, gates, projections of every object's queries."""
+    ref_px = np.asarray(ref_px, np.float64).reshape(-1, 2)
+    cur_px = np.asarray(cur_px, np.float64).reshape(-1, 2)
+    M = len(ref_px)
+    if M < MIN_MATCHES:
+        return _fail(f"{M} correspondences (< {MIN_MATCHES})", ref_px, cur_px)
+    Wr, Hr = ref.geometry.size
+    Wc, Hc = cur.size
+    P_ref = ref.geometry.points_at(ref_px)
+    ref_ok = np.isfinite(P_ref).all(axis=1)
+    rxy = np.rint(ref_px).astype(np.int64)
+    inside_r = (rxy[:, 0] >= 0) & (rxy[:, 0] < Wr) & (rxy[:, 1] >= 0) & (rxy[:, 1] < Hr)
+    is_bg = np.zeros(M, bool)
+    is_bg[inside_r] = ref.background[rxy[inside_r, 1], rxy[inside_r, 0]]
+    cur_depth, cur_ok = cur.sample(cur_px, "depth")
+    bg = np.flatnonzero(ref_ok & is_bg & cur_ok)
+    if len(bg) < MIN_BACKGROUND:
+        return _fail(f"{len(bg)} background matches (< {MIN_BACKGROUND})", ref_px, cur_px)
+    if hull_fraction(ref_px[bg], (Wr, Hr)) < MIN_SUPPORT or hull_fraction(cur_px[bg], (Wc, Hc)) < MIN_SUPPORT:
+        return _fail(f"background matches cover < {MIN_SUPPORT} of an image", ref_px, cur_px)
+    centred = P_ref[bg] - P_ref[bg].mean(axis=0)
+    if np.linalg.matrix_rank(centred, tol=1e-9 * max(1.0, float(np.abs(centred).max()))) < 2:
+        return _fail("degenerate background points (rank < 2)", ref_px, cur_px)
+    order = bg[np.lexsort((ref_px[bg, 0], ref_px[bg, 1]))]   # by reference (y, x)
+    train, hold = order[0::2], order[1::2]
+    K_ref_cur = rescale_k(ref.geometry.K, (Wr, Hr), (Wc, Hc))
+    best = None
+    for name, K in (("current", np.asarray(cur.K, np.float64)), ("reference", K_ref_cur)):
+        fit = _pnp(P_ref[train], cur_px[train], K)
+        if fit is not None and (best is None or fit[2] < best[4]):
+            best = (name, K, fit[0], fit[1], fit[2])
+    if best is None:
+        return _fail("EPnP-RANSAC found no camera with >= 6 inliers", ref_px, cur_px)
+    _, K, rvec, tvec, _ = best
+    proj, z = project(np.where(ref_ok[:, None], P_ref, 0.0), rvec, tvec, K)
+    err = np.linalg.norm(proj - cur_px, axis=1)
+    err = np.where(ref_ok & np.isfinite(err), err, np.inf)
+    inlier = ref_ok & cur_ok & (z > 0) & (err <= RANSAC_THRESHOLD_PX)
+    reliability = min(float(inlier[train].mean()), float(inlier[hold].mean())) if len(hold) else 0.0
+    geo = WindowGeometry(scored=False, camera_confidence=reliability, ref_px=ref_px, cur_px=cur_px,
+                         reproj_err=err, inlier=inlier)
+    if reliability < RELIABILITY_MIN:
+        geo.failure_reason = f"camera reliability {reliability:.3f} (< {RELIABILITY_MIN})"
+        return geo
+    bg_in = bg[inlier[bg]]
+    if hull_fraction(cur_px[bg_in], (Wc, Hc)) < MIN_SUPPORT:
+        geo.failure_reason = f"background inliers cover < {MIN_SUPPORT} of the frame"
+        return geo
+    # depth alignment: scale = median(z_cam / current depth) over train inliers with valid depth
+    tr = train[inlier[train] & cur_ok[train]]
+    ho = hold[inlier[hold] & cur_ok[hold]]
+    if len(tr) < MIN_DEPTH_SAMPLES or len(ho) < MIN_DEPTH_SAMPLES:
+        geo.failure_reason = f"{len(tr)} train / {len(ho)} holdout depth samples (< {MIN_DEPTH_SAMPLES})"
+        return geo
+    scale = float(np.median(z[tr] / cur_depth[tr]))
+    if not (SCALE_RANGE[0] <= scale <= SCALE_RANGE[1]):
+        geo.failure_reason = f"depth scale {scale:.3f} outside [{SCALE_RANGE[0]}, {SCALE_RANGE[1]}]"
+        return geo
+    p90 = float(np.percentile(np.abs(np.log(cur_depth[ho] * scale / z[ho])), 90))
+    if not p90 <= DEPTH_LOG_P90_MAX:
+        geo.failure_reason = f"holdout depth disagreement p90 |log| {p90:.3f} (> {DEPTH_LOG_P90_MAX})"
+        return geo
+    geo.scored, geo.depth_scale = True, scale
+    # diagnostic camera motion (A.5 step 9): not a gate
+    hin = hold[inlier[hold]]
+    initial = np.stack([(ref_px[hin, 0] + 0.5) * Wc / Wr - 0.5, (ref_px[hin, 1] + 0.5) * Hc / Hr - 0.5], axis=1)
+    disp = np.linalg.norm(proj[hin] - initial, axis=1) / float(np.hypot(Wc, Hc)) if len(hin) else np.zeros(0)
+    geo.moves = bool(len(disp) and float(np.median(disp)) >= MOVE_THRESHOLD)
+    for oid in object_ids if object_ids is not None else list(ref.queries):
+        P = ref.query_points.get(oid)
+        if P is None:
+            continue
+        ok = np.isfinite(P).all(axis=1)
+        if int(ok.sum()) < MIN_OBJECT_QUERIES:
+            continue
+        P = P[ok]
+        ppx, pz = project(P, rvec, tvec, K)
+        in_view = (pz > 0) & (ppx[:, 0] >= 0) & (ppx[:, 0] <= Wc - 1) & (ppx[:, 1] >= 0) & (ppx[:, 1] <= Hc - 1)
+        d, d_ok = cur.sample(np.where(in_view[:, None], ppx, -1.0), "depth")
+        c, _ = cur.sample(np.where(in_view[:, None], ppx, -1.0), "confidence")
+        d_ok &= in_view
+        geo.projections[oid] = ObjectProjection(
+            object_id=oid, in_view=in_view, projected_px=np.nan_to_num(ppx, nan=-1.0, posinf=-1.0, neginf=-1.0),
+            projected_depth=pz, current_depth=np.where(d_ok, d * scale, 0.0), depth_valid=d_ok,
+            depth_confidence=np.where(d_ok, c, 0.0))
+    return geo
+
