@@ -365,3 +365,12 @@ def test_suite_builder_is_a_registered_name_never_code(tmp_path, host):
     with pytest.raises(ConfigTypeError, match=r"suite.builder: unknown suite 'os:system'; known: .*synthetic"):
         _run(cfg, host)
     assert not marker.exists()
+
+
+def test_video_caps_are_config_keys_and_fail_one_case_each(tmp_path, host):
+    ds = make_dataset(tmp_path, {"m": [0, 5]})  # 8-frame 48x32 videos
+    res = _run(toy_config(tmp_path, ds, video={"max_frames": 4, "max_pixels": 40_000_000}), host)
+    assert {r.status for r in res.rows} == {"failed"}
+    assert all("video.max_frames" in r.reason and "\n" not in r.reason for r in res.rows), res.rows[0].reason
+    ok = _run(toy_config(tmp_path / "b", ds, video={"max_frames": 8, "max_pixels": 48 * 32}), host)
+    assert {r.status for r in ok.rows} == {"ok"}  # exactly at both limits passes

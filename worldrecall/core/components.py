@@ -118,6 +118,11 @@ class Metric:
             return cls.values[value]
         return Value(higher_is_better=cls.higher_is_better, range=cls.range, description=cls.description)
 
+    def needs_models(self, case: "Case") -> bool:
+        """Whether measuring this case runs the ``models`` roles (False e.g. for a case that ships precomputed
+        observations); the engine's backend preflight only looks at cases that need them."""
+        return True
+
     def judge_names(self) -> tuple[str, ...]:
         """The judges the measure stage will ask (default: the class's ``judges``; a metric whose judge is a
         param overrides this)."""

@@ -158,8 +158,11 @@ def preflight(plan: BenchmarkPlan, items: list[Case | CaseError], hub: ModelHub)
             spec = hub.specs.get(backend)
             if spec is None or spec.preflight is None:
                 continue
+            needing = [c for c in cases if metric.needs_models(c)]
+            if not needing:
+                continue
             if backend not in verdicts:
-                reasons = [spec.preflight(c) for c in cases]
+                reasons = [spec.preflight(c) for c in needing]
                 verdicts[backend] = reasons[0] if all(reasons) else None
             if verdicts[backend]:
                 plan.skipped[name] = (f"{name} skipped: backend {backend} (models.{role}) cannot serve any of the "

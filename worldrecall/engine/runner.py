@@ -78,7 +78,8 @@ class Runner:
         self.hub = ModelHub(host.models, models_cfg, options, device=cfg["device"], roles=host.roles,
                             backend_set=backend_set)
         self.judges = JudgeHub(host.judges, cfg["judge_options"], cache_dir=cache_root / "judge_answers")
-        self.pool = VideoPool(facts_dir=cache_root / "video_facts")
+        self.pool = VideoPool(facts_dir=cache_root / "video_facts", max_pixels=cfg["video"]["max_pixels"],
+                              max_frames=cfg["video"]["max_frames"])
         self.pipeline = CasePipeline(host, self.hub, self.judges, self.pool, cache_root,
                                      artifacts=cfg["artifacts"], device=cfg["device"], batch_size=cfg["batch_size"])
         self.digest_memo = cache_root / "file_digests.json"

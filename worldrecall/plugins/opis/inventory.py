@@ -17,6 +17,7 @@ import numpy as np
 
 from worldrecall.core.data import CaseFailure
 from worldrecall.core.paths import safe_join
+from worldrecall.core.text import read_text
 from worldrecall.plugins.opis.records import (
     EVALUATION_TRACKS,
     KINEMATIC_CLASSES,
@@ -60,7 +61,7 @@ def _find_non_finite(v: Any, path: str) -> str | None:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_text(path))
     except FileNotFoundError:
         raise CaseFailure(f"{path}: file not found") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:

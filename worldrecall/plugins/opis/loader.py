@@ -24,7 +24,6 @@ Every problem with one case is a :class:`CaseError` with a one-line reason; the 
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 from collections.abc import Iterator
@@ -34,6 +33,7 @@ from typing import Any, ClassVar
 from worldrecall.core.components import Loader, LoadRequest, merge_typed
 from worldrecall.core.data import Case, CaseError, CaseFailure, one_line
 from worldrecall.core.paths import safe_join
+from worldrecall.core.text import read_csv_rows, read_text
 from worldrecall.core.video import IMAGE_SUFFIXES, VIDEO_SUFFIXES, Video
 
 log = logging.getLogger(__name__)
@@ -52,13 +52,12 @@ def read_domains(path: Path) -> dict[str, str]:
     """Subcategory -> domain from a JSON object (or ``{"domains": {...}}``) or a CSV with those two columns."""
     try:
         if path.suffix.lower() == ".csv":
-            with open(path, newline="", encoding="utf-8") as f:
-                rows = list(csv.DictReader(f))
+            rows = read_csv_rows(path)
             if rows and not {"subcategory", "domain"} <= set(rows[0]):
                 raise CaseFailure(f"{path}: CSV needs the columns subcategory,domain")
             out = {str(r["subcategory"]).strip(): str(r["domain"]).strip() for r in rows}
         else:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_text(path))
             data = data.get("domains", data) if isinstance(data, dict) else data
             if not isinstance(data, dict):
                 raise CaseFailure(f"{path}: expected an object subcategory -> domain")
@@ -178,7 +177,7 @@ class OpisLoader(Loader):
         if not scene_path.is_file():
             raise CaseFailure(f"{scene_path}: missing")
         try:
-            scene = json.loads(scene_path.read_text(encoding="utf-8"))
+            scene = json.loads(read_text(scene_path))
         except (OSError, ValueError) as e:
             raise CaseFailure(f"{scene_path}: not valid JSON ({one_line(e)})") from None
         if not isinstance(scene, dict):
@@ -204,11 +203,11 @@ class OpisLoader(Loader):
                               f"({subcategory!r} -> {domain!r})")
         if not domain:
             raise CaseFailure(f"{d.parent}: subcategory {subcategory!r} has no domain (add it to domains.json)")
-        prompt = (d / PROMPT).read_text(encoding="utf-8").strip() if (d / PROMPT).is_file() else None
+        prompt = read_text(d / PROMPT).strip() if (d / PROMPT).is_file() else None
         conditions: dict[str, Any] = {}
         if (d / CONDITIONS).is_file():
             try:
-                conditions = json.loads((d / CONDITIONS).read_text(encoding="utf-8"))
+                conditions = json.loads(read_text(d / CONDITIONS))
             except (OSError, ValueError) as e:
                 raise CaseFailure(f"{d / CONDITIONS}: not valid JSON ({one_line(e)})") from None
         sidecars = {"reference_scene": scene_path, **({"raw": raw} if raw.is_file() else {})}

@@ -155,6 +155,11 @@ class OpisMetric(Metric):
         return Value(higher_is_better=None, range=None, description="OPIS diagnostic (not ranked)")
 
     # -- measure --------------------------------------------------------------------------------------
+    def needs_models(self, case: Case) -> bool:
+        """A case shipping ``video_observation.json`` is scored from it without any model (when allowed)."""
+        return not ("video_observation" in case.sidecars
+                    and (case.video is None or self.params["use_precomputed_observations"]))
+
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
         """Inventory + per-window observations and geometry -> the records as a cache measurement."""
         p = self.params
