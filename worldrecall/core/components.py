@@ -8,7 +8,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping, Protocol, Sequence, TypeVar
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -212,6 +214,12 @@ class Command:
     def run(self, args: argparse.Namespace, registry: Registry) -> int:
         """Run the command; return the process exit code."""
         raise NotImplementedError
+
+
+def batched(items: Sequence[T], size: int) -> list[Sequence[T]]:
+    """``items`` in consecutive chunks of at most ``size`` (>= 1): how metrics and backends batch frames."""
+    size = max(1, int(size))
+    return [items[i:i + size] for i in range(0, len(items), size)]
 
 
 class ConfigTypeError(ValueError):

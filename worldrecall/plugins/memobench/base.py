@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import MeasureContext, Metric
+from worldrecall.core.components import MeasureContext, Metric, batched  # noqa: F401  (re-exported)
 from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.core.models import BackendUnavailable
 
@@ -49,7 +49,3 @@ def optional_model(ctx: MeasureContext, role: str) -> tuple[Any | None, str | No
     return model, ctx.models.selection.get(role)
 
 
-def batched(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
-    """``items`` in consecutive chunks of at most ``size`` (>= 1)."""
-    size = max(1, int(size))
-    return [items[i:i + size] for i in range(0, len(items), size)]

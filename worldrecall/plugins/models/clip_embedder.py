@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from worldrecall.core.components import batched
 from worldrecall.plugins.models.manifest import entry
-from worldrecall.plugins.models.options import Options, batches, check_rgb, inference, parse_options
+from worldrecall.plugins.models.options import Options, check_rgb, inference, parse_options
 from worldrecall.plugins.models.preprocess import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, to_normalized_tensor
 from worldrecall.plugins.models.weights import ensure_weights, hf_dir, required_hf_files
 
@@ -33,7 +34,7 @@ class ClipImageEncoder:
     def encode(self, frames: Sequence[np.ndarray]) -> np.ndarray:
         o = self.opts
         out: list[np.ndarray] = []
-        for chunk in batches(list(frames), o.batch_size):
+        for chunk in batched(list(frames), o.batch_size):
             x = to_normalized_tensor([check_rgb(f) for f in chunk], self.size, self.size,
                                      OPENAI_CLIP_MEAN, OPENAI_CLIP_STD).to(o.device)
             with inference(o.device, o.dtype):

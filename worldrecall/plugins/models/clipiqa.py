@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from worldrecall.core.components import batched
 from worldrecall.core.models import BackendUnavailable
 from worldrecall.plugins.models.manifest import CLIP_RN50_FILE, CLIPIQA_PROMPTS_FILE, entry
 from worldrecall.plugins.models.options import (
     Options,
-    batches,
     check_rgb,
     inference,
     parse_options,
@@ -46,7 +46,7 @@ class ClipIqaPlus:
 
         o = self.opts
         out: list[np.ndarray] = []
-        for chunk in batches(list(frames), o.batch_size):
+        for chunk in batched(list(frames), o.batch_size):
             same_size(chunk, "clipiqa_plus batch")
             x = torch.from_numpy(np.stack([check_rgb(f) for f in chunk])).permute(0, 3, 1, 2).float() / 255.0
             with inference(o.device, o.dtype):

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from worldrecall.core.components import batched
 from worldrecall.plugins.models.options import (
     Options,
-    batches,
     check_rgb,
     inference,
     same_size,
@@ -40,7 +40,7 @@ class DepthAnythingDepth:
         """One float32 ``[h, w]`` map per frame at the processor's resolution."""
         o = self.opts
         out: list[np.ndarray] = []
-        for chunk in batches(list(frames), o.batch_size):
+        for chunk in batched(list(frames), o.batch_size):
             same_size(chunk, "depth_anything_v2_small batch")
             inputs = self.processor(images=[check_rgb(f) for f in chunk], return_tensors="pt")
             with inference(o.device, o.dtype):

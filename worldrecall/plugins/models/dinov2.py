@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from worldrecall.plugins.models.options import Options, batches, check_rgb, inference
+from worldrecall.core.components import batched
+from worldrecall.plugins.models.options import Options, check_rgb, inference
 from worldrecall.plugins.models.preprocess import IMAGENET_MEAN, IMAGENET_STD, to_normalized_tensor
 from worldrecall.plugins.models.weights import hf_backend_folder
 
@@ -33,7 +34,7 @@ class Dinov2PatchEmbedder:
         """``[N, P, D]`` float32 layer-normed patch tokens (P = 256 at crop 224, patch 14)."""
         o = self.opts
         out: list[np.ndarray] = []
-        for chunk in batches(list(frames), o.batch_size):
+        for chunk in batched(list(frames), o.batch_size):
             x = to_normalized_tensor([check_rgb(f) for f in chunk], int(o["resize"]), int(o["crop"]),
                                      IMAGENET_MEAN, IMAGENET_STD).to(o.device)
             with inference(o.device, o.dtype):

@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from worldrecall.core.components import batched
 from worldrecall.plugins.models.manifest import IMAGE_REWARD_FILE, IMAGE_REWARD_MED_CONFIG, entry
-from worldrecall.plugins.models.options import Options, batches, check_rgb, inference
+from worldrecall.plugins.models.options import Options, check_rgb, inference
 from worldrecall.plugins.models.preprocess import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, to_normalized_tensor
 from worldrecall.plugins.models.weights import (
     hf_backend_folder,
@@ -140,7 +141,7 @@ class ImageRewardScorer:
         tok = self.tokenizer(prompt, padding="max_length", truncation=True, max_length=int(o["max_length"]),
                              return_tensors="pt")
         out: list[np.ndarray] = []
-        for chunk in batches(list(frames), o.batch_size):
+        for chunk in batched(list(frames), o.batch_size):
             x = to_normalized_tensor([check_rgb(f) for f in chunk], self.size, self.size,
                                      OPENAI_CLIP_MEAN, OPENAI_CLIP_STD).to(o.device)
             n = len(chunk)

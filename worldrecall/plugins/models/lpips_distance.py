@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from worldrecall.core.components import batched
 from worldrecall.core.models import BackendUnavailable
 from worldrecall.plugins.models.manifest import entry
 from worldrecall.plugins.models.options import (
     Options,
-    batches,
     check_rgb,
     inference,
     parse_options,
@@ -61,7 +61,7 @@ class LpipsDistance:
             raise ValueError(f"lpips: {len(a)} frames vs {len(b)} frames")
         o = self.opts
         out: list[np.ndarray] = []
-        for pairs in batches(list(zip(a, b)), o.batch_size):
+        for pairs in batched(list(zip(a, b)), o.batch_size):
             same_size([f for p in pairs for f in p], "lpips pair")
 
             def prep(frames: Sequence[np.ndarray]) -> Any:

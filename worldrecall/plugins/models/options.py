@@ -81,10 +81,6 @@ def inference(device: str, dtype: str = "float32") -> Iterator[None]:
             yield
 
 
-def batches(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
-    """Consecutive slices of at most ``size`` items."""
-    for i in range(0, len(items), max(1, int(size))):
-        yield items[i:i + size]
 
 
 def check_rgb(frame: np.ndarray, what: str = "frame") -> np.ndarray:

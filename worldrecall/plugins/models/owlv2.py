@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from worldrecall.core.components import batched
 from worldrecall.core.models import Detection
 from worldrecall.plugins.models.options import (
     Options,
-    batches,
     check_rgb,
     inference,
     same_size,
@@ -74,7 +74,7 @@ class Owlv2Segmenter:
         """Candidates above ``threshold`` per frame (at most ``max_candidates``), best first."""
         o = self.opts
         out: list[list[Detection]] = []
-        for chunk in batches(list(frames), o.batch_size):
+        for chunk in batched(list(frames), o.batch_size):
             h, w = same_size(chunk, "owlv2 batch")
             max_len = int(getattr(self.model.config.text_config, "max_position_embeddings", 16))
             inputs = self.processor(text=[[text]] * len(chunk), images=[check_rgb(f) for f in chunk],

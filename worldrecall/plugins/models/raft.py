@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from worldrecall.core.components import batched
 from worldrecall.plugins.models.manifest import entry
 from worldrecall.plugins.models.options import (
     Options,
-    batches,
     check_rgb,
     inference,
     parse_options,
@@ -60,7 +60,7 @@ class RaftFlow:
         """``[H, W, 2]`` float32 flow (x, y) in pixels per pair."""
         o = self.opts
         out: list[np.ndarray] = []
-        for chunk in batches(list(pairs), o.batch_size):
+        for chunk in batched(list(pairs), o.batch_size):
             h, w = same_size([f for p in chunk for f in p], "raft_large pair")
             a = self._to_input([p[0] for p in chunk])
             b = self._to_input([p[1] for p in chunk])

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from worldrecall.core.components import batched
 from worldrecall.core.models import Detection
 from worldrecall.plugins.models.options import (
     Options,
-    batches,
     check_rgb,
     inference,
     same_size,
@@ -76,7 +76,7 @@ class Sam3Segmenter:
 
         o = self.opts
         out: list[list[Detection]] = []
-        for chunk in batches(list(frames), o.batch_size):
+        for chunk in batched(list(frames), o.batch_size):
             h, w = same_size(chunk, "sam3 batch")
             inputs = self.processor(images=[check_rgb(f) for f in chunk], text=[text] * len(chunk),
                                     return_tensors="pt")

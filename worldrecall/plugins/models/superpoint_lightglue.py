@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from worldrecall.plugins.models.options import Options, batches, check_rgb, inference
+from worldrecall.core.components import batched
+from worldrecall.plugins.models.options import Options, check_rgb, inference
 from worldrecall.plugins.models.relative_pose import PoseTrace, chain_c2w, guess_intrinsics, relative_rotation
 from worldrecall.plugins.models.weights import hf_backend_folder
 
@@ -56,7 +57,7 @@ class LightGluePose:
         k = guess_intrinsics(w, h, float(o["fov_deg"]))
         pairs = [(check_rgb(frames[i]), check_rgb(frames[i + 1])) for i in range(len(frames) - 1)]
         rels = []
-        for chunk in batches(pairs, o.batch_size):
+        for chunk in batched(pairs, o.batch_size):
             inputs = self.processor([[a, b] for a, b in chunk], return_tensors="pt")
             with inference(o.device, o.dtype):
                 out = self.model(pixel_values=inputs["pixel_values"].to(o.device))

@@ -13,8 +13,8 @@ import hashlib
 import os
 import re
 from collections.abc import Sequence
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from worldrecall.core.models import BackendUnavailable, WeightFile, default_cache_dirs
 from worldrecall.plugins.models.manifest import META_PATTERNS

@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from worldrecall.core.judges import Judge, JudgeError, JudgeResponse
-from worldrecall.core.judges import MissingAnswers, id_key, media_digest
+from worldrecall.core.judges import Judge, JudgeError, JudgeResponse, MissingAnswers, id_key, media_digest
 from worldrecall.plugins.memobench.vqa.bank import (
     DIMENSIONS,
     bank_filename,

@@ -16,12 +16,17 @@ from typing import Any, Mapping
 
 from worldrecall.core.components import MeasureContext, Metric
 from worldrecall.core.data import Alignment, Case, CaseFailure
-from worldrecall.core.judges import JudgeError
+from worldrecall.core.judges import JudgeError, MissingAnswers
 from worldrecall.core.models import BackendUnavailable
 from worldrecall.core.paths import safe_join
-from worldrecall.core.judges import MissingAnswers
 from worldrecall.plugins.memobench.vqa.bank import DIMENSIONS, BankIndex, QuestionBank, read_bank, split_clip
-from worldrecall.plugins.memobench.vqa.prompts import OFFICIAL_MODEL, EVAL_SCHEMA, EVAL_SYSTEM, EVAL_USER, PROMPT_VERSION
+from worldrecall.plugins.memobench.vqa.prompts import (
+    EVAL_SCHEMA,
+    EVAL_SYSTEM,
+    EVAL_USER,
+    OFFICIAL_MODEL,
+    PROMPT_VERSION,
+)
 from worldrecall.plugins.memobench.vqa.scoring import DEFAULT_THRESHOLDS, SCORE_KEYS, score_answers
 
 log = logging.getLogger(__name__)
