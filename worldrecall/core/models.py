@@ -102,6 +102,7 @@ class ModelHub:
                  options: Mapping[str, Mapping[str, Any]] | None = None, device: str = "cpu",
                  roles: Mapping[str, Role] | None = None, backend_set: str = ""):
         self.specs = dict(specs)
+        self.backend_set = backend_set
         # role -> spec name: what the config names, else the role's declared default for this backend set
         self.selection = {r.name: r.defaults[backend_set] for r in (roles or {}).values()
                           if r.defaults.get(backend_set)}
@@ -119,7 +120,9 @@ class ModelHub:
     def spec_for(self, role: str) -> ModelSpec:
         name = self.selection.get(role)
         if not name:
-            raise BackendUnavailable(f"no backend selected for role {role!r} (set models.{role}=<name>)")
+            in_set = f"the {self.backend_set} backend set has none; " if self.backend_set else ""
+            raise BackendUnavailable(f"no backend selected for role {role!r} ({in_set}set models.{role}=<name>, "
+                                     f"see `worldrecall models list`)")
         spec = self.specs.get(name)
         if spec is None:
             raise BackendUnavailable(f"unknown backend {name!r} for role {role!r} (see `worldrecall models list`)")
