@@ -18,6 +18,22 @@ from pathlib import Path
 from worldrecall.core.atomic import atomic_write_text
 
 
+def _read_umask() -> int:
+    """The process umask without changing it (Linux: /proc); elsewhere set-and-restore once at import."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
 class BlobStore:
     """Content-addressed files under ``root`` (normally ``<output_root>/blobs``)."""
 
@@ -88,7 +104,9 @@ def write_if_changed(path: Path, text: str) -> Path:
             return path
     except OSError:
         pass
-    return atomic_write_text(path, text)
+    atomic_write_text(path, text)
+    path.chmod(0o666 & ~_UMASK)  # mkstemp makes 0600; logged files must be readable like any other output
+    return path
 
 
 def link_or_copy(src: Path, dst: Path) -> None:

@@ -132,8 +132,7 @@ def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str
             f"<style>{CSS}\n{imgs.css()}</style></head><body>" + "\n".join(body) + "</body></html>")
     out = Path(result.results_dir) / "report" / "index.html"
     out.parent.mkdir(parents=True, exist_ok=True)
-    if write_if_changed(out, page) and out.stat().st_mode & 0o777 != 0o644:
-        out.chmod(0o644)  # readable by a browser or an MLflow server running as another user
+    write_if_changed(out, page)  # readable like any output (not mkstemp's 0600): browsers, MLflow servers
     return out
 
 
