@@ -48,8 +48,10 @@ def is_secret(key: str) -> bool:
 
 
 def redact(flat: Mapping[str, Any]) -> dict[str, Any]:
-    """Replace values whose (last) key names a key, token, secret or password."""
-    return {k: (REDACTED if is_secret(k) and v not in (None, "") else v) for k, v in flat.items()}
+    """Replace values whose (last) key names a key, token, secret or password, and scrub ``key=value``
+    secrets inside other string values (a run name, an override list)."""
+    return {k: (REDACTED if is_secret(k) and v not in (None, "") else scrub(v) if isinstance(v, str) else v)
+            for k, v in flat.items()}
 
 
 def redact_override(override: str) -> str:
@@ -62,12 +64,27 @@ def redact_overrides(overrides: list[str]) -> list[str]:
     return [redact_override(o) for o in overrides]
 
 
+def scrub(text: str) -> str:
+    """Free text (a run name, an overrides tag) with every ``secret_key=value`` token's value redacted."""
+    import re
+
+    return re.sub(r"[^\s,]+=[^\s,]*", lambda m: redact_override(m.group(0)), str(text))
+
+
+def redact_tags(tags: Mapping[str, Any]) -> dict[str, str]:
+    """Tag values redacted by key (``tracking.tags.api_token``) and by content (overrides in a tag)."""
+    return {str(k): (REDACTED if is_secret(str(k)) and v not in (None, "") else scrub(str(v))) for k, v in tags.items()}
+
+
 def redact_tree(d: Any) -> Any:
+    """A nested config with secret keys' values replaced and ``key=value`` secrets scrubbed from strings."""
     if isinstance(d, Mapping):
-        return {k: (REDACTED if is_secret(str(k)) and v not in (None, "") and not isinstance(v, Mapping)
+        return {k: (REDACTED if is_secret(str(k)) and v not in (None, "") and not isinstance(v, (Mapping, list))
                     else redact_tree(v)) for k, v in d.items()}
     if isinstance(d, list):
         return [redact_tree(x) for x in d]
+    if isinstance(d, str) and "=" in d:
+        return scrub(d)
     return d
 
 
@@ -77,10 +94,48 @@ def _retry(fn: Callable[[], T], what: str, attempts: int = 40) -> T:
             return fn()
         except Exception as e:  # sqlite "database is locked" surfaces as several exception types
             msg = str(e).lower()
-            if ("locked" not in msg and "busy" not in msg) or i == attempts - 1:
+            transient = ("locked", "busy", "duplicate column", "alembic_version")
+            if not any(w in msg for w in transient) or i == attempts - 1:
                 raise
             time.sleep(min(2.0, 0.05 * (1.5 ** i)) * (0.5 + random.random()))
     raise AssertionError("unreachable")
+
+
+OWNER_HOST, OWNER_PID = "worldrecall.host", "worldrecall.pid"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _store_lock:
+    """An exclusive lock beside a SQLite store while it is opened (created and migrated on first use)."""
+
+    def __init__(self, uri: str):
+        self.path = Path(uri[len("sqlite:///"):] + ".lock") if uri.startswith("sqlite:///") else None
+        self.fd: Any = None
+
+    def __enter__(self) -> "_store_lock":
+        if self.path is not None:
+            import fcntl
+
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.fd = open(self.path, "a")
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.fd is not None:
+            import fcntl
+
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            self.fd.close()
 
 
 def default_uri(output_root: Path) -> str:
@@ -105,12 +160,16 @@ class Tracker:
         self.output_root = Path(output_root).resolve()
         self.output_root.mkdir(parents=True, exist_ok=True)
         self.uri = os.environ.get("MLFLOW_TRACKING_URI") or tcfg.get("tracking_uri") or default_uri(self.output_root)
-        # No mlflow.set_tracking_uri: it exports MLFLOW_TRACKING_URI, which would leak into later runs.
-        self.client = MlflowClient(tracking_uri=self.uri)
         self.experiment_name = tcfg.get("experiment") or "worldrecall"
-        self.extra_tags = {str(k): str(v) for k, v in (tcfg.get("tags") or {}).items()}
+        self.extra_tags = redact_tags(tcfg.get("tags") or {})
         self._artifact_uri: dict[str, str] = {}
-        self.experiment_id = self._experiment()
+        # No mlflow.set_tracking_uri: it exports MLFLOW_TRACKING_URI, which would leak into later runs.
+        # A new SQLite store is created and migrated by exactly one process (file lock); jobs that start
+        # together wait for it instead of racing alembic ("duplicate column name: step").
+        with _store_lock(self.uri):
+            self.client = _retry(lambda: MlflowClient(tracking_uri=self.uri), "client")
+            self.experiment_id = self._experiment()
+        self.close_stale_runs()
         self.setup_s = time.perf_counter() - t0  # import + store migration/opening: part of a job's MLflow cost
 
     def _experiment(self) -> str:
@@ -130,10 +189,34 @@ class Tracker:
                 raise
         return _retry(get_or_create, "experiment")
 
+    def close_stale_runs(self) -> list[str]:
+        """Runs left RUNNING by a killed process of this host (its pid is gone) are marked KILLED."""
+        import socket
+
+        from mlflow.entities import ViewType
+
+        host, stale = socket.gethostname(), []
+        runs = _retry(lambda: self.client.search_runs(
+            [self.experiment_id], f"attributes.status = 'RUNNING' and tags.`{OWNER_HOST}` = '{host}'",
+            run_view_type=ViewType.ACTIVE_ONLY, max_results=1000), "search_runs")
+        for run in runs:
+            pid = int(run.data.tags.get(OWNER_PID, "0") or 0)
+            if pid and not _alive(pid):
+                self.end_run(run.info.run_id, "KILLED")
+                stale.append(run.info.run_id)
+        return stale
+
     def start_run(self, name: str, parent_id: str | None = None, tags: Mapping[str, str] | None = None,
                   start_time: float | None = None) -> str:
-        """Create a run (``start_time`` in epoch seconds: when the work it records began, not now)."""
-        t = {"mlflow.runName": name, **self.extra_tags, **{k: str(v) for k, v in (tags or {}).items()}}
+        """Create a run (``start_time`` in epoch seconds: when the work it records began, not now).
+
+        Names and tags are scrubbed of secrets; the run records which process owns it, so a later
+        invocation can close it if that process was killed."""
+        import socket
+
+        name = scrub(name)
+        t = {"mlflow.runName": name, **self.extra_tags, **redact_tags(tags or {}),
+             OWNER_HOST: socket.gethostname(), OWNER_PID: str(os.getpid())}
         if parent_id:
             t["mlflow.parentRunId"] = parent_id
         ms = int(start_time * 1000) if start_time is not None else None
@@ -157,7 +240,7 @@ class Tracker:
         now = int(time.time() * 1000)
         ms = [Metric(_metric_key(k), float("nan") if v is None else float(v), now, 0) for k, v in (metrics or {}).items()]
         ps = [Param(k[:250], str(v)[:6000]) for k, v in redact(params or {}).items()]
-        ts = [RunTag(k[:250], str(v)[:5000]) for k, v in (tags or {}).items()]
+        ts = [RunTag(k[:250], str(v)[:5000]) for k, v in redact_tags(tags or {}).items()]
         while ms or ps or ts:  # MLflow: at most 1000 entries per call, 100 params, 100 tags
             mc, pc, tc = ms[:1000 - min(len(ps), 100) - min(len(ts), 100)], ps[:100], ts[:100]
             ms, ps, ts = ms[len(mc):], ps[100:], ts[100:]
