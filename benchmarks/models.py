@@ -21,16 +21,17 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from pathlib import Path as _P
 from typing import Any
 
 import numpy as np
 
 from worldrecall.core.data import Case
-from pathlib import Path as _P
 
 sys.path.insert(0, str(_P(__file__).resolve().parents[1] / "tests"))
-from helpers import tiny_models as testing  # noqa: E402  (test-only builders, shared with the tests)
-from worldrecall.plugins.models import plugin  # noqa: E402
+from helpers import tiny_models as testing
+
+from worldrecall.plugins.models import plugin
 
 PROMPT = "a red car drives along the road under a cloudy sky"
 

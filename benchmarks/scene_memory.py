@@ -27,11 +27,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from helpers.scene_memory_fixtures import room_rollout
 
 from worldrecall.formats.vipe import read_sidecar
 from worldrecall.plugins.scene_memory.clouds import segment_cloud
 from worldrecall.plugins.scene_memory.f1 import score_point_clouds
-from helpers.scene_memory_fixtures import room_rollout
 from worldrecall.plugins.scene_memory.icp import kabsch
 from worldrecall.plugins.scene_memory.trajectory import turnaround_gate
 

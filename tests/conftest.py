@@ -14,7 +14,7 @@ os.environ["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"
 os.environ.pop("MLFLOW_TRACKING_URI", None)
 # Pin the built-in plugins (this distribution's own entry points): whatever else is installed in the
 # environment (a user's plugins, a half-uninstalled example) cannot change what the tests see.
-import importlib.metadata as _md  # noqa: E402
+import importlib.metadata as _md
 
 os.environ["WORLDRECALL_PLUGINS"] = ",".join(sorted(
     ep.name for ep in _md.entry_points(group="worldrecall")

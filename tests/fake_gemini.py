@@ -26,9 +26,10 @@ import hashlib
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlparse
 
 
@@ -97,7 +98,7 @@ class FakeGemini:
         self._server: ThreadingHTTPServer | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def __enter__(self) -> "FakeGemini":
+    def __enter__(self) -> FakeGemini:
         fake = self
 
         class Handler(_Handler):
@@ -109,7 +110,7 @@ class FakeGemini:
         threading.Thread(target=serve, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         assert self._server is not None
         self._server.shutdown()
         self._server.server_close()

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-import toy_plugin  # noqa: E402
-from toy_plugin import make_dataset  # noqa: E402
+import toy_plugin
+from toy_plugin import make_dataset
 
-from worldrecall.engine.cli import compose, hydra_run, main  # noqa: E402
-from worldrecall.registry import host as host_mod  # noqa: E402
+from worldrecall.engine.cli import compose, hydra_run, main
+from worldrecall.registry import host as host_mod
 
 
 @pytest.fixture()

@@ -29,7 +29,7 @@ def test_every_hook_is_documented_with_its_signature():
     assert "register_metrics" in hooks and "register_commands" in hooks
     for name, sig in hooks.items():
         args = ", ".join(sig.parameters)
-        assert re.search(rf"^##+ `{name}\({re.escape(args)}\)`", doc, re.M), f"docs/plugins.md: no `{name}({args})`"
+        assert re.search(rf"^##+ `{name}\({re.escape(args)}\)`", doc, re.MULTILINE), f"docs/plugins.md: no `{name}({args})`"
         assert inspect.getdoc(getattr(hookspecs, name)), f"{name} has no docstring"
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from fake_gemini import FakeGemini, Reply, answer_items, questions_in, truth_answerer
+
 from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable
 from worldrecall.core.video import write_video

@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from worldrecall.core.judges import JudgeError
+from worldrecall.core.judges import JudgeError, id_key
 from worldrecall.plugins.judges.answer_cache import AnswerCache, request_key
-from worldrecall.core.judges import id_key
 from worldrecall.plugins.judges.parsing import ReplyError, extract_json, parse_reply, validate
 from worldrecall.plugins.judges.retry import (
     Deadline,

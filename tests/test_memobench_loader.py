@@ -11,6 +11,7 @@ import cv2
 import numpy as np
 import pandas as pd
 import pytest
+from official_data import SAM3_METADATA as OFFICIAL  # vendored, unchanged MemoBench release files
 
 from worldrecall.core.components import LoadRequest
 from worldrecall.core.data import Case, CaseError
@@ -19,8 +20,6 @@ from worldrecall.plugins.memobench import gt, metadata
 from worldrecall.plugins.memobench import loader as loader_mod
 from worldrecall.plugins.memobench.aligner import PhaseAligner
 from worldrecall.plugins.memobench.loader import MemoBenchLoader
-
-from official_data import SAM3_METADATA as OFFICIAL  # vendored, unchanged MemoBench release files
 
 G_SYN = 4      # GT frames per synthetic clip in the fake tree
 N_GEN = 5      # generated frames

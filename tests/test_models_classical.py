@@ -7,12 +7,12 @@ import math
 import cv2
 import numpy as np
 import pytest
+from helpers.tiny_models import textured_image
 
 from worldrecall.plugins.models import plugin
 from worldrecall.plugins.models.color_histogram import color_histogram
 from worldrecall.plugins.models.color_patches import patch_descriptors
 from worldrecall.plugins.models.relative_pose import chain_c2w, guess_intrinsics, relative_rotation
-from helpers.tiny_models import textured_image
 
 SPECS = {s.name: s for s in plugin.specs()}
 

@@ -10,8 +10,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from worldrecall.core.models import BackendUnavailable
 from helpers import tiny_models as testing
+
+from worldrecall.core.models import BackendUnavailable
 from worldrecall.plugins.models import manifest, plugin
 
 SPECS = {s.name: s for s in plugin.specs()}

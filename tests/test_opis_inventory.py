@@ -193,7 +193,7 @@ def test_unreadable_file_is_one_line(tmp_path):
     with pytest.raises(CaseFailure) as e:
         load_reference_scene(p)
     assert str(p) in str(e.value) and "\n" not in str(e.value)
-    with pytest.raises(CaseFailure, match="file not found"):
+    with pytest.raises(CaseFailure, match=r"missing.json: cannot be read \(FileNotFoundError"):
         load_reference_scene(tmp_path / "missing.json")
 
 

@@ -671,7 +671,7 @@ def test_vectorised_similarity_matrix_equals_pair_similarity():
 
 def test_soft_presence_diagnostics_hand_computed():
     a, b = _static_pair()
-    g = lambda: geometry({"a": proj("a"), "b": proj("b", x0=50)})  # noqa: E731
+    g = lambda: geometry({"a": proj("a"), "b": proj("b", x0=50)})
     windows = [
         win("w0", [det("o1", E1), det("o2", E2, (50, 50, 70, 70))], g(), ordinal=0),
         win("w1", [det("o1", E1)], g(), ordinal=1),

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
 import types
 from pathlib import Path
 
 import pytest
 
-from worldrecall.core import hookspecs
 from worldrecall.core.components import Metric
 from worldrecall.core.hookspecs import hookimpl
 from worldrecall.registry import host as host_mod

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 import toy_plugin
 from toy_plugin import make_dataset, toy_config
-from worldrecall.engine.plan import shard_of
-from worldrecall.engine.runner import Runner
+
 from worldrecall.core.tables import case_table
 from worldrecall.core.video import write_video
+from worldrecall.engine.plan import shard_of
+from worldrecall.engine.runner import Runner
 from worldrecall.registry.host import load_plugins
 
 sys.path.insert(0, str(Path(__file__).parent))

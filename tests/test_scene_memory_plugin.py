@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.scene_memory_fixtures import room_rollout
 from omegaconf import OmegaConf
 
 import worldrecall
@@ -17,7 +18,6 @@ from worldrecall.core.models import ModelHub
 from worldrecall.core.video import VideoPool, write_video
 from worldrecall.plugins.scene_memory import plugin as sm_plugin
 from worldrecall.plugins.scene_memory.aligners import ActionsAligner, TurnaroundAligner
-from helpers.scene_memory_fixtures import room_rollout
 from worldrecall.plugins.scene_memory.loader import SceneMemoryLoader
 from worldrecall.plugins.scene_memory.metrics import MemorySceneF1, SceneF1
 from worldrecall.plugins.scene_memory.render import read_ply

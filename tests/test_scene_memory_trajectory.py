@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from helpers.scene_memory_fixtures import loop_poses, pose, yaw
 
 from worldrecall.core.data import CaseFailure
 from worldrecall.plugins.scene_memory.actions import (
@@ -16,7 +17,6 @@ from worldrecall.plugins.scene_memory.actions import (
     read_program,
     segments,
 )
-from helpers.scene_memory_fixtures import loop_poses, pose, yaw
 from worldrecall.plugins.scene_memory.trajectory import (
     experimental_return_gate,
     pose_distance_matrix,

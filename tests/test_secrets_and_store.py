@@ -13,10 +13,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import toy_plugin  # noqa: E402
-from toy_plugin import make_dataset  # noqa: E402
-from worldrecall.engine.cli import hydra_run  # noqa: E402
-from worldrecall.registry import host as host_mod  # noqa: E402
+import toy_plugin
+from toy_plugin import make_dataset
+
+from worldrecall.engine.cli import hydra_run
+from worldrecall.registry import host as host_mod
 
 SECRET = "sk-PLANTED-7f3a9c1e5b"
 
@@ -52,7 +53,7 @@ def test_a_planted_secret_appears_in_no_file_under_the_output_root(tmp_path, toy
     assert _grep(out, SECRET.encode()) == []  # MLflow store, artifacts, tables, Hydra's own files, report
 
 
-def _open_store(uri: str, q: "mp.Queue") -> None:
+def _open_store(uri: str, q: mp.Queue) -> None:
     from worldrecall.engine.tracking import Tracker
 
     try:

@@ -8,6 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.scene_memory_fixtures import (
+    intrinsics,
+    loop_poses,
+    render_depth,
+    write_converted_sidecar,
+)
 
 from worldrecall.core.data import CaseFailure
 from worldrecall.formats.vipe import (
@@ -18,12 +24,6 @@ from worldrecall.formats.vipe import (
     read_points_file,
     read_sidecar,
     write_native_vipe,
-)
-from helpers.scene_memory_fixtures import (
-    intrinsics,
-    loop_poses,
-    render_depth,
-    write_converted_sidecar,
 )
 
 W, H = 8, 6

@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from worldrecall.core.data import ScoreRow
-from worldrecall.plugins.stats.aggregators import BootstrapAggregator, MacroAggregator, MeanAggregator, PairedAggregator
+from worldrecall.plugins.stats.aggregators import (
+    BootstrapAggregator,
+    MacroAggregator,
+    MeanAggregator,
+    PairedAggregator,
+)
 from worldrecall.plugins.stats.hierarchy import bootstrap_macro, macro_mean
 
 

@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from official_data import OFFICIAL_ROOT as OFFICIAL
 
 from worldrecall.core.data import CaseFailure
 from worldrecall.plugins.memobench.vqa.bank import (
@@ -22,8 +23,6 @@ from worldrecall.plugins.memobench.vqa.bank import (
     write_bank_csv,
 )
 from worldrecall.plugins.memobench.vqa.builder import select_consistent, select_reference_passes
-
-from official_data import OFFICIAL_ROOT as OFFICIAL  # noqa: E402  (vendored, unchanged release files)
 
 BANKS = OFFICIAL / "data" / "vqa_questions"
 

@@ -8,12 +8,12 @@ import json
 
 import numpy as np
 import pytest
-
 from fake_gemini import FakeGemini, GenerateCall, Reply, questions_in
-from worldrecall.plugins.judges.gemini import GeminiJudge
+
 from worldrecall.core.video import write_video
-from worldrecall.plugins.memobench.vqa.bank import BANK_COLUMNS, read_bank
 from worldrecall.engine.cli import main as cli_main
+from worldrecall.plugins.judges.gemini import GeminiJudge
+from worldrecall.plugins.memobench.vqa.bank import BANK_COLUMNS, read_bank
 from worldrecall.plugins.memobench.vqa.builder import BankBuildError, build_bank, tidy_generated
 
 KEY = "wr-builder-key-55aa01"

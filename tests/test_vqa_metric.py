@@ -11,16 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
 from fake_gemini import FakeGemini, Reply, answer_items, questions_in, truth_answerer
+
 from worldrecall.core.cache import MeasurementCache, cache_key
 from worldrecall.core.components import MeasureContext
 from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.core.judges import JudgeHub
 from worldrecall.core.models import BackendUnavailable
-from worldrecall.core.video import Video
+from worldrecall.core.video import Video, write_video
 from worldrecall.plugins.judges import plugin as judges_plugin
-from worldrecall.core.video import write_video
 from worldrecall.plugins.memobench.vqa import plugin as vqa_plugin
 from worldrecall.plugins.memobench.vqa.bank import write_bank_csv
 from worldrecall.plugins.memobench.vqa.metric import VQAMetric

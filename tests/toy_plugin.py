@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
-from worldrecall.core.components import Aligner, LoadRequest, Loader, MeasureContext, Metric
+from worldrecall.core.components import Aligner, Loader, LoadRequest, MeasureContext, Metric
 from worldrecall.core.data import Alignment, Case, CaseError, CaseFailure, Phase
 from worldrecall.core.hookspecs import hookimpl
 from worldrecall.core.paths import safe_join

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO
 
 
 def atomic_write(path: Path | str, write: Callable[[BinaryIO], None], *, fsync: bool = False) -> Path:

@@ -6,9 +6,10 @@ The core only ever reads the class-level metadata declared here; it never specia
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping, Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -28,7 +29,7 @@ class LoadRequest:
     data_root: Path
     generations: dict[str, Path]  # model name -> folder (or file) of that model's outputs
     options: dict[str, Any] = field(default_factory=dict)
-    pool: "VideoPool | None" = None
+    pool: VideoPool | None = None
 
 
 class Loader:
@@ -38,7 +39,7 @@ class Loader:
     benchmark: ClassVar[str]
     description: ClassVar[str] = ""
 
-    def load(self, request: LoadRequest) -> Iterator["Case | CaseError"]:
+    def load(self, request: LoadRequest) -> Iterator[Case | CaseError]:
         """Yield one Case (or CaseError) per (case id, model)."""
         raise NotImplementedError
 
@@ -58,7 +59,7 @@ class Aligner:
     defaults: ClassVar[dict[str, Any]] = {}
     min_frames: ClassVar[int] = 1
 
-    def align(self, case: "Case", params: Mapping[str, Any]) -> "Alignment":
+    def align(self, case: Case, params: Mapping[str, Any]) -> Alignment:
         """Return the case's Alignment; raise CaseFailure with a one-line reason on bad input."""
         raise NotImplementedError
 
@@ -67,8 +68,8 @@ class Aligner:
 class MeasureContext:
     """Everything a metric's measure stage may use besides the case: models, judges, scratch dirs."""
 
-    models: "ModelHub"
-    judges: "JudgeHub | None" = None
+    models: ModelHub
+    judges: JudgeHub | None = None
     artifacts_dir: Path | None = None  # per-case artifacts (PLY, PNG) go below here
     device: str = "cpu"
     batch_size: int = 8
@@ -120,7 +121,7 @@ class Metric:
             return cls.values[value]
         return Value(higher_is_better=cls.higher_is_better, range=cls.range, description=cls.description)
 
-    def needs_models(self, case: "Case") -> bool:
+    def needs_models(self, case: Case) -> bool:
         """Whether measuring this case runs the ``models`` roles (False e.g. for a case that ships precomputed
         observations); the engine's backend preflight only looks at cases that need them."""
         return True
@@ -130,7 +131,7 @@ class Metric:
         param overrides this)."""
         return tuple(self.judges)
 
-    def measure(self, case: "Case", alignment: "Alignment", ctx: MeasureContext) -> dict[str, Any]:
+    def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
         """Run models over the case and return a measurement: numpy arrays and JSON-able values."""
         raise NotImplementedError
 
@@ -138,7 +139,7 @@ class Metric:
         """Pure: measurement + thresholds -> named values (``primary`` among them)."""
         raise NotImplementedError
 
-    def cache_params(self, case: "Case", alignment: "Alignment") -> dict[str, Any]:
+    def cache_params(self, case: Case, alignment: Alignment) -> dict[str, Any]:
         """Extra inputs that change the measurement beyond the case fingerprint and alignment."""
         return {}
 
@@ -165,11 +166,11 @@ class Aggregator:
     uses_primary_values: ClassVar[bool] = False
     uses_value_meta: ClassVar[bool] = False
 
-    def aggregate(self, rows: list["ScoreRow"], params: Mapping[str, Any]) -> dict[str, "pd.DataFrame"]:
+    def aggregate(self, rows: list[ScoreRow], params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         """Return named tables."""
         raise NotImplementedError
 
-    def plots(self, tables: Mapping[str, "pd.DataFrame"], out_dir: Path) -> list[Path]:
+    def plots(self, tables: Mapping[str, pd.DataFrame], out_dir: Path) -> list[Path]:
         """Optional figures of this aggregator's own tables (PNG …), written under ``out_dir``."""
         return []
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from worldrecall.core.digests import file_digest
 from worldrecall.core.video import Video
@@ -88,7 +89,7 @@ class Alignment:
         return {"phases": {k: [p.start, p.end] for k, p in self.phases.items()}, "info": self.info}
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "Alignment":
+    def from_json(cls, d: Mapping[str, Any]) -> Alignment:
         return cls({k: Phase(k, int(a), int(b)) for k, (a, b) in d["phases"].items()}, dict(d["info"]))
 
 
@@ -134,5 +135,5 @@ class ScoreRow:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "ScoreRow":
+    def from_json(cls, d: Mapping[str, Any]) -> ScoreRow:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})

@@ -10,7 +10,7 @@ Hooks evolve additively only: new optional arguments, never removed ones.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pluggy
 

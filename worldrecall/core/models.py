@@ -11,14 +11,13 @@ Every role method takes frames as uint8 RGB ``[H, W, 3]`` arrays plus keyword-on
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:  # pragma: no cover
-    pass
 
 @dataclass(frozen=True)
 class Role:

@@ -55,7 +55,7 @@ def resize_max_side(frame: np.ndarray, max_side: int) -> np.ndarray:
 class Video:
     """A generated or reference video, decoded lazily into an ``[N, H, W, 3]`` uint8 RGB array."""
 
-    def __init__(self, path: Path | str, *, fps: float | None = None, pool: "VideoPool | None" = None,
+    def __init__(self, path: Path | str, *, fps: float | None = None, pool: VideoPool | None = None,
                  max_pixels: int = DEFAULT_MAX_PIXELS, max_frames: int = DEFAULT_MAX_FRAMES):
         """``max_pixels`` (per frame) and ``max_frames`` are checked before decoding; 0 or less = no limit."""
         self.path = Path(path)

@@ -8,8 +8,9 @@ own metadata; tables are found later by the kind each aggregator declares, never
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from worldrecall.core.components import Aggregator
 from worldrecall.core.data import ScoreRow
@@ -78,18 +79,6 @@ def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any
             for tname, df in run(name, subset).items():
                 tables[tname if tname.startswith(bench) else f"{bench}.{tname}"] = df
     return tables
-
-
-def table_kinds(host: PluginHost, tables: Mapping[str, Any]) -> dict[str, str]:
-    """Table name -> the kind its aggregator declared (``summary``, ``intervals``, ``leaderboard`` …)."""
-    declared: dict[str, str] = {}
-    for agg in host.components["aggregator"].values():
-        declared.update(agg.tables)
-    kinds = {}
-    for name in tables:
-        base = name.split(".", 1)[1] if "." in name and name not in declared else name
-        kinds[name] = declared.get(name) or declared.get(base, "")
-    return kinds
 
 
 def _params(agg: Aggregator, given: Mapping[str, Any], primary: dict[str, str],

@@ -9,8 +9,9 @@ import platform
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -97,7 +98,7 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
     print_leaderboard(result, host)
     print(f"\nresults: {result.results_dir}")
     print(f"cases: {result.n_cases}  failed: {result.n_failed_cases}  failure rate: {result.failure_rate:.1%}"
-          f" (max_failure_rate {plain.get('max_failure_rate')})")
+          f" (max_failure_rate {plain['max_failure_rate']})")
     if uri_line:
         print(uri_line)
     EXIT_CODES.append(result.exit_code)
@@ -159,7 +160,7 @@ def make_plots(result: RunResult, pdir: Path, host: PluginHost | None = None) ->
 
 def _write_report(result: RunResult, plain: Mapping[str, Any], host: PluginHost, paths: list[Path]) -> Path | None:
     """The self-contained HTML report (never fatal: the tables are already written)."""
-    if not (plain.get("report") or {}).get("enabled", True):
+    if not plain["report"]["enabled"]:
         return None
     try:
         from worldrecall.engine.report.html import write_report
@@ -180,11 +181,11 @@ def track(result: RunResult, plain: Mapping[str, Any], host: PluginHost, paths: 
     """Log the job to MLflow (layout: :mod:`worldrecall.engine.track_runs`); returns the `mlflow ui` line."""
     from worldrecall.engine.track_runs import log_job, override_label
 
-    tcfg = plain.get("tracking") or {}
-    if not tcfg.get("enabled", True):
+    tcfg = plain["tracking"]
+    if not tcfg["enabled"]:
         return ""
     try:
-        tracker = Tracker(tcfg, Path(plain.get("output_root", "worldrecall_out")))
+        tracker = Tracker(tcfg, Path(plain["output_root"]))
     except ImportError:
         print("warning: MLflow is not installed (pip install 'worldrecall[tracking]'); nothing tracked", file=sys.stderr)
         return ""
@@ -192,8 +193,8 @@ def track(result: RunResult, plain: Mapping[str, Any], host: PluginHost, paths: 
     swept = set(current_swept_keys(sweep_dir)) if parent else set()
     varying = [o for o in overrides if o.partition("=")[0].lstrip("+~") in swept]  # names say what a job varies
     benches = ",".join(sorted({r.benchmark for r in result.rows})) or "no benchmark"
-    name = (override_label(varying) or "job") if parent else (tcfg.get("run_name") or f"worldrecall · {benches}")
-    params = flatten({k: v for k, v in plain.items() if k != "suite"} | {"suite": plain.get("suite")})
+    name = (override_label(varying) or "job") if parent else (tcfg["run_name"] or f"worldrecall · {benches}")
+    params = flatten(dict(plain))
     t0 = time.perf_counter()
     log_job(tracker, result, plain, host, paths, varying, parent, name,
             provenance_tags(result, plain, host, overrides), params, report)

@@ -10,8 +10,8 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 

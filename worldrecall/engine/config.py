@@ -8,8 +8,9 @@ defaults (``components.merge_typed``), benchmark nodes by :class:`BenchmarkSchem
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
@@ -22,9 +23,9 @@ class ShardSchema:
 
 @dataclass
 class PluginsSchema:
-    allow: Optional[List[str]] = None   # plugin names to load (None = all installed); env WORLDRECALL_PLUGINS wins
-    block: List[str] = field(default_factory=list)
-    override: Dict[str, str] = field(default_factory=dict)  # component name -> plugin allowed to replace it
+    allow: list[str] | None = None   # plugin names to load (None = all installed); env WORLDRECALL_PLUGINS wins
+    block: list[str] = field(default_factory=list)
+    override: dict[str, str] = field(default_factory=dict)  # component name -> plugin allowed to replace it
 
 
 @dataclass
@@ -34,34 +35,43 @@ class VideoSchema:
 
 
 @dataclass
+class ReportSchema:
+    enabled: bool = True                       # write the static HTML report (results/<key>/report/index.html)
+    thumb_side: int = 96                       # longest side of frame thumbnails, px
+    image_side: int = 360                      # longest side of full-size figures, px
+    frames_per_phase: int = 2                  # reference/generated frames shown per V/D/R phase
+    max_cases_per_model: int | None = None  # cap the per-case panels (None = every case)
+
+
+@dataclass
 class TrackingSchema:
     enabled: bool = True
-    tracking_uri: Optional[str] = None
+    tracking_uri: str | None = None
     experiment: str = "worldrecall"
-    run_name: Optional[str] = None
-    tags: Dict[str, str] = field(default_factory=dict)
+    run_name: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
 class SuiteSchema:
-    builder: Optional[str] = None   # a registered suite name (e.g. synthetic)
-    root: Optional[str] = None
-    params: Dict[str, Any] = field(default_factory=dict)
-    aggregators: List[str] = field(default_factory=list)  # e.g. the synthetic suite's validity matrix
-    aggregator_params: Dict[str, Any] = field(default_factory=dict)
+    builder: str | None = None   # a registered suite name (e.g. synthetic)
+    root: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    aggregators: list[str] = field(default_factory=list)  # e.g. the synthetic suite's validity matrix
+    aggregator_params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class BenchmarkSchema:
     enabled: bool = True
     loader: str = "???"
-    loader_options: Dict[str, Any] = field(default_factory=dict)
-    aligner: Optional[str] = None
-    aligner_params: Dict[str, Any] = field(default_factory=dict)
-    data_root: Optional[str] = None
+    loader_options: dict[str, Any] = field(default_factory=dict)
+    aligner: str | None = None
+    aligner_params: dict[str, Any] = field(default_factory=dict)
+    data_root: str | None = None
     generations: Any = None
-    metrics: Dict[str, Any] = field(default_factory=dict)
-    aggregators: List[str] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    aggregators: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -74,20 +84,21 @@ class WorldrecallSchema:
     progress: bool = True
     artifacts: bool = True
     max_failure_rate: float = 0.5
-    only: Optional[List[str]] = None
-    models_only: Optional[List[str]] = None
+    only: list[str] | None = None
+    models_only: list[str] | None = None
     plugins: PluginsSchema = field(default_factory=PluginsSchema)
     shard: ShardSchema = field(default_factory=ShardSchema)
     suite: SuiteSchema = field(default_factory=SuiteSchema)
-    models: Dict[str, Any] = field(default_factory=dict)
-    judge_options: Dict[str, Any] = field(default_factory=dict)
+    models: dict[str, Any] = field(default_factory=dict)
+    judge_options: dict[str, Any] = field(default_factory=dict)
     video: VideoSchema = field(default_factory=VideoSchema)
+    report: ReportSchema = field(default_factory=ReportSchema)
     tracking: TrackingSchema = field(default_factory=TrackingSchema)
     # Any (not BenchmarkSchema): OmegaConf cannot create typed dict entries from command-line overrides;
     # each node is checked by validate_benchmark() when the run is planned.
-    benchmarks: Dict[str, Any] = field(default_factory=dict)
-    aggregators: List[str] = field(default_factory=lambda: ["mean", "macro", "bootstrap", "paired"])
-    aggregator_params: Dict[str, Any] = field(default_factory=dict)
+    benchmarks: dict[str, Any] = field(default_factory=dict)
+    aggregators: list[str] = field(default_factory=lambda: ["mean", "macro", "bootstrap", "paired"])
+    aggregator_params: dict[str, Any] = field(default_factory=dict)
 
 
 def resolve_config(cfg: Mapping[str, Any]) -> dict[str, Any]:

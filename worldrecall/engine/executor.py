@@ -18,8 +18,9 @@ import os
 import signal
 import sys
 from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from worldrecall.core.data import Case, CaseError, ScoreRow
 from worldrecall.core.results import json_default
@@ -36,7 +37,7 @@ class Executor(Protocol):
     """Runs ``work`` on every item of every group; ``emit`` receives each item's rows in the parent."""
 
     def run(self, groups: Sequence[Sequence[Item]], work: Work, emit: Emit, dead: Dead,
-            counters: "CounterHooks") -> None: ...
+            counters: CounterHooks) -> None: ...
 
 
 class CounterHooks(Protocol):
@@ -124,7 +125,7 @@ class ForkExecutor:
                 w.proc.join(timeout=5)
 
     @staticmethod
-    def _died(w: "_Worker", groups: Sequence[Sequence[Item]], todo: deque[tuple[int, int]], dead: Dead,
+    def _died(w: _Worker, groups: Sequence[Sequence[Item]], todo: deque[tuple[int, int]], dead: Dead,
               emit: Emit) -> None:
         """The worker died mid-group: its current case fails, the rest of its group is queued again."""
         w.proc.join(timeout=5)

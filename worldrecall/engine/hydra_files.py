@@ -15,8 +15,6 @@ from worldrecall.core.atomic import atomic_write_text
 from worldrecall.engine.tracking import redact_tree
 
 
-
-
 def redact_hydra_files(*folders: Path | None) -> list[Path]:
     """Rewrite every Hydra YAML file in ``folders`` (and their ``.hydra``) with secrets redacted."""
     done = []

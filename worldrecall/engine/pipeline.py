@@ -11,16 +11,17 @@ import json
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from worldrecall.core.cache import MeasurementCache, ScoreCache, cache_key
 from worldrecall.core.components import MeasureContext, Metric
 from worldrecall.core.data import Alignment, Case, CaseError, CaseFailure, ScoreRow, one_line
-from worldrecall.core.results import json_default
 from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable, ModelHub
+from worldrecall.core.results import json_default
 from worldrecall.core.video import VideoError, VideoPool
 from worldrecall.engine.plan import BenchmarkPlan
 from worldrecall.registry.host import PluginHost

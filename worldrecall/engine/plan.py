@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from worldrecall.core.cache import cache_key
 from worldrecall.core.components import ConfigTypeError, Loader, LoadRequest, Metric

@@ -13,8 +13,6 @@ from typing import Any
 
 import pandas as pd
 
-# Until every aggregator declares its tables: the names the stats aggregators have always used.
-_LEGACY_KINDS = {"mean": "summary", "bootstrap": "intervals", "status": "status", "validity": "validity"}
 SUMMARY_COLUMNS = ["benchmark", "model", "metric", "value", "mean", "ci_low", "ci_high", "n"]
 
 
@@ -26,7 +24,7 @@ def table_kinds(host: Any, tables: Mapping[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     for name in tables:
         base = name.split(".", 1)[-1] if name not in declared and "." in name else name
-        kind = declared.get(name) or declared.get(base) or _LEGACY_KINDS.get(name)
+        kind = declared.get(name) or declared.get(base)
         if kind:
             out[name] = kind
     return out

@@ -11,9 +11,10 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from worldrecall.core.components import ConfigTypeError
 from worldrecall.core.data import Case, CaseError, ScoreRow
@@ -47,18 +48,19 @@ class RunResult:
     cache_stats: dict[str, int] = field(default_factory=dict)
     model_seconds: dict[str, float] = field(default_factory=dict)
     backends: dict[str, str] = field(default_factory=dict)
+    started_at: float | None = None  # epoch seconds when the runner started (MLflow run start times)
 
 
 def build_result(results_dir: Path, rows: list[ScoreRow], tables: dict[str, Any], cfg: Mapping[str, Any],
                  totals: Mapping[str, Mapping[str, float]] | None = None,
-                 backends: Mapping[str, str] | None = None) -> RunResult:
+                 backends: Mapping[str, str] | None = None, started_at: float | None = None) -> RunResult:
     """The one result builder (``run`` and ``aggregate``): failure rate and exit code from :func:`outcome`."""
     o = outcome(rows, float(cfg["max_failure_rate"]))
     totals = totals or {}
     return RunResult(Path(results_dir), rows, tables, dict(totals.get("timing", {})), o.rate, o.n_cases,
                      o.n_failed, o.exit_code, {k: int(v) for k, v in totals.get("decodes", {}).items()},
                      {k: int(v) for k, v in totals.get("cache", {}).items()},
-                     dict(totals.get("model_seconds", {})), dict(backends or {}))
+                     dict(totals.get("model_seconds", {})), dict(backends or {}), started_at)
 
 
 class ResultsNotWritable(RuntimeError):
@@ -88,7 +90,7 @@ class Runner:
         self.timing = self.pipeline.counters.timing
 
     def run(self) -> RunResult:
-        t_start = time.perf_counter()
+        started_at, t_start = time.time(), time.perf_counter()
         self.build_suite()
         plans = plan_benchmarks(self.cfg, self.host, self.hub, self.judges, self.pool)
         for msg in sorted({m for p in plans for m in p.skipped.values()}):
@@ -104,7 +106,7 @@ class Runner:
         self.timing["aggregate"] += time.perf_counter() - t0
         self.timing["total"] = time.perf_counter() - t_start
         backends = {r: self.hub.selection.get(r, "") for p in plans for m in p.metrics.values() for r in m.models}
-        return build_result(self.results_dir, rows, tables, self.cfg, self.pipeline.totals(), backends)
+        return build_result(self.results_dir, rows, tables, self.cfg, self.pipeline.totals(), backends, started_at)
 
     def build_suite(self) -> None:
         """Build the configured suite (a registered name; config never names a callable)."""
@@ -149,7 +151,7 @@ class Runner:
         def dead(item: Case | CaseError, reason: str) -> list[ScoreRow]:
             return self.pipeline.failure_rows(plan, item, "worker", reason, is_final)
 
-        work = lambda item: self.pipeline.rows(plan, item, is_final)  # noqa: E731
+        work = lambda item: self.pipeline.rows(plan, item, is_final)
         workers = min(self.workers(), len(todo))
         if workers > 1:
             # cases whose every row is in the score memo (a warm rerun, a re-score job of a sweep) are taken

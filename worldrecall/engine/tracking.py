@@ -121,7 +121,7 @@ class _store_lock:
         self.path = Path(uri[len("sqlite:///"):] + ".lock") if uri.startswith("sqlite:///") else None
         self.fd: Any = None
 
-    def __enter__(self) -> "_store_lock":
+    def __enter__(self) -> _store_lock:
         if self.path is not None:
             import fcntl
 
@@ -130,7 +130,7 @@ class _store_lock:
             fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.fd is not None:
             import fcntl
 

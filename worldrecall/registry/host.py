@@ -15,15 +15,14 @@ from __future__ import annotations
 import importlib.metadata as md
 import logging
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import pluggy
 
 from worldrecall.core import hookspecs
-from typing import TypeVar
-
 from worldrecall.core.components import Aggregator, Aligner, Command, Loader, Metric, Suite
 from worldrecall.core.judges import JudgeSpec
 from worldrecall.core.models import KINDS, ModelSpec, Role

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from worldrecall.engine.blobs import write_if_changed
+from worldrecall.engine.config import resolve_config
 from worldrecall.engine.leaderboard_view import leaderboard_views
 from worldrecall.engine.report.images import frame_thumbs, image_thumb
 from worldrecall.engine.report.svg import line_chart
@@ -33,7 +34,6 @@ from worldrecall.engine.results_view import direction_label, short_metric, unit_
 log = logging.getLogger(__name__)
 esc = html.escape
 PHASE_COLOURS = ["#4e79a7", "#bab0ac", "#59a14f", "#f28e2b", "#b07aa1", "#76b7b2"]
-DEFAULTS = {"thumb_side": 96, "image_side": 360, "frames_per_phase": 2, "max_cases_per_model": None}
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:20px;color:#222;max-width:1500px}
@@ -90,8 +90,9 @@ class _Images:
 
 def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str, Any]) -> Path:
     """Write the report of ``result`` to ``<results_dir>/report/index.html`` and return its path."""
-    opts = {**DEFAULTS, **dict(plain.get("report") or {})}
-    cache = Path(plain.get("cache_dir") or Path(plain.get("output_root", "worldrecall_out")) / "cache")
+    plain = resolve_config(plain)  # the schema holds the report options' defaults
+    opts = plain["report"]
+    cache = Path(plain["cache_dir"])
     memo = cache / "report_thumbs"
     imgs = _Images()
     backends = ", ".join(f"{k}={v}" for k, v in sorted(result.backends.items()) if v) or "-"

@@ -15,7 +15,7 @@ class JudgeUnavailable(JudgeError, BackendUnavailable):
     """
 
 
-def redact(text: str, secrets: "list[str] | tuple[str, ...]") -> str:
+def redact(text: str, secrets: list[str] | tuple[str, ...]) -> str:
     """``text`` with every non-empty secret replaced by ``***`` (error messages may echo requests)."""
     for s in secrets:
         if s:

@@ -18,13 +18,20 @@ import logging
 import os
 import tempfile
 import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from worldrecall.core.judges import QUESTIONS_TOKEN, JudgeError, JudgeResponse, MissingAnswers, id_key
+from worldrecall.core.judges import (
+    QUESTIONS_TOKEN,
+    JudgeError,
+    JudgeResponse,
+    MissingAnswers,
+    id_key,
+    media_digest,
+)
 from worldrecall.plugins.judges.answer_cache import AnswerCache, request_key
 from worldrecall.plugins.judges.errors import JudgeUnavailable, redact
-from worldrecall.core.judges import media_digest
 from worldrecall.plugins.judges.media import Media, prepare_media
 from worldrecall.plugins.judges.parsing import ReplyError, parse_reply
 from worldrecall.plugins.judges.retry import Deadline, RetryPolicy, call_with_retry, wait_until
@@ -128,7 +135,7 @@ class GeminiJudge:
             http["api_version"] = str(self.options["api_version"])
         return genai.Client(api_key=api_key, http_options=types.HttpOptions(**http))
 
-    def for_model(self, model_id: str) -> "GeminiJudge":
+    def for_model(self, model_id: str) -> GeminiJudge:
         """The same judge (client, options, cache) asking another model id."""
         if model_id == self.model_id:
             return self

@@ -11,7 +11,8 @@ left to the scorer to normalise or fail.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 class ReplyError(ValueError):

@@ -22,8 +22,8 @@ from worldrecall.core.components import Loader, LoadRequest
 from worldrecall.core.data import Case, CaseError, CaseFailure
 from worldrecall.core.paths import safe_join
 from worldrecall.core.text import read_csv_rows, read_text
-from worldrecall.formats.vipe import find_sidecar_dir
 from worldrecall.core.video import IMAGE_SUFFIXES, VIDEO_SUFFIXES, Video, VideoError, list_frame_files
+from worldrecall.formats.vipe import find_sidecar_dir
 from worldrecall.plugins.scene_memory.actions import loop_name_of, read_program
 
 BENCHMARK = "scene_memory"

@@ -6,7 +6,7 @@ key falls into one shared group at that level, so a flat dataset reduces to the 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd

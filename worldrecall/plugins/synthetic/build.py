@@ -116,11 +116,10 @@ def _worker_init() -> None:
 def _build(tmp: Path, params: dict, digest: str, workers: int | None) -> None:
     """Render every case into ``tmp`` (a process pool when ``workers`` > 1), then the sheets and manifest."""
     from worldrecall.plugins.synthetic import memobench_layout as mb
-    from worldrecall.plugins.synthetic import opis_layout
-    from worldrecall.plugins.synthetic.files import SuiteFiles
-    from worldrecall.plugins.synthetic import vqa_bank
+    from worldrecall.plugins.synthetic import opis_layout, vqa_bank
     from worldrecall.plugins.synthetic.case import GEN_FPS, build_case, depth_size
     from worldrecall.plugins.synthetic.counterfactuals import MODELS
+    from worldrecall.plugins.synthetic.files import SuiteFiles
     from worldrecall.plugins.synthetic.programs import PROGRAMS
 
     t0 = time.perf_counter()

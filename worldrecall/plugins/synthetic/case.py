@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from worldrecall.core.video import write_video
 from worldrecall.plugins.synthetic import memobench_layout as mb
 from worldrecall.plugins.synthetic import opis_layout, scene_memory_layout, vqa_bank
 from worldrecall.plugins.synthetic.annotate import ExitReenter, Visibility, exit_reenter, visibility
@@ -21,7 +22,6 @@ from worldrecall.plugins.synthetic.render import TARGET_ID, Renderer, detail_tex
 from worldrecall.plugins.synthetic.scene import RoomLayout
 from worldrecall.plugins.synthetic.sidecars import write_sidecars
 from worldrecall.plugins.synthetic.story import CaseStory, PlanRejected, plan_case
-from worldrecall.core.video import write_video
 from worldrecall.plugins.synthetic.video_io import encode_jpeg
 
 GEN_FPS = 16.0

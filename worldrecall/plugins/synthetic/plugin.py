@@ -6,10 +6,9 @@ The plugin contributes the suite itself (``suite.builder=synthetic``, built by
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from worldrecall.core.components import Suite
 from worldrecall.core.hookspecs import hookimpl

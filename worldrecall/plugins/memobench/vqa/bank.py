@@ -15,15 +15,16 @@ import hashlib
 import json
 import logging
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from worldrecall.core.data import CaseFailure
 
 log = logging.getLogger(__name__)
 
-from worldrecall.formats.memobench_vqa import (  # noqa: E402  (the bank file format, shared with the suite)
+from worldrecall.formats.memobench_vqa import (
     BANK_COLUMNS,
     DIMENSIONS,
     FAILURE_CASES,

@@ -25,9 +25,10 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from worldrecall.core.judges import Judge, JudgeError, JudgeResponse, MissingAnswers, id_key, media_digest
 from worldrecall.plugins.memobench.vqa.bank import (

@@ -11,8 +11,9 @@ from __future__ import annotations
 import csv
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from worldrecall.core.components import MeasureContext, Metric
 from worldrecall.core.data import Alignment, Case, CaseFailure
@@ -245,4 +246,4 @@ def _jsonable(x: Any) -> Any:
     return json.loads(json.dumps(x, default=str))
 
 
-__all__ = ["VQAMetric", "SCORE_KEYS"]
+__all__ = ["SCORE_KEYS", "VQAMetric"]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from worldrecall.core.components import Command, Registry
 from worldrecall.core.hookspecs import hookimpl

@@ -20,7 +20,8 @@ No passes); the judge's own Verdict is ignored. Switches (metric thresholds) sel
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from worldrecall.core.data import CaseFailure
 from worldrecall.core.judges import id_key
