@@ -185,8 +185,8 @@ class Suite:
     name: ClassVar[str]
     description: ClassVar[str] = ""
 
-    def build(self, root: Path, params: Mapping[str, Any]) -> None:
-        """Make sure the suite for ``params`` exists under ``root``."""
+    def build(self, root: Path, params: Mapping[str, Any], progress: bool = False) -> None:
+        """Make sure the suite for ``params`` exists under ``root`` (``progress``: show a progress bar)."""
         raise NotImplementedError
 
 

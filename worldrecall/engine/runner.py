@@ -117,7 +117,7 @@ class Runner:
                 builder = self.host.suite(suite["builder"])
             except KeyError as e:  # e.g. suite.builder=os:system: a name, never code
                 raise ConfigTypeError(f"suite.builder: {e.args[0]}") from None
-            builder.build(Path(suite["root"]), dict(suite.get("params") or {}))
+            builder.build(Path(suite["root"]), dict(suite.get("params") or {}), progress=self.cfg["progress"])
             self.timing["suite_build"] += time.perf_counter() - t0
 
     def run_benchmark(self, plan: BenchmarkPlan, store: ResultStore) -> None:

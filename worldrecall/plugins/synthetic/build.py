@@ -72,6 +72,7 @@ def ensure_suite(
     gt_frames: int = 90,
     gen_frames: int = 72,
     workers: int | None = None,
+    progress: bool = False,
 ) -> Path:
     """Build the synthetic suite at ``root`` unless a complete one with the same parameters is there.
 
@@ -93,7 +94,7 @@ def ensure_suite(
             return root
         tmp = root.parent / f".{root.name}.building-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         try:
-            _build(tmp, params, digest, workers)
+            _build(tmp, params, digest, workers, progress)
             stale = None
             if root.exists():
                 stale = root.parent / f".{root.name}.stale-{uuid.uuid4().hex[:8]}"
@@ -107,14 +108,22 @@ def ensure_suite(
     return root
 
 
+def _build_case_job(job: tuple) -> dict:
+    from worldrecall.plugins.synthetic.case import build_case
+
+    return build_case(*job)
+
+
 def _worker_init() -> None:
     import cv2
 
     cv2.setNumThreads(1)
 
 
-def _build(tmp: Path, params: dict, digest: str, workers: int | None) -> None:
-    """Render every case into ``tmp`` (a process pool when ``workers`` > 1), then the sheets and manifest."""
+def _build(tmp: Path, params: dict, digest: str, workers: int | None, progress: bool = False) -> None:
+    """Render every case into ``tmp`` (a process pool when ``workers`` > 1), then the sheets and manifest.
+
+    ``progress``: a bar over rendered cases (a cold build takes minutes; it must not look stuck)."""
     from worldrecall.plugins.synthetic import memobench_layout as mb
     from worldrecall.plugins.synthetic import opis_layout, vqa_bank
     from worldrecall.plugins.synthetic.case import GEN_FPS, build_case, depth_size
@@ -127,14 +136,29 @@ def _build(tmp: Path, params: dict, digest: str, workers: int | None) -> None:
     n = params["n_cases"]
     n_workers = max(1, min(workers or min(2, os.cpu_count() or 1), n))
     jobs = [(str(tmp), i, params, 1 if n_workers > 1 else 0) for i in range(n)]
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=n, desc="building the synthetic suite", unit="case", dynamic_ncols=True)
     if n_workers == 1:
-        records = [build_case(*j) for j in jobs]
+        records = []
+        for j in jobs:
+            records.append(build_case(*j))
+            if bar is not None:
+                bar.update(1)
     else:
         import multiprocessing as mp
 
         # spawn: open3d/TBB thread pools do not survive fork reliably
         with mp.get_context("spawn").Pool(n_workers, initializer=_worker_init) as pool:
-            records = pool.starmap(build_case, jobs, chunksize=1)
+            records = []
+            for r in pool.imap(_build_case_job, jobs, chunksize=1):  # in case order
+                records.append(r)
+                if bar is not None:
+                    bar.update(1)
+    if bar is not None:
+        bar.close()
 
     sheet_rows, meta_rows, failure_rows = [], [], []
     for r in records:

@@ -20,10 +20,10 @@ class SyntheticSuite(Suite):
     name = "synthetic"
     description = "open3d-raycast revisit scenes with exact depth/poses/masks and eight counterfactual models"
 
-    def build(self, root: Path, params: Mapping[str, Any]) -> None:
+    def build(self, root: Path, params: Mapping[str, Any], progress: bool = False) -> None:
         from worldrecall.plugins.synthetic.build import ensure_suite
 
-        ensure_suite(root, **dict(params))
+        ensure_suite(root, **dict(params), progress=progress)
 
 
 @hookimpl
