@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from worldrecall.core.atomic import atomic_write_text
@@ -25,7 +26,9 @@ def file_digest(path: Path) -> str:
             h.update(file_digest(p).encode())
         return h.hexdigest()
     st = path.stat()
-    key = (str(path.resolve()), st.st_mtime_ns, st.st_size, st.st_ino)
+    # the inode (with mtime and size) identifies the content; an absolute path without resolving symlinks
+    # saves a realpath per file (thousands per warm run)
+    key = (os.path.abspath(path), st.st_mtime_ns, st.st_size, st.st_ino)
     if key not in _DIGESTS:
         h = hashlib.sha256()
         with open(path, "rb") as f:

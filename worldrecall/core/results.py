@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from worldrecall.core.data import ScoreRow
 
@@ -43,6 +45,9 @@ def _iter_file(p: Path) -> Iterator[ScoreRow]:
             continue  # a line torn by a crash mid-write; its case is simply recomputed
 
 
+SYNC_EVERY_S = 1.0
+
+
 class ResultStore:
     """Appends rows for one shard; knows which (case, metric) pairs are already final."""
 
@@ -52,6 +57,8 @@ class ResultStore:
         self.path = shard_file(self.dir, index, count)
         self._repair_tail()
         self.done: dict[tuple[str, str, str, str], ScoreRow] = {r.row_key: r for r in read_rows([self.path])}
+        self._f: Any = None
+        self._synced = time.monotonic()
 
     def _repair_tail(self) -> None:
         # A kill -9 can leave a partial last line; terminate it so the next append starts cleanly.
@@ -67,14 +74,30 @@ class ResultStore:
         return row is not None and row.status in ("ok", "skipped")
 
     def append(self, row: ScoreRow) -> None:
+        """Append one row. Flushed to the OS at once (a kill -9 loses nothing written); fsynced at most every
+        ``SYNC_EVERY_S`` and on :meth:`close` (a power cut loses at most those rows, and they are recomputed)."""
         line = json.dumps(row.to_json(), sort_keys=True, allow_nan=True, default=json_default)
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        if self._f is None:
+            self._f = open(self.path, "a", encoding="utf-8")
+        self._f.write(line + "\n")
+        self._f.flush()
+        now = time.monotonic()
+        if now - self._synced >= SYNC_EVERY_S:
+            os.fsync(self._f.fileno())
+            self._synced = now
         self.done[row.row_key] = row
 
+    def close(self) -> None:
+        """fsync and close the shard file (the runner calls this when a run's rows are all written)."""
+        if self._f is not None:
+            self._f.flush()
+            os.fsync(self._f.fileno())
+            self._f.close()
+            self._f = None
+
     def all_rows(self) -> list[ScoreRow]:
+        if self._f is not None:
+            self._f.flush()
         return read_rows(self.dir.glob("rows-shard-*.jsonl"))
 
 

@@ -97,8 +97,14 @@ class Runner:
             log.warning(msg)
         store = ResultStore(self.results_dir, self.shard_index, self.shard_count)
         load_digest_memo(self.digest_memo)
-        for plan in plans:
-            self.run_benchmark(plan, store)
+        try:
+            for plan in plans:
+                self.run_benchmark(plan, store)
+        finally:
+            try:
+                store.close()
+            except OSError:
+                pass  # the write error itself is what the run reports
         save_digest_memo(self.digest_memo)
         rows = store.all_rows()
         t0 = time.perf_counter()

@@ -25,6 +25,19 @@ def _select_values(df: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame:
     return df[keep]
 
 
+def _groups(df: pd.DataFrame, by: list[str]):
+    """(key, row positions) per group in the order ``df.groupby(by, dropna=False)`` iterates, rows in their
+    original order — without building a sub-frame per group (hundreds of groups per run)."""
+    if df.empty:
+        return
+    gb = df.groupby(by, dropna=False, sort=True)
+    codes = gb.ngroup().to_numpy()
+    order = np.argsort(codes, kind="stable")
+    bounds = np.flatnonzero(np.diff(codes[order])) + 1
+    for key, idx in zip(gb.size().index, np.split(order, bounds)):
+        yield (key if isinstance(key, tuple) else (key,)), idx
+
+
 class MeanAggregator(Aggregator):
     """Plain mean over cases per benchmark × model × metric value × backend, with case counts."""
 
@@ -51,9 +64,12 @@ class MacroAggregator(Aggregator):
         df = long_frame(rows)
         levels = list(params.get("levels", self.defaults["levels"]))
         recs = []
-        for key, g in df.groupby(GROUP, dropna=False) if not df.empty else []:
-            recs.append({**dict(zip(GROUP, key)), "macro": macro_mean(g["value"].to_numpy(float), _level_keys(g, levels)),
-                         "n": int(g["value"].notna().sum())})
+        values = df["value"].to_numpy(float) if not df.empty else np.array([])
+        keys = _level_keys(df, levels) if not df.empty else []
+        for key, idx in _groups(df, GROUP):
+            v = values[idx]
+            recs.append({**dict(zip(GROUP, key)), "macro": macro_mean(v, [k[idx] for k in keys]),
+                         "n": int(np.isfinite(v).sum())})
         return {"macro": pd.DataFrame.from_records(recs, columns=GROUP + ["macro", "n"])}
 
 
@@ -70,8 +86,10 @@ class BootstrapAggregator(Aggregator):
         p = {**self.defaults, **params}
         df = _select_values(long_frame(rows), p)
         recs = []
-        for key, g in df.groupby(GROUP, dropna=False) if not df.empty else []:
-            vals, keys = g["value"].to_numpy(float), _level_keys(g, p["levels"])
+        all_values = df["value"].to_numpy(float) if not df.empty else np.array([])
+        all_keys = _level_keys(df, p["levels"]) if not df.empty else []
+        for key, idx in _groups(df, GROUP):
+            vals, keys = all_values[idx], [k[idx] for k in all_keys]
             lo, hi = bootstrap_macro(vals, keys, int(p["replicates"]), int(p["seed"]), float(p["level"]))
             recs.append({**dict(zip(GROUP, key)), "estimate": macro_mean(vals, keys), "ci_low": lo, "ci_high": hi,
                          "n": int(np.isfinite(vals).sum()), "replicates": int(p["replicates"]), "seed": int(p["seed"])})
