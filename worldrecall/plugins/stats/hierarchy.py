@@ -7,6 +7,7 @@ key falls into one shared group at that level, so a flat dataset reduces to the 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -45,7 +46,24 @@ def macro_mean(values: np.ndarray, keys: list[np.ndarray]) -> float:
 
 def bootstrap_macro(values: np.ndarray, keys: list[np.ndarray], replicates: int, seed: int,
                     level: float = 0.95) -> tuple[float, float]:
-    """Percentile CI of :func:`macro_mean` under a case bootstrap stratified by the finest level."""
+    """Percentile CI of :func:`macro_mean` under a case bootstrap stratified by the finest level.
+
+    Pure, so memoised on its inputs: the jobs of a sweep re-aggregate mostly unchanged groups."""
+    values = np.asarray(values, dtype=float)
+    key = (values.tobytes(), tuple(tuple(map(str, k)) for k in keys), int(replicates), int(seed), float(level))
+    return _bootstrap_macro_memo(key)
+
+
+@lru_cache(maxsize=4096)
+def _bootstrap_macro_memo(key: tuple) -> tuple[float, float]:
+    raw, keys_t, replicates, seed, level = key
+    values = np.frombuffer(raw, dtype=float)
+    keys = [np.asarray(k, dtype=object) for k in keys_t]
+    return _bootstrap_macro(values, keys, replicates, seed, level)
+
+
+def _bootstrap_macro(values: np.ndarray, keys: list[np.ndarray], replicates: int, seed: int,
+                     level: float) -> tuple[float, float]:
     ok = ~np.isnan(values)
     values = values[ok]
     keys = [k[ok] for k in keys]
