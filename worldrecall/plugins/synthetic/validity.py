@@ -17,6 +17,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -163,7 +164,10 @@ class ValidityMatrix(Aggregator):
         df = tables.get("validity")
         if df is None or df.empty:
             return []
-        return [plot_validity(df, Path(out_dir) / "validity.png")]
+        out = Path(out_dir) / "validity.png"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(_validity_png(df.to_csv(index=False)))  # a sweep's jobs mostly share one table
+        return [out]
 
     def aggregate(self, rows: list[ScoreRow], params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         """Return ``{"validity": DataFrame}`` with one row per (metric, value, counterfactual, backend)."""
@@ -225,6 +229,17 @@ class ValidityMatrix(Aggregator):
                         }
                     )
         return {"validity": pd.DataFrame.from_records(recs, columns=COLUMNS)}
+
+
+@lru_cache(maxsize=8)
+def _validity_png(table_csv: str) -> bytes:
+    """The heat-map's PNG bytes for a validity table (memoised on the table's content)."""
+    import io
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        p = plot_validity(pd.read_csv(io.StringIO(table_csv), keep_default_na=True), Path(tmp) / "v.png")
+        return p.read_bytes()
 
 
 def plot_validity(df: pd.DataFrame, path: Path | str) -> Path:
