@@ -159,7 +159,10 @@ def _worker_main(conn: Connection, groups: Sequence[Sequence[Item]], work: Work,
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     one_thread_per_process()
     while True:
-        task = json.loads(conn.recv_bytes())
+        try:
+            task = json.loads(conn.recv_bytes())
+        except (EOFError, OSError):  # the parent stopped (an error it reports itself): nothing left to do
+            return
         if task is None:
             return
         g, first = task
