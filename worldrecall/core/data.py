@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +132,8 @@ class ScoreRow:
         return (self.benchmark, self.model, self.case_id, self.metric)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The row as a JSON-able dict (fields are already plain data: no deep copy, rows are written often)."""
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ScoreRow:

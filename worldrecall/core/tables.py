@@ -22,10 +22,12 @@ def long_frame(rows: Iterable[ScoreRow], ok_only: bool = True) -> pd.DataFrame:
     for r in rows:
         if ok_only and r.status != "ok":
             continue
+        sig = backend_signature(r.backend)  # once per row, not per value
+        strata = {f"strata.{k}": v for k, v in r.strata.items()}
         for name, v in r.values.items():
             recs.append({"benchmark": r.benchmark, "model": r.model, "case_id": r.case_id, "metric": r.metric,
                          "value_name": name, "value": float("nan") if v is None else float(v),
-                         "backend": backend_signature(r.backend), **{f"strata.{k}": v for k, v in r.strata.items()}})
+                         "backend": sig, **strata})
     if not recs:
         return pd.DataFrame(columns=LONG_COLUMNS)
     return pd.DataFrame.from_records(recs)
