@@ -374,3 +374,14 @@ def test_video_caps_are_config_keys_and_fail_one_case_each(tmp_path, host):
     assert all("video.max_frames" in r.reason and "\n" not in r.reason for r in res.rows), res.rows[0].reason
     ok = _run(toy_config(tmp_path / "b", ds, video={"max_frames": 8, "max_pixels": 48 * 32}), host)
     assert {r.status for r in ok.rows} == {"ok"}  # exactly at both limits passes
+
+
+def test_a_config_error_is_one_line_and_exit_code_2(tmp_path, host, capsys):
+    from worldrecall.engine import app
+
+    ds = make_dataset(tmp_path, {"m": [0]})
+    cfg = toy_config(tmp_path, ds)
+    cfg["benchmarks"]["toy"]["metrics"]["brightness"]["thresholds"] = {"tolerence": 1.0}
+    assert app.run_plain(cfg, host=host) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: toy.brightness.thresholds.tolerence: unknown key (known: tolerance)"]

@@ -16,6 +16,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from worldrecall import __version__
+from worldrecall.core.components import ConfigTypeError
 from worldrecall.core.data import one_line
 from worldrecall.core.tables import case_table
 from worldrecall.engine.aggregate import aggregate_rows
@@ -29,6 +30,7 @@ from worldrecall.engine.tracking import PARENT_ENV, Tracker, flatten, git_commit
 from worldrecall.registry.host import PluginHost, load_plugins
 
 log = logging.getLogger("worldrecall")
+EXIT_BAD_CONFIG = 2           # the config names an unknown key, component or a wrong type
 EXIT_NOT_WRITABLE = 4         # results could not be written (disk full …): rerun to resume
 EXIT_CODES: list[int] = []   # filled per job; the CLI exits with the worst
 PARENT_FILE = "mlflow_parent_run_id"
@@ -86,13 +88,16 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
     host = host or host_for(plain)
     for name, err in host.failures:
         print(f"warning: plugin {name!r} skipped: {err}", file=sys.stderr)
-    runner = Runner(plain, host)
     try:
-        result = runner.run()
+        result = Runner(plain, host).run()
     except ResultsNotWritable as e:
         print(f"error: {e}", file=sys.stderr)
         EXIT_CODES.append(EXIT_NOT_WRITABLE)
         return EXIT_NOT_WRITABLE
+    except ConfigTypeError as e:  # a wrong key, type or name in the config: one line, no traceback
+        print(f"error: {e}", file=sys.stderr)
+        EXIT_CODES.append(EXIT_BAD_CONFIG)
+        return EXIT_BAD_CONFIG
     out = write_outputs(result, plain, host, job_dir, overrides or [], sweep_dir)
     uri_line = track(result, plain, host, out, overrides or [], sweep_dir)
     print_leaderboard(result, host)
