@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,15 @@ class CaseFailure(Exception):
     The message must be one line naming the file (or field) and the problem, e.g.
     ``"poses_c2w.npy: 80 rows but the video has 81 frames"``.
     """
+
+
+def finite_float(v: Any) -> float | None:
+    """``v`` as a finite float, else None (missing, unparsable, NaN or infinite)."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
 
 
 def one_line(e: BaseException | str, limit: int = 500) -> str:

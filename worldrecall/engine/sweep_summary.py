@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from worldrecall.core.atomic import atomic_write_text
+from worldrecall.core.data import finite_float
 from worldrecall.engine.pipe_table import pipe_table
 from worldrecall.engine.results_view import direction_label, summary, unit_label, value_meta
 
@@ -52,7 +53,8 @@ def job_summary(result: Any, host: Any, swept: Mapping[str, str]) -> dict[str, A
             continue
         meta = value_meta(host, r.metric, r.value)
         recs.append({"benchmark": r.benchmark, "model": r.model, "metric": r.metric, "value": r.value,
-                     "mean": _num(r.mean), "ci_low": _num(r.ci_low), "ci_high": _num(r.ci_high),
+                     "mean": finite_float(r.mean), "ci_low": finite_float(r.ci_low),
+                     "ci_high": finite_float(r.ci_high),
                      "direction": direction_label(meta), "unit": unit_label(meta)})
     return {"swept": dict(swept), "results_dir": str(result.results_dir), "rows": recs}
 
@@ -62,12 +64,6 @@ def write_job_summary(job_dir: Path, result: Any, host: Any, overrides: list[str
     return atomic_write_text(Path(job_dir) / "summary.json", json.dumps(job_summary(result, host, swept), indent=1))
 
 
-def _num(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
 
 
 def collect(sweep_dir: Path) -> pd.DataFrame:

@@ -23,11 +23,10 @@ from __future__ import annotations
 import io
 import json
 import logging
-import math
 from pathlib import Path
 from typing import Any
 
-from worldrecall.core.data import CaseFailure, ScoreRow
+from worldrecall.core.data import CaseFailure, ScoreRow, finite_float
 from worldrecall.core.text import read_text
 
 log = logging.getLogger(__name__)
@@ -93,12 +92,6 @@ def _csv(path: Path) -> Any:
             from None
 
 
-def _num(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
 
 
 def _model_dirs(root: Path, what: str) -> list[Path]:
@@ -126,7 +119,7 @@ def _split(data_type: Any, scene: Any) -> str:
 
 
 def _clip_id(v: Any) -> str:
-    f = _num(v)
+    f = finite_float(v)
     return str(int(f)).zfill(3) if f is not None and f == int(f) else str(v).strip()
 
 
@@ -176,7 +169,8 @@ def read_vqa_dir(vqa_dir: Path | str) -> dict[str, tuple[Path, list[dict[str, An
                 folder = r.get("folder")
                 clip = (str(folder).strip() if isinstance(folder, str) and folder.strip()
                         else f"{r.get('scene', '')}-{r.get('video_id', '')}")
-                recs.append({"case_id": clip, "values": {VQA_KEYS[k]: _num(scores.get(k)) for k in VQA_KEYS}})
+                values = {VQA_KEYS[k]: finite_float(scores.get(k)) for k in VQA_KEYS}
+                recs.append({"case_id": clip, "values": values})
         if recs:
             found.append((canonical_model(d.name), d, recs))
     return _keyed(found, "VQA")
@@ -208,9 +202,9 @@ def official_rows(eval_dir: Path | str | None = None, ors_dir: Path | str | None
                 per_metric: dict[str, dict[str, float | None]] = {}
                 for col, (metric, key) in EVAL_COLUMNS.items():
                     if col in df.columns:
-                        per_metric.setdefault(metric, {})[key] = _num(r[col])
+                        per_metric.setdefault(metric, {})[key] = finite_float(r[col])
                 if ir_col in df.columns:
-                    per_metric["memobench.image_reward"] = {"pct": _num(r[ir_col])}
+                    per_metric["memobench.image_reward"] = {"pct": finite_float(r[ir_col])}
                 for metric, values in per_metric.items():
                     add(model, case_id, split, metric, values, source=src)
     if ors_dir:
@@ -220,8 +214,8 @@ def official_rows(eval_dir: Path | str | None = None, ors_dir: Path | str | None
                 continue
             for _, r in df.iterrows():
                 add(model, _clip_id(r.get("clip_id")), _split(r.get("data_type"), r.get("scene")), "memobench.ors",
-                    {"score": _num(r["ors"]), "detection_rate": _num(r.get("detection_rate")),
-                     "mean_confidence": _num(r.get("mean_confidence"))}, source=src)
+                    {"score": finite_float(r["ors"]), "detection_rate": finite_float(r.get("detection_rate")),
+                     "mean_confidence": finite_float(r.get("mean_confidence"))}, source=src)
     if vqa_dir:
         for model, (src, recs) in read_vqa_dir(vqa_dir).items():
             for rec in recs:  # VQA covers synthetic clips only

@@ -29,11 +29,11 @@ def _importable(module: str) -> bool:
 def roles() -> list[Role]:
     """The roles OPIS declares, each with its classical/sidecar and reference default backend.
 
-    Reference defaults follow A.5: MoGe-2 / MASt3R when their packages are importable, else
-    Depth-Anything-V2 metric depth / SuperPoint+LightGlue (transformers).
+    Reference defaults follow A.5 where we can: MoGe-2 when its package is importable, else Depth-Anything-V2
+    metric depth; SuperPoint+LightGlue (transformers) for correspondences (no MASt3R wrapper yet).
     """
     ref_geometry = "opis_moge2_vitl" if _importable("moge") else "opis_depth_anything_v2_metric"
-    ref_matcher = "opis_mast3r" if _importable("mast3r") else "opis_superpoint_lightglue"
+    ref_matcher = "opis_superpoint_lightglue"
     return [
         Role("opis_geometry", "single-image metric depth + pixel K of an image (input image or a frame)",
              {"classical": "opis_sidecar_geometry", "reference": ref_geometry}),
@@ -96,9 +96,6 @@ def specs() -> list[ModelSpec]:
         _spec("opis_superpoint_lightglue", "opis_matcher", "reference", matchers.build_lightglue,
               "SuperPoint + LightGlue (transformers) on the (input image, frame) pair",
               model_id=matchers.LIGHTGLUE_ID, requires=HF, licence="Apache-2.0 (LightGlue) / SuperPoint licence"),
-        _spec("opis_mast3r", "opis_matcher", "reference", matchers.build_mast3r,
-              "MASt3R ViT-L 512 reciprocal matches (needs the mast3r package)", model_id=matchers.MAST3R_ID,
-              requires=("torch", "mast3r"), licence="CC BY-NC-SA 4.0"),
         _spec("opis_vitpose_plus_small", "pose_landmarks", "reference", pose.build_vitpose,
               "ViTPose+-S (COCO expert 0 for humans, AP-10K expert 3 for animals)", model_id=pose.VITPOSE_ID,
               requires=HF, licence="Apache-2.0"),

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from worldrecall.core.data import finite_float
 from worldrecall.plugins.opis.records import ClaimRecord, PoseRecord, WindowGeometry
 from worldrecall.plugins.opis.thresholds import OpisThresholds
 from worldrecall.plugins.opis.visibility import convex_hull_area
@@ -180,7 +181,7 @@ def claims_value(claims: Iterable[dict[str, Any]], judgments: Iterable[dict[str,
     families: dict[str, list[float]] = {}
     eligible = evaluable = 0
     for c in claims:
-        conf = _num(c.get("confidence"))
+        conf = finite_float(c.get("confidence"))
         if conf is None or conf < cmin:
             continue
         eligible += 1
@@ -188,7 +189,7 @@ def claims_value(claims: Iterable[dict[str, Any]], judgments: Iterable[dict[str,
         if j is None:
             continue
         status = str(j.get("status", "unknown")).lower()
-        jconf = _num(j.get("confidence"))
+        jconf = finite_float(j.get("confidence"))
         if status not in ("supported", "contradicted") or not j.get("visible") or jconf is None or jconf < jmin:
             continue
         evaluable += 1
@@ -198,12 +199,6 @@ def claims_value(claims: Iterable[dict[str, Any]], judgments: Iterable[dict[str,
             "coverage": (evaluable / eligible) if eligible else None, "n_eligible": eligible, "n_evaluable": evaluable}
 
 
-def _num(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
 
 
 def dynamic_structure_value(

@@ -14,7 +14,6 @@ Each value's direction comes from its metric's declared metadata (``value_meta``
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -25,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from worldrecall.core.components import Aggregator
-from worldrecall.core.data import ScoreRow
+from worldrecall.core.data import ScoreRow, finite_float
 from worldrecall.core.tables import backend_signature
 
 REFERENCE = "oracle"
@@ -130,14 +129,6 @@ def undefined_from_manifest(path: Path | str) -> dict[str, set[str]]:
     return out
 
 
-def _number(v: Any) -> float | None:
-    if v is None or isinstance(v, str):
-        return None
-    try:
-        x = float(v)  # booleans (gate "passed") count as 1/0
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
 
 
 class ValidityMatrix(Aggregator):
@@ -190,7 +181,7 @@ class ValidityMatrix(Aggregator):
             for value, v in r.values.items():
                 if (r.metric, value) not in wanted:
                     continue
-                x = _number(v)
+                x = finite_float(v)
                 if x is None:
                     continue
                 key = (r.metric, value, backend_signature(r.backend))

@@ -1,10 +1,12 @@
 """``opis_matcher`` backends: reference-image <-> frame correspondences in source pixels.
 
 * ``opis_sift_matcher`` (classical): OpenCV SIFT on grey images, Lowe ratio 0.8, mutual nearest neighbours.
-* ``opis_superpoint_lightglue`` (reference fallback): transformers SuperPoint + LightGlue
+* ``opis_superpoint_lightglue`` (reference): transformers SuperPoint + LightGlue
   (``ETH-CVG/lightglue_superpoint``); normalised keypoints scaled back to each image's pixels.
-* ``opis_mast3r`` (reference, paper): MASt3R ViT-L 512 with reciprocal descriptor matching (subsample 8);
-  needs the ``mast3r`` package (not on PyPI) — unavailable otherwise.
+
+The paper's MASt3R (ViT-L 512, reciprocal descriptor matches) needs the ``mast3r`` package, which is not on
+PyPI; it has no wrapper here yet, so it is not registered (a backend that can never run would only be
+skipped).
 """
 
 from __future__ import annotations
@@ -14,14 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from worldrecall.core.data import one_line
-from worldrecall.core.models import BackendUnavailable
 from worldrecall.plugins.opis.backends import hf
 
 SIFT_DEFAULTS: dict[str, Any] = {"ratio": 0.8, "max_features": 4000, "mutual": True}
 LIGHTGLUE_ID = "ETH-CVG/lightglue_superpoint"
 LIGHTGLUE_DEFAULTS: dict[str, Any] = {"model_id": LIGHTGLUE_ID, "threshold": 0.0}
-MAST3R_ID = "naver/MASt3R_ViTLarge_BaseDecoder_512_catmlpdpt_metric"
 
 
 def _grey(img: np.ndarray) -> np.ndarray:
@@ -106,14 +105,3 @@ def build_lightglue(opts: Mapping[str, Any]) -> LightGlueMatcher:
 
     return LightGlueMatcher(hf.load("opis_superpoint_lightglue", LightGlueForKeypointMatching, o),
                             hf.load("opis_superpoint_lightglue", AutoImageProcessor, o), o)
-
-
-def build_mast3r(opts: Mapping[str, Any]) -> Any:
-    """Factory: ``opis_mast3r`` — unavailable unless the ``mast3r`` package is importable."""
-    try:
-        import mast3r  # noqa: F401
-    except ImportError as e:
-        raise BackendUnavailable(f"opis_mast3r: needs the mast3r package ({one_line(e)}); "
-                                 "use models.opis_matcher=opis_superpoint_lightglue") from None
-    raise BackendUnavailable("opis_mast3r: the MASt3R wrapper is not implemented in this version; "
-                             "use models.opis_matcher=opis_superpoint_lightglue")
