@@ -262,7 +262,9 @@ def test_wrong_threshold_type_is_a_clear_error(tmp_path, host):
 def test_parallel_workers_give_the_same_rows_and_decode_once(tmp_path, host):
     ds = make_dataset(tmp_path, {"good": [0, 10, 20, 30], "bad": [50, 60, 70, 80]})  # 8 distinct contents
     seq = _run(toy_config(tmp_path / "a", ds), host)
-    par = _run(toy_config(tmp_path / "b", ds, workers=2), host)
+    runner = Runner(toy_config(tmp_path / "b", ds, workers=2), host)
+    par = runner.run()
+    assert runner.pool.decode_counts == {}  # the parent decoded nothing: every video was decoded by a worker
     assert [(r.row_key, r.values, r.status) for r in par.rows] == [(r.row_key, r.values, r.status) for r in seq.rows]
     auto = _run(toy_config(tmp_path / "d", ds), host)  # workers=0 (the default): probe one clip, then decide
     assert [(r.row_key, r.values, r.status) for r in auto.rows] == [(r.row_key, r.values, r.status) for r in seq.rows]

@@ -115,7 +115,7 @@ class CasePipeline:
             return self.failure_rows(plan, item, item.stage, item.reason, is_final)
         case = item
         out: list[ScoreRow] = []
-        alignments: dict[str, Alignment | CaseFailure] = {}
+        alignments: dict[str, Alignment | CaseFailure | None] = {}
         for name, metric in plan.metrics.items():
             if is_final((plan.name, case.model, case.case_id, name)):
                 continue
@@ -129,8 +129,10 @@ class CasePipeline:
                 continue
             aligner = plan.aligner_for(metric)
             if aligner not in alignments:
-                alignments[aligner] = self.align(aligner, case, plan.params_for(aligner))
+                alignments[aligner] = self.align(aligner, case, plan.params_for(aligner), memo_only=memo_only)
             alignment = alignments[aligner]
+            if alignment is None:  # memo_only and not aligned before: that needs the video, a worker's job
+                return None
             if isinstance(alignment, CaseFailure):
                 row.status, row.reason = "failed", f"align: {alignment}"
             else:
@@ -140,14 +142,24 @@ class CasePipeline:
             out.append(row)
         return out
 
-    def align(self, name: str, case: Case, params: Mapping[str, Any]) -> Alignment | CaseFailure:
-        """The case's alignment (memoised: a pure function of its inputs and params), or why there is none."""
+    def align(self, name: str, case: Case, params: Mapping[str, Any],
+              memo_only: bool = False) -> Alignment | CaseFailure | None:
+        """The case's alignment (memoised: a pure function of its inputs and params), or why there is none.
+
+        ``memo_only``: None when the alignment is not memoised (computing it may decode the video).
+        """
         t0 = time.perf_counter()
         try:
             if not name:
                 return Alignment()
             aligner = self.host.aligner(name)
             merged = {**aligner.defaults, **params}
+            key = cache_key({"aligner": name, "case": case.fingerprint(), "params": merged})
+            memo = self.alignments.get(name, key)
+            if memo is not None:  # only alignments that passed the checks below are memoised
+                return Alignment.from_json(memo)
+            if memo_only:
+                return None
             n = case.video.num_frames if case.video is not None else None
             short = None
             if n is not None and n < aligner.min_frames:
@@ -155,10 +167,6 @@ class CasePipeline:
                          f"{aligner.min_frames}")
                 if not merged.get("official_parity"):
                     return CaseFailure(short)
-            key = cache_key({"aligner": name, "case": case.fingerprint(), "params": merged})
-            memo = self.alignments.get(name, key)
-            if memo is not None:
-                return Alignment.from_json(memo)
             alignment = aligner.align(case, merged)
             if short:  # official parity scores it as the official code would; the row says why to distrust it
                 alignment.info.setdefault("warnings", []).append(f"{short}; scored anyway (official_parity)")
