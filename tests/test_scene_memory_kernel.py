@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers.scene_memory_fixtures import room_cloud
 
 from worldrecall.plugins.scene_memory.f1 import NotApplicable, score_point_clouds, voxel_downsample
 from worldrecall.plugins.scene_memory.icp import kabsch, trimmed_icp
@@ -18,18 +19,7 @@ def _blob(n: int = 3000, seed: int = 0) -> np.ndarray:
     return rng.random((n, 3)) * np.array([4.0, 2.0, 1.0])
 
 
-def _scene(n: int = 3000, seed: int = 0) -> np.ndarray:
-    """Surface samples of a room corner (floor, back wall, side wall) and a ball: what depth maps give,
-    with every translation direction constrained, so ICP has a unique answer."""
-    rng = np.random.default_rng(seed)
-    k = n // 4
-    u = rng.random((n, 2))
-    floor = np.c_[u[:k, 0] * 4, np.zeros(k), u[:k, 1] * 3]
-    wall = np.c_[u[k:2 * k, 0] * 4, -u[k:2 * k, 1] * 2, np.full(k, 3.0)]
-    side = np.c_[np.zeros(k), -u[2 * k:3 * k, 0] * 2, u[2 * k:3 * k, 1] * 3]
-    ball = rng.normal(size=(n - 3 * k, 3))
-    ball = ball / np.linalg.norm(ball, axis=1, keepdims=True) * 0.5 + np.array([2.5, -0.5, 1.5])
-    return np.concatenate([floor, wall, side, ball])
+_scene = room_cloud  # shared with the mutation tests (tests/helpers/scene_memory_fixtures.py)
 
 
 def _diag(p: np.ndarray) -> float:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.scene_memory_fixtures import room_cloud
 
 from worldrecall.plugins.memobench.pixel_fidelity import ssim
 from worldrecall.plugins.stats.hierarchy import bootstrap_macro
@@ -115,23 +116,13 @@ def test_failure_rate_exactly_at_the_limit_passes(tmp_path, limit, code):
 
 # -- Scene Memory ICP trim ratio by its effect on F1 ------------------------------------------------------
 
-def _room(n: int = 2000, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    k = n // 4
-    u = rng.random((n, 2))
-    floor = np.c_[u[:k, 0] * 4, np.zeros(k), u[:k, 1] * 3]
-    wall = np.c_[u[k:2 * k, 0] * 4, -u[k:2 * k, 1] * 2, np.full(k, 3.0)]
-    side = np.c_[np.zeros(k), -u[2 * k:3 * k, 0] * 2, u[2 * k:3 * k, 1] * 3]
-    ball = rng.normal(size=(n - 3 * k, 3))
-    ball = ball / np.linalg.norm(ball, axis=1, keepdims=True) * 0.5 + np.array([2.5, -0.5, 1.5])
-    return np.concatenate([floor, wall, side, ball])
 
 
 def test_icp_trim_changes_scene_f1():
     from worldrecall.plugins.scene_memory.f1 import score_point_clouds
     from worldrecall.plugins.scene_memory.metrics import SceneF1
 
-    O = _room()
+    O = room_cloud(2000)
     # revisit: 85 % an exact copy shifted by 0.05 on every axis, 15 % (300 ball points) moved 1 unit in x
     V = np.concatenate([O[:1700] + 0.05, O[1700:] + np.array([1.0, 0.0, 0.0])])
     th = dict(SceneF1.thresholds)

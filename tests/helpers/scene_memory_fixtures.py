@@ -120,3 +120,17 @@ def room_rollout(out: Path, kind: str, *, w: int = 16, h: int = 12, frames_per_a
     far = int(np.argmax(np.linalg.norm(P[:, :3, 3] - P[0, :3, 3], axis=1))) if kind == "dolly" else len(P) // 2
     depth = np.stack([render_depth(P[i], K, w, h, boxes=revisit_boxes if i >= far else ()) for i in range(len(P))])
     return write_converted_sidecar(out, P, K, depth, fps=fps), P
+
+
+def room_cloud(n: int = 3000, seed: int = 0) -> np.ndarray:
+    """Surface samples of a room corner (floor, back wall, side wall) and a ball: what depth maps give,
+    with every translation direction constrained, so ICP has a unique answer."""
+    rng = np.random.default_rng(seed)
+    k = n // 4
+    u = rng.random((n, 2))
+    floor = np.c_[u[:k, 0] * 4, np.zeros(k), u[:k, 1] * 3]
+    wall = np.c_[u[k:2 * k, 0] * 4, -u[k:2 * k, 1] * 2, np.full(k, 3.0)]
+    side = np.c_[np.zeros(k), -u[2 * k:3 * k, 0] * 2, u[2 * k:3 * k, 1] * 3]
+    ball = rng.normal(size=(n - 3 * k, 3))
+    ball = ball / np.linalg.norm(ball, axis=1, keepdims=True) * 0.5 + np.array([2.5, -0.5, 1.5])
+    return np.concatenate([floor, wall, side, ball])
