@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from helpers.opis_fixtures import scene_doc, static_object, write_release
+from helpers.opis_fixtures import scene_doc, static_object, write_example_folder, write_release
 
 from worldrecall.core.components import LoadRequest
 from worldrecall.core.data import Case, CaseError
@@ -151,12 +151,7 @@ def test_official_example_folder_is_one_case_without_an_image(tmp_path):
     """The release's example artifacts: reference_scene.json + video_observation.json in one folder."""
     ex = tmp_path / "example"
     ex.mkdir()
-    objs = [static_object("a", [10, 10, 50, 50], "pear", [0.9, 0.1, 0.0]),
-            static_object("b", [60, 10, 100, 50], "pear", [0.1, 0.9, 0.0])]
-    (ex / "reference_scene.json").write_text(json.dumps(scene_doc("pear_demo", (320, 200), objs)))
-    (ex / "video_observation.json").write_text(json.dumps({"video_id": "gen", "windows": [
-        {"window_id": "f0", "frame_index": 0, "frame_size": [640, 400], "objects": [
-            {"observed_id": "x", "category": "pear", "bbox": [20, 20, 100, 100], "embedding": [0.88, 0.12, 0.0]}]}]}))
+    write_example_folder(ex)
     c = _one(list(OpisLoader().load(LoadRequest(ex, {"demo_model": ex}))))
     assert isinstance(c, Case) and c.case_id == "example" and c.video is None
     assert c.strata == {"domain": "example", "subcategory": "example"}

@@ -156,7 +156,7 @@ def test_synthetic_suite_orderings_and_cached_ablations(tmp_path):
 
 def test_official_example_shape_scored_by_hand(tmp_path):
     """Flat example folder (reference_scene.json + video_observation.json, no image), scored from records."""
-    from helpers.opis_fixtures import scene_doc, static_object
+    from helpers.opis_fixtures import write_example_folder
 
     from worldrecall.core.components import LoadRequest, MeasureContext
     from worldrecall.plugins.opis.loader import OpisLoader
@@ -165,12 +165,7 @@ def test_official_example_shape_scored_by_hand(tmp_path):
 
     ex = tmp_path / "example"
     ex.mkdir()
-    objs = [static_object("a", [10, 10, 50, 50], "pear", [0.9, 0.1, 0.0]),
-            static_object("b", [60, 10, 100, 50], "pear", [0.1, 0.9, 0.0])]
-    (ex / "reference_scene.json").write_text(json.dumps(scene_doc("pear_demo", (320, 200), objs)))
-    (ex / "video_observation.json").write_text(json.dumps({"video_id": "gen", "windows": [
-        {"window_id": "f0", "frame_index": 0, "frame_size": [640, 400], "objects": [
-            {"observed_id": "x", "category": "pear", "bbox": [20, 20, 100, 100], "embedding": [0.88, 0.12, 0.0]}]}]}))
+    write_example_folder(ex)
     case = next(iter(OpisLoader().load(LoadRequest(ex, {"demo": ex}))))
     metric = OpisMetric()
     m = metric.measure(case, WindowsAligner().align(case, {}), MeasureContext(models=None))

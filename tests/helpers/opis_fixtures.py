@@ -63,3 +63,15 @@ def write_release(root: Path, *, cases: dict[str, str] | None = None, size: tupl
     if domains:
         (root / "domains.json").write_text(json.dumps(domains))
     return root
+
+
+def write_example_folder(ex: Path) -> Path:
+    """The official example artifacts' shape: two pear objects in reference_scene.json (320x200) and one
+    video_observation.json window (640x400) with one detection whose embedding is close to object "a"."""
+    objs = [static_object("a", [10, 10, 50, 50], "pear", [0.9, 0.1, 0.0]),
+            static_object("b", [60, 10, 100, 50], "pear", [0.1, 0.9, 0.0])]
+    (ex / "reference_scene.json").write_text(json.dumps(scene_doc("pear_demo", (320, 200), objs)))
+    (ex / "video_observation.json").write_text(json.dumps({"video_id": "gen", "windows": [
+        {"window_id": "f0", "frame_index": 0, "frame_size": [640, 400], "objects": [
+            {"observed_id": "x", "category": "pear", "bbox": [20, 20, 100, 100], "embedding": [0.88, 0.12, 0.0]}]}]}))
+    return ex
