@@ -163,7 +163,7 @@ def preflight(plan: BenchmarkPlan, items: list[Case | CaseError], hub: ModelHub)
             if not needing:
                 continue
             if backend not in verdicts:
-                reasons = [spec.preflight(c) for c in needing]
+                reasons = [_preflight_one(spec, c) for c in needing]
                 verdicts[backend] = reasons[0] if all(reasons) else None
             if verdicts[backend]:
                 plan.skipped[name] = (f"{name} skipped: backend {backend} (models.{role}) cannot serve any of the "
@@ -171,6 +171,15 @@ def preflight(plan: BenchmarkPlan, items: list[Case | CaseError], hub: ModelHub)
                 messages.append(plan.skipped[name])
                 break
     return messages
+
+
+def _preflight_one(spec: Any, case: Case) -> str | None:
+    """A backend's own check of one case; a check that crashes cannot judge, so it never skips anything."""
+    try:
+        return spec.preflight(case)
+    except Exception as e:  # a plugin bug here must not end the run: the cases then fail one by one
+        log.debug("preflight of %s failed on %s: %s", spec.name, case.key, one_line(e))
+        return None
 
 
 def resolve_generations(gens: Any, only: Iterable[str] | None) -> dict[str, Path]:
