@@ -387,3 +387,18 @@ def test_a_config_error_is_one_line_and_exit_code_2(tmp_path, host, capsys):
     assert app.run_plain(cfg, host=host) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: toy.brightness.thresholds.tolerence: unknown key (known: tolerance)"]
+
+
+def test_a_crashing_preflight_check_skips_nothing(tmp_path, host):
+    import types
+
+    from worldrecall.engine.plan import _preflight_one
+
+    def boom(case):
+        raise RuntimeError("plugin bug")
+
+    spec = types.SimpleNamespace(name="x", preflight=boom)
+    case = types.SimpleNamespace(key="toy/m/c0")
+    assert _preflight_one(spec, case) is None  # cannot judge: the metric runs and each case reports itself
+    spec.preflight = lambda c: "c0: no sidecar"
+    assert _preflight_one(spec, case) == "c0: no sidecar"
