@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any
 
 import pluggy
 
@@ -47,7 +47,6 @@ HOOKS: dict[str, tuple[str, type]] = {
 }
 BUILTIN_DISTRIBUTION = "worldrecall"
 RESERVED_COMMANDS = ("run", "aggregate", "plugins")
-T = TypeVar("T")
 
 
 class PluginError(Exception):
@@ -237,30 +236,27 @@ class PluginHost:
             known = ", ".join(sorted(self.components[kind])) or "none"
             raise KeyError(f"unknown {kind} {name!r}; known: {known}") from None
 
-    def _typed(self, kind: str, name: str, typ: type[T]) -> T:
-        return self.get(kind, name)
-
     def metric(self, name: str) -> type[Metric]:
         """The metric class registered as ``name`` (instantiate it with params and thresholds)."""
         return self.get("metric", name)
 
     def loader(self, name: str) -> Loader:
-        return self._typed("loader", name, Loader)
+        return self.get("loader", name)
 
     def aligner(self, name: str) -> Aligner:
-        return self._typed("aligner", name, Aligner)
+        return self.get("aligner", name)
 
     def aggregator(self, name: str) -> Aggregator:
-        return self._typed("aggregator", name, Aggregator)
+        return self.get("aggregator", name)
 
     def suite(self, name: str) -> Suite:
-        return self._typed("suite", name, Suite)
+        return self.get("suite", name)
 
     def judge(self, name: str) -> JudgeSpec:
-        return self._typed("judge", name, JudgeSpec)
+        return self.get("judge", name)
 
     def model(self, name: str) -> ModelSpec:
-        return self._typed("model", name, ModelSpec)
+        return self.get("model", name)
 
     @property
     def commands(self) -> dict[str, Command]:
