@@ -113,11 +113,6 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
 def write_outputs(result: RunResult, plain: Mapping[str, Any], host: PluginHost, job_dir: Path | None,
                   overrides: list[str] | None = None, sweep_dir: Path | None = None) -> list[Path]:
     """Tables (CSV + Markdown), the per-case table, config, plugin manifest, timing and plots."""
-    if not hasattr(result, "finished_at"):  # when the runner finished: MLflow durations end-to-end, not logging time
-        try:
-            result.finished_at = time.time()  # type: ignore[attr-defined]
-        except (AttributeError, TypeError):  # a frozen/slotted result: durations then end at logging time
-            pass
     t0 = time.perf_counter()
     tdir = result.results_dir / "tables"
     tdir.mkdir(parents=True, exist_ok=True)

@@ -118,9 +118,7 @@ def log_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, file
     output_root = tracker.output_root
     blobs = BlobStore(output_root / "blobs")
     end = time.time()
-    # the runner's own clock: it started ``total`` seconds before it finished (write_outputs notes when)
-    start = getattr(result, "started_at", None) or (
-        getattr(result, "finished_at", end) - float(result.timing.get("total", 0.0)))
+    start = result.started_at or end  # the runner's own start (`aggregate` has none: its run is the merge)
     label = override_label(overrides)
     chash = config_hash(plain)
     head, best_tags = headline_metrics(result, host)
