@@ -1,4 +1,4 @@
-"""The printed leaderboard: gated view first, failed-gate models marked and never ranked above the others."""
+"""The printed leaderboard: declared views, gated first, ranked by the headline, ties shared, ✗ last."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from types import SimpleNamespace
 import pandas as pd
 
 from worldrecall.core.data import ScoreRow
+from worldrecall.engine.aggregate import aggregate_rows
 from worldrecall.engine.leaderboard_view import leaderboard_views, print_leaderboard
 from worldrecall.engine.pipe_table import pipe_table
-from worldrecall.plugins.memobench.leaderboard import MemoBenchLeaderboard
+from worldrecall.registry.host import load_plugins
 
 
 def _rows() -> list[ScoreRow]:
@@ -26,34 +27,44 @@ def _rows() -> list[ScoreRow]:
     return rows
 
 
-def _result(tmp_path: Path) -> SimpleNamespace:
+def _result(tmp_path: Path) -> tuple[SimpleNamespace, object]:
+    host = load_plugins(fresh=True)
     rows = _rows()
-    tables = MemoBenchLeaderboard().aggregate(rows, {"replicates": 50, "splits": ["all"]})
-    return SimpleNamespace(rows=rows, tables=tables, results_dir=tmp_path)
+    cfg = {"suite": {}, "aggregator_params": {"ranking": {"replicates": 200},
+                                              "memobench.leaderboard": {"replicates": 50, "splits": ["all"]}},
+           "aggregators": ["mean", "ranking"], "benchmarks": {"memobench": {"aggregators": ["memobench.leaderboard"]}}}
+    return SimpleNamespace(rows=rows, tables=aggregate_rows(host, rows, cfg), results_dir=tmp_path), host
 
 
-HOST = SimpleNamespace(components={"aggregator": {"memobench.leaderboard": MemoBenchLeaderboard}}, metrics={})
-
-
-def test_gated_view_leads_and_failed_gate_models_are_marked_last(tmp_path):
-    views = leaderboard_views(_result(tmp_path), HOST)
+def test_gated_view_leads_ranks_by_ors_and_marks_never_gated_models_last(tmp_path):
+    result, host = _result(tmp_path)
+    views = leaderboard_views(result, host)
     assert [t.split(" · ")[1].split(" (")[0] for t, _, _ in views] == ["camera-gated view", "all cases"]
     gated, everything = views[0][1], views[1][1]
-    assert list(gated["model"]) == ["good", "frozen ✗"]  # frozen: gate 0/2 -> marked, listed last
+    assert list(gated["model"]) == ["good", "frozen"] and list(gated["rank"]) == ["1", "✗"]
     # ORS over gated cases of "good": (0.6 + 0.8) / 2 = 0.7; frozen has no gated case -> "—", no number
     ors = "ORS (0–1 ↑)"
     assert gated.loc[0, ors].startswith("0.700 [") and gated.loc[1, ors] == "—"
-    assert "PSNR (dB ↑)" in gated.columns and "GatePass (fraction ↑)" in gated.columns
-    # all cases: frozen's ORS (1.0) is shown beside it, still marked; good's PSNR (30 + 20) / 2 = 25.00
-    assert everything.loc[everything["model"] == "frozen ✗", ors].iloc[0].startswith("1.000")
+    assert gated.loc[1, "camera gate passed (fraction ·)"] == "0.00"  # the diagnostic stays visible
+    assert "PSNR (dB ↑)" in gated.columns and "Official mean (mixed ↑)" in gated.columns
+    # all cases: the published number, ranked by ORS: frozen (1.0) first — the paired differences 0.4 and 0.2
+    # never contain 0, so it is no tie — and good second; good's PSNR (30 + 20) / 2 = 25.00
+    assert list(everything["model"]) == ["frozen", "good"] and list(everything["rank"]) == ["1", "2"]
     assert everything.loc[everything["model"] == "good", "PSNR (dB ↑)"].iloc[0].startswith("25.00 [")
 
 
+def test_no_view_sorts_by_the_gate_pass_rate(tmp_path):
+    result, host = _result(tmp_path)
+    for _, df, _ in leaderboard_views(result, host):
+        assert "GatePass (fraction ↑)" not in df.columns  # the gate is a diagnostic column (·), never a key
+
+
 def test_print_leaderboard_prints_the_gated_view_first(tmp_path, capsys):
-    print_leaderboard(_result(tmp_path), HOST)
+    result, host = _result(tmp_path)
+    print_leaderboard(result, host)
     out = capsys.readouterr().out
     assert out.index("camera-gated view") < out.index("all cases")
-    assert "✗ = the model never passed the camera gate" in out
+    assert "✗ = no case of that model passed the camera gate" in out
 
 
 def test_pipe_table_is_real_markdown():

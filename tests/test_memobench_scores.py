@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from worldrecall.plugins.memobench.camera_controllability import CameraControllability
-from worldrecall.plugins.memobench.camera_gate import CameraGate, departure_and_return
 from worldrecall.plugins.memobench.geo3d import Geo3D
 from worldrecall.plugins.memobench.gt_revisit_sim import GTRevisitSim
 from worldrecall.plugins.memobench.image_reward import ImageRewardScore, reward_prompt
@@ -265,28 +264,3 @@ def test_gt_revisit_sim():
     assert v["score"] == pytest.approx(0.6) and v["pct"] == 60.0   # clipped 0.8, 1.0, 0.0
 
 
-# -- camera gate --------------------------------------------------------------------------------
-
-def _gate(angles, **thr):
-    m = {"angles": np.array(angles, dtype=float), "absence_measured": False, "absence_n": 0,
-         "cand_frame": np.zeros(0, int), "cand_coverage": np.zeros(0), "cand_score": np.zeros(0)}
-    return _score(CameraGate, m, **thr)
-
-
-def test_camera_gate_departure_and_return():
-    v = _gate([0, 10, 30, 40, 20, 5, 8])
-    assert (v["passed"], v["max_departure_deg"], v["return_error_deg"]) == (1.0, 40.0, 5.0)
-    assert departure_and_return(np.array([0, 10, 30, 40, 20, 5, 8.0]), "last_frame") == (40.0, 8.0)
-    assert _gate([0, 10, 20, 15, 3])["passed"] == 0.0             # never leaves by > 25°
-    assert _gate([0, 30, 60, 50, 40])["passed"] == 0.0            # leaves, never returns within 10°
-    assert _gate([0, 30, 60, 50, 40], return_tol_deg=45.0)["passed"] == 1.0
-
-
-def test_camera_gate_absence_branch():
-    m = {"angles": np.zeros(5), "absence_measured": True, "absence_n": 4, "cand_frame": np.array([0, 1]),
-         "cand_coverage": np.array([0.1, 0.1]), "cand_score": np.array([0.9, 0.2])}
-    v = _score(CameraGate, m)
-    # frame 0 has a confident in-band candidate; frame 1's is below 0.5 -> 3 of 4 frames absent = 0.75 < 0.8
-    assert (v["absence_fraction"], v["passed"]) == (0.75, 0.0)
-    assert _score(CameraGate, m, absence_min_fraction=0.7)["passed"] == 1.0
-    assert _score(CameraGate, m, absence_min_fraction=0.7, use_absence=False)["passed"] == 0.0

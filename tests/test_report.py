@@ -136,11 +136,16 @@ def test_ors_and_camera_gate_write_trace_views(tmp_path):
     assert t["series"][0]["y"] == [0.8, 0.0, 0.6] and t["x"] == [0, 1, 2]
     assert t["title"] == "ORS 0.467: target detected on 2/3 R frames" and "r = 10" in t["x_label"]
     gate = CameraGate()
-    g = {"angles": np.array([0.0, 30.0, 40.0, 5.0]), "absence_measured": False, "absence_n": 0,
+    pan = np.tile(np.eye(4)[:3], (4, 1, 1))
+    for k, a in enumerate(np.radians([0.0, 30.0, 40.0, 5.0])):
+        pan[k, :3, :3] = [[np.cos(a), 0, np.sin(a)], [0, 1, 0], [-np.sin(a), 0, np.cos(a)]]
+    g = {"gen_c2w": pan, "ref_c2w": pan, "has_reference": True, "reference": "GT trajectory", "instructed": False,
+         "return_frames": np.array([3]), "return_from_phase": True, "absence_measured": False, "absence_n": 0,
          "cand_frame": np.zeros(0), "cand_coverage": np.zeros(0), "cand_score": np.zeros(0)}
     [q] = gate.artifacts(g, gate.thresholds, tmp_path / "gate")
     t = json.loads(q.read_text())
-    # farthest frame 2 (40° > 25°), then back to min(40, 5) = 5° <= 10°: pass
-    assert t["verdict"] == "pass" and t["title"] == "camera gate PASS: left 40°, returned to 5°"
-    assert [h["y"] for h in t["hlines"]] == [25.0, 10.0]
+    # generated = GT: departs 40° of 40° (needs 24°), 0° from the GT pose at R (tolerance max(10, 10) = 10°)
+    assert t["verdict"] == "pass" and t["title"].startswith("camera gate PASS: departed 40° of the reference's 40°")
+    assert [s["label"] for s in t["series"]] == ["generated camera", "reference camera"]
+    assert [h["y"] for h in t["hlines"]] == [pytest.approx(10.0)]
     assert 'stroke="#2ca02c"' in line_chart(t)  # drawn with a green frame

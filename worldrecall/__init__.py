@@ -10,6 +10,7 @@ Everything here is re-exported from :mod:`worldrecall.core` (the contract); see 
 from worldrecall.core.components import (
     Aggregator,
     Aligner,
+    Benchmark,
     Command,
     ConfigTypeError,
     Loader,
@@ -29,7 +30,7 @@ from worldrecall.core.video import Video, VideoError
 __version__ = "0.1.0"
 
 __all__ = [
-    "Aggregator", "Aligner", "Alignment", "BackendUnavailable", "Case", "CaseError", "CaseFailure", "Command",
+    "Aggregator", "Aligner", "Alignment", "Benchmark", "BackendUnavailable", "Case", "CaseError", "CaseFailure", "Command",
     "ConfigTypeError", "Detection", "Judge", "JudgeError", "JudgeResponse", "JudgeSpec", "LoadRequest", "Loader",
     "MeasureContext", "Metric", "ModelSpec", "Phase", "Registry", "Role", "ScoreRow", "Suite", "Value", "Video",
     "VideoError", "WeightFile", "__version__", "hookimpl", "hookspec",

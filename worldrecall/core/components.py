@@ -88,6 +88,58 @@ class Value:
     description: str = ""
 
 
+@dataclass(frozen=True)
+class Benchmark:
+    """What a benchmark declares about its verdict; the engine builds every view (printed, HTML, MLflow) from it.
+
+    Values are named ``"<metric>:<value>"``. ``headline``: the values the benchmark reports as its result, in
+    order; ``rank_by``: the one that ranks models (default: the first headline); ``gate``: the camera gate's
+    0/1 value (None = not applicable) — the gated view keeps only cases where it is 1; ``protocol_gate``: the
+    published protocol's own gate where it has one (reported beside the camera gate, never replacing it);
+    ``levels``: strata averaged as a hierarchy (fine to coarse, e.g. subcategory then domain; empty = plain
+    mean over cases); ``titles``/``notes``: the wording of its views (``{"gated": …, "all": …}``) and what its
+    headline cannot see, printed under its views.
+    """
+
+    name: str
+    headline: tuple[str, ...]
+    rank_by: str = ""
+    gate: str = ""
+    protocol_gate: str = ""
+    levels: tuple[str, ...] = ()
+    titles: Mapping[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)  # "<metric>:<value>" -> column label
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        refs = [*self.headline, *([self.rank_by] if self.rank_by else []), *([self.gate] if self.gate else []),
+                *([self.protocol_gate] if self.protocol_gate else [])]
+        bad = [r for r in refs if not isinstance(r, str) or r.count(":") != 1 or not all(r.split(":"))]
+        if not self.headline or bad:
+            raise ValueError(f"benchmark {self.name!r}: values are named '<metric>:<value>' and a headline is "
+                             f"required (got headline={list(self.headline)!r}{', bad: ' + repr(bad) if bad else ''})")
+        if self.rank_by and self.rank_by not in self.headline:
+            raise ValueError(f"benchmark {self.name!r}: rank_by {self.rank_by!r} is not one of its headline values")
+
+    @property
+    def ranking(self) -> str:
+        """The value that ranks models."""
+        return self.rank_by or self.headline[0]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "headline": list(self.headline), "rank_by": self.ranking, "gate": self.gate or None,
+                "protocol_gate": self.protocol_gate or None, "levels": list(self.levels), "titles": dict(self.titles),
+                "notes": list(self.notes), "labels": dict(self.labels),
+                "description": self.description}
+
+
+def split_ref(ref: str) -> tuple[str, str]:
+    """``"memobench.ors:score"`` -> ``("memobench.ors", "score")``."""
+    metric, _, value = ref.partition(":")
+    return metric, value
+
+
 class Metric:
     """A memory metric with an expensive cached ``measure`` and a cheap pure ``score``.
 
@@ -139,6 +191,11 @@ class Metric:
         """Pure: measurement + thresholds -> named values (``primary`` among them)."""
         raise NotImplementedError
 
+    def verdict(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> str | None:
+        """Optional one line saying what the score means for this case (a gate: what was tested and what
+        failed, or why it is not applicable); the engine puts it on the row (``info["verdict"]``)."""
+        return None
+
     def cache_params(self, case: Case, alignment: Alignment) -> dict[str, Any]:
         """Extra inputs that change the measurement beyond the case fingerprint and alignment."""
         return {}
@@ -154,7 +211,9 @@ class Aggregator:
     ``tables`` declares what each output table is, so the engine finds them by kind, never by name:
     ``summary`` (one mean per benchmark x model x metric x value: columns benchmark, model, metric, value,
     mean, n), ``intervals`` (the same keys with estimate, ci_low, ci_high), ``leaderboard``, ``validity``,
-    ``status``, or any other word for tables the engine only writes out. ``uses_primary_values``: the engine
+    ``status``, ``view`` (a ranked view of a benchmark, rendered by the engine as it is: columns
+    :data:`VIEW_COLUMNS`), ``view_columns`` (extra labelled cells an aggregator adds to a benchmark's views,
+    keyed by benchmark, variant and model), or any other word for tables the engine only writes out. ``uses_primary_values``: the engine
     passes ``primary_values`` (metric name -> its primary value) in the params; ``uses_value_meta``: it
     passes ``value_meta`` (metric -> value -> direction, range, unit, description, as the metrics declare).
     """
@@ -165,6 +224,7 @@ class Aggregator:
     tables: ClassVar[dict[str, str]] = {}
     uses_primary_values: ClassVar[bool] = False
     uses_value_meta: ClassVar[bool] = False
+    uses_benchmarks: ClassVar[bool] = False  # the engine passes ``benchmarks``: name -> Benchmark.to_json()
 
     def aggregate(self, rows: list[ScoreRow], params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         """Return named tables."""
@@ -173,6 +233,15 @@ class Aggregator:
     def plots(self, tables: Mapping[str, pd.DataFrame], out_dir: Path) -> list[Path]:
         """Optional figures of this aggregator's own tables (PNG …), written under ``out_dir``."""
         return []
+
+
+# One line per cell of a ranked view: which view (benchmark, variant "gated"/"all", its order, title, note),
+# which model (its row position, rank, rank label "1" / "1=" tie / "✗" never gated, cases), which column (label, unit, direction
+# "↑" / "↓" / "·", digits) and the number (mean with its CI).
+VIEW_COLUMNS = ["benchmark", "variant", "order", "title", "note", "model", "position", "rank", "rank_label", "n_cases",
+                "column", "metric", "unit", "direction", "digits", "mean", "ci_low", "ci_high", "backend"]
+VIEW_CELL_COLUMNS = ["benchmark", "variant", "model", "column", "metric", "unit", "direction", "digits", "mean",
+                     "ci_low", "ci_high"]
 
 
 class Suite:

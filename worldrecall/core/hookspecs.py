@@ -111,3 +111,15 @@ def register_commands(register: Callable[..., None]) -> None:
 
     .. versionadded:: 0.2
     """
+
+
+@hookspec
+def register_benchmarks(register: Callable[..., None]) -> None:
+    """Declare benchmarks: ``register(benchmark)`` with a :class:`worldrecall.core.components.Benchmark`.
+
+    The declaration names the benchmark's headline values, the one that ranks models, its camera gate (and the
+    published protocol's own gate, if any) and the wording of its views. The engine builds every leaderboard —
+    printed, HTML and MLflow, gated view first, statistical ties shared — from it, never from a benchmark's name.
+
+    .. versionadded:: 0.3
+    """

@@ -1,7 +1,7 @@
 """Stage 4 — aggregate: run the configured aggregators over the rows, and summarise failures.
 
-Aggregators get what they declare they need (``uses_primary_values``, ``uses_value_meta``) from the metrics'
-own metadata; tables are found later by the kind each aggregator declares, never by name.
+Aggregators get what they declare they need (``uses_primary_values``, ``uses_value_meta``, ``uses_benchmarks``)
+from the metrics' and benchmarks' own metadata; tables are found later by the kind each aggregator declares, never by name.
 :func:`outcome` is the one place the failure rate and the exit code are decided, for ``run`` and
 ``aggregate`` alike.
 """
@@ -63,12 +63,13 @@ def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any
     params = {**(cfg["aggregator_params"] or {}), **(suite.get("aggregator_params") or {})}
     primary = {name: cls.primary for name, cls in host.metrics.items()}
     meta = value_meta(host, rows)
+    declared = {name: b.to_json() for name, b in getattr(host, "benchmarks", {}).items()}
     if per_benchmark is None:
         per_benchmark = {n: list((b or {}).get("aggregators") or []) for n, b in (cfg["benchmarks"] or {}).items()}
 
     def run(name: str, subset: list[ScoreRow]) -> dict[str, Any]:
         agg = host.aggregator(name)
-        return agg.aggregate(subset, _params(agg, params.get(name, {}), primary, meta))
+        return agg.aggregate(subset, _params(agg, params.get(name, {}), primary, meta, declared))
 
     tables: dict[str, Any] = {}
     for name in list(cfg["aggregators"] or []) + list(suite.get("aggregators") or []):
@@ -82,8 +83,10 @@ def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any
 
 
 def _params(agg: Aggregator, given: Mapping[str, Any], primary: dict[str, str],
-            meta: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
+            meta: dict[str, dict[str, dict[str, Any]]], declared: Mapping[str, Any]) -> dict[str, Any]:
     extra: dict[str, Any] = {}
+    if getattr(agg, "uses_benchmarks", False):
+        extra["benchmarks"] = dict(declared)
     if agg.uses_primary_values:
         extra["primary_values"] = primary
     if getattr(agg, "uses_value_meta", False):

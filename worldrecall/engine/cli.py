@@ -96,6 +96,9 @@ def cmd_plugins(ns: argparse.Namespace) -> int:
         print(f"{p['name']} {p['version']} ({p['distribution'] or 'local'}) hooks: {', '.join(p['hooks']) or '-'}{status}")
         for kind, names in sorted(p["components"].items()):
             print(f"    {kind}: {', '.join(sorted(names))}")
+        for b in p.get("benchmarks", []):
+            print(f"    {b['name']}: headline {', '.join(b['headline'])}; ranked by {b['rank_by']}; "
+                  f"gate {b['gate'] or 'none'}" + (f"; protocol gate {b['protocol_gate']}" if b["protocol_gate"] else ""))
     return 0
 
 

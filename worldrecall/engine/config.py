@@ -97,7 +97,7 @@ class WorldrecallSchema:
     # Any (not BenchmarkSchema): OmegaConf cannot create typed dict entries from command-line overrides;
     # each node is checked by validate_benchmark() when the run is planned.
     benchmarks: dict[str, Any] = field(default_factory=dict)
-    aggregators: list[str] = field(default_factory=lambda: ["mean", "macro", "bootstrap", "paired"])
+    aggregators: list[str] = field(default_factory=lambda: ["mean", "macro", "bootstrap", "paired", "ranking"])
     aggregator_params: dict[str, Any] = field(default_factory=dict)
 
 

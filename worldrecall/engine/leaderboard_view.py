@@ -1,10 +1,11 @@
-"""The printed leaderboard: the camera-gated view first, the all-cases view beside it, units and directions.
+"""The printed leaderboard: each benchmark's declared, ranked views (camera-gated first), then the rest.
 
-For a benchmark whose aggregator declares leaderboard tables (kinds ``leaderboard_gated``,
-``leaderboard_intervals``, ``leaderboard_columns``), those tables are printed as they are — one scale per
-column, the aggregator's own. Models that never passed the gate are marked and listed last, never ranked
-above models that did. Any other benchmark gets the generic view: each metric's primary value (mean and
-CI) with the unit and direction its ``value_meta`` declares.
+A benchmark that declares its headline, ranking and gate (``register_benchmarks``) gets the views an
+aggregator built for it (tables of kind ``view``, one line per cell: :data:`worldrecall.core.components.
+VIEW_COLUMNS`), with the cells other aggregators add (kind ``view_columns``) beside its own, in the order,
+wording and ranks the tables carry — the engine only lays them out. Metrics no view covers, and benchmarks
+that declare nothing, get the generic view: each metric's primary value (mean and CI) with the unit and
+direction its ``value_meta`` declares, never ranked by anything but that value.
 """
 
 from __future__ import annotations
@@ -24,15 +25,13 @@ from worldrecall.engine.results_view import (
     value_meta,
 )
 
-NOT_RANKED = "✗ never executed the return: not ranked"
-
 
 def fmt(v: Any, lo: Any = None, hi: Any = None, digits: int = 3) -> str:
     """``0.812 [0.75, 0.87]``; ``n/a`` for NaN."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "n/a"
     s = f"{v:.{digits}f}"
-    if lo is not None and hi is not None and not (math.isnan(lo) or math.isnan(hi)):
+    if lo is not None and hi is not None and not (pd.isna(lo) or pd.isna(hi)):
         s += f" [{lo:.{max(digits - 1, 1)}f}, {hi:.{max(digits - 1, 1)}f}]"
     return s
 
@@ -41,25 +40,27 @@ def _digits(unit: str) -> int:
     return 3 if unit in ("0–1", "fraction") else 2
 
 
-def _one(tables: Mapping[str, pd.DataFrame], bench: str) -> pd.DataFrame | None:
-    hits = [t for n, t in tables.items() if n.startswith(bench)]
-    return hits[0] if hits else None
+def _concat(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    return pd.concat(list(tables.values()), ignore_index=True) if tables else pd.DataFrame()
 
 
-def leaderboard_views(result: Any, host: Any, split: str = "all") -> list[tuple[str, pd.DataFrame, str]]:
+def leaderboard_views(result: Any, host: Any) -> list[tuple[str, pd.DataFrame, str]]:
     """(title, table of formatted cells, footnote) per view, in print order."""
+    views = _concat(tables_of_kind(host, result.tables, "view"))
+    cells = _concat(tables_of_kind(host, result.tables, "view_columns"))
     out: list[tuple[str, pd.DataFrame, str]] = []
-    gated_t = tables_of_kind(host, result.tables, "leaderboard_gated")
-    ci_t = tables_of_kind(host, result.tables, "leaderboard_intervals")
-    col_t = tables_of_kind(host, result.tables, "leaderboard_columns")
-    main_t = tables_of_kind(host, result.tables, "leaderboard")
-    benches = sorted({r.benchmark for r in result.rows})
-    for bench in benches:
-        gated, ci, cols, main = (_one(t, bench) for t in (gated_t, ci_t, col_t, main_t))
-        if gated is not None and ci is not None and cols is not None and main is not None:
-            out.extend(_gated_views(bench, gated, ci, cols, main, split))
-            # metrics the leaderboard has no column for (e.g. a third-party plugin's) still get printed
-            rest = _generic_view(result, host, bench, exclude=set(cols["metric"]))
+    for bench in sorted({r.benchmark for r in result.rows}):
+        mine = views[views["benchmark"] == bench] if len(views) else views
+        covered: set[str] = set()
+        groups = list(mine.groupby(["order", "backend"], sort=True)) if len(mine) else []
+        several = len({b for (_, b), _ in groups}) > 1  # name the backends only where they differ
+        for _, v in groups:
+            extra = cells[(cells["benchmark"] == bench) & (cells["variant"] == v["variant"].iloc[0])] \
+                if len(cells) else cells
+            out.append(_declared_view(v, extra, several))
+            covered |= set(v["metric"].dropna()) | (set(extra["metric"].dropna()) if len(extra) else set())
+        if len(mine):
+            rest = _generic_view(result, host, bench, exclude=covered)
             if rest[1].shape[1] > 1:
                 out.append(rest)
         else:
@@ -67,54 +68,29 @@ def leaderboard_views(result: Any, host: Any, split: str = "all") -> list[tuple[
     return out
 
 
-def _header(meta_row: Any) -> str:
-    arrow = "↑" if bool(meta_row["higher_is_better"]) else "↓"
-    return f"{meta_row['label']} ({meta_row['unit']} {arrow})"
-
-
-def _gated_views(bench: str, gated: pd.DataFrame, ci: pd.DataFrame, cols: pd.DataFrame, main: pd.DataFrame,
-                 split: str) -> list[tuple[str, pd.DataFrame, str]]:
-    meta = cols.set_index("column")
-    gate_col = [c for c in gated.columns if c in meta.index and meta.loc[c].get("role") == "gate"]
-    gate = gate_col[0] if gate_col else None
-    g = gated[gated["split"] == split]
-    if not len(g):
-        split = str(gated["split"].iloc[-1])
-        g = gated[gated["split"] == split]
-    c = ci[ci["split"] == split]
-    views = []
-    for variant, table, n_col in (("gated", g, "n_gated"), ("all", main[main["split"] == split], "n_cases")):
-        use = [k for k in table.columns if k in meta.index and k != gate
-               and c[(c["variant"] == variant) & (c["column"] == k)]["mean"].notna().any()]
-        recs = []
-        for row in table.itertuples(index=False):
-            r = row._asdict()
-            passed = r.get(gate) if gate else None
-            never = variant == "gated" and (r.get(n_col, 0) == 0)
-            rec = {"model": r["model"] + (" ✗" if (gate and passed == 0) else ""),
-                   "cases": int(r.get(n_col, 0))}
-            if gate:
-                rec[_header(meta.loc[gate])] = fmt(passed, digits=2)
-            for k in use:
-                hit = c[(c["variant"] == variant) & (c["model"] == r["model"]) & (c["column"] == k)]
-                m = hit["mean"].iloc[0] if len(hit) else math.nan
-                lo = hit["ci_low"].iloc[0] if len(hit) else None
-                hi = hit["ci_high"].iloc[0] if len(hit) else None
-                rec[_header(meta.loc[k])] = "—" if never else fmt(m, lo, hi, _digits(meta.loc[k]["unit"]))
-            rate = 0.0 if passed is None or math.isnan(passed) else float(passed)
-            rec["_order"] = (never, -rate, r["model"])  # never-passed last; then by gate pass rate
-            recs.append(rec)
-        df = pd.DataFrame(recs)
-        if len(df):
-            df = df.sort_values("_order", key=lambda s: s.map(lambda t: t)).drop(columns="_order")
-        title = (f"{bench} · camera-gated view (only cases where the camera executed the return; split {split})"
-                 if variant == "gated" else f"{bench} · all cases (split {split})")
-        note = ("✗ = the model never passed the camera gate; its gated cells are empty, so it cannot rank above "
-                "models that did. [a, b] = 95% bootstrap CI. ↑ higher is better, ↓ lower is better."
-                if variant == "gated" else "✗ = never passed the camera gate: its numbers here are not memory "
-                "scores of a returning camera.")
-        views.append((title, df.reset_index(drop=True), note))
-    return views
+def _declared_view(view: pd.DataFrame, extra: pd.DataFrame, name_backend: bool) -> tuple[str, pd.DataFrame, str]:
+    """One ranked view: a row per model in rank order (unranked last), a column per declared cell."""
+    models = view.drop_duplicates("model")[["model", "position", "rank", "rank_label", "n_cases"]]
+    models = models.assign(_unranked=models["rank"].isna()).sort_values(["_unranked", "rank", "position"])
+    columns = list(dict.fromkeys(view["column"]))
+    extra_cols = list(dict.fromkeys(extra["column"])) if len(extra) else []
+    both = pd.concat([view, extra], ignore_index=True) if len(extra) else view
+    recs = []
+    for m in models.itertuples(index=False):
+        rec: dict[str, Any] = {"rank": m.rank_label, "model": m.model, "cases": int(m.n_cases)}
+        mine = both[both["model"] == m.model]
+        for col in columns + [c for c in extra_cols if c not in columns]:
+            hit = mine[mine["column"] == col]
+            if not len(hit):
+                continue
+            h = hit.iloc[0]
+            head = f"{col} ({h['unit']} {h['direction']})".replace("( ", "(")
+            ungated = m.rank_label == "✗" and h["direction"] != "·"
+            rec[head] = "—" if ungated else fmt(h["mean"], h["ci_low"], h["ci_high"], int(h["digits"]))
+        recs.append(rec)
+    first = view.iloc[0]
+    title = str(first["title"]) + (f" [backends {first['backend']}]" if name_backend else "")
+    return title, pd.DataFrame(recs).fillna("n/a"), str(first["note"])
 
 
 def _generic_view(result: Any, host: Any, bench: str, exclude: set[str] | None = None) -> tuple[str, pd.DataFrame, str]:
@@ -140,7 +116,7 @@ def _generic_view(result: Any, host: Any, bench: str, exclude: set[str] | None =
             "and returned); [a, b] = 95% bootstrap CI; ↑ higher is better, ↓ lower is better, · diagnostic.")
     if df.shape[1] <= 1:
         note = "no scores: every case failed or was skipped (reasons: tables/cases.csv, tables/status.md)"
-    title = (f"{bench} · other metrics (no leaderboard column; mean of the primary value)" if exclude
+    title = (f"{bench} · other metrics (in no ranked view; mean of each metric's primary value)" if exclude
              else f"{bench} · mean of each metric's primary value")
     return title, df.reset_index(drop=True), note
 

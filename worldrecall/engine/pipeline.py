@@ -204,6 +204,8 @@ class CasePipeline:
                 row.info["videos"] = video_paths(case)  # the HTML report's frame thumbnails
                 if memo.get("artifacts"):
                     row.info["artifacts"] = memo["artifacts"]
+                if memo.get("verdict"):
+                    row.info["verdict"] = memo["verdict"]
                 row.warnings.extend(w for w in memo.get("warnings", []) if w not in row.warnings)
                 self._tick("measure", t0)
                 return True
@@ -219,6 +221,9 @@ class CasePipeline:
             row.values = {k: _num(v) for k, v in values.items()}
             row.info = {"alignment": alignment.to_json(), "cache_hit": hit}
             row.info["videos"] = video_paths(case)  # the HTML report's frame thumbnails
+            verdict = metric.verdict(measurement, metric.thresholds)
+            if verdict:
+                row.info["verdict"] = one_line(verdict)
             self._tick("score", t0)
             paths: list[Path] = []
             if self.write_artifacts:
@@ -229,7 +234,8 @@ class CasePipeline:
                 if paths:
                     row.info["artifacts"] = [str(p) for p in paths]
                 self._tick("artifacts", t0)
-            self.scores.put(metric.name, score_key, {"values": row.values, "artifacts": [str(p) for p in paths]})
+            self.scores.put(metric.name, score_key, {"values": row.values, "artifacts": [str(p) for p in paths],
+                                                     **({"verdict": row.info["verdict"]} if verdict else {})})
         except BackendUnavailable as e:
             row.status, row.reason = "skipped", f"{metric.name} skipped: {one_line(e)}"
         except (CaseFailure, VideoError, JudgeError) as e:

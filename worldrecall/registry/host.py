@@ -23,7 +23,7 @@ from typing import Any
 import pluggy
 
 from worldrecall.core import hookspecs
-from worldrecall.core.components import Aggregator, Aligner, Command, Loader, Metric, Suite
+from worldrecall.core.components import Aggregator, Aligner, Benchmark, Command, Loader, Metric, Suite
 from worldrecall.core.judges import JudgeSpec
 from worldrecall.core.models import KINDS, ModelSpec, Role
 
@@ -44,6 +44,7 @@ HOOKS: dict[str, tuple[str, type]] = {
     "register_judges": ("judge", JudgeSpec),
     "register_suites": ("suite", Suite),
     "register_commands": ("command", Command),
+    "register_benchmarks": ("benchmark", Benchmark),
 }
 BUILTIN_DISTRIBUTION = "worldrecall"
 RESERVED_COMMANDS = ("run", "aggregate", "plugins")
@@ -259,6 +260,11 @@ class PluginHost:
         return self.get("model", name)
 
     @property
+    def benchmarks(self) -> dict[str, Benchmark]:
+        """Declared benchmarks (headline, ranking, gate) by name."""
+        return self.components["benchmark"]
+
+    @property
     def commands(self) -> dict[str, Command]:
         return self.components["command"]
 
@@ -279,7 +285,15 @@ class PluginHost:
         return self.components["judge"]
 
     def manifest(self) -> list[dict[str, Any]]:
-        return [p.to_json() for p in sorted(self.plugins.values(), key=lambda p: p.name)]
+        """Every plugin as JSON; a plugin that declares benchmarks lists their headline, ranking and gate."""
+        out = []
+        for p in sorted(self.plugins.values(), key=lambda p: p.name):
+            d = p.to_json()
+            names = [n for n in p.components.get("benchmark", []) if n in self.benchmarks]
+            if names:
+                d["benchmarks"] = [self.benchmarks[n].to_json() for n in names]
+            out.append(d)
+        return out
 
 
 _HOST: PluginHost | None = None

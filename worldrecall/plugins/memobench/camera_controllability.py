@@ -16,11 +16,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from worldrecall.gates.camera import estimate_poses
 from worldrecall.core.components import MeasureContext, Value
-from worldrecall.core.data import Alignment, Case, CaseFailure, file_digest
+from worldrecall.core.data import Alignment, Case, file_digest
 from worldrecall.plugins.memobench import gt as gt_io
 from worldrecall.plugins.memobench import rounding, sampling
-from worldrecall.plugins.memobench.base import MemoBenchMetric, capped_frames
+from worldrecall.plugins.memobench.base import MemoBenchMetric
 from worldrecall.plugins.memobench.rotations import geodesic_deg, relative_rotations
 
 _NONE = {"score": None, "score_raw": None, "pct": None, "ATE_RotDeg": None, "TotalGT_RotDeg": None,
@@ -29,12 +30,7 @@ _NONE = {"score": None, "score_raw": None, "pct": None, "ATE_RotDeg": None, "Tot
 
 def estimate_rotations(case: Case, ctx: MeasureContext, max_side: int) -> np.ndarray:
     """[n, 3, 3] c2w rotations of the generated frames from the ``pose`` role (all frames, one call)."""
-    frames = capped_frames(case, max_side)
-    poses = np.asarray(ctx.models.get("pose").poses(list(frames), case=case, indices=list(range(len(frames)))),
-                       dtype=np.float64)
-    if poses.ndim != 3 or poses.shape[1:] not in ((4, 4), (3, 4), (3, 3)):
-        raise CaseFailure(f"pose backend returned shape {tuple(poses.shape)}, expected [N, 4, 4]")
-    return poses[:, :3, :3]
+    return estimate_poses(case, ctx, max_side)[:, :3, :3]
 
 
 def controllability(r_gt: np.ndarray, r_est: np.ndarray, min_rotation_deg: float) -> dict[str, float] | None:

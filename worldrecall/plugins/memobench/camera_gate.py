@@ -1,47 +1,31 @@
-"""Camera-execution gate (worldrecall's addition): did the generated camera really leave and come back?
+"""Camera-execution gate (worldrecall's addition): did the generated camera execute the reference motion?
 
-MemoBench's memory metrics assume the target left the view during D and returned in R. A model that
-never turns away "remembers" perfectly. The gate passes a case when
+MemoBench's memory metrics assume the camera left the target during D and came back in R; a model that
+never turns away "remembers" perfectly. The gate tests the camera and nothing else
+(:mod:`worldrecall.gates.camera`): the ``pose`` role's trajectory of the generated video against the GT
+trajectory resampled to the generated frames, departure in the motion the GT camera makes, return over the
+R phase (frames r … N-1) to the GT's pose there. A case without GT poses has no reference: *not applicable*.
 
-* pose: the view direction (camera forward axis; frame 0's is the target's direction) departs by more
-  than ``depart_deg`` from frame 0's and later returns to within ``return_tol_deg`` of it — from the
-  ``pose`` role's rotations; or
-* absence (optional): the ``segmenter`` finds no in-band candidate with score >= ``absence_score`` in at
-  least ``absence_min_fraction`` of the D frames strictly between h and r.
-
-Per-frame angles and segmenter candidates are stored, so every threshold is re-scored without models.
-The leaderboard reports each memory metric over all cases (official) and over gated cases only.
+Target absence in D (``absence_fraction``, from the optional ``segmenter``) is kept as a diagnostic on the
+row: it is what forgetting produces, so it never decides the gate. Poses and candidates are stored, so every
+threshold re-scores without models.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
+from worldrecall.gates import camera as gate
 from worldrecall.core.components import MeasureContext, Value
-from worldrecall.core.data import Alignment, Case, CaseFailure
+from worldrecall.core.data import Alignment, Case, CaseFailure, file_digest
+from worldrecall.plugins.memobench import gt as gt_io
 from worldrecall.plugins.memobench import sampling
 from worldrecall.plugins.memobench.base import MemoBenchMetric, batched, optional_model, phase_info
-from worldrecall.plugins.memobench.camera_controllability import estimate_rotations
 from worldrecall.plugins.memobench.ors import candidate_arrays
-from worldrecall.plugins.memobench.rotations import forward_angles_deg
-
-
-def departure_and_return(angles: np.ndarray, mode: str = "after_departure") -> tuple[float, float]:
-    """(max departure, return error) in degrees from per-frame angles to frame 0's view direction.
-
-    ``after_departure``: the return error is the smallest angle at or after the farthest frame;
-    ``last_frame``: the angle of the last frame.
-    """
-    if len(angles) == 0:
-        return 0.0, 0.0
-    k = int(np.argmax(angles))
-    ret = float(angles[-1]) if mode == "last_frame" else float(np.min(angles[k:]))
-    return float(angles[k]), ret
 
 
 def absent_fraction(cand_frame: np.ndarray, cand_coverage: np.ndarray, cand_score: np.ndarray, n_frames: int,
@@ -54,36 +38,53 @@ def absent_fraction(cand_frame: np.ndarray, cand_coverage: np.ndarray, cand_scor
     return (n_frames - len(present)) / n_frames
 
 
-class CameraGate(MemoBenchMetric):
-    """``passed`` (0/1), ``max_departure_deg``, ``return_error_deg`` (+ which test passed)."""
+class CameraGate(gate.CameraGateMetric, MemoBenchMetric):
+    """``passed`` (0/1; None = no GT trajectory), departure and return evidence, target absence as a diagnostic."""
 
     name: ClassVar[str] = "memobench.camera_gate"
-    description: ClassVar[str] = "Camera left (> 25°) and returned (< 10°) to the target's view, or the target was absent in D"
-    range: ClassVar[tuple[float, float]] = (0.0, 1.0)
-    primary: ClassVar[str] = "passed"
+    version: ClassVar[str] = "2"
+    description: ClassVar[str] = ("The generated camera departs as the GT camera does and is back at the GT pose "
+                                  "over the R phase (camera only; target absence is a diagnostic)")
     values: ClassVar[dict[str, Value]] = {
-        "passed": Value(True, (0.0, 1.0), "", "the camera left the target and returned (1) or not (0)"),
-        "pose_passed": Value(True, (0.0, 1.0), "", "the pose test of the gate"),
-        "absence_passed": Value(True, (0.0, 1.0), "", "the target-absence test of the gate"),
-        "absence_fraction": Value(None, (0.0, 1.0), "", "fraction of D-phase frames without the target"),
-        "max_departure_deg": Value(None, None, "deg", "largest rotation away from the start"),
-        "return_error_deg": Value(False, None, "deg", "rotation left at the end of the return"),
+        **gate.gate_values(),
+        "absence_fraction": Value(None, (0.0, 1.0), "", "diagnostic: fraction of D-phase frames without the target"),
     }
-    models: ClassVar[tuple[str, ...]] = ("pose",)
     optional_models: ClassVar[tuple[str, ...]] = ("segmenter",)
     params: ClassVar[dict[str, Any]] = {"max_side": 640, "absence_check": True, "absence_max_frames": 16}
     thresholds: ClassVar[dict[str, Any]] = {
-        "depart_deg": 25.0, "return_tol_deg": 10.0, "return_mode": "after_departure",
-        "use_absence": True, "absence_score": 0.5, "absence_min_fraction": 0.8,
-        "area_min": 0.0005, "area_max": 0.70,
+        **gate.GATE_THRESHOLDS,
+        "absence_score": 0.5, "area_min": 0.0005, "area_max": 0.70,   # the absence diagnostic only
     }
+    return_label: ClassVar[str] = "R"
+
+    def cache_params(self, case: Case, alignment: Alignment) -> dict[str, Any]:
+        """The GT pose file's digest (read in measure, not one of the case's videos)."""
+        rel = case.annotations.get("gt_poses")
+        p = Path(case.data_root) / rel if rel and case.data_root is not None else None
+        return {"gt_poses": file_digest(p) if p is not None and p.is_file() else None}
+
+    def reference(self, case: Case, alignment: Alignment, n_frames: int) -> tuple[np.ndarray | None, str]:
+        """The GT trajectory resampled to the generated frames (the official pose resampling)."""
+        if not case.annotations.get("gt_poses"):
+            return None, "no GT trajectory for this clip (MemoBench ships no other camera instruction)"
+        gt_poses = gt_io.load_gt_poses(case)
+        try:
+            rows = sampling.pose_resample_indices(len(gt_poses), n_frames)
+        except ZeroDivisionError:  # one generated frame: nothing to resample onto
+            return None, "one generated frame: no trajectory"
+        return gt_poses[rows], "GT trajectory"
+
+    def return_frames(self, case: Case, alignment: Alignment, n_frames: int) -> list[int]:
+        """The R phase: frames r … N-1 of the ``memobench.phases`` alignment."""
+        _, r, n = phase_info(alignment)
+        return list(range(r, min(n, n_frames)))
 
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
-        """Per-frame view-direction angles; segmenter candidates on up to ``absence_max_frames`` D frames."""
-        angles = forward_angles_deg(estimate_rotations(case, ctx, self.params["max_side"]))
-        out: dict[str, Any] = {"angles": angles, "absence_measured": False, "absence_n": 0,
-                               "cand_frame": np.zeros(0, dtype=np.int64), "cand_coverage": np.zeros(0),
-                               "cand_score": np.zeros(0)}
+        """The gate's measurement plus segmenter candidates on up to ``absence_max_frames`` D frames
+        (the absence diagnostic)."""
+        out = super().measure(case, alignment, ctx)
+        out.update(absence_measured=False, absence_n=0, cand_frame=np.zeros(0, dtype=np.int64),
+                   cand_coverage=np.zeros(0), cand_score=np.zeros(0))
         seg, backend = optional_model(ctx, "segmenter") if self.params["absence_check"] else (None, None)
         query = case.annotations.get("ors_query") or case.subject
         if seg is None or not query or case.video is None:
@@ -103,41 +104,10 @@ class CameraGate(MemoBenchMetric):
         return out
 
     def score(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> dict[str, float | None]:
-        """Gate decision and its evidence."""
-        dep, ret = departure_and_return(np.asarray(measurement["angles"], dtype=np.float64), thresholds["return_mode"])
-        pose_ok = dep > thresholds["depart_deg"] and ret <= thresholds["return_tol_deg"]
+        """Gate decision and its camera evidence; the absence diagnostic beside it (never part of the decision)."""
         frac = None
         if bool(measurement["absence_measured"]):
             frac = absent_fraction(np.asarray(measurement["cand_frame"]), np.asarray(measurement["cand_coverage"]),
                                    np.asarray(measurement["cand_score"]), int(measurement["absence_n"]),
                                    thresholds["area_min"], thresholds["area_max"], thresholds["absence_score"])
-        absent_ok = None if frac is None else frac >= thresholds["absence_min_fraction"]
-        passed = pose_ok or (bool(thresholds["use_absence"]) and bool(absent_ok))
-        return {
-            "passed": float(passed),
-            "max_departure_deg": dep,
-            "return_error_deg": ret,
-            "pose_passed": float(pose_ok),
-            "absence_fraction": frac,
-            "absence_passed": None if absent_ok is None else float(absent_ok),
-        }
-
-    def artifacts(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any], out_dir: Path) -> list[Path]:
-        """``gate_trace.json``: the view direction's angle to frame 0 per frame, the two thresholds and the
-        verdict, for the report."""
-        v = self.score(measurement, thresholds)
-        angles = np.asarray(measurement["angles"], dtype=np.float64)
-        verdict = "pass" if v["passed"] else "fail"
-        trace = {"kind": "worldrecall.trace", "verdict": verdict,
-                 "title": f"camera gate {verdict.upper()}: left {v['max_departure_deg']:.0f}°, "
-                          f"returned to {v['return_error_deg']:.0f}°" + (
-                              f", target absent in {v['absence_fraction']:.0%} of D" if v["absence_fraction"] is not None else ""),
-                 "x_label": "generated frame", "y_label": "angle to frame 0 (°)",
-                 "x": list(range(len(angles))), "series": [{"label": "view direction vs frame 0",
-                                                            "y": [round(float(a), 2) for a in angles]}],
-                 "hlines": [{"y": float(thresholds["depart_deg"]), "label": "must depart beyond"},
-                            {"y": float(thresholds["return_tol_deg"]), "label": "must return within"}]}
-        out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / "gate_trace.json"
-        path.write_text(json.dumps(trace))
-        return [path]
+        return {**super().score(measurement, thresholds), "absence_fraction": frac}

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from worldrecall.core.components import Aggregator, merge_typed
+from worldrecall.core.components import VIEW_CELL_COLUMNS, Aggregator, merge_typed
 from worldrecall.core.data import ScoreRow
 from worldrecall.plugins.memobench.official_results import canonical_model, official_rows
 
@@ -145,6 +145,54 @@ def marks(table: pd.DataFrame, columns: list[str], lower: set[str] | frozenset[s
     return out
 
 
+OFFICIAL_MEAN = "Official mean"
+
+
+def official_mean(row: Mapping[str, Any], columns: list[str], ors_percent: bool) -> float:
+    """The official HTML view's ranking value: mean of the row's non-null columns, LPIPS as 100 − LPIPS and ORS
+    on the official CSV's ×100 scale (spec §4; it mixes dB, 0–1 and 0–100 as the official page does)."""
+    vals = []
+    for c in columns:
+        v = row.get(c)
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            continue
+        v = float(v)
+        if c == "GT_ALL_LPIPS":
+            v = 100.0 - v
+        elif c == "ORS" and not ors_percent:
+            v *= 100.0
+        vals.append(v)
+    return float(np.mean(vals)) if vals else np.nan
+
+
+def view_cells(main: pd.DataFrame, gated: pd.DataFrame, ci: pd.DataFrame, coltab: pd.DataFrame, split: str,
+               ors_percent: bool) -> pd.DataFrame:
+    """The paper's columns and the official HTML ranking value as cells of the ranked views (kind
+    ``view_columns``): each column with its CI, unit and direction, for the gated and the all-cases view."""
+    meta = coltab.set_index("column")
+    recs = []
+    for variant, table in (("gated", gated), ("all", main)):
+        t = table[table["split"] == split]
+        cols = [c for c in COLUMNS if c in t.columns and c != "ORS"]
+        for row in t.to_dict("records"):
+            for c in cols:
+                hit = ci[(ci["split"] == split) & (ci["model"] == row["model"]) & (ci["variant"] == variant)
+                         & (ci["column"] == c)]
+                m = meta.loc[c]
+                unit = str(m["unit"])
+                recs.append({"benchmark": BENCHMARK, "variant": variant, "model": row["model"],
+                             "column": str(m["label"]), "metric": str(m["metric"]), "unit": unit,
+                             "direction": "↑" if bool(m["higher_is_better"]) else "↓",
+                             "digits": 3 if unit in ("0–1", "fraction") else 2, "mean": row.get(c, np.nan),
+                             "ci_low": hit["ci_low"].iloc[0] if len(hit) else np.nan,
+                             "ci_high": hit["ci_high"].iloc[0] if len(hit) else np.nan})
+            recs.append({"benchmark": BENCHMARK, "variant": variant, "model": row["model"], "column": OFFICIAL_MEAN,
+                         "metric": "", "unit": "mixed", "direction": "↑", "digits": 2,
+                         "mean": official_mean(row, [c for c in COLUMNS if c in t.columns], ors_percent),
+                         "ci_low": np.nan, "ci_high": np.nan})
+    return pd.DataFrame(recs, columns=VIEW_CELL_COLUMNS)
+
+
 class MemoBenchLeaderboard(Aggregator):
     """Paper-style MemoBench leaderboard per split with CIs, marks, gate pass rate and gated columns."""
 
@@ -170,7 +218,8 @@ class MemoBenchLeaderboard(Aggregator):
     tables: ClassVar[dict[str, str]] = {
         "memobench_leaderboard": "leaderboard", "memobench_leaderboard_gated": "leaderboard_gated",
         "memobench_leaderboard_ci": "leaderboard_intervals", "memobench_leaderboard_marks": "leaderboard_marks",
-        "memobench_leaderboard_columns": "leaderboard_columns", "memobench_cases": "cases"}
+        "memobench_leaderboard_columns": "leaderboard_columns", "memobench_cases": "cases",
+        "memobench_view_cells": "view_columns"}
 
     def aggregate(self, rows: list[ScoreRow], params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         """Tables ``memobench_``: leaderboard, leaderboard_gated, leaderboard_ci (long), leaderboard_marks, cases."""
@@ -211,14 +260,16 @@ class MemoBenchLeaderboard(Aggregator):
                                       **dict(zip(use, means))})
         main_df = pd.DataFrame(main, columns=["split", "model", "n_cases", *cols, GATE])
         gated_df = pd.DataFrame(gated, columns=["split", "model", "n_gated", GATE, *gated_cols])
+        ci_df = pd.DataFrame(ci, columns=["split", "model", "variant", "column", "mean", "ci_low", "ci_high", "n"])
+        coltab = column_table(p["ors_percent"], lower)
         return {
             "memobench_leaderboard": main_df,
             "memobench_leaderboard_gated": gated_df,
-            "memobench_leaderboard_ci": pd.DataFrame(ci, columns=["split", "model", "variant", "column", "mean", "ci_low",
-                                                        "ci_high", "n"]),
+            "memobench_leaderboard_ci": ci_df,
             "memobench_leaderboard_marks": marks(main_df, [*cols, GATE], lower),
-            "memobench_leaderboard_columns": column_table(p["ors_percent"], lower),
+            "memobench_leaderboard_columns": coltab,
             "memobench_cases": cases,
+            "memobench_view_cells": view_cells(main_df, gated_df, ci_df, coltab, "all", p["ors_percent"]),
         }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from worldrecall.core.components import Benchmark
 from worldrecall.core.hookspecs import hookimpl
 from worldrecall.plugins.memobench.aligner import PhaseAligner
 from worldrecall.plugins.memobench.camera_controllability import CameraControllability
@@ -50,3 +51,23 @@ def register_metrics(register: Callable[..., None]) -> None:
 def register_aggregators(register: Callable[..., None]) -> None:
     """The ``memobench.leaderboard`` aggregator."""
     register(MemoBenchLeaderboard())
+
+
+BENCHMARK = Benchmark(
+    "memobench",
+    headline=("memobench.ors:score",),
+    gate="memobench.camera_gate:passed",
+    labels={"memobench.ors:score": "ORS", "memobench.camera_gate:passed": "camera gate passed"},
+    titles={"gated": "memobench · camera-gated view (only cases whose camera left and came back as the GT camera "
+                     "does; ranked by ORS)",
+            "all": "memobench · all cases (the official protocol's numbers; ranked by ORS)"},
+    notes=("ORS asks whether the target object reappears in R, not in which state or place: state_reset, teleport "
+           "and appearance_drift are caught by the R-phase PSNR/SSIM and ObjConsist columns, not by the ranking",),
+    description="visible -> disappear -> reappear memory (ORS, camera control, pixel fidelity per phase, VQA)",
+)
+
+
+@hookimpl
+def register_benchmarks(register: Callable[..., None]) -> None:
+    """MemoBench's headline (ORS, the paper's memory score), ranking and camera gate."""
+    register(BENCHMARK)

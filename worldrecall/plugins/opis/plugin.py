@@ -11,7 +11,9 @@ from typing import Any
 
 from worldrecall.core.hookspecs import hookimpl
 from worldrecall.core.models import ModelSpec, Role
+from worldrecall.core.components import Benchmark
 from worldrecall.plugins.opis.backends import embedders, geometry, matchers, pose, sidecar_matcher
+from worldrecall.plugins.opis.camera_gate import OpisCameraGate
 from worldrecall.plugins.opis.loader import OpisLoader
 from worldrecall.plugins.opis.metric import OpisMetric
 from worldrecall.plugins.opis.windows import WindowsAligner
@@ -118,6 +120,29 @@ def register_aligners(register: Callable[..., None]) -> None:
 def register_metrics(register: Callable[..., None]) -> None:
     """``opis.opis``: Presence, Identity, Structure and the composite."""
     register(OpisMetric)
+    register(OpisCameraGate)
+
+
+BENCHMARK = Benchmark(
+    "opis",
+    headline=("opis.opis:opis", "opis.opis:presence", "opis.opis:identity", "opis.opis:structure"),
+    rank_by="opis.opis:opis",
+    gate="opis.camera_gate:passed",
+    levels=("subcategory", "domain"),
+    labels={"opis.opis:opis": "OPIS", "opis.opis:presence": "Presence", "opis.opis:identity": "Identity",
+            "opis.opis:structure": "Structure"},
+    titles={"gated": "opis · camera-gated view (only cases whose camera executed the conditions' camera path)",
+            "all": "opis · all cases (the released evaluator's number)"},
+    notes=("OPIS builds its inventory from the input frame, so it cannot see a target that returns in its old "
+           "state (state_reset) or place (teleport): those score like the oracle",),
+    description="Object Presence / Identity / Structure against the input frame's inventory (SSStarain/OPIS V3)",
+)
+
+
+@hookimpl
+def register_benchmarks(register: Callable[..., None]) -> None:
+    """OPIS's headline (the composite and its three parts), ranking and camera gate."""
+    register(BENCHMARK)
 
 
 @hookimpl

@@ -1,4 +1,5 @@
-"""Built-in aggregators plugin: mean, hierarchical macro average, stratified bootstrap CI, paired difference."""
+"""Built-in aggregators plugin: mean, hierarchical macro average, stratified bootstrap CI, paired difference, and
+the ranked views of every declared benchmark."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from worldrecall.plugins.stats.aggregators import (
     MeanAggregator,
     PairedAggregator,
 )
+from worldrecall.plugins.stats.ranking import RankingAggregator
 
 
 @hookimpl
 def register_aggregators(register: Callable[..., None]) -> None:
-    """Register the four generic aggregators every benchmark can use."""
-    for agg in (MeanAggregator(), MacroAggregator(), BootstrapAggregator(), PairedAggregator()):
+    """Register the generic aggregators every benchmark can use."""
+    for agg in (MeanAggregator(), MacroAggregator(), BootstrapAggregator(), PairedAggregator(), RankingAggregator()):
         register(agg)

@@ -1,0 +1,114 @@
+"""Rankings the benchmarks declare: ties from the paired bootstrap, a failed gate never helps, any benchmark."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from worldrecall import Benchmark, Metric, Value, hookimpl
+from worldrecall.core.data import ScoreRow
+from worldrecall.engine.aggregate import aggregate_rows
+from worldrecall.engine.leaderboard_view import leaderboard_views
+from worldrecall.registry.host import load_plugins
+from worldrecall.plugins.stats.ranking import RankingAggregator, tie_ranks
+
+
+def test_tie_ranks_are_competition_ranks():
+    ties = {("a", "b"), ("c", "d")}
+    ranks = tie_ranks(["a", "b", "c", "d", "e"], lambda x, y: (x, y) in ties)
+    assert ranks == {"a": (1, True), "b": (1, True), "c": (3, True), "d": (3, True), "e": (5, False)}
+
+
+class Recall(Metric):
+    """A toy third-party metric: how much of the object came back (0-1)."""
+
+    name = "toybench.recall"
+    benchmark = "toybench"
+    description = "toy recall"
+    primary = "recall"
+    values = {"recall": Value(True, (0.0, 1.0), "", "recall")}
+
+
+class ToyGate(Metric):
+    name = "toybench.gate"
+    benchmark = "toybench"
+    description = "toy camera gate"
+    primary = "passed"
+    values = {"passed": Value(True, (0.0, 1.0), "", "camera executed the path")}
+
+
+class ToyPlugin:
+    @hookimpl
+    def register_metrics(self, register):
+        register(Recall)
+        register(ToyGate)
+
+    @hookimpl
+    def register_benchmarks(self, register):
+        register(Benchmark("toybench", headline=("toybench.recall:recall",), gate="toybench.gate:passed",
+                           notes=("toy note",)))
+
+
+def _rows(table: dict[str, list[tuple[float, float | None]]]) -> list[ScoreRow]:
+    rows = []
+    for model, per_case in table.items():
+        for i, (recall, passed) in enumerate(per_case):
+            rows.append(ScoreRow("toybench", model, f"c{i}", "toybench.recall", {"recall": recall}))
+            rows.append(ScoreRow("toybench", model, f"c{i}", "toybench.gate", {"passed": passed},
+                                 info={"verdict": "n/a: no camera instruction"} if passed is None else {}))
+    return rows
+
+
+def _views(rows: list[ScoreRow]):
+    host = load_plugins(fresh=True, extra=[ToyPlugin()])
+    cfg = {"suite": {}, "aggregator_params": {"ranking": {"replicates": 500}}, "aggregators": ["mean", "ranking"],
+           "benchmarks": {}}
+    result = SimpleNamespace(rows=rows, tables=aggregate_rows(host, rows, cfg), results_dir=None)
+    return {t.split(" · ")[1].split(" (")[0]: (df, note) for t, df, note in leaderboard_views(result, host)}
+
+
+def test_a_third_party_benchmark_gets_gated_ranked_views_without_engine_changes():
+    rows = _rows({
+        "oracle": [(0.9, 1), (0.8, 1), (0.85, 1), (0.95, 1)],
+        "twin": [(0.9, 1), (0.8, 1), (0.85, 1), (0.95, 1)],      # identical scores: a tie, shown as 1=
+        "lucky": [(1.0, 1), (0.1, 0), (0.1, 0), (0.1, 0)],        # passes once, scores 1.0 there
+        "frozen": [(1.0, 0), (1.0, 0), (1.0, 0), (1.0, 0)],       # never moves: best all-cases recall
+    })
+    views = _views(rows)
+    gated, gnote = views["camera-gated view"]
+    assert list(gated["model"]) == ["oracle", "twin", "lucky", "frozen"]
+    assert list(gated["rank"]) == ["1=", "1=", "3", "✗"]
+    # lucky's conditional mean over its one passed case is 1.0, above the oracle's 0.875 — but its rank counts
+    # the three failed gates as 0: (1.0 + 0 + 0 + 0) / 4 = 0.25
+    assert gated.loc[2, "recall:recall (0–1 ↑)"] == "1.000"
+    assert gated.loc[2, "recall ranked (failed gate = 0) (0–1 ↑)"].startswith("0.250")
+    assert "toy note" in gnote
+    everything, _ = views["all cases"]
+    assert everything.loc[0, "model"] == "frozen" and everything.loc[0, "rank"] == "1"
+
+
+def test_gate_not_applicable_everywhere_is_said_and_nobody_passes():
+    rows = _rows({"a": [(0.5, None), (0.6, None)], "b": [(0.4, None), (0.7, None)]})
+    gated, note = _views(rows)["camera-gated view"]
+    assert set(gated["rank"]) == {"✗"}
+    assert "gated view empty — n/a: no camera instruction" in note
+
+
+def test_ranking_reads_only_declarations():
+    agg = RankingAggregator()
+    rows = _rows({"a": [(0.5, 1), (0.6, 1)]})
+    assert agg.aggregate(rows, {"benchmarks": {}})["ranking"].empty  # nothing declared: no view
+    decl = Benchmark("toybench", headline=("toybench.recall:recall",)).to_json()
+    meta = {"toybench.recall": {"recall": {"higher_is_better": True, "range": [0, 1], "unit": ""}}}
+    t = agg.aggregate(rows, {"benchmarks": {"toybench": decl}, "value_meta": meta, "replicates": 100})["ranking"]
+    assert set(t["variant"]) == {"all"} and t["mean"].iloc[0] == pytest.approx(0.55)
+    assert not math.isnan(t["rank"].iloc[0])
+
+
+def test_benchmark_declaration_is_validated():
+    with pytest.raises(ValueError, match="'<metric>:<value>'"):
+        Benchmark("x", headline=("x.recall",))
+    with pytest.raises(ValueError, match="rank_by 'x.a:b' is not one of its headline values"):
+        Benchmark("x", headline=("x.c:d",), rank_by="x.a:b")

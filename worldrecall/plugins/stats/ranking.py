@@ -1,0 +1,251 @@
+"""The ``ranking`` aggregator: every declared benchmark's ranked views, gated first, ties shared.
+
+For each :class:`~worldrecall.core.components.Benchmark` declaration it builds two views of the headline
+values: over the cases whose camera gate passed (``gated``) and over all cases (``all``, the published
+protocol's number, unchanged). Models are ranked by the declared ``rank_by`` value in its declared direction.
+
+In the gated view the headline columns are conditional means (passed cases only), but the *ranking* counts a
+case whose camera failed the gate at the worst end of the value's declared range (0 for ORS, OPIS and F1, as
+Scene Memory F1's own gate-zeroed mean does): a conditional mean over a model's few passing cases is a
+selection of its easiest ones, and ranking by it would let a model climb by failing the gate. Cases where the
+gate is not applicable count in neither way.
+A model whose difference from the current leader has a paired 95 % bootstrap CI containing 0 shares the
+leader's rank (``1=``), and so on down (competition ranking: after a three-way ``1=`` comes ``4``). A model
+with no gated case is marked ``✗`` and listed last in the gated view; a model whose ranking value is not
+applicable on any case gets ``–``. The gate pass rate is shown as a diagnostic, never used to order.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from worldrecall.core.components import VIEW_COLUMNS, Aggregator, split_ref
+from worldrecall.core.data import ScoreRow, finite_float
+from worldrecall.core.tables import backend_signature
+from worldrecall.plugins.stats.hierarchy import bootstrap_macro, macro_mean
+
+NEVER_GATED, NOT_APPLICABLE = "✗", "–"
+LEGEND = ("rank 1= : shares first place (the paired 95% bootstrap CI of its difference from the leader contains "
+          "0), and so on down; [a, b] = 95% bootstrap CI; ↑ higher is better, ↓ lower is better, · diagnostic "
+          "(never ranked)")
+
+
+def _digits(unit: str) -> int:
+    return 3 if unit in ("0–1", "fraction", "") else 2
+
+
+def _direction(meta: Mapping[str, Any] | None) -> str:
+    hib = (meta or {}).get("higher_is_better")
+    return "·" if hib is None else ("↑" if hib else "↓")
+
+
+def _unit(meta: Mapping[str, Any] | None) -> str:
+    meta = meta or {}
+    if meta.get("unit"):
+        return str(meta["unit"])
+    rng = meta.get("range")
+    return f"{rng[0]:g}–{rng[1]:g}" if rng else ""
+
+
+def tie_ranks(order: list[str], tied_with: Any) -> dict[str, tuple[int, bool]]:
+    """model -> (rank, shares it) for models listed best first: each leader takes every later model
+    ``tied_with(leader, model)`` says cannot be told apart from it (competition ranking)."""
+    out: dict[str, tuple[int, bool]] = {}
+    remaining = list(order)
+    while remaining:
+        leader, rest = remaining[0], remaining[1:]
+        group = [leader] + [m for m in rest if tied_with(leader, m)]
+        rank = len(out) + 1
+        for m in group:
+            out[m] = (rank, len(group) > 1)
+        remaining = [m for m in remaining if m not in group]
+    return out
+
+
+class RankingAggregator(Aggregator):
+    """Ranked views (gated, all) of every declared benchmark's headline values, with statistical ties."""
+
+    name: ClassVar[str] = "ranking"
+    description: ClassVar[str] = ("per declared benchmark: headline values over gated and all cases, ranked by the "
+                                  "declared value; ties where the paired bootstrap CI of the difference contains 0")
+    defaults: ClassVar[dict[str, Any]] = {"replicates": 2000, "seed": 0, "level": 0.95}
+    tables: ClassVar[dict[str, str]] = {"ranking": "view"}
+    uses_value_meta: ClassVar[bool] = True
+    uses_benchmarks: ClassVar[bool] = True
+
+    def aggregate(self, rows: list[ScoreRow], params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
+        p = {**self.defaults, **dict(params)}
+        meta = p.get("value_meta") or {}
+        recs: list[dict[str, Any]] = []
+        for order, (name, decl) in enumerate(sorted((p.get("benchmarks") or {}).items())):
+            mine = [r for r in rows if r.benchmark == name]
+            if mine:
+                recs += _benchmark_views(mine, decl, meta, p, 2 * order)
+        return {"ranking": pd.DataFrame.from_records(recs, columns=VIEW_COLUMNS)}
+
+
+def _case_values(rows: list[ScoreRow], refs: list[str]) -> tuple[dict, dict, dict, Counter]:
+    """(ref -> model -> case -> value, case -> strata, ref -> backend signature, gate n/a reasons)."""
+    want = {split_ref(r): r for r in refs}
+    vals: dict[str, dict[str, dict[str, float]]] = {r: {} for r in refs}
+    strata: dict[str, dict[str, str]] = {}
+    backends: dict[str, set[str]] = {r: set() for r in refs}
+    na = Counter()
+    for row in rows:
+        strata.setdefault(row.case_id, dict(row.strata))
+        if row.status != "ok":
+            continue
+        for value, v in row.values.items():
+            ref = want.get((row.metric, value))
+            if ref is None:
+                continue
+            x = finite_float(v)
+            if x is None:
+                if (row.info or {}).get("verdict"):
+                    na[str(row.info["verdict"])] += 1
+                continue
+            vals[ref].setdefault(row.model, {})[row.case_id] = x
+            backends[ref].add(backend_signature(row.backend))
+    return vals, strata, {r: ",".join(sorted(b)) for r, b in backends.items()}, na
+
+
+def _benchmark_views(rows: list[ScoreRow], decl: Mapping[str, Any], meta: Mapping[str, Any],
+                     p: Mapping[str, Any], order: int) -> list[dict[str, Any]]:
+    name = decl["name"]
+    headline = list(decl["headline"])
+    rank_by, gate, protocol = decl["rank_by"], decl.get("gate"), decl.get("protocol_gate")
+    levels = list(decl.get("levels") or [])
+    labels = dict(decl.get("labels") or {})
+    refs = list(dict.fromkeys([*headline, *([gate] if gate else []), *([protocol] if protocol else [])]))
+    vals, strata, backends, gate_na = _case_values(rows, refs)
+    models = sorted({r.model for r in rows})
+    cases = {m: sorted({r.case_id for r in rows if r.model == m}) for m in models}
+    passed = {m: {c for c, x in vals.get(gate, {}).get(m, {}).items() if x == 1.0} for m in models} if gate else {}
+    rank_meta = (meta.get(split_ref(rank_by)[0]) or {}).get(split_ref(rank_by)[1], {})
+    hib = rank_meta.get("higher_is_better")
+    rng = rank_meta.get("range")
+    worst = None if hib is None or not rng else float(rng[0] if hib else rng[1])
+
+    def keys(case_ids: list[str]) -> list[np.ndarray]:
+        return [np.asarray([strata.get(c, {}).get(lv, "") for c in case_ids], dtype=object) for lv in levels]
+
+    def stat(ref: str, model: str, case_ids: list[str], variant: str) -> tuple[float, float, float]:
+        by_case = vals.get(ref, {}).get(model, {})
+        use = [c for c in case_ids if c in by_case]
+        v = np.asarray([by_case[c] for c in use], dtype=float)
+        if not len(v):
+            return math.nan, math.nan, math.nan
+        seed = zlib.crc32(f"{p['seed']}|{name}|{variant}|{model}|{ref}".encode())
+        lo, hi = bootstrap_macro(v, keys(use), int(p["replicates"]), seed, float(p["level"]))
+        return macro_mean(v, keys(use)), lo, hi
+
+    def tied(variant: str, pool: dict[str, list[str]], ref: str):
+        by = vals.get(ref, {})
+
+        def test(a: str, b: str) -> bool:
+            shared = [c for c in pool[a] if c in set(pool[b]) and c in by.get(a, {}) and c in by.get(b, {})]
+            if len(shared) >= 2:
+                d = np.asarray([by[a][c] - by[b][c] for c in shared], dtype=float)
+                if np.all(d == 0):
+                    return True
+                seed = zlib.crc32(f"{p['seed']}|{name}|{variant}|{a}|{b}".encode())
+                lo, hi = bootstrap_macro(d, keys(shared), int(p["replicates"]), seed, float(p["level"]))
+                return bool(lo <= 0.0 <= hi) if not (math.isnan(lo) or math.isnan(hi)) else False
+            # fewer than 2 shared cases: no pairing; tied when the two models' own CIs overlap
+            ma, la, ha = stat(ref, a, pool[a], variant)
+            mb, lb, hb = stat(ref, b, pool[b], variant)
+            if any(math.isnan(x) for x in (la, ha, lb, hb)):
+                return ma == mb
+            return not (ha < lb or hb < la)
+        return test
+
+    out: list[dict[str, Any]] = []
+    variants = (["gated"] if gate else []) + ["all"]
+    for k, variant in enumerate(variants):
+        pool = {m: sorted(passed[m]) if variant == "gated" else cases[m] for m in models}
+        key_ref = rank_by
+        if variant == "gated" and worst is not None:
+            key_ref = f"{rank_by}|gate-zeroed"  # passed: the value; failed gate: the worst value; n/a: left out
+            g = vals.get(gate, {})
+            vals[key_ref] = {m: {c: (x if g.get(m, {}).get(c) == 1.0 else worst)
+                                 for c, x in vals.get(rank_by, {}).get(m, {}).items() if c in g.get(m, {})}
+                             | {c: worst for c, y in g.get(m, {}).items() if y == 0.0}
+                             for m in models}
+        key_pool = {m: cases[m] for m in models} if key_ref != rank_by else pool
+        means = {m: stat(key_ref, m, key_pool[m], variant)[0] for m in models}
+        if variant == "gated":
+            means = {m: (x if passed.get(m) else math.nan) for m, x in means.items()}
+        ranked = [m for m in models if not math.isnan(means[m])]
+        if hib is not None:
+            ranked.sort(key=lambda m: (-means[m] if hib else means[m], m))
+            ranks = tie_ranks(ranked, tied(variant, key_pool, key_ref))
+        else:
+            ranks = {}
+        title = (decl.get("titles") or {}).get(variant) or (
+            f"{name} · camera-gated view (only cases whose camera executed the reference motion)"
+            if variant == "gated" else f"{name} · all cases (the published protocol's number)")
+        note = _note(decl, variant, gate, gate_na, passed, models)
+        position = {m: i for i, m in enumerate(ranked + sorted(set(models) - set(ranked)))}
+        for m in models:
+            if m in ranks:
+                rank, shared = ranks[m]
+                label = f"{rank}=" if shared else str(rank)
+            else:
+                rank, label = math.nan, (NEVER_GATED if variant == "gated" and not passed.get(m) else NOT_APPLICABLE)
+            base = {"benchmark": name, "variant": variant, "order": order + k, "title": title, "note": note,
+                    "model": m, "position": position[m], "rank": float(rank), "rank_label": label,
+                    "n_cases": len(pool[m]), "backend": backends.get(rank_by, "")}
+            if key_ref != rank_by:
+                metric, value = split_ref(rank_by)
+                unit = _unit(rank_meta)
+                mean, lo, hi = stat(key_ref, m, key_pool[m], variant)
+                out.append({**base, "column": f"{labels.get(rank_by, value)} ranked (failed gate = {worst:g})",
+                            "metric": metric, "unit": unit, "direction": _direction(rank_meta),
+                            "digits": _digits(unit), "mean": mean, "ci_low": lo, "ci_high": hi})
+            for ref in headline:
+                metric, value = split_ref(ref)
+                vm = (meta.get(metric) or {}).get(value)
+                unit = _unit(vm)
+                mean, lo, hi = stat(ref, m, pool[m], variant)
+                out.append({**base, "column": labels.get(ref, f"{metric.split('.', 1)[-1]}:{value}"), "metric": metric,
+                            "unit": unit, "direction": _direction(vm), "digits": _digits(unit),
+                            "mean": mean, "ci_low": lo, "ci_high": hi})
+            for ref, what in ((gate, "camera gate"), (protocol, "protocol gate")):
+                if not ref:
+                    continue
+                by = vals.get(ref, {}).get(m, {})
+                rate = sum(1 for c in cases[m] if by.get(c) == 1.0) / len(cases[m]) if cases[m] else math.nan
+                out.append({**base, "column": labels.get(ref, f"{what} passed"), "metric": split_ref(ref)[0],
+                            "unit": "fraction", "direction": "·", "digits": 2, "mean": rate,
+                            "ci_low": math.nan, "ci_high": math.nan})
+            if gate and protocol:
+                g, q = vals.get(gate, {}).get(m, {}), vals.get(protocol, {}).get(m, {})
+                differ = sum(1 for c in cases[m] if c in g and c in q and (g[c] == 1.0) != (q[c] == 1.0))
+                out.append({**base, "column": "gates disagree", "metric": split_ref(protocol)[0], "unit": "cases",
+                            "direction": "·", "digits": 0, "mean": float(differ), "ci_low": math.nan,
+                            "ci_high": math.nan})
+    return out
+
+
+def _note(decl: Mapping[str, Any], variant: str, gate: str | None, gate_na: Counter,
+          passed: Mapping[str, set[str]], models: list[str]) -> str:
+    parts = []
+    if variant == "gated":
+        if not any(passed.get(m) for m in models):
+            reason = gate_na.most_common(1)[0][0] if gate_na else "no case passed the camera gate"
+            parts.append(f"gated view empty — {reason}")
+        parts.append(f"{NEVER_GATED} = no case of that model passed the camera gate: not ranked, listed last; "
+                     "columns are means over passed cases, the rank counts a failed gate at the value's worst")
+    elif gate:
+        parts.append("every case, whether or not its camera executed the reference motion (a model that does not "
+                     "move the camera can look better here)")
+    parts += list(decl.get("notes") or [])
+    parts.append(f"{NOT_APPLICABLE} = not applicable on every case; " + LEGEND)
+    return " · ".join(parts)
