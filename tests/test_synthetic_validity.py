@@ -173,6 +173,7 @@ def test_table_covers_the_required_metrics():
         assert rules[(PF, v)] == {"state_reset", "teleport"}
     assert rules[("memobench.obj_identity", "score")] == {"appearance_drift"}
     assert rules[(GATE, "passed")] == {"frozen_camera"}
+    assert rules[("opis.camera_gate", "passed")] == rules[("scene_memory.camera_gate", "passed")] == {"frozen_camera"}
     assert rules[(F1, "f1")] == {"hallucinated_background"} and rules[(F1, "gate")] == {"frozen_camera"}
     assert rules[("memobench.vqa", "ContinuityOfMemory")] == {"forgetful", "state_reset"}
     assert set(EXPECTED_CATCHES) == {m for m, _ in rules}
@@ -193,3 +194,23 @@ def test_registered_through_the_plugin_host():
     host.load_entry_points()
     agg = host.get("aggregator", "synthetic.validity")
     assert isinstance(agg, ValidityMatrix)
+
+
+def test_gate_neutrality_rows():
+    from worldrecall.plugins.synthetic.validity import gate_neutrality
+
+    decl = {"memobench": {"gate": "memobench.camera_gate:passed"}, "other": {"gate": ""}}
+    passed = {"oracle": [1, 1, 0], "frozen_camera": [0, 0, 0], "forgetful": [1, 1, 0], "teleport": [1, 0, 0],
+              "wrong_trajectory": [1, 0, 0], "state_reset": [1, 1, None]}
+    rows = [row(m, f"c{i}", GATE, {"passed": v}) for m, vs in passed.items() for i, v in enumerate(vs)]
+    df = gate_neutrality(rows, decl, "oracle", {"state_reset": {"c2"}}).set_index("model")
+    assert list(df.index)[0] == "oracle" and set(df["benchmark"]) == {"memobench"}
+    # the oracle must pass everything: it fails c2 here, so that row does not hold
+    assert (df.loc["oracle", "n_passed"], df.loc["oracle", "n_cases"], df.loc["oracle", "holds"]) == (2, 3, False)
+    assert df.loc["frozen_camera", "holds"] and df.loc["frozen_camera", "n_passed"] == 0
+    # a true-camera counterfactual must decide exactly as the oracle does, case by case
+    assert df.loc["forgetful", "holds"] and df.loc["forgetful", "n_same_as_oracle"] == 3
+    assert not df.loc["teleport", "holds"] and df.loc["teleport", "n_same_as_oracle"] == 2
+    assert df.loc["wrong_trajectory", "holds"] is None and df.loc["wrong_trajectory", "camera"] == "wrong"
+    # state_reset's c2 is undefined (skipped): 2 cases, both as the oracle
+    assert (df.loc["state_reset", "n_cases"], df.loc["state_reset", "holds"]) == (2, True)

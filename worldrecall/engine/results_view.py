@@ -58,6 +58,15 @@ def summary(host: Any, tables: Mapping[str, Any]) -> pd.DataFrame:
     return df[SUMMARY_COLUMNS]
 
 
+def view_ranks(host: Any, tables: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, tuple[float, str]]]:
+    """(benchmark, model) -> variant -> (rank, label) from the run's ranked views (``view`` tables)."""
+    out: dict[tuple[str, str], dict[str, tuple[float, str]]] = {}
+    for t in tables_of_kind(host, tables, "view").values():
+        for r in t.drop_duplicates(["benchmark", "variant", "model"]).itertuples(index=False):
+            out.setdefault((r.benchmark, r.model), {})[r.variant] = (float(r.rank), str(r.rank_label))
+    return out
+
+
 def short_metric(metric: str, benchmark: str) -> str:
     """``memobench.ors`` -> ``ors`` within its benchmark."""
     return metric[len(benchmark) + 1:] if metric.startswith(benchmark + ".") else metric

@@ -26,7 +26,7 @@ from typing import Any
 
 from worldrecall.core.tables import backend_signature
 from worldrecall.engine.blobs import BlobStore
-from worldrecall.engine.results_view import direction_label, metric_key, summary, value_meta
+from worldrecall.engine.results_view import direction_label, metric_key, summary, value_meta, view_ranks
 
 RUN_KEYS = ("n_cases", "n_failed_cases", "failure_rate")
 
@@ -58,6 +58,13 @@ def per_model_metrics(result: Any, host: Any) -> dict[tuple[str, str], dict[str,
         c = cases.setdefault((row.benchmark, row.model), {})
         c[row.case_id] = c.get(row.case_id, False) or row.status == "failed"
         per.setdefault((row.benchmark, row.model), {})
+    for (bench, model), variants in view_ranks(host, result.tables).items():
+        m = per.setdefault((bench, model), {})
+        first = variants.get("gated") or variants.get("all")  # the view printed first ranks the model
+        m["rank"], m["rank_tied"] = first[0], float(first[1].endswith("="))
+        for variant, (rank, _) in variants.items():
+            m[f"rank.{variant}"] = rank  # NaN: not ranked in that view (✗ never gated, – not applicable)
+        keys.setdefault(bench, set()).update(k for k in m if k.startswith("rank"))
     for (bench, model), m in per.items():
         c = cases.get((bench, model), {})
         n, nf = len(c), sum(c.values())

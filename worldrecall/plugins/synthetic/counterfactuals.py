@@ -23,6 +23,9 @@ class Counterfactual:
     name: ClassVar[str] = "oracle"
     description: ClassVar[str] = "the true continuation of the world (re-encoded)"
     hint: ClassVar[str] = "No failure: the world evolves as described."
+    # what its camera does: "true" (the reference path), "frozen" (never moves) or "wrong" (another path);
+    # a camera gate must treat every "true" counterfactual exactly as it treats the oracle
+    camera_kind: ClassVar[str] = "true"
 
     def camera(self, story: CaseStory) -> CameraProgram:
         return story.program
@@ -42,6 +45,7 @@ class FrozenCamera(Counterfactual):
     name = "frozen_camera"
     description = "the camera never leaves the opening view; the world still changes in front of it"
     hint = "The camera stays still for the whole video instead of turning away and back."
+    camera_kind = "frozen"
 
     def camera(self, story: CaseStory) -> CameraProgram:
         return story.program.frozen()
@@ -115,6 +119,7 @@ class WrongTrajectory(Counterfactual):
     name = "wrong_trajectory"
     description = "the camera turns too little or too far (a straight dolly veers sideways)"
     hint = "The camera does not follow the requested trajectory."
+    camera_kind = "wrong"
 
     def camera(self, story: CaseStory) -> CameraProgram:
         return story.wrong

@@ -45,8 +45,10 @@ EXPECTED_CATCHES: dict[str, dict] = {
         "note": "official rule keeps the top 40 % most similar patches vs frame 0; a drift confined to a small "
                 "target falls in the discarded 60 %, so the oracle wins only where the target is large in R",
     },
-    # a gate only catches a failure where the true trajectory passes it (a U-turn never revisits a pose)
+    # every camera gate must fail the frozen camera where the oracle passes (gate neutrality: validity_gates)
     "memobench.camera_gate": {"value": "passed", "catches": ["frozen_camera"], "reference_at_least": 1.0},
+    "opis.camera_gate": {"value": "passed", "catches": ["frozen_camera"], "reference_at_least": 1.0},
+    "scene_memory.camera_gate": {"value": "passed", "catches": ["frozen_camera"], "reference_at_least": 1.0},
     "scene_memory.memory_scene_f1": {
         "value": "f1",
         "catches": ["hallucinated_background"],
@@ -68,6 +70,11 @@ EXPECTED_CATCHES: dict[str, dict] = {
 }
 
 # value keys whose smaller numbers are better (anything ending in "LPIPS" counts too)
+
+GATE_COLUMNS = ["benchmark", "gate", "model", "camera", "n_cases", "n_passed", "n_not_applicable",
+                "n_same_as_oracle", "expected", "holds"]
+EXPECTED_GATE = {"true": "passes exactly the oracle's cases", "frozen": "fails every case",
+                 "wrong": "fails where its path does not follow the reference (reported)"}
 
 COLUMNS = [
     "metric",
@@ -147,8 +154,9 @@ class ValidityMatrix(Aggregator):
         "manifest": None,  # suite manifest.json: skip (case, counterfactual) pairs marked undefined
         "undefined": {},  # or give them directly: counterfactual -> [case ids]
     }
-    tables: ClassVar[dict[str, str]] = {"validity": "validity"}
+    tables: ClassVar[dict[str, str]] = {"validity": "validity", "validity_gates": "validity_gates"}
     uses_value_meta: ClassVar[bool] = True  # each value's direction, as its metric declares it
+    uses_benchmarks: ClassVar[bool] = True  # each benchmark's declared camera gate (gate neutrality rows)
 
     def plots(self, tables: Mapping[str, pd.DataFrame], out_dir: Path) -> list[Path]:
         """The validity heat-map (``validity.png``) when the run has a validity table."""
@@ -219,7 +227,50 @@ class ValidityMatrix(Aggregator):
                             "note": e.note if targeted else "",
                         }
                     )
-        return {"validity": pd.DataFrame.from_records(recs, columns=COLUMNS)}
+        return {"validity": pd.DataFrame.from_records(recs, columns=COLUMNS),
+                "validity_gates": gate_neutrality(rows, p.get("benchmarks") or {}, ref, skip)}
+
+
+def gate_neutrality(rows: list[ScoreRow], benchmarks: Mapping[str, Mapping[str, Any]], ref: str,
+                    skip: Mapping[str, set[str]]) -> pd.DataFrame:
+    """Per declared camera gate and model: passes, and on how many cases it decides as for the oracle.
+
+    The oracle must pass every case, the frozen camera fail every case, and every counterfactual whose camera
+    is the true one (it breaks something else) pass exactly where the oracle passes — a gate that reacts to
+    anything but the camera would show here."""
+    from worldrecall.plugins.synthetic.counterfactuals import COUNTERFACTUALS
+
+    recs = []
+    for name, decl in sorted(benchmarks.items()):
+        if not decl.get("gate"):
+            continue
+        metric, value = str(decl["gate"]).split(":", 1)
+        by_model: dict[str, dict[str, float | None]] = {}
+        for r in rows:
+            if r.benchmark == name and r.metric == metric and r.status == "ok":
+                by_model.setdefault(r.model, {})[r.case_id] = finite_float(r.values.get(value))
+        oracle = by_model.get(ref)
+        if oracle is None:
+            continue
+        for model in sorted(by_model, key=lambda m: (m != ref, m)):
+            cf = COUNTERFACTUALS.get(model)
+            camera = "true" if model == ref else (cf.camera_kind if cf is not None else "?")
+            cases = {c: v for c, v in by_model[model].items() if c not in skip.get(model, set())}
+            n_pass = sum(1 for v in cases.values() if v == 1.0)
+            same = sum(1 for c, v in cases.items() if c in oracle and (v == 1.0) == (oracle[c] == 1.0))
+            n = len(cases)
+            if model == ref:
+                expected, holds = "passes every case", n_pass == n
+            elif camera == "frozen":
+                expected, holds = EXPECTED_GATE["frozen"], n_pass == 0
+            elif camera == "true":
+                expected, holds = EXPECTED_GATE["true"], same == n
+            else:
+                expected, holds = EXPECTED_GATE.get(camera, ""), None
+            recs.append({"benchmark": name, "gate": decl["gate"], "model": model, "camera": camera, "n_cases": n,
+                         "n_passed": n_pass, "n_not_applicable": sum(1 for v in cases.values() if v is None),
+                         "n_same_as_oracle": same, "expected": expected, "holds": holds})
+    return pd.DataFrame.from_records(recs, columns=GATE_COLUMNS)
 
 
 @lru_cache(maxsize=8)
