@@ -1,11 +1,13 @@
-"""The README's validity table, generated from a run's ``tables/validity.csv`` (never typed by hand).
+"""The README's figures from a default run (never typed by hand): the validity table, the gate-neutrality
+table and the printed leaderboard.
 
     python scripts/readme_validity.py --results worldrecall_out/results/<run-key> --write
-    python scripts/readme_validity.py --check          # README matches docs/figures/validity_default.csv
+    python scripts/readme_validity.py --check          # README matches the snapshots in docs/figures/
 
-``--write`` copies the run's validity table to ``docs/figures/validity_default.csv`` and rewrites the block
-between the README's ``<!-- validity-table:begin -->`` / ``<!-- validity-table:end -->`` markers;
-``tests/test_readme_figures.py`` checks that the README and that snapshot agree.
+``--write`` copies the run's ``tables/validity.csv``, ``tables/validity_gates.csv`` and
+``tables/leaderboard.txt`` to ``docs/figures/`` and rewrites the README blocks between their markers
+(``<!-- validity-table:begin -->``, ``<!-- gate-table:begin -->``, ``<!-- leaderboard:begin -->`` …);
+``tests/test_readme_figures.py`` checks that the README and the snapshots agree.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 SNAPSHOT = ROOT / "docs" / "figures" / "validity_default.csv"
+GATES = ROOT / "docs" / "figures" / "validity_gates_default.csv"
+BOARD = ROOT / "docs" / "figures" / "leaderboard_default.txt"
 BEGIN, END = "<!-- validity-table:begin -->", "<!-- validity-table:end -->"
+MARKERS = {"validity-table": SNAPSHOT, "gate-table": GATES, "leaderboard": BOARD}
 
 
 def render(df: pd.DataFrame) -> str:
@@ -42,10 +47,42 @@ def render(df: pd.DataFrame) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def block(text: str) -> str:
+def render_gates(df: pd.DataFrame) -> str:
+    """Markdown: per benchmark gate and model, passes, agreement with the oracle, and whether it holds."""
+    lines = ["| gate | model | passed | same as oracle | expected | holds |", "|:---|:---|---:|---:|:---|:---|"]
+    for r in df.itertuples(index=False):
+        holds = "" if pd.isna(r.holds) else ("yes" if str(r.holds).lower() == "true" else "**no**")
+        lines.append(f"| {r.gate.split(':')[0]} | {r.model.replace('_', ' ')} | {int(r.n_passed)}/{int(r.n_cases)} | "
+                     f"{int(r.n_same_as_oracle)}/{int(r.n_cases)} | {r.expected} | {holds} |")
+    return "\n".join(lines) + "\n"
+
+
+def render_board(text: str) -> str:
+    """The printed leaderboard as a fenced block."""
+    return "```\n" + text.strip("\n") + "\n```\n"
+
+
+def rendered(name: str) -> str:
+    """A snapshot rendered as its README block."""
+    path = MARKERS[name]
+    if name == "validity-table":
+        return render(pd.read_csv(path))
+    if name == "gate-table":
+        return render_gates(pd.read_csv(path))
+    return render_board(path.read_text())
+
+
+def block(text: str, name: str = "validity-table") -> str:
     """The README's current generated block (between the markers)."""
-    a, b = text.index(BEGIN) + len(BEGIN), text.index(END)
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    a, b = text.index(begin) + len(begin), text.index(end)
     return text[a:b].strip("\n") + "\n"
+
+
+def replace_block(text: str, name: str, body: str) -> str:
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    a, b = text.index(begin) + len(begin), text.index(end)
+    return text[:a] + "\n" + body + text[b:]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,16 +92,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true")
     a = ap.parse_args(argv)
     if a.write:
-        shutil.copyfile(a.results / "tables" / "validity.csv", SNAPSHOT)
+        tables = a.results / "tables"
+        for src, dst in (("validity.csv", SNAPSHOT), ("validity_gates.csv", GATES), ("leaderboard.txt", BOARD)):
+            shutil.copyfile(tables / src, dst)
         text = README.read_text()
-        i, j = text.index(BEGIN) + len(BEGIN), text.index(END)
-        README.write_text(text[:i] + "\n" + render(pd.read_csv(SNAPSHOT)) + text[j:])
-    table = render(pd.read_csv(SNAPSHOT))
-    if a.check and block(README.read_text()) != table:
-        print("README validity table differs from docs/figures/validity_default.csv; rerun with --write")
+        for name in MARKERS:
+            text = replace_block(text, name, rendered(name))
+        README.write_text(text)
+    bad = [name for name in MARKERS if block(README.read_text(), name) != rendered(name)]
+    if a.check and bad:
+        print(f"README blocks differ from docs/figures/ ({', '.join(bad)}); rerun with --write")
         return 1
     if not a.write and not a.check:
-        print(table)
+        print("\n".join(rendered(name) for name in MARKERS))
     return 0
 
 

@@ -11,8 +11,8 @@ from worldrecall import Benchmark, Metric, Value, hookimpl
 from worldrecall.core.data import ScoreRow
 from worldrecall.engine.aggregate import aggregate_rows
 from worldrecall.engine.leaderboard_view import leaderboard_views
-from worldrecall.registry.host import load_plugins
 from worldrecall.plugins.stats.ranking import RankingAggregator, tie_ranks
+from worldrecall.registry.host import load_plugins
 
 
 def test_tie_ranks_are_competition_ranks():

@@ -27,5 +27,7 @@ def test_render_lists_targeted_cells_with_counts_and_notes():
                              "| m.ors : score | forgetful | 24/24 |\n\n[1] drift lands in discarded patches\n")
 
 
-def test_readme_table_matches_the_default_run_snapshot():
-    assert rv.block(rv.README.read_text()) == rv.render(pd.read_csv(rv.SNAPSHOT))
+def test_readme_figures_match_the_default_run_snapshots():
+    text = rv.README.read_text()
+    for name in rv.MARKERS:
+        assert rv.block(text, name) == rv.rendered(name), name

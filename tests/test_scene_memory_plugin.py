@@ -18,6 +18,7 @@ from worldrecall.core.models import ModelHub
 from worldrecall.core.video import VideoPool, write_video
 from worldrecall.plugins.scene_memory import plugin as sm_plugin
 from worldrecall.plugins.scene_memory.aligners import ActionsAligner, TurnaroundAligner
+from worldrecall.plugins.scene_memory.camera_gate import SceneCameraGate
 from worldrecall.plugins.scene_memory.loader import SceneMemoryLoader
 from worldrecall.plugins.scene_memory.metrics import MemorySceneF1, SceneF1
 from worldrecall.plugins.scene_memory.render import read_ply
@@ -72,11 +73,12 @@ def _run(case: Case, metric_cls=MemorySceneF1, aligner=None, thresholds=None):
 # -- registration and config ---------------------------------------------------------------------------
 def test_plugin_registers_every_component():
     got: list = []
-    for hook in (sm_plugin.register_loaders, sm_plugin.register_aligners, sm_plugin.register_metrics):
+    for hook in (sm_plugin.register_loaders, sm_plugin.register_aligners, sm_plugin.register_metrics,
+                 sm_plugin.register_benchmarks):
         hook(got.append)
     names = sorted(o.name for o in got)
-    assert names == ["scene_memory", "scene_memory.actions", "scene_memory.memory_scene_f1",
-                     "scene_memory.scene_f1", "scene_memory.turnaround"]
+    assert names == ["scene_memory", "scene_memory", "scene_memory.actions", "scene_memory.camera_gate",
+                     "scene_memory.memory_scene_f1", "scene_memory.scene_f1", "scene_memory.turnaround"]
     assert SceneF1.aligner == "scene_memory.actions" and MemorySceneF1.aligner is None  # the benchmark's own aligner
 
 
@@ -95,8 +97,8 @@ def test_yaml_defaults_equal_class_defaults():
     assert cfg["aligner"] == "scene_memory.turnaround"
     assert cfg["aligner_params"] == TurnaroundAligner.defaults
     assert cfg["loader_options"] == SceneMemoryLoader.defaults
-    assert set(cfg["metrics"]) == {"memory_scene_f1", "scene_f1"}
-    for short, cls in (("memory_scene_f1", MemorySceneF1), ("scene_f1", SceneF1)):
+    assert set(cfg["metrics"]) == {"memory_scene_f1", "scene_f1", "camera_gate"}
+    for short, cls in (("memory_scene_f1", MemorySceneF1), ("scene_f1", SceneF1), ("camera_gate", SceneCameraGate)):
         assert cls.name == f"scene_memory.{short}"
         assert cfg["metrics"][short]["params"] == cls.params
         assert cfg["metrics"][short]["thresholds"] == cls.thresholds
@@ -307,11 +309,16 @@ def test_runner_with_shipped_config(layout, tmp_path):
     cfg = {"output_root": str(tmp_path / "out"), "cache_dir": str(tmp_path / "out" / "cache"), "device": "cpu",
            "batch_size": 4, "progress": False, "artifacts": True, "max_failure_rate": 0.5,
            "shard": {"count": 1, "index": 0}, "suite": {"builder": None, "root": None, "params": {}},
-           "models": {}, "tracking": {"enabled": False}, "benchmarks": {"scene_memory": bench},
+           "models": {"set": "classical"}, "tracking": {"enabled": False}, "benchmarks": {"scene_memory": bench},
            "aggregators": ["mean"], "aggregator_params": {}}
     result = Runner(cfg, load_plugins(fresh=True)).run()
     rows = {(r.model, r.metric): r for r in result.rows}
-    assert len(rows) == 6 and all(r.status == "ok" for r in rows.values()), [r.reason for r in rows.values()]
+    assert len(rows) == 9 and all(r.status == "ok" for r in rows.values()), [r.reason for r in rows.values()]
+    # the camera gate beside the protocol's own: the sidecar camera against the action program
+    gate = {m: rows[(m, "scene_memory.camera_gate")] for m in ("oracle", "frozen_camera", "hallucinated_background")}
+    assert {m: r.values["passed"] for m, r in gate.items()} == {"oracle": 1.0, "frozen_camera": 0.0,
+                                                                "hallucinated_background": 1.0}, \
+        {m: r.info.get("verdict") for m, r in gate.items()}
     official = rows[("oracle", "scene_memory.memory_scene_f1")]
     assert official.values["f1"] > 0.99 and official.info["alignment"]["info"]["method"] == "turnaround"
     assert len(official.info["artifacts"]) == 3

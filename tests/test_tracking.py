@@ -57,6 +57,15 @@ class _FlakyPlugin:
         register(Flaky)
 
 
+class _DeclaredToy:
+    @hookimpl
+    def register_benchmarks(self, register):
+        """The toy benchmark ranked by its brightness stability (no gate)."""
+        from worldrecall import Benchmark
+
+        register(Benchmark("toy", headline=("toy.brightness:stable",)))
+
+
 def _runs(uri: str, experiment: str = "t"):
     client = mlflow.tracking.MlflowClient(uri)
     exp = client.get_experiment_by_name(experiment)
@@ -70,6 +79,19 @@ def _toy_run(tmp_path, **over):
                      judge_options={"gemini": {"api_key": "AIza-should-not-appear"}}, **over)
     cfg["benchmarks"]["toy"]["metrics"]["flaky"] = {"params": {}, "thresholds": {}}
     return host, cfg
+
+
+def test_declared_benchmark_logs_each_models_rank(tmp_path, capsys):
+    host, cfg = _toy_run(tmp_path)
+    host = load_plugins(extra=[toy_plugin, _FlakyPlugin(), _DeclaredToy()], fresh=True)
+    assert run_plain(cfg, host=host, overrides=[]) == 0
+    assert "toy · all cases" in capsys.readouterr().out
+    _, _, runs = _runs(f"sqlite:///{(tmp_path / 'out').resolve() / 'mlflow.db'}")
+    by_model = {r.data.params["model"]: r.data.metrics for r in runs if "mlflow.parentRunId" in r.data.tags}
+    # "good" is stable on both cases (1.0), "bad" on neither (0.0): ranks 1 and 2, no tie, no gated view
+    assert (by_model["good"]["rank"], by_model["bad"]["rank"]) == (1.0, 2.0)
+    assert by_model["good"]["rank.all"] == 1.0 and by_model["good"]["rank_tied"] == 0.0
+    assert "rank.gated" not in by_model["good"]
 
 
 def _unique_bytes(root: Path, exclude: tuple[str, ...] = ("mlflow.db",)) -> int:

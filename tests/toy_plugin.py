@@ -126,7 +126,7 @@ def toy_config(tmp: Path, ds: Mapping[str, Any], **over: Any) -> dict[str, Any]:
                                "data_root": ds["data_root"], "generations": ds["generations"],
                                "metrics": {"brightness": {"params": {}, "thresholds": {"tolerance": 10.0}}},
                                "aggregators": []}},
-        "aggregators": ["mean", "macro", "bootstrap", "paired"],
+        "aggregators": ["mean", "macro", "bootstrap", "paired", "ranking"],
         "aggregator_params": {"bootstrap": {"replicates": 200, "seed": 0}, "paired": {"reference": "good"}},
     }
     cfg.update(over)

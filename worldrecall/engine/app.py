@@ -22,7 +22,7 @@ from worldrecall.core.tables import case_table
 from worldrecall.engine.aggregate import aggregate_rows
 from worldrecall.engine.blobs import write_if_changed
 from worldrecall.engine.config import resolve_config
-from worldrecall.engine.leaderboard_view import print_leaderboard
+from worldrecall.engine.leaderboard_view import leaderboard_text, print_leaderboard
 from worldrecall.engine.pipe_table import pipe_table
 from worldrecall.engine.runner import ResultsNotWritable, Runner, RunResult, build_result, load_rows
 from worldrecall.engine.sweep_summary import current_swept_keys, write_job_summary
@@ -123,6 +123,7 @@ def write_outputs(result: RunResult, plain: Mapping[str, Any], host: PluginHost,
         if hasattr(df, "to_csv"):
             paths.append(write_if_changed(tdir / f"{name}.csv", df.to_csv(index=False)))
             paths.append(write_if_changed(tdir / f"{name}.md", _markdown(df)))
+    paths.append(write_if_changed(tdir / "leaderboard.txt", leaderboard_text(result, host)))
     meta = result.results_dir / "meta"
     paths.append(json_dump(redact_tree(plain), meta / "resolved_config.json"))
     paths.append(json_dump(host.manifest(), meta / "plugin_manifest.json"))

@@ -121,15 +121,20 @@ def _generic_view(result: Any, host: Any, bench: str, exclude: set[str] | None =
     return title, df.reset_index(drop=True), note
 
 
-def print_leaderboard(result: Any, host: Any) -> None:
-    """Print every view (gated first) and the path of the HTML report when there is one."""
+def leaderboard_text(result: Any, host: Any) -> str:
+    """Every view (gated first) as the console prints it; also written to ``tables/leaderboard.txt``."""
     views = leaderboard_views(result, host)
     if not views:
-        print("no scores")
+        return "no scores\n"
+    parts = []
     for title, df, note in views:
-        print(f"\n== {title} ==")
-        print(df.to_string(index=False) if len(df) else "(no rows)")
-        print(note)
+        parts.append(f"\n== {title} ==\n" + (df.to_string(index=False) if len(df) else "(no rows)") + f"\n{note}\n")
+    return "".join(parts)
+
+
+def print_leaderboard(result: Any, host: Any) -> None:
+    """Print every view (gated first) and the path of the HTML report when there is one."""
+    print(leaderboard_text(result, host), end="")
     report = result.results_dir / "report" / "index.html"
     if report.exists():
         print(f"\nreport: {report.resolve()}  (open in a browser; self-contained)")

@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.gates.camera import estimate_poses
 from worldrecall.core.components import MeasureContext, Value
 from worldrecall.core.data import Alignment, Case, file_digest
+from worldrecall.gates.camera import estimate_poses
 from worldrecall.plugins.memobench import gt as gt_io
 from worldrecall.plugins.memobench import rounding, sampling
 from worldrecall.plugins.memobench.base import MemoBenchMetric

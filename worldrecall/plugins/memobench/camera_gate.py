@@ -19,9 +19,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.gates import camera as gate
 from worldrecall.core.components import MeasureContext, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure, file_digest
+from worldrecall.gates import camera as gate
 from worldrecall.plugins.memobench import gt as gt_io
 from worldrecall.plugins.memobench import sampling
 from worldrecall.plugins.memobench.base import MemoBenchMetric, batched, optional_model, phase_info

@@ -17,10 +17,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.gates import camera as gate
 from worldrecall.core.components import Value
 from worldrecall.core.data import Alignment, Case, CaseFailure, one_line
 from worldrecall.core.text import read_text
+from worldrecall.gates import camera as gate
 
 
 def read_conditions(case: Case) -> dict[str, Any]:

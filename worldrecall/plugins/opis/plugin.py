@@ -9,9 +9,9 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any
 
+from worldrecall.core.components import Benchmark
 from worldrecall.core.hookspecs import hookimpl
 from worldrecall.core.models import ModelSpec, Role
-from worldrecall.core.components import Benchmark
 from worldrecall.plugins.opis.backends import embedders, geometry, matchers, pose, sidecar_matcher
 from worldrecall.plugins.opis.camera_gate import OpisCameraGate
 from worldrecall.plugins.opis.loader import OpisLoader

@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.gates import camera as gate
 from worldrecall.core.components import Value
 from worldrecall.core.data import Alignment, Case
+from worldrecall.gates import camera as gate
 from worldrecall.plugins.scene_memory.actions import expand_program
 
 
