@@ -120,17 +120,35 @@ def test_colour_histogram_matches_the_synthetic_inventory_recipe():
 # --- A.5 reference queries ----------------------------------------------------------------------------------
 def test_stratified_queries_hand_computed():
     interior = np.ones((2, 5), bool)  # raster positions 0..9
-    # edges trunc(k * 10 / 4) = [0, 2, 5, 7, 10]; widths [2, 3, 2, 3]
-    # default_rng(0).random(4) = [0.63696, 0.26979, 0.04097, 0.01653]
-    # picks: 0 + floor(0.637*2)=1, 2 + floor(0.270*3)=2, 5 + floor(0.041*2)=5, 7 + floor(0.017*3)=7
+    # released draw: edges linspace(0, 10, 5) -> [0, 2, 5, 7, 10];
+    # default_rng(0).integers([0, 2, 5, 7], [2, 5, 7, 10]) = [1, 3, 6, 7] (one integer per stratum)
     q = geo.stratified_queries(interior, 4, 0)
-    assert q.tolist() == [[1, 0], [2, 0], [0, 1], [2, 1]]  # (x, y) of raster 1, 2, 5, 7
-    # fewer pixels than strata: every pixel exactly once (empty strata draw nothing)
+    assert q.tolist() == [[1, 0], [3, 0], [1, 1], [2, 1]]  # (x, y) of raster 1, 3, 6, 7
+    # the old floor(u * width) draw picked raster [1, 2, 5, 7]: this must not come back
+    assert q.tolist() != [[1, 0], [2, 0], [0, 1], [2, 1]]
+    # at most n pixels: the whole interior in raster order, no draw
     m = np.zeros((20, 20), bool)
     m[5:15, 5:15] = True
     q = geo.stratified_queries(m, 128, 0)
-    assert len(q) == 100 and len({tuple(p) for p in q.tolist()}) == 100
+    assert len(q) == 100 and q[:3].tolist() == [[5, 5], [6, 5], [7, 5]] and q[-1].tolist() == [14, 14]
     assert len(geo.stratified_queries(np.ones((30, 30), bool), 128, 0)) == 128
+
+
+def test_stratum_edges_use_float_linspace():
+    # 7 x (122 / 14) = 60.999... in floating point: the release's edge is 60, exact arithmetic says 61
+    e = geo.stratum_edges(122, 14)
+    assert e[7] == 60 and e[0] == 0 and e[-1] == 122 and e[1] == 8
+
+
+def test_erosion_erodes_the_image_border():
+    g = geo.MonoGeometry(depth=np.full((20, 20), 2.0, np.float32), K=np.eye(3), valid=np.ones((20, 20), bool))
+    # bbox support x, y in [0, 10): eroded by 3 with outside = background -> interior [3, 7) x [3, 7) = 16 px
+    ref = geo.reference_queries(g, [("corner", (0, 0, 10, 10), None)])
+    q = ref.queries["corner"]
+    assert len(q) == 16 and q[:, 0].min() == 3 and q[:, 1].min() == 3 and q[:, 0].max() == 6
+    # the switch keeps the border: interior [0, 7) x [0, 7) = 49 px
+    ref = geo.reference_queries(g, [("corner", (0, 0, 10, 10), None)], erode_border=False)
+    assert len(ref.queries["corner"]) == 49 and ref.queries["corner"][:, 0].min() == 0
 
 
 def test_reference_queries_erode_support_and_background():

@@ -1,9 +1,11 @@
 """Input-grounded geometry (spec A.5): reference queries once per case, a background camera per window.
 
 Reference side (:func:`reference_queries`): per object, the support mask (instance mask, else bbox) eroded
-by 3 px and intersected with the reference validity; 128 query pixels drawn by stratified sampling over the
-raster-ordered interior pixels (strata with truncated integer edges, errata 10; one uniform draw per
-stratum; RNG seed 0, a fresh generator per object). Background = validity minus the 3 px dilation of the
+by 3 px (outside the image counts as background, so the image border erodes, as in the release) and
+intersected with the reference validity; 128 query pixels drawn by stratified sampling over the
+raster-ordered interior pixels (strata edges ``linspace(0, P, 129)`` truncated to int, errata 10; one
+integer per stratum from ``numpy.random.default_rng(0).integers(lo, hi)``, a fresh generator per object;
+an interior of at most 128 pixels is used whole). Background = validity minus the 3 px dilation of the
 union of all object masks.
 
 Per window (:func:`fit_window`): correspondences (reference pixel -> frame pixel) from the matcher; the
@@ -116,16 +118,21 @@ def rescale_k(K: np.ndarray, src: tuple[int, int], dst: tuple[int, int]) -> np.n
     return K2
 
 
-def _morph(mask: np.ndarray, px: int, op: str) -> np.ndarray:
+def _morph(mask: np.ndarray, px: int, op: str, *, erode_border: bool = True) -> np.ndarray:
+    """Erode / dilate with a (2 px + 1) square (= ``px`` passes of a 3x3 square).
+
+    Outside the image is background for both operations (the release pads with False), so an object
+    touching the image border loses its outer ``px`` pixels there; ``erode_border=False`` treats outside as
+    foreground for erosion instead (the border is then not an edge of the object).
+    """
     import cv2
 
     if px <= 0:
         return mask.astype(bool)
-    kernel = np.ones((2 * px + 1, 2 * px + 1), np.uint8)  # square structuring element of radius px
+    kernel = np.ones((2 * px + 1, 2 * px + 1), np.uint8)
     f = cv2.erode if op == "erode" else cv2.dilate
-    # erosion treats outside the image as foreground (the border is not an edge of the object)
-    return f(mask.astype(np.uint8), kernel, borderType=cv2.BORDER_CONSTANT,
-             borderValue=1 if op == "erode" else 0).astype(bool)
+    outside = 1 if (op == "erode" and not erode_border) else 0
+    return f(mask.astype(np.uint8), kernel, borderType=cv2.BORDER_CONSTANT, borderValue=outside).astype(bool)
 
 
 def support_mask(obj_mask: np.ndarray | None, bbox: tuple[float, float, float, float], size: tuple[int, int]) -> np.ndarray:
@@ -142,22 +149,31 @@ def support_mask(obj_mask: np.ndarray | None, bbox: tuple[float, float, float, f
     return m
 
 
-def stratified_queries(interior: np.ndarray, n: int = N_QUERIES, seed: int = QUERY_SEED) -> np.ndarray:
-    """Query pixels [Q, 2] (x, y): ``n`` strata over the raster-ordered interior pixels, one draw each.
+def stratum_edges(n_pixels: int, n: int) -> np.ndarray:
+    """``n + 1`` stratum edges over ``n_pixels`` raster positions: ``linspace(0, P, n + 1)`` truncated to int.
 
-    Stratum k spans raster positions ``[trunc(k*P/n), trunc((k+1)*P/n))`` (truncated integer edges,
-    errata 10); empty strata (fewer than ``n`` pixels) draw nothing. Draw = edge + floor(u * width) with
-    u from ``numpy.random.default_rng(seed)`` (one uniform per stratum, in stratum order).
+    The float spacing is the release's (errata 10): e.g. P = 122, n = 14 gives edge 7 = 60, not 7 * 122 / 14
+    = 61, because 7 x (122 / 14) is 60.999... in floating point.
+    """
+    return np.linspace(0, n_pixels, n + 1, dtype=np.int64)
+
+
+def stratified_queries(interior: np.ndarray, n: int = N_QUERIES, seed: int = QUERY_SEED) -> np.ndarray:
+    """Query pixels [Q, 2] (x, y) over the raster-ordered interior pixels (A.5 step 2, as released).
+
+    An interior of at most ``n`` pixels is used whole (raster order). Otherwise stratum k spans raster
+    positions ``[e_k, e_{k+1})`` (:func:`stratum_edges`) and one position is drawn per stratum with
+    ``numpy.random.default_rng(seed).integers(e[:-1], e[1:])`` (one vectorised call, in stratum order).
     """
     flat = np.flatnonzero(np.asarray(interior, bool).ravel())
     P = len(flat)
     if P == 0:
         return np.zeros((0, 2), np.int64)
-    edges = (np.arange(n + 1, dtype=np.int64) * P) // n   # truncated integer edges
-    u = np.random.default_rng(seed).random(n)
-    width = edges[1:] - edges[:-1]
-    keep = width > 0
-    pick = edges[:-1][keep] + np.minimum(np.floor(u[keep] * width[keep]).astype(np.int64), width[keep] - 1)
+    if P <= n:
+        pick = np.arange(P)
+    else:
+        edges = stratum_edges(P, n)
+        pick = np.random.default_rng(seed).integers(edges[:-1], edges[1:])
     W = interior.shape[1]
     lin = flat[pick]
     return np.stack([lin % W, lin // W], axis=1)
@@ -175,7 +191,8 @@ class ReferenceGeometry:
 
 
 def reference_queries(geometry: MonoGeometry, objects: list[tuple[str, tuple[float, float, float, float], np.ndarray | None]],
-                      *, n_queries: int = N_QUERIES, erode_px: int = ERODE_PX, seed: int = QUERY_SEED) -> ReferenceGeometry:
+                      *, n_queries: int = N_QUERIES, erode_px: int = ERODE_PX, seed: int = QUERY_SEED,
+                      erode_border: bool = True) -> ReferenceGeometry:
     """A.5 reference side: per object (id, bbox, mask or None) its query pixels/points; the background mask."""
     size = geometry.size
     union = np.zeros((size[1], size[0]), bool)
@@ -183,7 +200,7 @@ def reference_queries(geometry: MonoGeometry, objects: list[tuple[str, tuple[flo
     for oid, bbox, mask in objects:
         sup = support_mask(mask, bbox, size)
         union |= sup
-        interior = _morph(sup, erode_px, "erode") & np.asarray(geometry.valid, bool)
+        interior = _morph(sup, erode_px, "erode", erode_border=erode_border) & np.asarray(geometry.valid, bool)
         q = stratified_queries(interior, n_queries, seed)
         supported[oid] = len(q) > 0
         queries[oid] = q

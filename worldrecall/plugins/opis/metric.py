@@ -141,6 +141,7 @@ class OpisMetric(Metric):
         "geometry": True,                       # input-grounded geometry (A.5); false: direct observation only
         "n_queries": geo.N_QUERIES,
         "erode_px": geo.ERODE_PX,
+        "erode_image_border": True,             # release: outside the image is background when eroding
         "use_precomputed_observations": True,   # score a shipped video_observation.json without models
         "allow_unlabeled_geometry": False,      # errata 1 (inventory parsing; measured, so a param)
         "judge": "",                            # VLM structure claims: judge name ("" = not measured)
@@ -243,7 +244,8 @@ class OpisMetric(Metric):
         objs = [(o.object_id, o.bbox, load_mask(case_dir, o.mask_path, size) if o.has_support else None)
                 for o in inventory.objects]
         ref = geo.reference_queries(ref_geo, objs, n_queries=int(self.params["n_queries"]),
-                                    erode_px=int(self.params["erode_px"]))
+                                    erode_px=int(self.params["erode_px"]),
+                                    erode_border=bool(self.params["erode_image_border"]))
         scored, reasons = 0, {}
         cur_geos = []
         for k, (i, frame) in enumerate(zip(idx, frames)):
