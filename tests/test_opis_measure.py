@@ -50,6 +50,69 @@ def test_aligner_records_windows_and_declares_min_frames(tmp_path):
         WindowsAligner().align(case, {"skip_s": 10.0})
 
 
+VFR_MS = [0, 200, 400, 600, 800, 900, 950, 1000, 1500, 2000, 2500, 3000]
+
+
+def _vfr_video(path):
+    """A 12-frame mp4 whose frames sit at VFR_MS milliseconds (variable frame rate)."""
+    import fractions
+
+    import av
+
+    with av.open(str(path), "w") as c:
+        s = c.add_stream("libx264", rate=1000)
+        s.width, s.height, s.pix_fmt = 64, 48, "yuv420p"
+        s.codec_context.time_base = fractions.Fraction(1, 1000)
+        for i, t in enumerate(VFR_MS):
+            f = av.VideoFrame.from_ndarray(np.full((48, 64, 3), i * 20, np.uint8), format="rgb24")
+            f.pts, f.time_base = t, fractions.Fraction(1, 1000)
+            for pkt in s.encode(f):
+                c.mux(pkt)
+        for pkt in s.encode():
+            c.mux(pkt)
+    return path
+
+
+def _video_case(path, fps):
+    from worldrecall.core.data import Case
+    from worldrecall.core.video import Video
+
+    return Case(benchmark="opis", case_id="vfr", model="m", video=Video(path, fps=fps))
+
+
+def test_decoded_timestamps_drive_the_windows(tmp_path):
+    from worldrecall.plugins.opis.windows import decoded_timestamps
+
+    path = _vfr_video(tmp_path / "vfr.mp4")
+    assert np.allclose(decoded_timestamps(path), [t / 1000 for t in VFR_MS])
+    case = _video_case(path, fps=4.0)
+    # decoded times: frames with t >= 1 s are 7..11 (1.0, 1.5, 2.0, 2.5, 3.0); stride 2 -> 7, 9, 11
+    al = WindowsAligner().align(case, {"stride": 2})
+    assert al.info["frame_indices"] == [7, 9, 11] and al.info["timestamps"] == [1.0, 2.0, 3.0]
+    assert al.info["timestamps_source"] == "decoded"
+    # i / fps at 4 fps: frames 4..11 kept (t = 1.0 .. 2.75), stride 2 -> 4, 6, 8, 10
+    al = WindowsAligner().align(case, {"stride": 2, "timestamps": "fps"})
+    assert al.info["frame_indices"] == [4, 6, 8, 10] and al.info["timestamps_source"] == "fps"
+
+
+def test_fixed_fps_sampler_hand_traced(tmp_path):
+    from worldrecall.plugins.opis.windows import fixed_fps_indices
+
+    ts = [t / 1000 for t in VFR_MS]
+    # 1.5 fps from 1 s: ticks floor(2.0 / (2/3) + 1e-9) + 1 = 4 -> 1.0, 1.667, 2.333, 3.0
+    # nearest (never before frame 7, the first with t >= 1): 7; 8 (1.5 beats 2.0); 10 (2.5 beats 2.0); 11
+    assert fixed_fps_indices(ts, 1.5, start_time=1.0) == [7, 8, 10, 11]
+    assert fixed_fps_indices(ts, 1.5, start_time=1.0, max_frames=2) == [7, 8]
+    # ties go to the earlier frame and repeats collapse: 4 fps over [0, 1, 2, 3] -> each frame once
+    assert fixed_fps_indices([0.0, 1.0, 2.0, 3.0], 4.0) == [0, 1, 2, 3]
+    assert fixed_fps_indices(ts, 1.0, start_time=3.5) == []
+    case = _video_case(_vfr_video(tmp_path / "vfr.mp4"), fps=4.0)
+    al = WindowsAligner().align(case, {"sampling": "fps", "sample_fps": 1.5})
+    assert al.info["frame_indices"] == [7, 8, 10, 11] and al.info["sampling"] == "fps"
+    with pytest.raises(CaseFailure, match="sampling"):
+        WindowsAligner().align(case, {"sampling": "every"})
+
+
 # --- A.4 observations ----------------------------------------------------------------------------------
 def test_palette_and_shape_words():
     assert obs.palette_colour((200, 50, 50)) == "red" and obs.palette_colour((130, 130, 125)) == "gray"
