@@ -308,6 +308,11 @@ def test_pose_value_hand_computed_and_errata6():
     p = pose_value([1, 1, 1, 1, np.nan], [2, 2, 2, 2.2, 1], TH)
     assert p["n_shared"] == 4 and p["coverage"] == pytest.approx(4 / 5)
     assert p["value"] == pytest.approx((3 + math.exp(-math.log(1.1) / 0.2)) / 4)
+    # per-edge residuals |rho - s| and the family score, as the release reports them
+    p = pose_value([1, 1, 1, 1, np.nan], [2, 2, 2, 2.2, 1], TH, edge_names=["a:b", "b:c", "c:d", "d:e", "e:f"])
+    assert p["edge_log_errors"] == pytest.approx({"a:b": 0.0, "b:c": 0.0, "c:d": 0.0, "d:e": math.log(1.1)})
+    assert p["family_scores"] == {"landmark_proportions": p["value"]} and p["reason"] == "scored"
+    assert pose_value([1, np.nan, np.nan], [1, 1, 1], TH)["reason"] == "insufficient_landmark_evidence"
     # uniform size change -> residuals 0 -> 1
     assert pose_value([1, 2, 3], [2, 4, 6], TH)["value"] == pytest.approx(1.0)
     # errata 6: 3 valid reference edges out of 7 template edges
@@ -341,26 +346,79 @@ def test_claims_value_hand_computed():
                         TH)["value"] is None
 
 
-def test_pose_routing_and_errata7_fallback():
-    assert pose_route("Young woman", "articulated") == "human"
-    assert pose_route("two dogs", "articulated") == "animal"
+def test_pose_routing_uses_the_release_names_exactly():
+    # exact normalised name (lower case, _ and - as spaces), then the aliases; no last-word rule
+    assert pose_route("Person", "articulated") == "human"
+    assert pose_route("police-officer", "articulated") == "human"
+    assert pose_route("Golden_Retriever", "articulated") == "animal"
+    assert pose_route("baby", "articulated") == "human"          # HUMAN_ALIASES
+    assert pose_route("black  bear", "articulated") == "animal"  # ANIMAL_ALIASES, whitespace collapsed
+    assert pose_route("Young woman", "articulated") == "unsupported"  # our old last-word rule said human
+    assert pose_route("two dogs", "articulated") == "unsupported"
+    assert pose_route("puppy", "articulated") == "unsupported"        # not in the release's lists
+    assert pose_route("robot arm", "articulated") == "unsupported"
     assert pose_route("dog", "deformable") == "vlm"
-    assert pose_route("robot arm", "articulated") == "vlm"
-    claims = ClaimRecord("p", [{"fact_id": "f", "family": "parts", "confidence": 0.9}],
-                         [{"fact_id": "f", "status": "supported", "confidence": 0.9, "visible": True}])
+
+
+CLAIM_OK = ClaimRecord("p", [{"fact_id": "f", "family": "parts", "confidence": 0.9}],
+                       [{"fact_id": "f", "status": "supported", "confidence": 0.9, "visible": True}])
+
+
+def test_errata7_fallback_only_with_a_pose_measurement_in_parity():
     # no pose measurement stored for the row: default falls back to the VLM, parity does not (errata 7)
-    d = dynamic_structure_value(category="person", kinematic_class="articulated", pose=None, claims=claims, th=TH)
-    p = dynamic_structure_value(category="person", kinematic_class="articulated", pose=None, claims=claims, th=PARITY)
-    assert (d["value"], d["backend"]) == (1.0, "vlm_fallback")
-    assert p["value"] is None
+    d = dynamic_structure_value(category="person", kinematic_class="articulated", pose=None, claims=CLAIM_OK, th=TH)
+    p = dynamic_structure_value(category="person", kinematic_class="articulated", pose=None, claims=CLAIM_OK, th=PARITY)
+    assert (d["value"], d["backend"], d["fallback_attempted"], d["fallback_used"]) == (1.0, "vlm_fallback", True, True)
+    assert d["fallback_reason"] == "missing_pose_measurement"
+    # the release's pose result: backend pose, coverage 0.0 (not None), reason of the missing measurement
+    assert (p["value"], p["backend"], p["coverage"], p["reason"]) == (None, "pose", 0.0, "missing_pose_measurement")
+    assert p["fallback_attempted"] is False
     # a stored pose record without enough edges: both modes fall back
     rec = PoseRecord("p", "human", [f"e{i}" for i in range(10)], np.full(10, np.nan), np.ones(10))
     for th in (TH, PARITY):
-        r = dynamic_structure_value(category="person", kinematic_class="articulated", pose=rec, claims=claims, th=th)
+        r = dynamic_structure_value(category="person", kinematic_class="articulated", pose=rec, claims=CLAIM_OK, th=th)
         assert (r["value"], r["backend"]) == (1.0, "vlm_fallback")
     # non-pose dynamic objects use the claims directly
-    v = dynamic_structure_value(category="towel", kinematic_class="deformable", pose=None, claims=claims, th=TH)
-    assert v["backend"] == "vlm"
+    v = dynamic_structure_value(category="towel", kinematic_class="deformable", pose=None, claims=CLAIM_OK, th=TH)
+    assert (v["backend"], v["fallback_attempted"]) == ("vlm", False)
+    assert v["family_scores"] == {"parts": 1.0} and v["reason"] == "scored"
+
+
+def test_unsupported_articulated_goes_through_pose_then_vlm_fallback():
+    # the release gives an unsupported profile an empty pose record, so every matched row has a measurement
+    # and the fallback runs in parity too; its labels are vlm_fallback / attempted
+    for th in (TH, PARITY):
+        r = dynamic_structure_value(category="robot arm", kinematic_class="articulated", pose=None,
+                                    claims=CLAIM_OK, th=th)
+        assert (r["value"], r["backend"], r["fallback_attempted"], r["fallback_used"]) == (1.0, "vlm_fallback", True, True)
+        assert r["fallback_reason"] == "unsupported_articulated_category" and r["profile"] == "unsupported"
+        # claims that give nothing: still an attempted fallback, no value
+        none = dynamic_structure_value(category="robot arm", kinematic_class="articulated", pose=None, claims=None, th=th)
+        assert (none["value"], none["backend"], none["fallback_attempted"], none["fallback_used"]) == (
+            None, "vlm_fallback", True, False)
+    # fallback off (the release's articulated_fallback: none): the pose route alone, no value
+    off = dynamic_structure_value(category="robot arm", kinematic_class="articulated", pose=None, claims=CLAIM_OK,
+                                  th=OpisThresholds(vlm_fallback=False))
+    assert (off["value"], off["backend"], off["coverage"], off["reason"]) == (
+        None, "pose", 0.0, "unsupported_articulated_category")
+
+
+def test_pose_profile_or_skeleton_mismatch_is_an_error():
+    names = [f"e{i}" for i in range(4)]
+    rec = PoseRecord("p", "human", names, np.ones(4), np.ones(4), current_template="animal")
+    with pytest.raises(ValueError, match="profiles must match"):
+        dynamic_structure_value(category="person", kinematic_class="articulated", pose=rec, claims=None, th=TH)
+    rec = PoseRecord("p", "human", names, np.ones(4), np.ones(4), current_edge_names=names[::-1])
+    with pytest.raises(ValueError, match="skeletons must match"):
+        dynamic_structure_value(category="person", kinematic_class="articulated", pose=rec, claims=None, th=PARITY)
+    with pytest.raises(ValueError, match="skeletons must match"):
+        pose_value([1, 1, 1], [1, 1], TH)
+    # through score_case: a one-line CaseFailure naming the window and the object
+    d = obj("p", E1, track="dynamic_identity", kin="articulated", category="person")
+    w = win("w0", [det("o1", E1, category="person")])
+    w.pose["p"] = PoseRecord("p", "human", names, np.ones(4), np.ones(4), current_template="animal")
+    with pytest.raises(CaseFailure, match="window w0 object p: pose profiles must match"):
+        score_case(inv(d), [w], TH)
 
 
 def test_structure_aggregation_hand_computed():
@@ -513,7 +571,9 @@ def test_ambiguous_match_counts_for_p_and_i_but_gets_no_dynamic_structure():
     windows = [win("w0", [det("o1", E1, category="towel"), det("o2", E1, (50, 50, 70, 70), category="towel")], claims=claims)]
     rows, _ = build_rows(inv(d), windows, TH)
     assert rows[0].ambiguous and rows[0].presence == 1.0 and rows[0].identity == pytest.approx(1.0)
-    assert rows[0].structure is None and rows[0].reason == "ambiguous_association"
+    # the row keeps its own (visibility) reason, the structure evidence says why it has no value
+    assert rows[0].structure is None and rows[0].reason == "direct_observation"
+    assert rows[0].diagnostics["structure_evidence"] == {"reason": "ambiguous_association"}
     # with one detection the same claims give structure 1
     rows, _ = build_rows(inv(d), [win("w0", [det("o1", E1, category="towel")], claims=claims)], TH)
     assert rows[0].structure == 1.0

@@ -343,6 +343,12 @@ class PoseRecord:
     edge_names: list[str]
     reference_lengths: np.ndarray          # [E]
     current_lengths: np.ndarray            # [E]
+    # optional (additive): the current measurement's own profile / skeleton when it was recorded separately
+    # (a mismatch is an error, as in the release), and the producer's reason when a side has no landmarks
+    current_template: str | None = None
+    current_edge_names: list[str] | None = None
+    reference_reason: str | None = None
+    current_reason: str | None = None
 
     def to_json(self, arrays: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
         """JSON-able dict."""
@@ -352,17 +358,26 @@ class PoseRecord:
             "edge_names": list(self.edge_names),
             "reference_lengths": _enc(self.reference_lengths, arrays),
             "current_lengths": _enc(self.current_lengths, arrays),
+            "current_template": self.current_template,
+            "current_edge_names": None if self.current_edge_names is None else list(self.current_edge_names),
+            "reference_reason": self.reference_reason,
+            "current_reason": self.current_reason,
         }
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any], arrays: Mapping[str, np.ndarray] | None = None) -> PoseRecord:
         """Inverse of :meth:`to_json`."""
+        cur_edges = d.get("current_edge_names")
         return cls(
             object_id=str(d["object_id"]),
             template=str(d["template"]),
             edge_names=[str(e) for e in d.get("edge_names", [])],
             reference_lengths=_arr(_dec(d["reference_lengths"], arrays)),
             current_lengths=_arr(_dec(d["current_lengths"], arrays)),
+            current_template=None if d.get("current_template") is None else str(d["current_template"]),
+            current_edge_names=None if cur_edges is None else [str(e) for e in cur_edges],
+            reference_reason=d.get("reference_reason"),
+            current_reason=d.get("current_reason"),
         )
 
 
