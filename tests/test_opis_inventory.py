@@ -121,6 +121,27 @@ def test_errata1_unlabeled_objects_are_identity_only_unless_flag():
     assert parse_reference_scene(doc, allow_unlabeled_geometry=True).objects[0].evaluation_track == "unlabeled"
 
 
+def test_legacy_kind_key_is_read_from_object_metadata():
+    doc = _scene()
+    doc["objects"][0]["metadata"] = {"kind": "articulated"}      # the release's older key
+    o = parse_reference_scene(doc).objects[0]
+    assert (o.evaluation_track, o.kinematic_class, o.mobility_confidence, o.mobility_source) == (
+        "dynamic_identity", "articulated", 0.5, "legacy")
+    doc["objects"][0]["metadata"] = {"kind": "static"}
+    assert parse_reference_scene(doc, allow_unlabeled_geometry=True).objects[0].static_track
+    # instance_kind wins over kind (metadata.get("instance_kind", metadata.get("kind")))
+    doc["objects"][0]["metadata"] = {"instance_kind": "deformable", "kind": "static"}
+    assert parse_reference_scene(doc).objects[0].kinematic_class == "deformable"
+
+
+def test_mobility_confidence_is_clipped_to_unit_interval():
+    for given, want in ((1.7, 1.0), (-0.2, 0.0), (0.35, 0.35), ("0.8", 0.8), ("high", None), (None, None)):
+        assert normalise_mobility(_mobility(confidence=given))["mobility_confidence"] == want
+    doc = _scene()
+    doc["objects"][0]["metadata"]["mobility"]["confidence"] = 3
+    assert parse_reference_scene(doc).objects[0].mobility_confidence == 1.0
+
+
 def test_errata1_flag_re_applies_at_score_time():
     doc = _scene()
     doc["objects"][0]["metadata"] = {}

@@ -92,6 +92,28 @@ def _vector(v: Any, where: str) -> np.ndarray | None:
 # mobility (A.2)
 
 
+def mobility_confidence(value: Any) -> float | None:
+    """The release's reading of ``mobility.confidence``: anything ``float()`` accepts (numbers, numeric
+    strings), clipped to [0, 1]; non-finite or unreadable -> None."""
+    if value is None:
+        return None
+    try:
+        conf = float(value)
+    except (TypeError, ValueError):
+        return None
+    return min(1.0, max(0.0, conf)) if math.isfinite(conf) else None
+
+
+def legacy_kind(obj: Mapping[str, Any], meta: Mapping[str, Any]) -> Any:
+    """The legacy kind of an object without a mobility block: top-level ``instance_kind`` (ours), else the
+    release's ``metadata.instance_kind``, else its older ``metadata.kind``."""
+    if obj.get("instance_kind") is not None:
+        return obj["instance_kind"]
+    if meta.get("instance_kind") is not None:
+        return meta["instance_kind"]
+    return meta.get("kind")
+
+
 def normalise_mobility(mobility: Mapping[str, Any] | None, instance_kind: str | None = None, *,
                        allow_unlabeled_geometry: bool = False) -> dict[str, Any]:
     """Normalised mobility fields of one object.
@@ -112,9 +134,8 @@ def normalise_mobility(mobility: Mapping[str, Any] | None, instance_kind: str | 
         motion = motion if motion in MOTION_EXPECTATIONS else "unknown"
         track = str(mobility.get("evaluation_track", "excluded")).strip().lower()
         track = track if track in EVALUATION_TRACKS and track != "unlabeled" else "excluded"
-        eligible = mobility.get("geometry_eligible") is True
-        conf = mobility.get("confidence")
-        conf = float(conf) if _finite_number(conf) else None
+        eligible = bool(mobility.get("geometry_eligible", False))   # truthy, as the release reads it
+        conf = mobility_confidence(mobility.get("confidence"))
         static_contract = kin == "rigid" and motion in STATIC_MOTIONS and track == "static_geometry" and eligible
         if not static_contract:
             eligible = False
@@ -253,12 +274,11 @@ def parse_reference_scene(
             raise CaseFailure(f"{where}.attributes: must be a JSON object")
         support = _mask_support(od, where, wh, base)
         ometa = od.get("metadata") if isinstance(od.get("metadata"), Mapping) else {}
+        kind = legacy_kind(od, ometa)
         mob = normalise_mobility(
             ometa.get("mobility") if isinstance(ometa.get("mobility"), Mapping) else None,
-            od.get("instance_kind", ometa.get("instance_kind")),
-            allow_unlabeled_geometry=allow_unlabeled_geometry,
+            kind, allow_unlabeled_geometry=allow_unlabeled_geometry,
         )
-        kind = od.get("instance_kind", ometa.get("instance_kind"))
         group = ometa.get("ambiguity_group", od.get("ambiguity_group"))
         if isinstance(group, (list, tuple)):
             # a set of interchangeable look-alikes: name the group by its sorted members
