@@ -267,6 +267,7 @@ def test_fit_window_recovers_a_known_camera():
     w = geo.fit_window(ref, cur, ref_px, cur_px)
     assert w.scored, w.failure_reason
     assert w.camera_confidence == 1.0 and abs(w.depth_scale - 1.0) < 0.02 and w.moves is True
+    assert w.displacement_fraction >= 0.01
     pr = w.projections["obj"]
     truth, z = geo.project(ref.query_points["obj"], rvec, tv, K)
     np.testing.assert_allclose(pr.projected_px, truth, atol=0.5)
@@ -280,6 +281,8 @@ def test_fit_window_static_camera_does_not_move():
     ref, cur, ref_px, cur_px, _, _ = _scene(yaw_deg=0.0, t=(0.0, 0.0, 0.0))
     w = geo.fit_window(ref, cur, ref_px, cur_px)
     assert w.scored and w.moves is False
+    # the fraction the release's motion summary reads: same size, same camera -> projections on the input pixels
+    assert w.displacement_fraction is not None and w.displacement_fraction < 1e-3
 
 
 def test_fit_window_gates():

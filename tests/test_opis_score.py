@@ -758,3 +758,32 @@ def test_no_structural_threshold_ablation_on_dynamic_evidence():
     judg = [{"fact_id": "f", "status": "contradicted", "confidence": 0.3, "visible": True}]
     assert claims_value(claims, judg, TH)["value"] is None
     assert claims_value(claims, judg, abl)["value"] == 0.0
+
+
+def test_camera_motion_summary_divides_by_all_frames():
+    from worldrecall.plugins.opis.camera_motion import summarize_camera_motion
+
+    def g(d, scored=True):
+        return WindowGeometry(scored=scored, displacement_fraction=d)
+
+    # 6 frames: 3 scored and moving (0.02, 0.05, 0.011), 1 scored still (0.005), 2 without a camera
+    frames = [g(0.02), g(0.05), g(0.005), g(0.011), g(None, scored=False), None]
+    m = summarize_camera_motion(frames)
+    # moving 3 / all 6 = 0.5 >= 0.5 -> valid; averaging scored windows only would give 3 / 4 as well
+    assert (m["motion_valid"], m["n_valid_frames"], m["coverage"]) == (True, 4, pytest.approx(4 / 6))
+    assert m["moving_frame_fraction"] == pytest.approx(0.5) and m["reason"] == "camera_change_detected"
+    # one more frame without a camera: 3 / 7 < 0.5 -> not valid (scored-only averaging would say 3 / 4, valid)
+    m = summarize_camera_motion(frames + [g(None, scored=False)])
+    assert (m["motion_valid"], m["reason"]) == (False, "insufficient_camera_change")
+    assert m["moving_frame_fraction"] == pytest.approx(3 / 7)
+    # fewer than 3 valid frames: undecided
+    m = summarize_camera_motion([g(0.5), g(0.5), None])
+    assert (m["motion_valid"], m["reason"]) == (None, "insufficient_camera_evidence")
+    # archived records with only the moves flag still decide
+    assert summarize_camera_motion([WindowGeometry(scored=True, moves=True)] * 3)["motion_valid"] is True
+    # through score_case: reported as a diagnostic number
+    o = obj("a", E1)
+    ws = [win(f"w{k}", [det("o1", E1)], geo=WindowGeometry(scored=k < 3, displacement_fraction=0.02), ordinal=k)
+          for k in range(7)]
+    v = score_case(inv(o), ws, TH)
+    assert v["motion_valid"] == 0.0 and v["motion_moving_frame_fraction"] == pytest.approx(3 / 7)

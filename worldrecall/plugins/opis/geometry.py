@@ -332,7 +332,8 @@ def fit_window(ref: ReferenceGeometry, cur: MonoGeometry, ref_px: np.ndarray, cu
     hin = hold[inlier[hold]]
     initial = np.stack([(ref_px[hin, 0] + 0.5) * Wc / Wr - 0.5, (ref_px[hin, 1] + 0.5) * Hc / Hr - 0.5], axis=1)
     disp = np.linalg.norm(proj[hin] - initial, axis=1) / float(np.hypot(Wc, Hc)) if len(hin) else np.zeros(0)
-    geo.moves = bool(len(disp) and float(np.median(disp)) >= MOVE_THRESHOLD)
+    geo.displacement_fraction = float(np.median(disp)) if len(disp) else None
+    geo.moves = bool(geo.displacement_fraction is not None and geo.displacement_fraction >= MOVE_THRESHOLD)
     for oid in object_ids if object_ids is not None else list(ref.queries):
         P = ref.query_points.get(oid)
         if P is None:

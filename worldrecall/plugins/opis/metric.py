@@ -32,6 +32,7 @@ from worldrecall.core.data import Alignment, Case, CaseFailure, one_line
 from worldrecall.core.paths import safe_join
 from worldrecall.plugins.opis import geometry as geo
 from worldrecall.plugins.opis import observations as obs
+from worldrecall.plugins.opis.camera_motion import summarize_camera_motion
 from worldrecall.plugins.opis.records import (
     Inventory,
     Window,
@@ -258,12 +259,12 @@ class OpisMetric(Metric):
                 scored += 1
             else:
                 reasons[wg.failure_reason or "?"] = reasons.get(wg.failure_reason or "?", 0) + 1
-        moving = [w.geometry.moves for w in windows if w.geometry is not None and w.geometry.scored]
+        motion = summarize_camera_motion([w.geometry for w in windows])
         summary = {"windows_scored": scored, "windows": len(windows), "failures": reasons,
                    "objects_with_queries": int(sum(ref.supported.values())),
                    "background_pixels": int(ref.background.sum()),
-                   # A.5 step 9: diagnostic only, never a gate
-                   "motion_valid": bool(len(moving) >= 3 and np.mean(moving) >= 0.5) if moving else None}
+                   # A.5 step 9: diagnostic only, never a gate (moving frames over all frames, as released)
+                   "motion_valid": motion["motion_valid"], "motion_reason": motion["reason"]}
         return summary, ref_geo, cur_geos, {oid: m for oid, _, m in objs if m is not None}
 
     def judge_names(self) -> tuple[str, ...]:

@@ -290,6 +290,7 @@ class WindowGeometry:
     camera_confidence: float | None = None   # reliability = min(train, holdout) inlier ratio (A.5 step 6)
     depth_scale: float | None = None
     moves: bool | None = None                # diagnostic camera-motion flag (A.5 step 9)
+    displacement_fraction: float | None = None  # median holdout-inlier displacement / frame diagonal (step 9)
     projections: dict[str, ObjectProjection] = field(default_factory=dict)
     ref_px: np.ndarray | None = None         # [M, 2] reference-image pixels of every correspondence
     cur_px: np.ndarray | None = None         # [M, 2] frame pixels
@@ -304,6 +305,7 @@ class WindowGeometry:
             "camera_confidence": self.camera_confidence,
             "depth_scale": self.depth_scale,
             "moves": self.moves,
+            "displacement_fraction": self.displacement_fraction,
             "projections": {k: p.to_json(arrays) for k, p in self.projections.items()},
             "ref_px": _enc(self.ref_px, arrays),
             "cur_px": _enc(self.cur_px, arrays),
@@ -322,6 +324,7 @@ class WindowGeometry:
             camera_confidence=None if d.get("camera_confidence") is None else float(d["camera_confidence"]),
             depth_scale=None if d.get("depth_scale") is None else float(d["depth_scale"]),
             moves=d.get("moves"),
+            displacement_fraction=None if d.get("displacement_fraction") is None else float(d["displacement_fraction"]),
             projections={str(k): ObjectProjection.from_json(p, arrays) for k, p in (d.get("projections") or {}).items()},
             ref_px=None if ref_px is None else ref_px.reshape(-1, 2),
             cur_px=None if cur_px is None else cur_px.reshape(-1, 2),

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from worldrecall.core.data import CaseFailure
+from worldrecall.plugins.opis.camera_motion import summarize_camera_motion
 from worldrecall.plugins.opis.composite import composite_scores
 from worldrecall.plugins.opis.identity import identity_diagnostics, identity_score
 from worldrecall.plugins.opis.inventory import apply_unlabeled_geometry, check_observation_dims
@@ -137,7 +138,13 @@ def score_case(inventory: Inventory, windows: Sequence[Window],
     th = resolve(thresholds)
     _check_case(inventory, windows)
     rows, extras = build_rows(apply_unlabeled_geometry(inventory, th.allow_unlabeled_geometry), windows, th)
-    return score_rows(rows, extras, th)
+    out = score_rows(rows, extras, th)
+    # A.5 step 9 (diagnostic, never a gate): the release's summary over every sampled frame
+    motion = summarize_camera_motion([w.geometry for w in windows])
+    out.update(motion_valid=None if motion["motion_valid"] is None else float(motion["motion_valid"]),
+               motion_moving_frame_fraction=motion["moving_frame_fraction"],
+               motion_coverage=motion["coverage"], motion_status=motion["reason"])
+    return out
 
 
 def row_table(inventory: Inventory, windows: Sequence[Window],
