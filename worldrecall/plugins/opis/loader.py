@@ -157,8 +157,20 @@ class OpisLoader(Loader):
             for model in request.generations:
                 yield CaseError(BENCHMARK, "*", model, "load", f"{final}: no <subcategory>/<case_id>/ folders")
             return
+        # the release's hierarchy refuses a case listed twice (it would weigh twice): every folder of a case id
+        # that appears under more than one subcategory is a per-case error naming them all
+        where: dict[str, list[Path]] = {}
+        for d in case_dirs:
+            where.setdefault(d.name, []).append(d)
         for d in case_dirs:
             subcategory, case_id = (str(opts["example_subcategory"]), d.name) if flat else (d.parent.name, d.name)
+            if len(where[case_id]) > 1:
+                others = ", ".join(str(x) for x in where[case_id])
+                for model in request.generations:
+                    yield CaseError(BENCHMARK, case_id, model, "load",
+                                    f"case_id {case_id!r} is listed {len(where[case_id])} times ({others}); "
+                                    "the OPIS hierarchy counts each case once", {"subcategory": subcategory})
+                continue
             try:
                 gt = self._gt(d, subcategory, domains, domain_error)
             except CaseFailure as e:
