@@ -787,3 +787,19 @@ def test_camera_motion_summary_divides_by_all_frames():
           for k in range(7)]
     v = score_case(inv(o), ws, TH)
     assert v["motion_valid"] == 0.0 and v["motion_moving_frame_fraction"] == pytest.approx(3 / 7)
+
+
+def test_identity_row_is_clamped_at_zero_for_a_negative_cosine():
+    # the association's hard zero (raw cosine < 0.05) is lowered so a negative-cosine pair can match on its
+    # colour and category: cos = -0.6 -> e = 0.2; score (0.65 x 0.2 + 0.25 x 1 + 0.10 x 1) / 1 = 0.48 >= 0.35
+    th = OpisThresholds(min_embedding_cosine=-1.0)
+    a = obj("a", E1, attrs={"color": "red"})
+    b = obj("b", E2, bbox=(50.0, 50.0, 70.0, 70.0), attrs={"color": "blue"})
+    w = win("w0", [det("oa", [-0.6, 0.0, 0.8], attrs={"color": "red"}),
+                   det("ob", [0.0, 0.8, 0.6], (50.0, 50.0, 70.0, 70.0), attrs={"color": "blue"})])
+    rows, _ = build_rows(inv(a, b), [w], th)
+    assert rows[0].observed_id == "oa" and rows[0].presence == 1.0
+    assert rows[0].identity == 0.0                         # max(0, -0.6), not -0.6
+    assert rows[1].identity == pytest.approx(0.8)
+    # I = mean over objects (0 + 0.8) / 2 = 0.4; without the clamp it would be (-0.6 + 0.8) / 2 = 0.1
+    assert score_case(inv(a, b), [w], th)["identity"] == pytest.approx(0.4)
