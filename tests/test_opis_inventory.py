@@ -337,3 +337,23 @@ def test_measurement_refuses_other_schema_versions():
     bad["schema_version"] = 99
     with pytest.raises(ValueError, match="schema_version"):
         measurement_to_case({**m, "opis_case": bad})
+
+
+def test_window_with_null_frame_index_is_accepted():
+    doc = _video_obs()
+    doc["windows"][0]["frame_index"] = None
+    doc["windows"][1]["timestamp"] = None
+    windows = parse_video_observation(doc)
+    assert windows[0].frame_index is None and windows[1].timestamp is None
+    out = score_case(parse_reference_scene(_scene()), windows)
+    assert out["presence"] == 1.0
+    # the release's default window id: the frame index (then "window"): two unnamed windows collide
+    del doc["windows"][0]["window_id"], doc["windows"][1]["window_id"]
+    assert [w.window_id for w in parse_video_observation(dict(doc, windows=doc["windows"][1:]))] == ["32"]
+    doc["windows"][1]["frame_index"] = None
+    with pytest.raises(CaseFailure, match="duplicated"):
+        parse_video_observation(dict(doc, windows=[doc["windows"][0], doc["windows"][1]]))
+    # a null frame index survives the cache round trip
+    inv = parse_reference_scene(_scene())
+    _, back = measurement_to_case(case_to_measurement(inv, windows))
+    assert back[0].frame_index is None and back[1].timestamp is None

@@ -803,3 +803,66 @@ def test_identity_row_is_clamped_at_zero_for_a_negative_cosine():
     assert rows[1].identity == pytest.approx(0.8)
     # I = mean over objects (0 + 0.8) / 2 = 0.4; without the clamp it would be (-0.6 + 0.8) / 2 = 0.1
     assert score_case(inv(a, b), [w], th)["identity"] == pytest.approx(0.4)
+
+
+def test_projection_not_from_the_input_image_is_no_evidence():
+    s = obj("s", E1, track="static_geometry")
+    p = proj("s")
+    p.reference_source = "reference_and_current"          # e.g. a pairwise point map, not the input alone
+    g = geometry({"s": p})
+    # unmatched: the projection is an evaluator failure, never "missing"
+    rows, _ = build_rows(inv(s), [win("w0", [], g)], TH)
+    assert (rows[0].visibility_state, rows[0].reason, rows[0].presence) == (
+        "evaluator_failure", "reference_projection_not_input_only", None)
+    # matched: direct observation (presence 1) but not geometry eligible (the projection vetoes geometry)
+    rows, _ = build_rows(inv(s), [win("w0", [det("o1", E1)], g)], PARITY)
+    assert rows[0].presence == 1.0 and rows[0].state == "evaluator_failure"
+    assert rows[0].reason == "geometry_unavailable_for_visible_instance"
+    assert rows[0].diagnostics["projection_state"] == "evaluator_failure"
+
+
+def test_visibility_confidence_and_per_projection_camera_confidence():
+    s = obj("s", E1, track="static_geometry")
+    # window camera 0.9, projection's own 0.5 < 0.65 -> unreliable (the projection's value is used), confidence 0
+    p = proj("s")
+    p.camera_confidence = 0.5
+    rows, _ = build_rows(inv(s), [win("w0", [], geometry({"s": p}, camera_confidence=0.9))], TH)
+    assert rows[0].visibility_state == "unreliable_camera_pose" and rows[0].visibility_confidence == 0.0
+    # projected expected visible: the camera confidence; outside view likewise; direct observation: 1
+    rows, _ = build_rows(inv(s), [win("w0", [], geometry({"s": proj("s")}, camera_confidence=0.8))], TH)
+    assert rows[0].visibility_state == "expected_visible" and rows[0].visibility_confidence == pytest.approx(0.8)
+    rows, _ = build_rows(inv(s), [win("w0", [], geometry({"s": proj("s", inside=2)}, camera_confidence=0.8))], TH)
+    assert rows[0].visibility_state == "outside_view" and rows[0].visibility_confidence == pytest.approx(0.8)
+    d = obj("d", E1, track="dynamic_identity", kin="deformable")
+    rows, _ = build_rows(inv(d), [win("w0", [det("o1", E1)])], TH)
+    assert rows[0].visibility_confidence == 1.0
+    rows, _ = build_rows(inv(d), [win("w0", [])], TH)
+    assert rows[0].visibility_confidence == 0.0          # no visibility evidence
+
+
+def test_static_residual_in_another_error_space_or_missing_reports_support():
+    ref = np.array([[12, 12], [14, 14], [16, 16], [18, 18], [20, 20]], float)
+    cur = ref + 40.0
+    err = np.array([1.0, 2.0, 3.0, 4.0, 9.0])
+    inl = err <= 8.0
+    box_r, box_o = (10, 10, 30, 30), (40, 40, 70, 80)
+    # hull of the 5 collinear reference points has area 0 -> coverage 0; inliers 4 / 5
+    for e, space in ((err, "normalized"), (None, "source_pixels")):
+        g = static_geometry_value(ref, cur, e, inl, box_r, box_o, TH, error_space=space)
+        assert g["value"] is None and g["reason"] == "invalid_or_unknown_residual_units"
+        assert g["n_correspondences"] == 5 and g["inlier_ratio"] == pytest.approx(0.8) and g["coverage"] == 0.0
+        assert g["residual_px"] == math.inf and g["normalized_error"] == math.inf
+    # no correspondences at all: the count gate (the release's reason), no residual computed
+    g = static_geometry_value(np.zeros((0, 2)), np.zeros((0, 2)), np.zeros(0), None, box_r, box_o, TH)
+    assert (g["value"], g["reason"], g["n_correspondences"], g["coverage"]) == (
+        None, "insufficient_instance_correspondences", 0, 0.0)
+    # through a window: a geometry whose residuals are in another space gives no static value
+    s = obj("s", E1, track="static_geometry", bbox=box_r)
+    geo = geometry({"s": proj("s", x0=42.0, spread=20.0)}, ref_px=ref, cur_px=cur, err=err)
+    geo.error_space = "normalized"
+    rows, _ = build_rows(inv(s), [win("w0", [det("o1", E1, box_o)], geo)], TH)
+    assert rows[0].structure is None and rows[0].diagnostics["geometry"]["inlier_ratio"] == pytest.approx(0.8)
+    geo.error_space = "source_pixels"
+    rows, _ = build_rows(inv(s), [win("w0", [det("o1", E1, box_o)], geo)], TH)
+    # median 3 px over diagonal 50 -> exp(-0.06 / 0.05)
+    assert rows[0].structure == pytest.approx(math.exp(-1.2))

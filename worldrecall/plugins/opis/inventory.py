@@ -375,17 +375,18 @@ def parse_video_observation(doc: Any, *, source: str = "video_observation.json")
         where = f"{source}: windows[{k}]"
         if not isinstance(wd, Mapping):
             raise CaseFailure(f"{where}: must be a JSON object")
-        wid = str(wd.get("window_id", k))
+        # the release's default id: the frame index, else "window" (two such windows are a duplicate)
+        wid = str(wd.get("window_id", wd.get("frame_index", "window")))
         if wid in seen:
             raise CaseFailure(f"{where}.window_id {wid!r} is duplicated")
         seen.add(wid)
         fs = wd.get("frame_size")
         if not isinstance(fs, (list, tuple)) or len(fs) != 2 or not all(_finite_number(v) and v > 0 for v in fs):
             raise CaseFailure(f"{where}.frame_size must be [W, H] positive numbers, got {fs!r}"[:300])
-        fi = wd.get("frame_index", k)
-        ts = wd.get("timestamp", 0.0)
-        if not _finite_number(fi) or not _finite_number(ts):
-            raise CaseFailure(f"{where}: frame_index / timestamp must be finite numbers")
+        fi = wd.get("frame_index")
+        ts = wd.get("timestamp")
+        if (fi is not None and not _finite_number(fi)) or (ts is not None and not _finite_number(ts)):
+            raise CaseFailure(f"{where}: frame_index / timestamp must be finite numbers or null")
         objs = wd.get("objects") or []
         if not isinstance(objs, list):
             raise CaseFailure(f"{where}.objects must be a list")
@@ -414,7 +415,8 @@ def parse_video_observation(doc: Any, *, source: str = "video_observation.json")
                 embedding=_vector(od.get("embedding"), f"{ow}.embedding"),
                 track_id=None if od.get("track_id") is None else str(od["track_id"]),
             ))
-        out.append(Window(window_id=wid, frame_index=int(fi), timestamp=float(ts),
+        out.append(Window(window_id=wid, frame_index=None if fi is None else int(fi),
+                          timestamp=None if ts is None else float(ts),
                           frame_size=(int(fs[0]), int(fs[1])), observations=observations))
     return out
 

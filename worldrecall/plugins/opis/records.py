@@ -247,6 +247,10 @@ class ObjectProjection:
     depth_confidence: np.ndarray | None = None  # [Q] float in [0, 1]; errata 2 (None = not measured)
     insufficient_baseline: bool = False
     in_view: np.ndarray | None = None           # [Q] bool, informational (see above)
+    # where the reference 3-D queries come from: only "input_only" (the input image's own geometry) is
+    # evidence; anything else makes the projection an evaluator failure, as in the release
+    reference_source: str = "input_only"
+    camera_confidence: float | None = None      # the projection's own camera confidence (None: the window's)
 
     @property
     def n_queries(self) -> int:
@@ -264,6 +268,8 @@ class ObjectProjection:
             "depth_valid": _enc(self.depth_valid, arrays),
             "depth_confidence": _enc(self.depth_confidence, arrays),
             "insufficient_baseline": self.insufficient_baseline,
+            "reference_source": self.reference_source,
+            "camera_confidence": self.camera_confidence,
         }
 
     @classmethod
@@ -278,6 +284,8 @@ class ObjectProjection:
             depth_valid=_arr(_dec(d["depth_valid"], arrays), bool),
             depth_confidence=_arr(_dec(d.get("depth_confidence"), arrays)),
             insufficient_baseline=bool(d.get("insufficient_baseline", False)),
+            reference_source=str(d.get("reference_source", "input_only")),
+            camera_confidence=None if d.get("camera_confidence") is None else float(d["camera_confidence"]),
         )
 
 
@@ -296,6 +304,7 @@ class WindowGeometry:
     cur_px: np.ndarray | None = None         # [M, 2] frame pixels
     reproj_err: np.ndarray | None = None     # [M] px, reference 3-D point under the fitted camera (inf if invalid)
     inlier: np.ndarray | None = None         # [M] bool
+    error_space: str = "source_pixels"       # unit of reproj_err; any other space cannot be scored (released rule)
 
     def to_json(self, arrays: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
         """JSON-able dict."""
@@ -311,6 +320,7 @@ class WindowGeometry:
             "cur_px": _enc(self.cur_px, arrays),
             "reproj_err": _enc(self.reproj_err, arrays),
             "inlier": _enc(self.inlier, arrays),
+            "error_space": self.error_space,
         }
 
     @classmethod
@@ -330,6 +340,7 @@ class WindowGeometry:
             cur_px=None if cur_px is None else cur_px.reshape(-1, 2),
             reproj_err=_arr(_dec(d.get("reproj_err"), arrays)),
             inlier=_arr(_dec(d.get("inlier"), arrays), bool),
+            error_space=str(d.get("error_space", "source_pixels")),
         )
 
 
@@ -416,8 +427,8 @@ class Window:
     """One sampled frame of the generated video with everything measured on it."""
 
     window_id: str
-    frame_index: int
-    timestamp: float
+    frame_index: int | None                          # None: accepted (the release's windows may omit it)
+    timestamp: float | None
     frame_size: tuple[int, int]                      # (W, H)
     observations: list[Observation] = field(default_factory=list)
     geometry: WindowGeometry | None = None           # None: geometry stage not run for this frame
@@ -442,8 +453,8 @@ class Window:
         """Inverse of :meth:`to_json`."""
         return cls(
             window_id=str(d["window_id"]),
-            frame_index=int(d["frame_index"]),
-            timestamp=float(d["timestamp"]),
+            frame_index=None if d.get("frame_index") is None else int(d["frame_index"]),
+            timestamp=None if d.get("timestamp") is None else float(d["timestamp"]),
             frame_size=_size(d["frame_size"]),
             observations=[Observation.from_json(o, arrays) for o in d.get("observations", [])],
             geometry=None if d.get("geometry") is None else WindowGeometry.from_json(d["geometry"], arrays),

@@ -27,7 +27,7 @@ class Row:
 
     window_id: str
     window_ordinal: int
-    frame_index: int
+    frame_index: int | None
     object_id: str
     observed_id: str | None
     state: str          # not_observable | evaluator_failure | generation_failure | identity_only |
@@ -48,6 +48,7 @@ class Row:
     ambiguity_group: str | None = None
     track_id: str | None = None
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    visibility_confidence: float = 0.0  # the visibility decision's confidence (see visibility.Visibility)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able dict (for the artifacts' row table)."""
@@ -121,7 +122,7 @@ def build_window_rows(inventory: Inventory, window: Window, ordinal: int, th: Op
             match_score=match.scores.get((o.object_id, observed.observed_id)) if observed is not None else None,
             margin=match.margins.get(o.object_id), ambiguous=o.object_id in match.ambiguous,
             ambiguity_group=o.ambiguity_group, track_id=None if observed is None else observed.track_id,
-            diagnostics=dict(vis.diagnostics),
+            diagnostics=dict(vis.diagnostics), visibility_confidence=vis.confidence,
         )
         rows.append(row)
         if not vis.presence_eligible:

@@ -77,27 +77,32 @@ def inside_box(points: np.ndarray, bbox: Sequence[float]) -> np.ndarray:
 def static_geometry_value(
     ref_px: np.ndarray,
     cur_px: np.ndarray,
-    reproj_err: np.ndarray,
+    reproj_err: np.ndarray | None,
     inlier: np.ndarray | None,
     reference_bbox: Sequence[float],
     observed_bbox: Sequence[float],
     th: OpisThresholds,
+    *,
+    error_space: str = "source_pixels",
 ) -> dict[str, Any]:
-    """Projective preservation of one static object in one scored frame (A.11.1).
+    """Projective preservation of one static object in one scored frame (A.11.1), as the release computes it.
 
-    Instance correspondences: reference pixel in the reference bbox and current pixel in the observed bbox.
-    residual = median reprojection error (px) over them under the background-fitted camera;
-    eps = residual / diagonal(observed bbox); value g = exp(-eps / ``geometry_error_scale``).
-    Returns ``{"value": g | None, "reason", "n_correspondences", "coverage", "inlier_ratio", "residual_px",
+    Instance correspondences: reference pixel in the reference bbox and current pixel in the observed bbox
+    (bounds inclusive). coverage = hull area of their reference pixels / reference bbox area (>= 3 of them,
+    capped at 1). With fewer than ``min_instance_correspondences`` the row has no value (reason
+    ``insufficient_instance_correspondences``, residual not computed). Otherwise the inlier ratio over them
+    is reported and residual = median reprojection error (px) over them — ``inf`` when the errors are
+    missing, in another ``error_space`` than source pixels, of another length, or not all finite;
+    eps = residual / diagonal(observed bbox) (``inf`` for an empty box); a non-finite eps gives no value
+    (reason ``invalid_or_unknown_residual_units``); else value g = exp(-eps / ``geometry_error_scale``).
+    Returns ``{"value", "reason", "n_correspondences", "coverage", "inlier_ratio", "residual_px",
     "normalized_error"}``.
     """
     ref = np.asarray(ref_px, dtype=np.float64).reshape(-1, 2)
     cur = np.asarray(cur_px, dtype=np.float64).reshape(-1, 2)
-    err = np.asarray(reproj_err, dtype=np.float64).reshape(-1)
-    out: dict[str, Any] = {"value": None, "reason": None, "n_correspondences": 0, "coverage": 0.0,
-                           "inlier_ratio": None, "residual_px": None, "normalized_error": None}
-    if len(ref) == 0 or len(cur) != len(ref) or len(err) != len(ref):
-        out["reason"] = "no_correspondences" if len(ref) == 0 else "correspondence_shape_mismatch"
+    out: dict[str, Any] = {"value": None, "reason": "insufficient_instance_correspondences", "n_correspondences": 0,
+                           "coverage": 0.0, "inlier_ratio": None, "residual_px": None, "normalized_error": None}
+    if len(ref) == 0 or len(cur) != len(ref):
         return out
     sel = inside_box(ref, reference_bbox) & inside_box(cur, observed_bbox)
     n = int(sel.sum())
@@ -107,33 +112,31 @@ def static_geometry_value(
         out["coverage"] = min(1.0, convex_hull_area(ref[sel]) / max((x1 - x0) * (y1 - y0), 1e-6))
     need = 1 if th.ablation_no_structural_threshold else th.min_instance_correspondences
     if n < max(need, 1):
-        out["reason"] = "insufficient_instance_correspondences"
         return out
     if inlier is not None and len(np.asarray(inlier).reshape(-1)) == len(ref):
         out["inlier_ratio"] = float(np.asarray(inlier, dtype=bool).reshape(-1)[sel].mean())
-    if not np.isfinite(err[sel]).all():
-        out["reason"] = "invalid_or_unknown_residual_units"
-        return out
-    residual = float(np.median(err[sel]))
+    residual = math.inf
+    err = None if reproj_err is None else np.asarray(reproj_err, dtype=np.float64).reshape(-1)
+    if err is not None and error_space == "source_pixels" and err.shape == sel.shape and np.isfinite(err[sel]).all():
+        residual = float(np.median(err[sel]))
     ox0, oy0, ox1, oy1 = (float(v) for v in observed_bbox)
     diagonal = math.hypot(ox1 - ox0, oy1 - oy0)
-    if ox1 <= ox0 or oy1 <= oy0 or not math.isfinite(diagonal):
-        out["reason"] = "invalid_observed_bbox"
+    eps = residual / diagonal if ox1 > ox0 and oy1 > oy0 and math.isfinite(diagonal) else math.inf
+    out.update(residual_px=residual, normalized_error=eps)
+    if not math.isfinite(eps):
+        out["reason"] = "invalid_or_unknown_residual_units"
         return out
-    eps = residual / diagonal
-    out.update(value=float(math.exp(-eps / th.geometry_error_scale)), reason="projective_consistency_measured",
-               residual_px=residual, normalized_error=eps)
+    out.update(value=float(math.exp(-eps / th.geometry_error_scale)), reason="projective_consistency_measured")
     return out
 
 
 def static_value_from_geometry(geometry: WindowGeometry, reference_bbox: Sequence[float],
                                observed_bbox: Sequence[float], th: OpisThresholds) -> dict[str, Any]:
-    """:func:`static_geometry_value` on a :class:`WindowGeometry`'s stored correspondences."""
-    if geometry.ref_px is None or geometry.cur_px is None or geometry.reproj_err is None:
-        return {"value": None, "reason": "no_correspondences", "n_correspondences": 0, "coverage": 0.0,
-                "inlier_ratio": None, "residual_px": None, "normalized_error": None}
-    return static_geometry_value(geometry.ref_px, geometry.cur_px, geometry.reproj_err, geometry.inlier,
-                                 reference_bbox, observed_bbox, th)
+    """:func:`static_geometry_value` on a :class:`WindowGeometry`'s stored correspondences and residuals."""
+    ref = np.zeros((0, 2)) if geometry.ref_px is None else geometry.ref_px
+    cur = np.zeros((0, 2)) if geometry.cur_px is None else geometry.cur_px
+    return static_geometry_value(ref, cur, geometry.reproj_err, geometry.inlier, reference_bbox, observed_bbox, th,
+                                 error_space=geometry.error_space)
 
 
 # ----------------------------------------------------------------------------------------------------------
