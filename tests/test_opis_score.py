@@ -598,7 +598,7 @@ def test_identity_per_object_mean_and_diagnostics():
     # a raw cosine below 0.05 cannot match, whatever the attributes: no identity evidence at all
     c = obj("c", [1.0, 0.0], attrs={"color": "red", "shape": "tall"})
     o = det("o", [0.05, 1.0], attrs={"color": "red", "shape": "tall"})  # cos = 0.0499 < 0.05 -> similarity 0
-    assert score_case(inv(c), [win("w0", [o])])["identity_status"] == "no_evidence"
+    assert score_case(inv(c), [win("w0", [o])])["identity_status"] == "no_evidence_zero_fallback"
 
 
 def test_identity_swap_rate_counts_track_identity_changes():
@@ -687,8 +687,11 @@ def test_score_case_refuses_bad_inputs_with_one_line():
 def test_no_evidence_gives_zero_with_status():
     d = obj("d", E1, track="dynamic_identity", kin="deformable")
     out = score_case(inv(d), [win("w0", [])])
-    assert out["presence"] == 0.0 and out["presence_status"] == "no_evidence"
-    assert out["identity"] == 0.0 and out["identity_status"] == "no_evidence"
+    assert out["presence"] == 0.0 and out["presence_status"] == "no_evidence_zero_fallback"
+    assert out["identity"] == 0.0 and out["identity_status"] == "no_evidence_zero_fallback"
+    assert out["identity_score_status"] == "no_evidence_zero_fallback"
+    assert out["presence_score_status"] == "no_evidence_zero_fallback"
+    assert out["presence_score_known_evidence"] == 0.0          # 0.0, not None, when undefined
     # the dynamic object is a structure candidate with no eligible window: coverage None, shrunk = prior 0.5
     assert out["structure_shrunk"] == pytest.approx(0.5)
 
@@ -866,3 +869,92 @@ def test_static_residual_in_another_error_space_or_missing_reports_support():
     rows, _ = build_rows(inv(s), [win("w0", [det("o1", E1, box_o)], geo)], TH)
     # median 3 px over diagonal 50 -> exp(-0.06 / 0.05)
     assert rows[0].structure == pytest.approx(math.exp(-1.2))
+
+
+def _release_case():
+    """s (static) matched with 5 correspondences in w0 and missing in w1; d (dynamic) matched with a supported
+    claim in w0 and without evidence in w1; one extra detection in w0."""
+    s = obj("s", E1, track="static_geometry", bbox=(10.0, 10.0, 30.0, 30.0))
+    d = obj("d", E2, track="dynamic_identity", kin="deformable", bbox=(50.0, 50.0, 70.0, 70.0))
+    ref = [[12, 12], [28, 12], [12, 28], [28, 28], [20, 20]]
+    g0 = geometry({"s": proj("s")}, ref_px=ref, cur_px=ref, err=[1.0, 2.0, 3.0, 4.0, 9.0])
+    w0 = win("w0", [det("o1", E1), det("od", E2, (50.0, 50.0, 70.0, 70.0)), det("ox", E3, (80.0, 80.0, 95.0, 95.0))],
+             g0, claims={"d": ClaimRecord("d", [{"fact_id": "f", "family": "parts", "confidence": 0.9}],
+                                           [{"fact_id": "f", "status": "supported", "confidence": 0.9, "visible": True}])})
+    w1 = win("w1", [], geometry({"s": proj("s")}), ordinal=1)
+    return inv(s, d), [w0, w1]
+
+
+def test_release_named_presence_and_identity_values():
+    out = score_case(*_release_case(), TH)
+    # w0: both matched + 1 confirmed extra -> 0; w1: s missing -> 0 (d has no evidence: not attributable)
+    assert out["presence_strict_frame_macro"] == 0.0 and out["presence_score"] == 0.0
+    # TP 2, FN 1, FP 1, unverified missing 1 (d in w1), unverified extra 0
+    assert out["presence_score_known_evidence"] == pytest.approx(4 / 6)       # 2TP / (2TP + FP + FN)
+    assert out["presence_f1_strict"] is None                                  # w1's extras are unknown
+    assert out["presence_score_status"] == "partial_fp_evidence"
+    assert out["presence_score_policy"] == "strict_frame_presence_v1"
+    assert out["presence_recall_instance_macro"] == pytest.approx((0.5 + 1.0) / 2)  # s: 1 of 2, d: 1 of 1
+    assert out["identity_unambiguous_rows"] == 2.0 and out["identity_unambiguous_instances"] == 2.0
+    assert out["identity_evidence_coverage"] == 1.0 and out["identity_score_status"] == "observed"
+
+
+def test_release_named_geometry_and_structure_values():
+    out = score_case(*_release_case(), TH)
+    eps = 3.0 / math.hypot(20, 20)                      # median of 1, 2, 3, 4, 9 over the observed diagonal
+    g = math.exp(-eps / 0.05)
+    assert out["v3_reference_projective_score"] == pytest.approx(g)
+    assert out["v3_correspondence_coverage"] == pytest.approx(256 / 400)   # 16 x 16 hull in a 20 x 20 box
+    assert out["v3_inlier_ratio"] == pytest.approx(0.8) and out["v3_mean_reprojection_error_px"] == 3.0
+    assert out["v3_normalized_reprojection_error"] == pytest.approx(eps)
+    assert out["v3_geometry_coverage"] == 0.5 and out["v3_geometry_candidate_rows"] == 2.0
+    # dynamic d over both windows: values [1.0] of 2 -> shrunk (1 + 2 x 0.5) / (1 + 2), coverage-adjusted 1/2
+    assert out["v3_input_structure_score"] == pytest.approx(2 / 3)
+    assert out["v3_input_structure_score_raw"] == 1.0
+    assert out["v3_input_structure_score_coverage_adjusted"] == pytest.approx(0.5)
+    assert out["v3_structure_coverage"] == 0.5 and out["v3_structure_valid_rows"] == 1.0
+    # all candidates: s (g of 2 rows) and d
+    assert out["v3_structural_quality_score"] == pytest.approx(((g + 1) / 3 + 2 / 3) / 2)
+    assert out["v3_structural_quality_score_raw"] == pytest.approx((g + 1) / 2)
+    assert out["v3_structural_quality_coverage"] == 0.5
+    # the score track: geometric, presence 0 -> 0, with its mode and weights
+    assert out["full_igm_score"] == 0.0 and out["full_igm_score_mode"] == "presence_identity_structural_quality"
+    assert out["effective_score_weights"] == {"presence": 0.2, "identity": 0.4, "structural_quality": 0.4}
+
+
+def test_track_metrics_with_unattributable_extras():
+    out = score_case(*_release_case(), TH)
+    g = math.exp(-(3.0 / math.hypot(20, 20)) / 0.05)
+    # two tracks and an unassigned detection: extras are attributed to no track (fp_attributable=False)
+    assert out["track_false_positive_policy"] == "unassigned_extras_not_attributable_to_individual_tracks"
+    st, dy = out["track_metrics"]["static_geometry"], out["track_metrics"]["dynamic_identity"]
+    # static track: w0 present (the extra no longer counts) -> 1, w1 missing -> 0
+    assert st["presence_score"] == 0.5 and st["presence_false_positive"] is None and st["presence_f1_strict"] is None
+    assert st["core_2d_score"] == pytest.approx(100 * math.sqrt(0.5))
+    assert st["full_igm_score"] == pytest.approx(100 * 0.5 ** 0.2 * ((g + 1) / 3) ** 0.4)
+    # dynamic track: w0 present, w1 has nothing evaluable -> skipped
+    assert dy["presence_score"] == 1.0 and dy["identity_score"] == 1.0
+    assert dy["full_igm_score"] == pytest.approx(100 * (2 / 3) ** 0.4)
+    # the metric's flat numbers carry them
+    from worldrecall.plugins.opis.metric import flat_numbers
+
+    flat = flat_numbers(out)
+    assert flat["track_metrics_dynamic_identity_presence_score"] == 1.0
+    assert flat["effective_score_weights_structural_quality"] == 0.4
+
+
+def test_track_metrics_keep_extras_with_one_track():
+    o = obj("a", E1)
+    out = score_case(inv(o), [win("w0", [det("o1", E1), det("ox", E3, (60.0, 60.0, 80.0, 80.0))])], TH)
+    assert out["track_false_positive_policy"] is None
+    t = out["track_metrics"]["excluded"]
+    assert t["presence_score"] == 0.0 and t["presence_false_positive"] == 1.0 and t["presence_f1_strict"] == pytest.approx(2 / 3)
+
+
+def test_composite_missing_identity_and_presence_f1_fallback():
+    c = composite_scores(None, None, 0.5, PARITY, presence_f1=0.25)
+    assert c["opis_geometric"] == 0.0                     # identity None counts 0
+    c = composite_scores(None, 1.0, None, PARITY, presence_f1=0.25)
+    assert c["opis_geometric"] == pytest.approx(100 * 0.25 ** 0.2)   # PI-only weights (0.2, 0.8)
+    c = composite_scores(None, 1.0, None, PARITY)
+    assert c["opis_geometric"] == 0.0

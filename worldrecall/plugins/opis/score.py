@@ -19,6 +19,7 @@ from worldrecall.plugins.opis.identity import identity_diagnostics, identity_sco
 from worldrecall.plugins.opis.inventory import apply_unlabeled_geometry, check_observation_dims
 from worldrecall.plugins.opis.presence import presence_diagnostics, strict_presence
 from worldrecall.plugins.opis.records import Inventory, Window
+from worldrecall.plugins.opis.release_outputs import release_values
 from worldrecall.plugins.opis.rows import Row, WindowExtras, build_rows
 from worldrecall.plugins.opis.structure import StructureRow, aggregate_structure
 from worldrecall.plugins.opis.thresholds import OpisThresholds, resolve
@@ -110,6 +111,9 @@ def score_rows(rows: Sequence[Row], extras: Sequence[WindowExtras], th: OpisThre
                 for k, v in presence_diagnostics(rows, extras).items()})
     out.update({k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
                 for k, v in identity_diagnostics(rows, use_min=th.ablation_min_instead_of_mean).items()})
+    # the release's own names and conventions (diagnostics; our headline keys above are unchanged)
+    out.update({k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
+                for k, v in release_values(rows, extras, th).items()})
     states: dict[str, int] = {}
     for r in rows:
         states[r.state] = states.get(r.state, 0) + 1
