@@ -403,6 +403,20 @@ def test_unsupported_articulated_goes_through_pose_then_vlm_fallback():
         None, "pose", 0.0, "unsupported_articulated_category")
 
 
+def test_pose_reason_codes_follow_the_release():
+    names = [f"e{i}" for i in range(4)]
+    # landmarks measured but too few shared edges: the release's insufficient_landmark_evidence
+    rec = PoseRecord("p", "human", names, np.full(4, np.nan), np.ones(4))
+    r = dynamic_structure_value(category="person", kinematic_class="articulated", pose=rec, claims=None,
+                                th=OpisThresholds(vlm_fallback=False))
+    assert (r["reason"], r["backend"], r["coverage"]) == ("insufficient_landmark_evidence", "pose", 0.0)
+    # a side without landmarks names the producer's reason (reference first)
+    rec = PoseRecord("p", "human", names, np.ones(4), np.full(4, np.nan), current_reason="current_pose_failure:ValueError")
+    r = dynamic_structure_value(category="person", kinematic_class="articulated", pose=rec, claims=None,
+                                th=OpisThresholds(vlm_fallback=False))
+    assert r["reason"] == "current_pose_failure:ValueError"
+
+
 def test_pose_profile_or_skeleton_mismatch_is_an_error():
     names = [f"e{i}" for i in range(4)]
     rec = PoseRecord("p", "human", names, np.ones(4), np.ones(4), current_template="animal")

@@ -237,8 +237,9 @@ def _pose_evidence(pose: PoseRecord | None, route: str, th: OpisThresholds) -> d
         raise ValueError(f"pose skeletons must match for object {pose.object_id}")
     p = pose_value(pose.reference_lengths, pose.current_lengths, th,
                    template_edges=len(pose.edge_names) or None, edge_names=pose.edge_names)
-    if p["value"] is None and not np.isfinite(np.asarray(pose.reference_lengths, float)).any():
-        p["reason"] = pose.reference_reason or "no_reference_landmarks"
+    # as released: without a value, a side the producer measured no landmarks on names its own reason
+    if p["value"] is None and pose.reference_reason:
+        p["reason"] = pose.reference_reason
     elif p["value"] is None and pose.current_reason:
         p["reason"] = pose.current_reason
     return {**p, "measured": True}
