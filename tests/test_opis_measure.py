@@ -285,6 +285,22 @@ def test_fit_window_static_camera_does_not_move():
     assert w.displacement_fraction is not None and w.displacement_fraction < 1e-3
 
 
+def test_projection_depth_sampled_at_the_rounded_pixel_up_to_the_frame_edge():
+    # a camera shifted so the reference pixels land ~0.3 px to the right: a query at x = 159 projects to
+    # ~159.3 in a 160 px frame; the release samples depth at rint(159.3) = 159 (valid), not only where the
+    # unrounded projection is <= W - 1
+    ref, cur, ref_px, cur_px, rvec, tv = _scene(yaw_deg=0.0, t=(0.015, 0.0, 0.0))
+    edge = geo.reference_queries(ref.geometry, [("edge", (150, 40, 160, 80), None)], erode_px=0)
+    w = geo.fit_window(edge, cur, ref_px, cur_px)
+    assert w.scored, w.failure_reason
+    pr = w.projections["edge"]
+    x = pr.projected_px[:, 0]
+    last = (x > 159) & (x < 159.5)
+    assert last.any()
+    assert pr.depth_valid[last].all() and (pr.current_depth[last] > 0).all()
+    assert not pr.in_view[last].any()          # the informational flag keeps the unrounded test
+
+
 def test_fit_window_gates():
     ref, cur, ref_px, cur_px, _, _ = _scene()
     # fewer than 12 correspondences

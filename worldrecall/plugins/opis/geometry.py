@@ -344,9 +344,11 @@ def fit_window(ref: ReferenceGeometry, cur: MonoGeometry, ref_px: np.ndarray, cu
         P = P[ok]
         ppx, pz = project(P, rvec, tvec, K)
         in_view = (pz > 0) & (ppx[:, 0] >= 0) & (ppx[:, 0] <= Wc - 1) & (ppx[:, 1] >= 0) & (ppx[:, 1] <= Hc - 1)
-        d, d_ok = cur.sample(np.where(in_view[:, None], ppx, -1.0), "depth")
-        c, _ = cur.sample(np.where(in_view[:, None], ppx, -1.0), "confidence")
-        d_ok &= in_view
+        # sampled as released: at the rounded pixel wherever it falls inside the frame (x up to W - 0.5),
+        # not only where the unrounded projection is in view; the scorer applies its own in-view test
+        at = np.where(np.isfinite(ppx).all(axis=1)[:, None], ppx, -1.0)
+        d, d_ok = cur.sample(at, "depth")
+        c, _ = cur.sample(at, "confidence")
         geo.projections[oid] = ObjectProjection(
             object_id=oid, in_view=in_view, projected_px=np.nan_to_num(ppx, nan=-1.0, posinf=-1.0, neginf=-1.0),
             projected_depth=pz, current_depth=np.where(d_ok, d * scale, 0.0), depth_valid=d_ok,
