@@ -301,6 +301,39 @@ def test_projection_depth_sampled_at_the_rounded_pixel_up_to_the_frame_edge():
     assert not pr.in_view[last].any()          # the informational flag keeps the unrounded test
 
 
+def test_inlier_support_is_the_smallest_of_four_hulls():
+    # train inliers span a 50 x 50 square in a 100 x 100 image (0.25); holdout inliers only a 10 x 10 one (0.01)
+    ref = np.array([[0, 0], [50, 0], [0, 50], [50, 50], [60, 60], [70, 60], [60, 70], [70, 70]], float)
+    cur = ref.copy()
+    train, hold = np.arange(4), np.arange(4, 8)
+    inlier = np.ones(8, bool)
+    assert geo.inlier_support(ref, cur, train, hold, inlier, (100, 100), (100, 100)) == pytest.approx(0.01)
+    # pooling all inliers (the old rule) would give the 70 x 70 hull minus its cut corners, far above 0.02
+    assert geo.hull_fraction(cur, (100, 100)) > 0.02
+    # an outlier does not count: 3 train inliers on a line -> area 0
+    inlier[3] = False
+    inlier[1] = False
+    assert geo.inlier_support(ref, cur, train, hold, inlier, (100, 100), (100, 100)) == 0.0
+
+
+def test_background_rank_uses_an_absolute_tolerance():
+    line = np.stack([np.linspace(0, 1, 20), np.zeros(20), np.full(20, 5.0)], axis=1)
+    assert geo.background_rank(line) == 1
+    wobble = line.copy()
+    wobble[::2, 1] += 1e-7          # singular value ~2e-7 < 1e-6: still rank 1 (a relative 1e-9 tol said 2)
+    assert geo.background_rank(wobble) == 1
+    wobble[::2, 1] += 1e-3
+    assert geo.background_rank(wobble) == 2
+
+
+def test_pnp_gives_the_ransac_and_the_refined_candidate():
+    ref, cur, ref_px, cur_px, rvec, tv = _scene()
+    P = ref.geometry.points_at(ref_px)
+    cands = geo._pnp(P, cur_px, K)
+    assert len(cands) == 2                      # raw RANSAC first, then its LM refinement
+    assert all(loss < 0.5 for _, _, loss in cands)
+
+
 def test_fit_window_gates():
     ref, cur, ref_px, cur_px, _, _ = _scene()
     # fewer than 12 correspondences

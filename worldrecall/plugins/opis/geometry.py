@@ -11,7 +11,8 @@ union of all object masks.
 Per window (:func:`fit_window`): correspondences (reference pixel -> frame pixel) from the matcher; the
 camera is fitted from background matches only, with every gate of A.5 (>= 12 matches, >= 16 background
 matches, spatial support >= 0.02 in both images, rank >= 2, train/holdout split by reference (y, x),
-EPnP-RANSAC + LM on two K candidates, reliability >= 0.65 with inlier support >= 0.02, depth-scale gates).
+EPnP-RANSAC and its LM refinement on two K candidates (four poses, lowest clipped train error), reliability
+>= 0.65 with inlier support >= 0.02 (train and holdout inliers, both images), depth-scale gates).
 A failed gate gives ``WindowGeometry(scored=False, failure_reason=...)``: an evaluator failure for that
 frame, never a score.
 """
@@ -237,8 +238,32 @@ def _fail(reason: str, ref_px: np.ndarray, cur_px: np.ndarray) -> WindowGeometry
                           cur_px=np.asarray(cur_px, np.float64).reshape(-1, 2))
 
 
-def _pnp(obj: np.ndarray, img: np.ndarray, K: np.ndarray) -> tuple[np.ndarray, np.ndarray, float] | None:
-    """EPnP-RANSAC (1000 iterations, 8 px, 0.999, seed 0, >= 6 inliers) + LM on the inliers; mean clipped error."""
+def background_rank(points: np.ndarray) -> int:
+    """Rank of the centred background 3-D points with the release's absolute singular-value tolerance 1e-6."""
+    p = np.asarray(points, np.float64).reshape(-1, 3)
+    return int(np.linalg.matrix_rank(p - p.mean(axis=0), tol=1e-6))
+
+
+def inlier_support(ref_px: np.ndarray, cur_px: np.ndarray, train: np.ndarray, hold: np.ndarray, inlier: np.ndarray,
+                   ref_size: tuple[int, int], cur_size: tuple[int, int]) -> float:
+    """The release's inlier spatial support: the smallest hull fraction of the train inliers and of the holdout
+    inliers, each measured in the reference and in the current image (4 hulls)."""
+    return min(hull_fraction(px[idx[inlier[idx]]], size)
+               for idx in (train, hold) for px, size in ((ref_px, ref_size), (cur_px, cur_size)))
+
+
+def _train_loss(obj: np.ndarray, img: np.ndarray, rvec: np.ndarray, tvec: np.ndarray, K: np.ndarray) -> float:
+    """Mean train reprojection error clipped at 8 px (a point behind the camera counts 8)."""
+    px, z = project(obj, rvec, tvec, K)
+    err = np.linalg.norm(px - img, axis=1)
+    err = np.where(np.isfinite(err) & (z > 0), err, RANSAC_THRESHOLD_PX)
+    return float(np.mean(np.minimum(err, RANSAC_THRESHOLD_PX)))
+
+
+def _pnp(obj: np.ndarray, img: np.ndarray, K: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    """Camera candidates for one K, as released: EPnP-RANSAC (1000 iterations, 8 px, 0.999, seed 0, >= 6
+    inliers) and its LM refinement on the RANSAC inliers, each with its clipped mean train error (raw first).
+    """
     import cv2
 
     cv2.setRNGSeed(RANSAC_SEED)
@@ -248,19 +273,18 @@ def _pnp(obj: np.ndarray, img: np.ndarray, K: np.ndarray) -> tuple[np.ndarray, n
             iterationsCount=RANSAC_ITERATIONS, reprojectionError=RANSAC_THRESHOLD_PX,
             confidence=RANSAC_CONFIDENCE, flags=cv2.SOLVEPNP_EPNP)
     except cv2.error:
-        return None
+        return []
     if not ok or inl is None or len(inl) < MIN_PNP_INLIERS:
-        return None
+        return []
     idx = inl.ravel()
+    out = [(rvec.copy(), tvec.copy(), _train_loss(obj, img, rvec, tvec, K))]
     try:
-        rvec, tvec = cv2.solvePnPRefineLM(obj[idx].astype(np.float64), img[idx].astype(np.float64),
-                                          K.astype(np.float64), None, rvec, tvec)
+        r2, t2 = cv2.solvePnPRefineLM(obj[idx].astype(np.float64), img[idx].astype(np.float64),
+                                      K.astype(np.float64), None, rvec.copy(), tvec.copy())
+        out.append((r2, t2, _train_loss(obj, img, r2, t2, K)))
     except cv2.error:
         pass
-    px, z = project(obj, rvec, tvec, K)
-    err = np.linalg.norm(px - img, axis=1)
-    err = np.where(np.isfinite(err) & (z > 0), err, RANSAC_THRESHOLD_PX)
-    return rvec, tvec, float(np.mean(np.minimum(err, RANSAC_THRESHOLD_PX)))
+    return out
 
 
 def fit_window(ref: ReferenceGeometry, cur: MonoGeometry, ref_px: np.ndarray, cur_px: np.ndarray,
@@ -285,17 +309,18 @@ def fit_window(ref: ReferenceGeometry, cur: MonoGeometry, ref_px: np.ndarray, cu
         return _fail(f"{len(bg)} background matches (< {MIN_BACKGROUND})", ref_px, cur_px)
     if hull_fraction(ref_px[bg], (Wr, Hr)) < MIN_SUPPORT or hull_fraction(cur_px[bg], (Wc, Hc)) < MIN_SUPPORT:
         return _fail(f"background matches cover < {MIN_SUPPORT} of an image", ref_px, cur_px)
-    centred = P_ref[bg] - P_ref[bg].mean(axis=0)
-    if np.linalg.matrix_rank(centred, tol=1e-9 * max(1.0, float(np.abs(centred).max()))) < 2:
+    if background_rank(P_ref[bg]) < 2:
         return _fail("degenerate background points (rank < 2)", ref_px, cur_px)
     order = bg[np.lexsort((ref_px[bg, 0], ref_px[bg, 1]))]   # by reference (y, x)
     train, hold = order[0::2], order[1::2]
     K_ref_cur = rescale_k(ref.geometry.K, (Wr, Hr), (Wc, Hc))
     best = None
+    # four candidates (current K, rescaled reference K) x (RANSAC, RANSAC + LM): the lowest train loss wins,
+    # the first of equal losses in that order (as released)
     for name, K in (("current", np.asarray(cur.K, np.float64)), ("reference", K_ref_cur)):
-        fit = _pnp(P_ref[train], cur_px[train], K)
-        if fit is not None and (best is None or fit[2] < best[4]):
-            best = (name, K, fit[0], fit[1], fit[2])
+        for rv, tv, loss in _pnp(P_ref[train], cur_px[train], K):
+            if best is None or loss < best[4]:
+                best = (name, K, rv, tv, loss)
     if best is None:
         return _fail("EPnP-RANSAC found no camera with >= 6 inliers", ref_px, cur_px)
     _, K, rvec, tvec, _ = best
@@ -309,9 +334,8 @@ def fit_window(ref: ReferenceGeometry, cur: MonoGeometry, ref_px: np.ndarray, cu
     if reliability < RELIABILITY_MIN:
         geo.failure_reason = f"camera reliability {reliability:.3f} (< {RELIABILITY_MIN})"
         return geo
-    bg_in = bg[inlier[bg]]
-    if hull_fraction(cur_px[bg_in], (Wc, Hc)) < MIN_SUPPORT:
-        geo.failure_reason = f"background inliers cover < {MIN_SUPPORT} of the frame"
+    if inlier_support(ref_px, cur_px, train, hold, inlier, (Wr, Hr), (Wc, Hc)) < MIN_SUPPORT:
+        geo.failure_reason = f"background inliers cover < {MIN_SUPPORT} of an image (train or holdout)"
         return geo
     # depth alignment: scale = median(z_cam / current depth) over train inliers with valid depth
     tr = train[inlier[train] & cur_ok[train]]
