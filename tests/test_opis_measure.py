@@ -671,3 +671,30 @@ def test_metric_claims_stage_writes_claim_records(tmp_path):
     assert "t" in wins[0].claims and not wins[1].claims       # unmatched window: no check call
     assert len(judge.calls) == 2 and judge.calls[0][0] == 1 and judge.calls[1][0] == 2
     assert OpisMetric()._claims(case, inv, frames, wins, MeasureContext(models=None)).startswith("not measured")
+
+
+def test_object_masks_follow_the_release_precedence(tmp_path):
+    from PIL import Image
+
+    from worldrecall.plugins.opis.inventory import load_reference_scene
+    from worldrecall.plugins.opis.metric import object_masks
+
+    W, H = 8, 6
+    inline = np.zeros((H, W), int)
+    inline[1:3, 1:4] = 1
+    png = np.zeros((H, W), np.uint8)
+    png[4:6, 5:8] = 255
+    (tmp_path / "masks").mkdir()
+    Image.fromarray(png).save(tmp_path / "masks" / "b.png")
+    doc = {"scene_id": "s", "metadata": {"image_size": [W, H]}, "objects": [
+        {"object_id": "a", "category": "cup", "bbox": [0, 0, 5, 4], "mask": inline.tolist()},
+        {"object_id": "b", "category": "cup", "bbox": [4, 3, 8, 6], "metadata": {"mask_path": "masks/b.png"}},
+        {"object_id": "c", "category": "cup", "bbox": [0, 4, 2, 6]},
+    ]}
+    (tmp_path / "reference_scene.json").write_text(json.dumps(doc))
+    inv = load_reference_scene(tmp_path / "reference_scene.json")
+    assert inv.by_id()["b"].mask_path == "masks/b.png"          # metadata.mask_path is read too
+    m = object_masks(tmp_path / "reference_scene.json", inv, (W, H))
+    assert m["a"].sum() == 6 and m["a"][1, 1] and not m["a"][0, 0]   # the inline mask, not the 5 x 4 bbox
+    assert m["b"].sum() == 6 and m["b"][5, 7]
+    assert m["c"] is None                                            # bbox support

@@ -162,6 +162,13 @@ def normalise_mobility(mobility: Mapping[str, Any] | None, instance_kind: str | 
 # reference_scene.json
 
 
+def object_mask_path(obj: Mapping[str, Any]) -> str | None:
+    """The object's mask file: ``mask_path``, else ``metadata.mask_path`` (the release reads both)."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    mp = obj.get("mask_path") or meta.get("mask_path")
+    return None if not mp else str(mp)
+
+
 def _mask_support(obj: Mapping[str, Any], where: str, image_size: tuple[int, int],
                   base_dir: Path | None) -> bool | None:
     """True/False = the instance mask has pixels; None = no mask given (bbox is the support).
@@ -183,7 +190,7 @@ def _mask_support(obj: Mapping[str, Any], where: str, image_size: tuple[int, int
         if not (arr > 0).any():
             raise CaseFailure(f"{where}.mask: is empty")
         return True
-    mp = obj.get("mask_path")
+    mp = object_mask_path(obj)
     if not mp:
         return None
     if base_dir is None:
@@ -291,7 +298,7 @@ def parse_reference_scene(
             attributes=dict(attrs),
             ambiguity_group=None if group in (None, "") else str(group),
             has_support=support is not False,
-            mask_path=None if od.get("mask_path") is None else str(od["mask_path"]),
+            mask_path=object_mask_path(od),
             instance_kind=None if kind is None else str(kind),
             **mob,
         ))

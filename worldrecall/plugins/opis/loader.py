@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 from worldrecall.core.components import Loader, LoadRequest, merge_typed
 from worldrecall.core.data import Case, CaseError, CaseFailure, one_line
 from worldrecall.core.paths import safe_join
+from worldrecall.plugins.opis.inventory import object_mask_path
 from worldrecall.core.text import read_csv_rows, read_text
 from worldrecall.core.video import IMAGE_SUFFIXES, VIDEO_SUFFIXES, Video
 
@@ -229,10 +230,11 @@ class OpisLoader(Loader):
                 sidecars[name] = p
         # mask files named by the inventory must stay inside the case folder
         for obj in scene["objects"]:
-            if isinstance(obj, dict) and obj.get("mask_path"):
-                p = safe_join(d, str(obj["mask_path"]), what=f"{SCENE} mask_path")
+            mp = object_mask_path(obj) if isinstance(obj, dict) else None
+            if mp:
+                p = safe_join(d, mp, what=f"{SCENE} mask_path")
                 if not p.is_file():
-                    raise CaseFailure(f"{scene_path}: mask_path {obj['mask_path']!r} of "
+                    raise CaseFailure(f"{scene_path}: mask_path {mp!r} of "
                                       f"{obj.get('object_id', '?')} does not exist")
         camera_task = conditions.get("camera_task") if isinstance(conditions, dict) else None
         return {

@@ -106,6 +106,30 @@ def load_mask(case_dir: Path, rel: str | None, size: tuple[int, int]) -> np.ndar
     return m > 0
 
 
+def object_masks(scene_path: Path, inventory: Inventory, size: tuple[int, int]) -> dict[str, np.ndarray | None]:
+    """Each object's support mask as the release picks it: an inline ``mask`` first, else its mask file
+    (``mask_path`` or ``metadata.mask_path``), else None (the bbox is the support)."""
+    from worldrecall.core.text import read_text
+
+    try:
+        doc = json.loads(read_text(scene_path))
+    except (OSError, ValueError) as e:
+        raise CaseFailure(f"{scene_path}: not readable JSON ({one_line(e)})") from None
+    inline = {str(o.get("object_id")): o["mask"] for o in doc.get("objects") or []
+              if isinstance(o, dict) and o.get("mask") is not None}
+    case_dir = Path(scene_path).parent
+    out: dict[str, np.ndarray | None] = {}
+    for o in inventory.objects:
+        if o.object_id in inline:
+            m = np.asarray(inline[o.object_id], dtype=np.float64)
+            if m.shape != (size[1], size[0]):
+                raise CaseFailure(f"{scene_path}: object {o.object_id} mask is {list(m.shape)}, image is {size[1]}x{size[0]}")
+            out[o.object_id] = m > 0
+        else:
+            out[o.object_id] = load_mask(case_dir, o.mask_path, size)
+    return out
+
+
 class OpisMetric(Metric):
     """OPIS = 100 x (0.2 Presence + 0.4 Identity + 0.4 Structure) against the input frame's inventory."""
 
@@ -241,9 +265,8 @@ class OpisMetric(Metric):
         ref_geo = g.geometry(raw, case=case, index=None)
         if not np.isfinite(np.asarray(ref_geo.depth)).all() or not np.isfinite(np.asarray(ref_geo.K)).all():
             raise CaseFailure(f"{raw_file}: non-finite reference geometry (depth or K)")
-        case_dir = Path(case.sidecars["reference_scene"]).parent
-        objs = [(o.object_id, o.bbox, load_mask(case_dir, o.mask_path, size) if o.has_support else None)
-                for o in inventory.objects]
+        masks = object_masks(Path(case.sidecars["reference_scene"]), inventory, size)
+        objs = [(o.object_id, o.bbox, masks[o.object_id]) for o in inventory.objects]
         ref = geo.reference_queries(ref_geo, objs, n_queries=int(self.params["n_queries"]),
                                     erode_px=int(self.params["erode_px"]),
                                     erode_border=bool(self.params["erode_image_border"]))
