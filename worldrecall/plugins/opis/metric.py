@@ -135,7 +135,7 @@ class OpisMetric(Metric):
 
     name = "opis.opis"
     benchmark = "opis"
-    version = "1"
+    version = "2"   # 2: release query draw, border erosion, four camera candidates, motion fraction
     description = "OPIS: object Presence / Identity / Structure against the input frame's fixed inventory"
     higher_is_better = True
     range = (0.0, 100.0)
