@@ -121,6 +121,27 @@ def test_errata1_unlabeled_objects_are_identity_only_unless_flag():
     assert parse_reference_scene(doc, allow_unlabeled_geometry=True).objects[0].evaluation_track == "unlabeled"
 
 
+def test_legacy_kind_key_is_read_from_object_metadata():
+    doc = _scene()
+    doc["objects"][0]["metadata"] = {"kind": "articulated"}      # the release's older key
+    o = parse_reference_scene(doc).objects[0]
+    assert (o.evaluation_track, o.kinematic_class, o.mobility_confidence, o.mobility_source) == (
+        "dynamic_identity", "articulated", 0.5, "legacy")
+    doc["objects"][0]["metadata"] = {"kind": "static"}
+    assert parse_reference_scene(doc, allow_unlabeled_geometry=True).objects[0].static_track
+    # instance_kind wins over kind (metadata.get("instance_kind", metadata.get("kind")))
+    doc["objects"][0]["metadata"] = {"instance_kind": "deformable", "kind": "static"}
+    assert parse_reference_scene(doc).objects[0].kinematic_class == "deformable"
+
+
+def test_mobility_confidence_is_clipped_to_unit_interval():
+    for given, want in ((1.7, 1.0), (-0.2, 0.0), (0.35, 0.35), ("0.8", 0.8), ("high", None), (None, None)):
+        assert normalise_mobility(_mobility(confidence=given))["mobility_confidence"] == want
+    doc = _scene()
+    doc["objects"][0]["metadata"]["mobility"]["confidence"] = 3
+    assert parse_reference_scene(doc).objects[0].mobility_confidence == 1.0
+
+
 def test_errata1_flag_re_applies_at_score_time():
     doc = _scene()
     doc["objects"][0]["metadata"] = {}
@@ -316,3 +337,23 @@ def test_measurement_refuses_other_schema_versions():
     bad["schema_version"] = 99
     with pytest.raises(ValueError, match="schema_version"):
         measurement_to_case({**m, "opis_case": bad})
+
+
+def test_window_with_null_frame_index_is_accepted():
+    doc = _video_obs()
+    doc["windows"][0]["frame_index"] = None
+    doc["windows"][1]["timestamp"] = None
+    windows = parse_video_observation(doc)
+    assert windows[0].frame_index is None and windows[1].timestamp is None
+    out = score_case(parse_reference_scene(_scene()), windows)
+    assert out["presence"] == 1.0
+    # the release's default window id: the frame index (then "window"): two unnamed windows collide
+    del doc["windows"][0]["window_id"], doc["windows"][1]["window_id"]
+    assert [w.window_id for w in parse_video_observation(dict(doc, windows=doc["windows"][1:]))] == ["32"]
+    doc["windows"][1]["frame_index"] = None
+    with pytest.raises(CaseFailure, match="duplicated"):
+        parse_video_observation(dict(doc, windows=[doc["windows"][0], doc["windows"][1]]))
+    # a null frame index survives the cache round trip
+    inv = parse_reference_scene(_scene())
+    _, back = measurement_to_case(case_to_measurement(inv, windows))
+    assert back[0].frame_index is None and back[1].timestamp is None

@@ -160,3 +160,15 @@ def test_official_example_folder_is_one_case_without_an_image(tmp_path):
     (ex / "video_observation.json").unlink()
     e = _one(list(OpisLoader().load(LoadRequest(ex, {"demo_model": ex}))))
     assert isinstance(e, CaseError) and "raw.jpg: conditioning image missing" in e.reason
+
+
+def test_case_listed_twice_is_a_clear_error_and_other_cases_load(tmp_path):
+    root = write_release(tmp_path, cases={"c1": "home", "c2": "home"})
+    shutil.copytree(root / "final/home/c1", root / "final/lab/c1")      # the same case id under a second subcategory
+    (root / "domains.json").write_text(json.dumps({"home": "real-world", "lab": "real-world"}))
+    items = _load(root)
+    errors = [i for i in items if isinstance(i, CaseError)]
+    assert len(errors) == 2 and {e.case_id for e in errors} == {"c1"}
+    assert "listed 2 times" in errors[0].reason and "final/lab/c1" in errors[0].reason
+    assert "\n" not in errors[0].reason
+    assert [c.case_id for c in items if isinstance(c, Case)] == ["c2"]

@@ -50,6 +50,69 @@ def test_aligner_records_windows_and_declares_min_frames(tmp_path):
         WindowsAligner().align(case, {"skip_s": 10.0})
 
 
+VFR_MS = [0, 200, 400, 600, 800, 900, 950, 1000, 1500, 2000, 2500, 3000]
+
+
+def _vfr_video(path):
+    """A 12-frame mp4 whose frames sit at VFR_MS milliseconds (variable frame rate)."""
+    import fractions
+
+    import av
+
+    with av.open(str(path), "w") as c:
+        s = c.add_stream("libx264", rate=1000)
+        s.width, s.height, s.pix_fmt = 64, 48, "yuv420p"
+        s.codec_context.time_base = fractions.Fraction(1, 1000)
+        for i, t in enumerate(VFR_MS):
+            f = av.VideoFrame.from_ndarray(np.full((48, 64, 3), i * 20, np.uint8), format="rgb24")
+            f.pts, f.time_base = t, fractions.Fraction(1, 1000)
+            for pkt in s.encode(f):
+                c.mux(pkt)
+        for pkt in s.encode():
+            c.mux(pkt)
+    return path
+
+
+def _video_case(path, fps):
+    from worldrecall.core.data import Case
+    from worldrecall.core.video import Video
+
+    return Case(benchmark="opis", case_id="vfr", model="m", video=Video(path, fps=fps))
+
+
+def test_decoded_timestamps_drive_the_windows(tmp_path):
+    from worldrecall.plugins.opis.windows import decoded_timestamps
+
+    path = _vfr_video(tmp_path / "vfr.mp4")
+    assert np.allclose(decoded_timestamps(path), [t / 1000 for t in VFR_MS])
+    case = _video_case(path, fps=4.0)
+    # decoded times: frames with t >= 1 s are 7..11 (1.0, 1.5, 2.0, 2.5, 3.0); stride 2 -> 7, 9, 11
+    al = WindowsAligner().align(case, {"stride": 2})
+    assert al.info["frame_indices"] == [7, 9, 11] and al.info["timestamps"] == [1.0, 2.0, 3.0]
+    assert al.info["timestamps_source"] == "decoded"
+    # i / fps at 4 fps: frames 4..11 kept (t = 1.0 .. 2.75), stride 2 -> 4, 6, 8, 10
+    al = WindowsAligner().align(case, {"stride": 2, "timestamps": "fps"})
+    assert al.info["frame_indices"] == [4, 6, 8, 10] and al.info["timestamps_source"] == "fps"
+
+
+def test_fixed_fps_sampler_hand_traced(tmp_path):
+    from worldrecall.plugins.opis.windows import fixed_fps_indices
+
+    ts = [t / 1000 for t in VFR_MS]
+    # 1.5 fps from 1 s: ticks floor(2.0 / (2/3) + 1e-9) + 1 = 4 -> 1.0, 1.667, 2.333, 3.0
+    # nearest (never before frame 7, the first with t >= 1): 7; 8 (1.5 beats 2.0); 10 (2.5 beats 2.0); 11
+    assert fixed_fps_indices(ts, 1.5, start_time=1.0) == [7, 8, 10, 11]
+    assert fixed_fps_indices(ts, 1.5, start_time=1.0, max_frames=2) == [7, 8]
+    # ties go to the earlier frame and repeats collapse: 4 fps over [0, 1, 2, 3] -> each frame once
+    assert fixed_fps_indices([0.0, 1.0, 2.0, 3.0], 4.0) == [0, 1, 2, 3]
+    assert fixed_fps_indices(ts, 1.0, start_time=3.5) == []
+    case = _video_case(_vfr_video(tmp_path / "vfr.mp4"), fps=4.0)
+    al = WindowsAligner().align(case, {"sampling": "fps", "sample_fps": 1.5})
+    assert al.info["frame_indices"] == [7, 8, 10, 11] and al.info["sampling"] == "fps"
+    with pytest.raises(CaseFailure, match="sampling"):
+        WindowsAligner().align(case, {"sampling": "every"})
+
+
 # --- A.4 observations ----------------------------------------------------------------------------------
 def test_palette_and_shape_words():
     assert obs.palette_colour((200, 50, 50)) == "red" and obs.palette_colour((130, 130, 125)) == "gray"
@@ -120,17 +183,35 @@ def test_colour_histogram_matches_the_synthetic_inventory_recipe():
 # --- A.5 reference queries ----------------------------------------------------------------------------------
 def test_stratified_queries_hand_computed():
     interior = np.ones((2, 5), bool)  # raster positions 0..9
-    # edges trunc(k * 10 / 4) = [0, 2, 5, 7, 10]; widths [2, 3, 2, 3]
-    # default_rng(0).random(4) = [0.63696, 0.26979, 0.04097, 0.01653]
-    # picks: 0 + floor(0.637*2)=1, 2 + floor(0.270*3)=2, 5 + floor(0.041*2)=5, 7 + floor(0.017*3)=7
+    # released draw: edges linspace(0, 10, 5) -> [0, 2, 5, 7, 10];
+    # default_rng(0).integers([0, 2, 5, 7], [2, 5, 7, 10]) = [1, 3, 6, 7] (one integer per stratum)
     q = geo.stratified_queries(interior, 4, 0)
-    assert q.tolist() == [[1, 0], [2, 0], [0, 1], [2, 1]]  # (x, y) of raster 1, 2, 5, 7
-    # fewer pixels than strata: every pixel exactly once (empty strata draw nothing)
+    assert q.tolist() == [[1, 0], [3, 0], [1, 1], [2, 1]]  # (x, y) of raster 1, 3, 6, 7
+    # the old floor(u * width) draw picked raster [1, 2, 5, 7]: this must not come back
+    assert q.tolist() != [[1, 0], [2, 0], [0, 1], [2, 1]]
+    # at most n pixels: the whole interior in raster order, no draw
     m = np.zeros((20, 20), bool)
     m[5:15, 5:15] = True
     q = geo.stratified_queries(m, 128, 0)
-    assert len(q) == 100 and len({tuple(p) for p in q.tolist()}) == 100
+    assert len(q) == 100 and q[:3].tolist() == [[5, 5], [6, 5], [7, 5]] and q[-1].tolist() == [14, 14]
     assert len(geo.stratified_queries(np.ones((30, 30), bool), 128, 0)) == 128
+
+
+def test_stratum_edges_use_float_linspace():
+    # 7 x (122 / 14) = 60.999... in floating point: the release's edge is 60, exact arithmetic says 61
+    e = geo.stratum_edges(122, 14)
+    assert e[7] == 60 and e[0] == 0 and e[-1] == 122 and e[1] == 8
+
+
+def test_erosion_erodes_the_image_border():
+    g = geo.MonoGeometry(depth=np.full((20, 20), 2.0, np.float32), K=np.eye(3), valid=np.ones((20, 20), bool))
+    # bbox support x, y in [0, 10): eroded by 3 with outside = background -> interior [3, 7) x [3, 7) = 16 px
+    ref = geo.reference_queries(g, [("corner", (0, 0, 10, 10), None)])
+    q = ref.queries["corner"]
+    assert len(q) == 16 and q[:, 0].min() == 3 and q[:, 1].min() == 3 and q[:, 0].max() == 6
+    # the switch keeps the border: interior [0, 7) x [0, 7) = 49 px
+    ref = geo.reference_queries(g, [("corner", (0, 0, 10, 10), None)], erode_border=False)
+    assert len(ref.queries["corner"]) == 49 and ref.queries["corner"][:, 0].min() == 0
 
 
 def test_reference_queries_erode_support_and_background():
@@ -186,6 +267,7 @@ def test_fit_window_recovers_a_known_camera():
     w = geo.fit_window(ref, cur, ref_px, cur_px)
     assert w.scored, w.failure_reason
     assert w.camera_confidence == 1.0 and abs(w.depth_scale - 1.0) < 0.02 and w.moves is True
+    assert w.displacement_fraction >= 0.01
     pr = w.projections["obj"]
     truth, z = geo.project(ref.query_points["obj"], rvec, tv, K)
     np.testing.assert_allclose(pr.projected_px, truth, atol=0.5)
@@ -199,6 +281,57 @@ def test_fit_window_static_camera_does_not_move():
     ref, cur, ref_px, cur_px, _, _ = _scene(yaw_deg=0.0, t=(0.0, 0.0, 0.0))
     w = geo.fit_window(ref, cur, ref_px, cur_px)
     assert w.scored and w.moves is False
+    # the fraction the release's motion summary reads: same size, same camera -> projections on the input pixels
+    assert w.displacement_fraction is not None and w.displacement_fraction < 1e-3
+
+
+def test_projection_depth_sampled_at_the_rounded_pixel_up_to_the_frame_edge():
+    # a camera shifted so the reference pixels land ~0.3 px to the right: a query at x = 159 projects to
+    # ~159.3 in a 160 px frame; the release samples depth at rint(159.3) = 159 (valid), not only where the
+    # unrounded projection is <= W - 1
+    ref, cur, ref_px, cur_px, rvec, tv = _scene(yaw_deg=0.0, t=(0.015, 0.0, 0.0))
+    edge = geo.reference_queries(ref.geometry, [("edge", (150, 40, 160, 80), None)], erode_px=0)
+    w = geo.fit_window(edge, cur, ref_px, cur_px)
+    assert w.scored, w.failure_reason
+    pr = w.projections["edge"]
+    x = pr.projected_px[:, 0]
+    last = (x > 159) & (x < 159.5)
+    assert last.any()
+    assert pr.depth_valid[last].all() and (pr.current_depth[last] > 0).all()
+    assert not pr.in_view[last].any()          # the informational flag keeps the unrounded test
+
+
+def test_inlier_support_is_the_smallest_of_four_hulls():
+    # train inliers span a 50 x 50 square in a 100 x 100 image (0.25); holdout inliers only a 10 x 10 one (0.01)
+    ref = np.array([[0, 0], [50, 0], [0, 50], [50, 50], [60, 60], [70, 60], [60, 70], [70, 70]], float)
+    cur = ref.copy()
+    train, hold = np.arange(4), np.arange(4, 8)
+    inlier = np.ones(8, bool)
+    assert geo.inlier_support(ref, cur, train, hold, inlier, (100, 100), (100, 100)) == pytest.approx(0.01)
+    # pooling all inliers (the old rule) would give the 70 x 70 hull minus its cut corners, far above 0.02
+    assert geo.hull_fraction(cur, (100, 100)) > 0.02
+    # an outlier does not count: 3 train inliers on a line -> area 0
+    inlier[3] = False
+    inlier[1] = False
+    assert geo.inlier_support(ref, cur, train, hold, inlier, (100, 100), (100, 100)) == 0.0
+
+
+def test_background_rank_uses_an_absolute_tolerance():
+    line = np.stack([np.linspace(0, 1, 20), np.zeros(20), np.full(20, 5.0)], axis=1)
+    assert geo.background_rank(line) == 1
+    wobble = line.copy()
+    wobble[::2, 1] += 1e-7          # singular value ~2e-7 < 1e-6: still rank 1 (a relative 1e-9 tol said 2)
+    assert geo.background_rank(wobble) == 1
+    wobble[::2, 1] += 1e-3
+    assert geo.background_rank(wobble) == 2
+
+
+def test_pnp_gives_the_ransac_and_the_refined_candidate():
+    ref, cur, ref_px, cur_px, rvec, tv = _scene()
+    P = ref.geometry.points_at(ref_px)
+    cands = geo._pnp(P, cur_px, K)
+    assert len(cands) == 2                      # raw RANSAC first, then its LM refinement
+    assert all(loss < 0.5 for _, _, loss in cands)
 
 
 def test_fit_window_gates():
@@ -538,3 +671,30 @@ def test_metric_claims_stage_writes_claim_records(tmp_path):
     assert "t" in wins[0].claims and not wins[1].claims       # unmatched window: no check call
     assert len(judge.calls) == 2 and judge.calls[0][0] == 1 and judge.calls[1][0] == 2
     assert OpisMetric()._claims(case, inv, frames, wins, MeasureContext(models=None)).startswith("not measured")
+
+
+def test_object_masks_follow_the_release_precedence(tmp_path):
+    from PIL import Image
+
+    from worldrecall.plugins.opis.inventory import load_reference_scene
+    from worldrecall.plugins.opis.metric import object_masks
+
+    W, H = 8, 6
+    inline = np.zeros((H, W), int)
+    inline[1:3, 1:4] = 1
+    png = np.zeros((H, W), np.uint8)
+    png[4:6, 5:8] = 255
+    (tmp_path / "masks").mkdir()
+    Image.fromarray(png).save(tmp_path / "masks" / "b.png")
+    doc = {"scene_id": "s", "metadata": {"image_size": [W, H]}, "objects": [
+        {"object_id": "a", "category": "cup", "bbox": [0, 0, 5, 4], "mask": inline.tolist()},
+        {"object_id": "b", "category": "cup", "bbox": [4, 3, 8, 6], "metadata": {"mask_path": "masks/b.png"}},
+        {"object_id": "c", "category": "cup", "bbox": [0, 4, 2, 6]},
+    ]}
+    (tmp_path / "reference_scene.json").write_text(json.dumps(doc))
+    inv = load_reference_scene(tmp_path / "reference_scene.json")
+    assert inv.by_id()["b"].mask_path == "masks/b.png"          # metadata.mask_path is read too
+    m = object_masks(tmp_path / "reference_scene.json", inv, (W, H))
+    assert m["a"].sum() == 6 and m["a"][1, 1] and not m["a"][0, 0]   # the inline mask, not the 5 x 4 bbox
+    assert m["b"].sum() == 6 and m["b"][5, 7]
+    assert m["c"] is None                                            # bbox support

@@ -308,6 +308,11 @@ def test_pose_value_hand_computed_and_errata6():
     p = pose_value([1, 1, 1, 1, np.nan], [2, 2, 2, 2.2, 1], TH)
     assert p["n_shared"] == 4 and p["coverage"] == pytest.approx(4 / 5)
     assert p["value"] == pytest.approx((3 + math.exp(-math.log(1.1) / 0.2)) / 4)
+    # per-edge residuals |rho - s| and the family score, as the release reports them
+    p = pose_value([1, 1, 1, 1, np.nan], [2, 2, 2, 2.2, 1], TH, edge_names=["a:b", "b:c", "c:d", "d:e", "e:f"])
+    assert p["edge_log_errors"] == pytest.approx({"a:b": 0.0, "b:c": 0.0, "c:d": 0.0, "d:e": math.log(1.1)})
+    assert p["family_scores"] == {"landmark_proportions": p["value"]} and p["reason"] == "scored"
+    assert pose_value([1, np.nan, np.nan], [1, 1, 1], TH)["reason"] == "insufficient_landmark_evidence"
     # uniform size change -> residuals 0 -> 1
     assert pose_value([1, 2, 3], [2, 4, 6], TH)["value"] == pytest.approx(1.0)
     # errata 6: 3 valid reference edges out of 7 template edges
@@ -341,26 +346,93 @@ def test_claims_value_hand_computed():
                         TH)["value"] is None
 
 
-def test_pose_routing_and_errata7_fallback():
-    assert pose_route("Young woman", "articulated") == "human"
-    assert pose_route("two dogs", "articulated") == "animal"
+def test_pose_routing_uses_the_release_names_exactly():
+    # exact normalised name (lower case, _ and - as spaces), then the aliases; no last-word rule
+    assert pose_route("Person", "articulated") == "human"
+    assert pose_route("police-officer", "articulated") == "human"
+    assert pose_route("Golden_Retriever", "articulated") == "animal"
+    assert pose_route("baby", "articulated") == "human"          # HUMAN_ALIASES
+    assert pose_route("black  bear", "articulated") == "animal"  # ANIMAL_ALIASES, whitespace collapsed
+    assert pose_route("Young woman", "articulated") == "unsupported"  # our old last-word rule said human
+    assert pose_route("two dogs", "articulated") == "unsupported"
+    assert pose_route("puppy", "articulated") == "unsupported"        # not in the release's lists
+    assert pose_route("robot arm", "articulated") == "unsupported"
     assert pose_route("dog", "deformable") == "vlm"
-    assert pose_route("robot arm", "articulated") == "vlm"
-    claims = ClaimRecord("p", [{"fact_id": "f", "family": "parts", "confidence": 0.9}],
-                         [{"fact_id": "f", "status": "supported", "confidence": 0.9, "visible": True}])
+
+
+CLAIM_OK = ClaimRecord("p", [{"fact_id": "f", "family": "parts", "confidence": 0.9}],
+                       [{"fact_id": "f", "status": "supported", "confidence": 0.9, "visible": True}])
+
+
+def test_errata7_fallback_only_with_a_pose_measurement_in_parity():
     # no pose measurement stored for the row: default falls back to the VLM, parity does not (errata 7)
-    d = dynamic_structure_value(category="person", kinematic_class="articulated", pose=None, claims=claims, th=TH)
-    p = dynamic_structure_value(category="person", kinematic_class="articulated", pose=None, claims=claims, th=PARITY)
-    assert (d["value"], d["backend"]) == (1.0, "vlm_fallback")
-    assert p["value"] is None
+    d = dynamic_structure_value(category="person", kinematic_class="articulated", pose=None, claims=CLAIM_OK, th=TH)
+    p = dynamic_structure_value(category="person", kinematic_class="articulated", pose=None, claims=CLAIM_OK, th=PARITY)
+    assert (d["value"], d["backend"], d["fallback_attempted"], d["fallback_used"]) == (1.0, "vlm_fallback", True, True)
+    assert d["fallback_reason"] == "missing_pose_measurement"
+    # the release's pose result: backend pose, coverage 0.0 (not None), reason of the missing measurement
+    assert (p["value"], p["backend"], p["coverage"], p["reason"]) == (None, "pose", 0.0, "missing_pose_measurement")
+    assert p["fallback_attempted"] is False
     # a stored pose record without enough edges: both modes fall back
     rec = PoseRecord("p", "human", [f"e{i}" for i in range(10)], np.full(10, np.nan), np.ones(10))
     for th in (TH, PARITY):
-        r = dynamic_structure_value(category="person", kinematic_class="articulated", pose=rec, claims=claims, th=th)
+        r = dynamic_structure_value(category="person", kinematic_class="articulated", pose=rec, claims=CLAIM_OK, th=th)
         assert (r["value"], r["backend"]) == (1.0, "vlm_fallback")
     # non-pose dynamic objects use the claims directly
-    v = dynamic_structure_value(category="towel", kinematic_class="deformable", pose=None, claims=claims, th=TH)
-    assert v["backend"] == "vlm"
+    v = dynamic_structure_value(category="towel", kinematic_class="deformable", pose=None, claims=CLAIM_OK, th=TH)
+    assert (v["backend"], v["fallback_attempted"]) == ("vlm", False)
+    assert v["family_scores"] == {"parts": 1.0} and v["reason"] == "scored"
+
+
+def test_unsupported_articulated_goes_through_pose_then_vlm_fallback():
+    # the release gives an unsupported profile an empty pose record, so every matched row has a measurement
+    # and the fallback runs in parity too; its labels are vlm_fallback / attempted
+    for th in (TH, PARITY):
+        r = dynamic_structure_value(category="robot arm", kinematic_class="articulated", pose=None,
+                                    claims=CLAIM_OK, th=th)
+        assert (r["value"], r["backend"], r["fallback_attempted"], r["fallback_used"]) == (1.0, "vlm_fallback", True, True)
+        assert r["fallback_reason"] == "unsupported_articulated_category" and r["profile"] == "unsupported"
+        # claims that give nothing: still an attempted fallback, no value
+        none = dynamic_structure_value(category="robot arm", kinematic_class="articulated", pose=None, claims=None, th=th)
+        assert (none["value"], none["backend"], none["fallback_attempted"], none["fallback_used"]) == (
+            None, "vlm_fallback", True, False)
+    # fallback off (the release's articulated_fallback: none): the pose route alone, no value
+    off = dynamic_structure_value(category="robot arm", kinematic_class="articulated", pose=None, claims=CLAIM_OK,
+                                  th=OpisThresholds(vlm_fallback=False))
+    assert (off["value"], off["backend"], off["coverage"], off["reason"]) == (
+        None, "pose", 0.0, "unsupported_articulated_category")
+
+
+def test_pose_reason_codes_follow_the_release():
+    names = [f"e{i}" for i in range(4)]
+    # landmarks measured but too few shared edges: the release's insufficient_landmark_evidence
+    rec = PoseRecord("p", "human", names, np.full(4, np.nan), np.ones(4))
+    r = dynamic_structure_value(category="person", kinematic_class="articulated", pose=rec, claims=None,
+                                th=OpisThresholds(vlm_fallback=False))
+    assert (r["reason"], r["backend"], r["coverage"]) == ("insufficient_landmark_evidence", "pose", 0.0)
+    # a side without landmarks names the producer's reason (reference first)
+    rec = PoseRecord("p", "human", names, np.ones(4), np.full(4, np.nan), current_reason="current_pose_failure:ValueError")
+    r = dynamic_structure_value(category="person", kinematic_class="articulated", pose=rec, claims=None,
+                                th=OpisThresholds(vlm_fallback=False))
+    assert r["reason"] == "current_pose_failure:ValueError"
+
+
+def test_pose_profile_or_skeleton_mismatch_is_an_error():
+    names = [f"e{i}" for i in range(4)]
+    rec = PoseRecord("p", "human", names, np.ones(4), np.ones(4), current_template="animal")
+    with pytest.raises(ValueError, match="profiles must match"):
+        dynamic_structure_value(category="person", kinematic_class="articulated", pose=rec, claims=None, th=TH)
+    rec = PoseRecord("p", "human", names, np.ones(4), np.ones(4), current_edge_names=names[::-1])
+    with pytest.raises(ValueError, match="skeletons must match"):
+        dynamic_structure_value(category="person", kinematic_class="articulated", pose=rec, claims=None, th=PARITY)
+    with pytest.raises(ValueError, match="skeletons must match"):
+        pose_value([1, 1, 1], [1, 1], TH)
+    # through score_case: a one-line CaseFailure naming the window and the object
+    d = obj("p", E1, track="dynamic_identity", kin="articulated", category="person")
+    w = win("w0", [det("o1", E1, category="person")])
+    w.pose["p"] = PoseRecord("p", "human", names, np.ones(4), np.ones(4), current_template="animal")
+    with pytest.raises(CaseFailure, match="window w0 object p: pose profiles must match"):
+        score_case(inv(d), [w], TH)
 
 
 def test_structure_aggregation_hand_computed():
@@ -513,7 +585,9 @@ def test_ambiguous_match_counts_for_p_and_i_but_gets_no_dynamic_structure():
     windows = [win("w0", [det("o1", E1, category="towel"), det("o2", E1, (50, 50, 70, 70), category="towel")], claims=claims)]
     rows, _ = build_rows(inv(d), windows, TH)
     assert rows[0].ambiguous and rows[0].presence == 1.0 and rows[0].identity == pytest.approx(1.0)
-    assert rows[0].structure is None and rows[0].reason == "ambiguous_association"
+    # the row keeps its own (visibility) reason, the structure evidence says why it has no value
+    assert rows[0].structure is None and rows[0].reason == "direct_observation"
+    assert rows[0].diagnostics["structure_evidence"] == {"reason": "ambiguous_association"}
     # with one detection the same claims give structure 1
     rows, _ = build_rows(inv(d), [win("w0", [det("o1", E1, category="towel")], claims=claims)], TH)
     assert rows[0].structure == 1.0
@@ -538,7 +612,7 @@ def test_identity_per_object_mean_and_diagnostics():
     # a raw cosine below 0.05 cannot match, whatever the attributes: no identity evidence at all
     c = obj("c", [1.0, 0.0], attrs={"color": "red", "shape": "tall"})
     o = det("o", [0.05, 1.0], attrs={"color": "red", "shape": "tall"})  # cos = 0.0499 < 0.05 -> similarity 0
-    assert score_case(inv(c), [win("w0", [o])])["identity_status"] == "no_evidence"
+    assert score_case(inv(c), [win("w0", [o])])["identity_status"] == "no_evidence_zero_fallback"
 
 
 def test_identity_swap_rate_counts_track_identity_changes():
@@ -627,8 +701,11 @@ def test_score_case_refuses_bad_inputs_with_one_line():
 def test_no_evidence_gives_zero_with_status():
     d = obj("d", E1, track="dynamic_identity", kin="deformable")
     out = score_case(inv(d), [win("w0", [])])
-    assert out["presence"] == 0.0 and out["presence_status"] == "no_evidence"
-    assert out["identity"] == 0.0 and out["identity_status"] == "no_evidence"
+    assert out["presence"] == 0.0 and out["presence_status"] == "no_evidence_zero_fallback"
+    assert out["identity"] == 0.0 and out["identity_status"] == "no_evidence_zero_fallback"
+    assert out["identity_score_status"] == "no_evidence_zero_fallback"
+    assert out["presence_score_status"] == "no_evidence_zero_fallback"
+    assert out["presence_score_known_evidence"] == 0.0          # 0.0, not None, when undefined
     # the dynamic object is a structure candidate with no eligible window: coverage None, shrunk = prior 0.5
     assert out["structure_shrunk"] == pytest.approx(0.5)
 
@@ -698,3 +775,200 @@ def test_no_structural_threshold_ablation_on_dynamic_evidence():
     judg = [{"fact_id": "f", "status": "contradicted", "confidence": 0.3, "visible": True}]
     assert claims_value(claims, judg, TH)["value"] is None
     assert claims_value(claims, judg, abl)["value"] == 0.0
+
+
+def test_camera_motion_summary_divides_by_all_frames():
+    from worldrecall.plugins.opis.camera_motion import summarize_camera_motion
+
+    def g(d, scored=True):
+        return WindowGeometry(scored=scored, displacement_fraction=d)
+
+    # 6 frames: 3 scored and moving (0.02, 0.05, 0.011), 1 scored still (0.005), 2 without a camera
+    frames = [g(0.02), g(0.05), g(0.005), g(0.011), g(None, scored=False), None]
+    m = summarize_camera_motion(frames)
+    # moving 3 / all 6 = 0.5 >= 0.5 -> valid; averaging scored windows only would give 3 / 4 as well
+    assert (m["motion_valid"], m["n_valid_frames"], m["coverage"]) == (True, 4, pytest.approx(4 / 6))
+    assert m["moving_frame_fraction"] == pytest.approx(0.5) and m["reason"] == "camera_change_detected"
+    # one more frame without a camera: 3 / 7 < 0.5 -> not valid (scored-only averaging would say 3 / 4, valid)
+    m = summarize_camera_motion(frames + [g(None, scored=False)])
+    assert (m["motion_valid"], m["reason"]) == (False, "insufficient_camera_change")
+    assert m["moving_frame_fraction"] == pytest.approx(3 / 7)
+    # fewer than 3 valid frames: undecided
+    m = summarize_camera_motion([g(0.5), g(0.5), None])
+    assert (m["motion_valid"], m["reason"]) == (None, "insufficient_camera_evidence")
+    # archived records with only the moves flag still decide
+    assert summarize_camera_motion([WindowGeometry(scored=True, moves=True)] * 3)["motion_valid"] is True
+    # through score_case: reported as a diagnostic number
+    o = obj("a", E1)
+    ws = [win(f"w{k}", [det("o1", E1)], geo=WindowGeometry(scored=k < 3, displacement_fraction=0.02), ordinal=k)
+          for k in range(7)]
+    v = score_case(inv(o), ws, TH)
+    assert v["motion_valid"] == 0.0 and v["motion_moving_frame_fraction"] == pytest.approx(3 / 7)
+
+
+def test_identity_row_is_clamped_at_zero_for_a_negative_cosine():
+    # the association's hard zero (raw cosine < 0.05) is lowered so a negative-cosine pair can match on its
+    # colour and category: cos = -0.6 -> e = 0.2; score (0.65 x 0.2 + 0.25 x 1 + 0.10 x 1) / 1 = 0.48 >= 0.35
+    th = OpisThresholds(min_embedding_cosine=-1.0)
+    a = obj("a", E1, attrs={"color": "red"})
+    b = obj("b", E2, bbox=(50.0, 50.0, 70.0, 70.0), attrs={"color": "blue"})
+    w = win("w0", [det("oa", [-0.6, 0.0, 0.8], attrs={"color": "red"}),
+                   det("ob", [0.0, 0.8, 0.6], (50.0, 50.0, 70.0, 70.0), attrs={"color": "blue"})])
+    rows, _ = build_rows(inv(a, b), [w], th)
+    assert rows[0].observed_id == "oa" and rows[0].presence == 1.0
+    assert rows[0].identity == 0.0                         # max(0, -0.6), not -0.6
+    assert rows[1].identity == pytest.approx(0.8)
+    # I = mean over objects (0 + 0.8) / 2 = 0.4; without the clamp it would be (-0.6 + 0.8) / 2 = 0.1
+    assert score_case(inv(a, b), [w], th)["identity"] == pytest.approx(0.4)
+
+
+def test_projection_not_from_the_input_image_is_no_evidence():
+    s = obj("s", E1, track="static_geometry")
+    p = proj("s")
+    p.reference_source = "reference_and_current"          # e.g. a pairwise point map, not the input alone
+    g = geometry({"s": p})
+    # unmatched: the projection is an evaluator failure, never "missing"
+    rows, _ = build_rows(inv(s), [win("w0", [], g)], TH)
+    assert (rows[0].visibility_state, rows[0].reason, rows[0].presence) == (
+        "evaluator_failure", "reference_projection_not_input_only", None)
+    # matched: direct observation (presence 1) but not geometry eligible (the projection vetoes geometry)
+    rows, _ = build_rows(inv(s), [win("w0", [det("o1", E1)], g)], PARITY)
+    assert rows[0].presence == 1.0 and rows[0].state == "evaluator_failure"
+    assert rows[0].reason == "geometry_unavailable_for_visible_instance"
+    assert rows[0].diagnostics["projection_state"] == "evaluator_failure"
+
+
+def test_visibility_confidence_and_per_projection_camera_confidence():
+    s = obj("s", E1, track="static_geometry")
+    # window camera 0.9, projection's own 0.5 < 0.65 -> unreliable (the projection's value is used), confidence 0
+    p = proj("s")
+    p.camera_confidence = 0.5
+    rows, _ = build_rows(inv(s), [win("w0", [], geometry({"s": p}, camera_confidence=0.9))], TH)
+    assert rows[0].visibility_state == "unreliable_camera_pose" and rows[0].visibility_confidence == 0.0
+    # projected expected visible: the camera confidence; outside view likewise; direct observation: 1
+    rows, _ = build_rows(inv(s), [win("w0", [], geometry({"s": proj("s")}, camera_confidence=0.8))], TH)
+    assert rows[0].visibility_state == "expected_visible" and rows[0].visibility_confidence == pytest.approx(0.8)
+    rows, _ = build_rows(inv(s), [win("w0", [], geometry({"s": proj("s", inside=2)}, camera_confidence=0.8))], TH)
+    assert rows[0].visibility_state == "outside_view" and rows[0].visibility_confidence == pytest.approx(0.8)
+    d = obj("d", E1, track="dynamic_identity", kin="deformable")
+    rows, _ = build_rows(inv(d), [win("w0", [det("o1", E1)])], TH)
+    assert rows[0].visibility_confidence == 1.0
+    rows, _ = build_rows(inv(d), [win("w0", [])], TH)
+    assert rows[0].visibility_confidence == 0.0          # no visibility evidence
+
+
+def test_static_residual_in_another_error_space_or_missing_reports_support():
+    ref = np.array([[12, 12], [14, 14], [16, 16], [18, 18], [20, 20]], float)
+    cur = ref + 40.0
+    err = np.array([1.0, 2.0, 3.0, 4.0, 9.0])
+    inl = err <= 8.0
+    box_r, box_o = (10, 10, 30, 30), (40, 40, 70, 80)
+    # hull of the 5 collinear reference points has area 0 -> coverage 0; inliers 4 / 5
+    for e, space in ((err, "normalized"), (None, "source_pixels")):
+        g = static_geometry_value(ref, cur, e, inl, box_r, box_o, TH, error_space=space)
+        assert g["value"] is None and g["reason"] == "invalid_or_unknown_residual_units"
+        assert g["n_correspondences"] == 5 and g["inlier_ratio"] == pytest.approx(0.8) and g["coverage"] == 0.0
+        assert g["residual_px"] == math.inf and g["normalized_error"] == math.inf
+    # no correspondences at all: the count gate (the release's reason), no residual computed
+    g = static_geometry_value(np.zeros((0, 2)), np.zeros((0, 2)), np.zeros(0), None, box_r, box_o, TH)
+    assert (g["value"], g["reason"], g["n_correspondences"], g["coverage"]) == (
+        None, "insufficient_instance_correspondences", 0, 0.0)
+    # through a window: a geometry whose residuals are in another space gives no static value
+    s = obj("s", E1, track="static_geometry", bbox=box_r)
+    geo = geometry({"s": proj("s", x0=42.0, spread=20.0)}, ref_px=ref, cur_px=cur, err=err)
+    geo.error_space = "normalized"
+    rows, _ = build_rows(inv(s), [win("w0", [det("o1", E1, box_o)], geo)], TH)
+    assert rows[0].structure is None and rows[0].diagnostics["geometry"]["inlier_ratio"] == pytest.approx(0.8)
+    geo.error_space = "source_pixels"
+    rows, _ = build_rows(inv(s), [win("w0", [det("o1", E1, box_o)], geo)], TH)
+    # median 3 px over diagonal 50 -> exp(-0.06 / 0.05)
+    assert rows[0].structure == pytest.approx(math.exp(-1.2))
+
+
+def _release_case():
+    """s (static) matched with 5 correspondences in w0 and missing in w1; d (dynamic) matched with a supported
+    claim in w0 and without evidence in w1; one extra detection in w0."""
+    s = obj("s", E1, track="static_geometry", bbox=(10.0, 10.0, 30.0, 30.0))
+    d = obj("d", E2, track="dynamic_identity", kin="deformable", bbox=(50.0, 50.0, 70.0, 70.0))
+    ref = [[12, 12], [28, 12], [12, 28], [28, 28], [20, 20]]
+    g0 = geometry({"s": proj("s")}, ref_px=ref, cur_px=ref, err=[1.0, 2.0, 3.0, 4.0, 9.0])
+    w0 = win("w0", [det("o1", E1), det("od", E2, (50.0, 50.0, 70.0, 70.0)), det("ox", E3, (80.0, 80.0, 95.0, 95.0))],
+             g0, claims={"d": ClaimRecord("d", [{"fact_id": "f", "family": "parts", "confidence": 0.9}],
+                                           [{"fact_id": "f", "status": "supported", "confidence": 0.9, "visible": True}])})
+    w1 = win("w1", [], geometry({"s": proj("s")}), ordinal=1)
+    return inv(s, d), [w0, w1]
+
+
+def test_release_named_presence_and_identity_values():
+    out = score_case(*_release_case(), TH)
+    # w0: both matched + 1 confirmed extra -> 0; w1: s missing -> 0 (d has no evidence: not attributable)
+    assert out["presence_strict_frame_macro"] == 0.0 and out["presence_score"] == 0.0
+    # TP 2, FN 1, FP 1, unverified missing 1 (d in w1), unverified extra 0
+    assert out["presence_score_known_evidence"] == pytest.approx(4 / 6)       # 2TP / (2TP + FP + FN)
+    assert out["presence_f1_strict"] is None                                  # w1's extras are unknown
+    assert out["presence_score_status"] == "partial_fp_evidence"
+    assert out["presence_score_policy"] == "strict_frame_presence_v1"
+    assert out["presence_recall_instance_macro"] == pytest.approx((0.5 + 1.0) / 2)  # s: 1 of 2, d: 1 of 1
+    assert out["identity_unambiguous_rows"] == 2.0 and out["identity_unambiguous_instances"] == 2.0
+    assert out["identity_evidence_coverage"] == 1.0 and out["identity_score_status"] == "observed"
+
+
+def test_release_named_geometry_and_structure_values():
+    out = score_case(*_release_case(), TH)
+    eps = 3.0 / math.hypot(20, 20)                      # median of 1, 2, 3, 4, 9 over the observed diagonal
+    g = math.exp(-eps / 0.05)
+    assert out["v3_reference_projective_score"] == pytest.approx(g)
+    assert out["v3_correspondence_coverage"] == pytest.approx(256 / 400)   # 16 x 16 hull in a 20 x 20 box
+    assert out["v3_inlier_ratio"] == pytest.approx(0.8) and out["v3_mean_reprojection_error_px"] == 3.0
+    assert out["v3_normalized_reprojection_error"] == pytest.approx(eps)
+    assert out["v3_geometry_coverage"] == 0.5 and out["v3_geometry_candidate_rows"] == 2.0
+    # dynamic d over both windows: values [1.0] of 2 -> shrunk (1 + 2 x 0.5) / (1 + 2), coverage-adjusted 1/2
+    assert out["v3_input_structure_score"] == pytest.approx(2 / 3)
+    assert out["v3_input_structure_score_raw"] == 1.0
+    assert out["v3_input_structure_score_coverage_adjusted"] == pytest.approx(0.5)
+    assert out["v3_structure_coverage"] == 0.5 and out["v3_structure_valid_rows"] == 1.0
+    # all candidates: s (g of 2 rows) and d
+    assert out["v3_structural_quality_score"] == pytest.approx(((g + 1) / 3 + 2 / 3) / 2)
+    assert out["v3_structural_quality_score_raw"] == pytest.approx((g + 1) / 2)
+    assert out["v3_structural_quality_coverage"] == 0.5
+    # the score track: geometric, presence 0 -> 0, with its mode and weights
+    assert out["full_igm_score"] == 0.0 and out["full_igm_score_mode"] == "presence_identity_structural_quality"
+    assert out["effective_score_weights"] == {"presence": 0.2, "identity": 0.4, "structural_quality": 0.4}
+
+
+def test_track_metrics_with_unattributable_extras():
+    out = score_case(*_release_case(), TH)
+    g = math.exp(-(3.0 / math.hypot(20, 20)) / 0.05)
+    # two tracks and an unassigned detection: extras are attributed to no track (fp_attributable=False)
+    assert out["track_false_positive_policy"] == "unassigned_extras_not_attributable_to_individual_tracks"
+    st, dy = out["track_metrics"]["static_geometry"], out["track_metrics"]["dynamic_identity"]
+    # static track: w0 present (the extra no longer counts) -> 1, w1 missing -> 0
+    assert st["presence_score"] == 0.5 and st["presence_false_positive"] is None and st["presence_f1_strict"] is None
+    assert st["core_2d_score"] == pytest.approx(100 * math.sqrt(0.5))
+    assert st["full_igm_score"] == pytest.approx(100 * 0.5 ** 0.2 * ((g + 1) / 3) ** 0.4)
+    # dynamic track: w0 present, w1 has nothing evaluable -> skipped
+    assert dy["presence_score"] == 1.0 and dy["identity_score"] == 1.0
+    assert dy["full_igm_score"] == pytest.approx(100 * (2 / 3) ** 0.4)
+    # the metric's flat numbers carry them
+    from worldrecall.plugins.opis.metric import flat_numbers
+
+    flat = flat_numbers(out)
+    assert flat["track_metrics_dynamic_identity_presence_score"] == 1.0
+    assert flat["effective_score_weights_structural_quality"] == 0.4
+
+
+def test_track_metrics_keep_extras_with_one_track():
+    o = obj("a", E1)
+    out = score_case(inv(o), [win("w0", [det("o1", E1), det("ox", E3, (60.0, 60.0, 80.0, 80.0))])], TH)
+    assert out["track_false_positive_policy"] is None
+    t = out["track_metrics"]["excluded"]
+    assert t["presence_score"] == 0.0 and t["presence_false_positive"] == 1.0 and t["presence_f1_strict"] == pytest.approx(2 / 3)
+
+
+def test_composite_missing_identity_and_presence_f1_fallback():
+    c = composite_scores(None, None, 0.5, PARITY, presence_f1=0.25)
+    assert c["opis_geometric"] == 0.0                     # identity None counts 0
+    c = composite_scores(None, 1.0, None, PARITY, presence_f1=0.25)
+    assert c["opis_geometric"] == pytest.approx(100 * 0.25 ** 0.2)   # PI-only weights (0.2, 0.8)
+    c = composite_scores(None, 1.0, None, PARITY)
+    assert c["opis_geometric"] == 0.0

@@ -41,8 +41,17 @@ def core2d(p: float, i: float) -> float:
     return 100.0 * math.sqrt(_unit("presence", p) * _unit("identity", i))
 
 
-def composite_scores(p: float, i: float, s: float | None, th: OpisThresholds) -> dict[str, Any]:
-    """Both forms, Core-2D, the headline ``opis`` (form per ``th.effective_composite``) and the PI-only flag."""
+def composite_scores(p: float | None, i: float | None, s: float | None, th: OpisThresholds, *,
+                     presence_f1: float | None = None) -> dict[str, Any]:
+    """Both forms, Core-2D, the headline ``opis`` (form per ``th.effective_composite``) and the PI-only flag.
+
+    As the release's score tracks do: a missing presence falls back to ``presence_f1`` (then 0), a missing
+    identity counts 0.
+    """
+    if p is None:
+        p = presence_f1 if presence_f1 is not None else 0.0
+    if i is None:
+        i = 0.0
     arith = arithmetic_composite(p, i, s, th)
     geo = geometric_composite(p, i, s, th)
     form = th.effective_composite

@@ -1,15 +1,18 @@
 """Input-grounded geometry (spec A.5): reference queries once per case, a background camera per window.
 
 Reference side (:func:`reference_queries`): per object, the support mask (instance mask, else bbox) eroded
-by 3 px and intersected with the reference validity; 128 query pixels drawn by stratified sampling over the
-raster-ordered interior pixels (strata with truncated integer edges, errata 10; one uniform draw per
-stratum; RNG seed 0, a fresh generator per object). Background = validity minus the 3 px dilation of the
+by 3 px (outside the image counts as background, so the image border erodes, as in the release) and
+intersected with the reference validity; 128 query pixels drawn by stratified sampling over the
+raster-ordered interior pixels (strata edges ``linspace(0, P, 129)`` truncated to int, errata 10; one
+integer per stratum from ``numpy.random.default_rng(0).integers(lo, hi)``, a fresh generator per object;
+an interior of at most 128 pixels is used whole). Background = validity minus the 3 px dilation of the
 union of all object masks.
 
 Per window (:func:`fit_window`): correspondences (reference pixel -> frame pixel) from the matcher; the
 camera is fitted from background matches only, with every gate of A.5 (>= 12 matches, >= 16 background
 matches, spatial support >= 0.02 in both images, rank >= 2, train/holdout split by reference (y, x),
-EPnP-RANSAC + LM on two K candidates, reliability >= 0.65 with inlier support >= 0.02, depth-scale gates).
+EPnP-RANSAC and its LM refinement on two K candidates (four poses, lowest clipped train error), reliability
+>= 0.65 with inlier support >= 0.02 (train and holdout inliers, both images), depth-scale gates).
 A failed gate gives ``WindowGeometry(scored=False, failure_reason=...)``: an evaluator failure for that
 frame, never a score.
 """
@@ -116,16 +119,21 @@ def rescale_k(K: np.ndarray, src: tuple[int, int], dst: tuple[int, int]) -> np.n
     return K2
 
 
-def _morph(mask: np.ndarray, px: int, op: str) -> np.ndarray:
+def _morph(mask: np.ndarray, px: int, op: str, *, erode_border: bool = True) -> np.ndarray:
+    """Erode / dilate with a (2 px + 1) square (= ``px`` passes of a 3x3 square).
+
+    Outside the image is background for both operations (the release pads with False), so an object
+    touching the image border loses its outer ``px`` pixels there; ``erode_border=False`` treats outside as
+    foreground for erosion instead (the border is then not an edge of the object).
+    """
     import cv2
 
     if px <= 0:
         return mask.astype(bool)
-    kernel = np.ones((2 * px + 1, 2 * px + 1), np.uint8)  # square structuring element of radius px
+    kernel = np.ones((2 * px + 1, 2 * px + 1), np.uint8)
     f = cv2.erode if op == "erode" else cv2.dilate
-    # erosion treats outside the image as foreground (the border is not an edge of the object)
-    return f(mask.astype(np.uint8), kernel, borderType=cv2.BORDER_CONSTANT,
-             borderValue=1 if op == "erode" else 0).astype(bool)
+    outside = 1 if (op == "erode" and not erode_border) else 0
+    return f(mask.astype(np.uint8), kernel, borderType=cv2.BORDER_CONSTANT, borderValue=outside).astype(bool)
 
 
 def support_mask(obj_mask: np.ndarray | None, bbox: tuple[float, float, float, float], size: tuple[int, int]) -> np.ndarray:
@@ -142,22 +150,31 @@ def support_mask(obj_mask: np.ndarray | None, bbox: tuple[float, float, float, f
     return m
 
 
-def stratified_queries(interior: np.ndarray, n: int = N_QUERIES, seed: int = QUERY_SEED) -> np.ndarray:
-    """Query pixels [Q, 2] (x, y): ``n`` strata over the raster-ordered interior pixels, one draw each.
+def stratum_edges(n_pixels: int, n: int) -> np.ndarray:
+    """``n + 1`` stratum edges over ``n_pixels`` raster positions: ``linspace(0, P, n + 1)`` truncated to int.
 
-    Stratum k spans raster positions ``[trunc(k*P/n), trunc((k+1)*P/n))`` (truncated integer edges,
-    errata 10); empty strata (fewer than ``n`` pixels) draw nothing. Draw = edge + floor(u * width) with
-    u from ``numpy.random.default_rng(seed)`` (one uniform per stratum, in stratum order).
+    The float spacing is the release's (errata 10): e.g. P = 122, n = 14 gives edge 7 = 60, not 7 * 122 / 14
+    = 61, because 7 x (122 / 14) is 60.999... in floating point.
+    """
+    return np.linspace(0, n_pixels, n + 1, dtype=np.int64)
+
+
+def stratified_queries(interior: np.ndarray, n: int = N_QUERIES, seed: int = QUERY_SEED) -> np.ndarray:
+    """Query pixels [Q, 2] (x, y) over the raster-ordered interior pixels (A.5 step 2, as released).
+
+    An interior of at most ``n`` pixels is used whole (raster order). Otherwise stratum k spans raster
+    positions ``[e_k, e_{k+1})`` (:func:`stratum_edges`) and one position is drawn per stratum with
+    ``numpy.random.default_rng(seed).integers(e[:-1], e[1:])`` (one vectorised call, in stratum order).
     """
     flat = np.flatnonzero(np.asarray(interior, bool).ravel())
     P = len(flat)
     if P == 0:
         return np.zeros((0, 2), np.int64)
-    edges = (np.arange(n + 1, dtype=np.int64) * P) // n   # truncated integer edges
-    u = np.random.default_rng(seed).random(n)
-    width = edges[1:] - edges[:-1]
-    keep = width > 0
-    pick = edges[:-1][keep] + np.minimum(np.floor(u[keep] * width[keep]).astype(np.int64), width[keep] - 1)
+    if P <= n:
+        pick = np.arange(P)
+    else:
+        edges = stratum_edges(P, n)
+        pick = np.random.default_rng(seed).integers(edges[:-1], edges[1:])
     W = interior.shape[1]
     lin = flat[pick]
     return np.stack([lin % W, lin // W], axis=1)
@@ -175,7 +192,8 @@ class ReferenceGeometry:
 
 
 def reference_queries(geometry: MonoGeometry, objects: list[tuple[str, tuple[float, float, float, float], np.ndarray | None]],
-                      *, n_queries: int = N_QUERIES, erode_px: int = ERODE_PX, seed: int = QUERY_SEED) -> ReferenceGeometry:
+                      *, n_queries: int = N_QUERIES, erode_px: int = ERODE_PX, seed: int = QUERY_SEED,
+                      erode_border: bool = True) -> ReferenceGeometry:
     """A.5 reference side: per object (id, bbox, mask or None) its query pixels/points; the background mask."""
     size = geometry.size
     union = np.zeros((size[1], size[0]), bool)
@@ -183,7 +201,7 @@ def reference_queries(geometry: MonoGeometry, objects: list[tuple[str, tuple[flo
     for oid, bbox, mask in objects:
         sup = support_mask(mask, bbox, size)
         union |= sup
-        interior = _morph(sup, erode_px, "erode") & np.asarray(geometry.valid, bool)
+        interior = _morph(sup, erode_px, "erode", erode_border=erode_border) & np.asarray(geometry.valid, bool)
         q = stratified_queries(interior, n_queries, seed)
         supported[oid] = len(q) > 0
         queries[oid] = q
@@ -220,8 +238,32 @@ def _fail(reason: str, ref_px: np.ndarray, cur_px: np.ndarray) -> WindowGeometry
                           cur_px=np.asarray(cur_px, np.float64).reshape(-1, 2))
 
 
-def _pnp(obj: np.ndarray, img: np.ndarray, K: np.ndarray) -> tuple[np.ndarray, np.ndarray, float] | None:
-    """EPnP-RANSAC (1000 iterations, 8 px, 0.999, seed 0, >= 6 inliers) + LM on the inliers; mean clipped error."""
+def background_rank(points: np.ndarray) -> int:
+    """Rank of the centred background 3-D points with the release's absolute singular-value tolerance 1e-6."""
+    p = np.asarray(points, np.float64).reshape(-1, 3)
+    return int(np.linalg.matrix_rank(p - p.mean(axis=0), tol=1e-6))
+
+
+def inlier_support(ref_px: np.ndarray, cur_px: np.ndarray, train: np.ndarray, hold: np.ndarray, inlier: np.ndarray,
+                   ref_size: tuple[int, int], cur_size: tuple[int, int]) -> float:
+    """The release's inlier spatial support: the smallest hull fraction of the train inliers and of the holdout
+    inliers, each measured in the reference and in the current image (4 hulls)."""
+    return min(hull_fraction(px[idx[inlier[idx]]], size)
+               for idx in (train, hold) for px, size in ((ref_px, ref_size), (cur_px, cur_size)))
+
+
+def _train_loss(obj: np.ndarray, img: np.ndarray, rvec: np.ndarray, tvec: np.ndarray, K: np.ndarray) -> float:
+    """Mean train reprojection error clipped at 8 px (a point behind the camera counts 8)."""
+    px, z = project(obj, rvec, tvec, K)
+    err = np.linalg.norm(px - img, axis=1)
+    err = np.where(np.isfinite(err) & (z > 0), err, RANSAC_THRESHOLD_PX)
+    return float(np.mean(np.minimum(err, RANSAC_THRESHOLD_PX)))
+
+
+def _pnp(obj: np.ndarray, img: np.ndarray, K: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    """Camera candidates for one K, as released: EPnP-RANSAC (1000 iterations, 8 px, 0.999, seed 0, >= 6
+    inliers) and its LM refinement on the RANSAC inliers, each with its clipped mean train error (raw first).
+    """
     import cv2
 
     cv2.setRNGSeed(RANSAC_SEED)
@@ -231,19 +273,18 @@ def _pnp(obj: np.ndarray, img: np.ndarray, K: np.ndarray) -> tuple[np.ndarray, n
             iterationsCount=RANSAC_ITERATIONS, reprojectionError=RANSAC_THRESHOLD_PX,
             confidence=RANSAC_CONFIDENCE, flags=cv2.SOLVEPNP_EPNP)
     except cv2.error:
-        return None
+        return []
     if not ok or inl is None or len(inl) < MIN_PNP_INLIERS:
-        return None
+        return []
     idx = inl.ravel()
+    out = [(rvec.copy(), tvec.copy(), _train_loss(obj, img, rvec, tvec, K))]
     try:
-        rvec, tvec = cv2.solvePnPRefineLM(obj[idx].astype(np.float64), img[idx].astype(np.float64),
-                                          K.astype(np.float64), None, rvec, tvec)
+        r2, t2 = cv2.solvePnPRefineLM(obj[idx].astype(np.float64), img[idx].astype(np.float64),
+                                      K.astype(np.float64), None, rvec.copy(), tvec.copy())
+        out.append((r2, t2, _train_loss(obj, img, r2, t2, K)))
     except cv2.error:
         pass
-    px, z = project(obj, rvec, tvec, K)
-    err = np.linalg.norm(px - img, axis=1)
-    err = np.where(np.isfinite(err) & (z > 0), err, RANSAC_THRESHOLD_PX)
-    return rvec, tvec, float(np.mean(np.minimum(err, RANSAC_THRESHOLD_PX)))
+    return out
 
 
 def fit_window(ref: ReferenceGeometry, cur: MonoGeometry, ref_px: np.ndarray, cur_px: np.ndarray,
@@ -268,17 +309,18 @@ def fit_window(ref: ReferenceGeometry, cur: MonoGeometry, ref_px: np.ndarray, cu
         return _fail(f"{len(bg)} background matches (< {MIN_BACKGROUND})", ref_px, cur_px)
     if hull_fraction(ref_px[bg], (Wr, Hr)) < MIN_SUPPORT or hull_fraction(cur_px[bg], (Wc, Hc)) < MIN_SUPPORT:
         return _fail(f"background matches cover < {MIN_SUPPORT} of an image", ref_px, cur_px)
-    centred = P_ref[bg] - P_ref[bg].mean(axis=0)
-    if np.linalg.matrix_rank(centred, tol=1e-9 * max(1.0, float(np.abs(centred).max()))) < 2:
+    if background_rank(P_ref[bg]) < 2:
         return _fail("degenerate background points (rank < 2)", ref_px, cur_px)
     order = bg[np.lexsort((ref_px[bg, 0], ref_px[bg, 1]))]   # by reference (y, x)
     train, hold = order[0::2], order[1::2]
     K_ref_cur = rescale_k(ref.geometry.K, (Wr, Hr), (Wc, Hc))
     best = None
+    # four candidates (current K, rescaled reference K) x (RANSAC, RANSAC + LM): the lowest train loss wins,
+    # the first of equal losses in that order (as released)
     for name, K in (("current", np.asarray(cur.K, np.float64)), ("reference", K_ref_cur)):
-        fit = _pnp(P_ref[train], cur_px[train], K)
-        if fit is not None and (best is None or fit[2] < best[4]):
-            best = (name, K, fit[0], fit[1], fit[2])
+        for rv, tv, loss in _pnp(P_ref[train], cur_px[train], K):
+            if best is None or loss < best[4]:
+                best = (name, K, rv, tv, loss)
     if best is None:
         return _fail("EPnP-RANSAC found no camera with >= 6 inliers", ref_px, cur_px)
     _, K, rvec, tvec, _ = best
@@ -292,9 +334,8 @@ def fit_window(ref: ReferenceGeometry, cur: MonoGeometry, ref_px: np.ndarray, cu
     if reliability < RELIABILITY_MIN:
         geo.failure_reason = f"camera reliability {reliability:.3f} (< {RELIABILITY_MIN})"
         return geo
-    bg_in = bg[inlier[bg]]
-    if hull_fraction(cur_px[bg_in], (Wc, Hc)) < MIN_SUPPORT:
-        geo.failure_reason = f"background inliers cover < {MIN_SUPPORT} of the frame"
+    if inlier_support(ref_px, cur_px, train, hold, inlier, (Wr, Hr), (Wc, Hc)) < MIN_SUPPORT:
+        geo.failure_reason = f"background inliers cover < {MIN_SUPPORT} of an image (train or holdout)"
         return geo
     # depth alignment: scale = median(z_cam / current depth) over train inliers with valid depth
     tr = train[inlier[train] & cur_ok[train]]
@@ -315,7 +356,8 @@ def fit_window(ref: ReferenceGeometry, cur: MonoGeometry, ref_px: np.ndarray, cu
     hin = hold[inlier[hold]]
     initial = np.stack([(ref_px[hin, 0] + 0.5) * Wc / Wr - 0.5, (ref_px[hin, 1] + 0.5) * Hc / Hr - 0.5], axis=1)
     disp = np.linalg.norm(proj[hin] - initial, axis=1) / float(np.hypot(Wc, Hc)) if len(hin) else np.zeros(0)
-    geo.moves = bool(len(disp) and float(np.median(disp)) >= MOVE_THRESHOLD)
+    geo.displacement_fraction = float(np.median(disp)) if len(disp) else None
+    geo.moves = bool(geo.displacement_fraction is not None and geo.displacement_fraction >= MOVE_THRESHOLD)
     for oid in object_ids if object_ids is not None else list(ref.queries):
         P = ref.query_points.get(oid)
         if P is None:
@@ -326,9 +368,11 @@ def fit_window(ref: ReferenceGeometry, cur: MonoGeometry, ref_px: np.ndarray, cu
         P = P[ok]
         ppx, pz = project(P, rvec, tvec, K)
         in_view = (pz > 0) & (ppx[:, 0] >= 0) & (ppx[:, 0] <= Wc - 1) & (ppx[:, 1] >= 0) & (ppx[:, 1] <= Hc - 1)
-        d, d_ok = cur.sample(np.where(in_view[:, None], ppx, -1.0), "depth")
-        c, _ = cur.sample(np.where(in_view[:, None], ppx, -1.0), "confidence")
-        d_ok &= in_view
+        # sampled as released: at the rounded pixel wherever it falls inside the frame (x up to W - 0.5),
+        # not only where the unrounded projection is in view; the scorer applies its own in-view test
+        at = np.where(np.isfinite(ppx).all(axis=1)[:, None], ppx, -1.0)
+        d, d_ok = cur.sample(at, "depth")
+        c, _ = cur.sample(at, "confidence")
         geo.projections[oid] = ObjectProjection(
             object_id=oid, in_view=in_view, projected_px=np.nan_to_num(ppx, nan=-1.0, posinf=-1.0, neginf=-1.0),
             projected_depth=pz, current_depth=np.where(d_ok, d * scale, 0.0), depth_valid=d_ok,

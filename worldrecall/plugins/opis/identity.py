@@ -32,9 +32,10 @@ def _mean(v: list[float]) -> float:
 
 
 def identity_score(rows: Sequence[Row], *, use_min: bool = False) -> tuple[float, str]:
-    """``(I_case, status)``: mean over objects of their mean (or min) identity; 0 / ``no_evidence`` if none."""
+    """``(I_case, status)``: mean over objects of their mean (or min) identity; 0 with status
+    ``no_evidence_zero_fallback`` (the release's label) if none."""
     v = _per_object(identity_rows(rows), min if use_min else _mean)
-    return (0.0, "no_evidence") if v is None else (float(v), "observed")
+    return (0.0, "no_evidence_zero_fallback") if v is None else (float(v), "observed")
 
 
 def swap_rate(rows: Sequence[Row]) -> float | None:

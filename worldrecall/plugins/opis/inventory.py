@@ -92,6 +92,28 @@ def _vector(v: Any, where: str) -> np.ndarray | None:
 # mobility (A.2)
 
 
+def mobility_confidence(value: Any) -> float | None:
+    """The release's reading of ``mobility.confidence``: anything ``float()`` accepts (numbers, numeric
+    strings), clipped to [0, 1]; non-finite or unreadable -> None."""
+    if value is None:
+        return None
+    try:
+        conf = float(value)
+    except (TypeError, ValueError):
+        return None
+    return min(1.0, max(0.0, conf)) if math.isfinite(conf) else None
+
+
+def legacy_kind(obj: Mapping[str, Any], meta: Mapping[str, Any]) -> Any:
+    """The legacy kind of an object without a mobility block: top-level ``instance_kind`` (ours), else the
+    release's ``metadata.instance_kind``, else its older ``metadata.kind``."""
+    if obj.get("instance_kind") is not None:
+        return obj["instance_kind"]
+    if meta.get("instance_kind") is not None:
+        return meta["instance_kind"]
+    return meta.get("kind")
+
+
 def normalise_mobility(mobility: Mapping[str, Any] | None, instance_kind: str | None = None, *,
                        allow_unlabeled_geometry: bool = False) -> dict[str, Any]:
     """Normalised mobility fields of one object.
@@ -112,9 +134,8 @@ def normalise_mobility(mobility: Mapping[str, Any] | None, instance_kind: str | 
         motion = motion if motion in MOTION_EXPECTATIONS else "unknown"
         track = str(mobility.get("evaluation_track", "excluded")).strip().lower()
         track = track if track in EVALUATION_TRACKS and track != "unlabeled" else "excluded"
-        eligible = mobility.get("geometry_eligible") is True
-        conf = mobility.get("confidence")
-        conf = float(conf) if _finite_number(conf) else None
+        eligible = bool(mobility.get("geometry_eligible", False))   # truthy, as the release reads it
+        conf = mobility_confidence(mobility.get("confidence"))
         static_contract = kin == "rigid" and motion in STATIC_MOTIONS and track == "static_geometry" and eligible
         if not static_contract:
             eligible = False
@@ -141,6 +162,13 @@ def normalise_mobility(mobility: Mapping[str, Any] | None, instance_kind: str | 
 # reference_scene.json
 
 
+def object_mask_path(obj: Mapping[str, Any]) -> str | None:
+    """The object's mask file: ``mask_path``, else ``metadata.mask_path`` (the release reads both)."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    mp = obj.get("mask_path") or meta.get("mask_path")
+    return None if not mp else str(mp)
+
+
 def _mask_support(obj: Mapping[str, Any], where: str, image_size: tuple[int, int],
                   base_dir: Path | None) -> bool | None:
     """True/False = the instance mask has pixels; None = no mask given (bbox is the support).
@@ -162,7 +190,7 @@ def _mask_support(obj: Mapping[str, Any], where: str, image_size: tuple[int, int
         if not (arr > 0).any():
             raise CaseFailure(f"{where}.mask: is empty")
         return True
-    mp = obj.get("mask_path")
+    mp = object_mask_path(obj)
     if not mp:
         return None
     if base_dir is None:
@@ -253,12 +281,11 @@ def parse_reference_scene(
             raise CaseFailure(f"{where}.attributes: must be a JSON object")
         support = _mask_support(od, where, wh, base)
         ometa = od.get("metadata") if isinstance(od.get("metadata"), Mapping) else {}
+        kind = legacy_kind(od, ometa)
         mob = normalise_mobility(
             ometa.get("mobility") if isinstance(ometa.get("mobility"), Mapping) else None,
-            od.get("instance_kind", ometa.get("instance_kind")),
-            allow_unlabeled_geometry=allow_unlabeled_geometry,
+            kind, allow_unlabeled_geometry=allow_unlabeled_geometry,
         )
-        kind = od.get("instance_kind", ometa.get("instance_kind"))
         group = ometa.get("ambiguity_group", od.get("ambiguity_group"))
         if isinstance(group, (list, tuple)):
             # a set of interchangeable look-alikes: name the group by its sorted members
@@ -271,7 +298,7 @@ def parse_reference_scene(
             attributes=dict(attrs),
             ambiguity_group=None if group in (None, "") else str(group),
             has_support=support is not False,
-            mask_path=None if od.get("mask_path") is None else str(od["mask_path"]),
+            mask_path=object_mask_path(od),
             instance_kind=None if kind is None else str(kind),
             **mob,
         ))
@@ -355,17 +382,18 @@ def parse_video_observation(doc: Any, *, source: str = "video_observation.json")
         where = f"{source}: windows[{k}]"
         if not isinstance(wd, Mapping):
             raise CaseFailure(f"{where}: must be a JSON object")
-        wid = str(wd.get("window_id", k))
+        # the release's default id: the frame index, else "window" (two such windows are a duplicate)
+        wid = str(wd.get("window_id", wd.get("frame_index", "window")))
         if wid in seen:
             raise CaseFailure(f"{where}.window_id {wid!r} is duplicated")
         seen.add(wid)
         fs = wd.get("frame_size")
         if not isinstance(fs, (list, tuple)) or len(fs) != 2 or not all(_finite_number(v) and v > 0 for v in fs):
             raise CaseFailure(f"{where}.frame_size must be [W, H] positive numbers, got {fs!r}"[:300])
-        fi = wd.get("frame_index", k)
-        ts = wd.get("timestamp", 0.0)
-        if not _finite_number(fi) or not _finite_number(ts):
-            raise CaseFailure(f"{where}: frame_index / timestamp must be finite numbers")
+        fi = wd.get("frame_index")
+        ts = wd.get("timestamp")
+        if (fi is not None and not _finite_number(fi)) or (ts is not None and not _finite_number(ts)):
+            raise CaseFailure(f"{where}: frame_index / timestamp must be finite numbers or null")
         objs = wd.get("objects") or []
         if not isinstance(objs, list):
             raise CaseFailure(f"{where}.objects must be a list")
@@ -394,7 +422,8 @@ def parse_video_observation(doc: Any, *, source: str = "video_observation.json")
                 embedding=_vector(od.get("embedding"), f"{ow}.embedding"),
                 track_id=None if od.get("track_id") is None else str(od["track_id"]),
             ))
-        out.append(Window(window_id=wid, frame_index=int(fi), timestamp=float(ts),
+        out.append(Window(window_id=wid, frame_index=None if fi is None else int(fi),
+                          timestamp=None if ts is None else float(ts),
                           frame_size=(int(fs[0]), int(fs[1])), observations=observations))
     return out
 

@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 from worldrecall.core.components import Loader, LoadRequest, merge_typed
 from worldrecall.core.data import Case, CaseError, CaseFailure, one_line
 from worldrecall.core.paths import safe_join
+from worldrecall.plugins.opis.inventory import object_mask_path
 from worldrecall.core.text import read_csv_rows, read_text
 from worldrecall.core.video import IMAGE_SUFFIXES, VIDEO_SUFFIXES, Video
 
@@ -157,8 +158,20 @@ class OpisLoader(Loader):
             for model in request.generations:
                 yield CaseError(BENCHMARK, "*", model, "load", f"{final}: no <subcategory>/<case_id>/ folders")
             return
+        # the release's hierarchy refuses a case listed twice (it would weigh twice): every folder of a case id
+        # that appears under more than one subcategory is a per-case error naming them all
+        where: dict[str, list[Path]] = {}
+        for d in case_dirs:
+            where.setdefault(d.name, []).append(d)
         for d in case_dirs:
             subcategory, case_id = (str(opts["example_subcategory"]), d.name) if flat else (d.parent.name, d.name)
+            if len(where[case_id]) > 1:
+                others = ", ".join(str(x) for x in where[case_id])
+                for model in request.generations:
+                    yield CaseError(BENCHMARK, case_id, model, "load",
+                                    f"case_id {case_id!r} is listed {len(where[case_id])} times ({others}); "
+                                    "the OPIS hierarchy counts each case once", {"subcategory": subcategory})
+                continue
             try:
                 gt = self._gt(d, subcategory, domains, domain_error)
             except CaseFailure as e:
@@ -217,10 +230,11 @@ class OpisLoader(Loader):
                 sidecars[name] = p
         # mask files named by the inventory must stay inside the case folder
         for obj in scene["objects"]:
-            if isinstance(obj, dict) and obj.get("mask_path"):
-                p = safe_join(d, str(obj["mask_path"]), what=f"{SCENE} mask_path")
+            mp = object_mask_path(obj) if isinstance(obj, dict) else None
+            if mp:
+                p = safe_join(d, mp, what=f"{SCENE} mask_path")
                 if not p.is_file():
-                    raise CaseFailure(f"{scene_path}: mask_path {obj['mask_path']!r} of "
+                    raise CaseFailure(f"{scene_path}: mask_path {mp!r} of "
                                       f"{obj.get('object_id', '?')} does not exist")
         camera_task = conditions.get("camera_task") if isinstance(conditions, dict) else None
         return {

@@ -32,6 +32,7 @@ from worldrecall.core.data import Alignment, Case, CaseFailure, one_line
 from worldrecall.core.paths import safe_join
 from worldrecall.plugins.opis import geometry as geo
 from worldrecall.plugins.opis import observations as obs
+from worldrecall.plugins.opis.camera_motion import summarize_camera_motion
 from worldrecall.plugins.opis.records import (
     Inventory,
     Window,
@@ -105,12 +106,36 @@ def load_mask(case_dir: Path, rel: str | None, size: tuple[int, int]) -> np.ndar
     return m > 0
 
 
+def object_masks(scene_path: Path, inventory: Inventory, size: tuple[int, int]) -> dict[str, np.ndarray | None]:
+    """Each object's support mask as the release picks it: an inline ``mask`` first, else its mask file
+    (``mask_path`` or ``metadata.mask_path``), else None (the bbox is the support)."""
+    from worldrecall.core.text import read_text
+
+    try:
+        doc = json.loads(read_text(scene_path))
+    except (OSError, ValueError) as e:
+        raise CaseFailure(f"{scene_path}: not readable JSON ({one_line(e)})") from None
+    inline = {str(o.get("object_id")): o["mask"] for o in doc.get("objects") or []
+              if isinstance(o, dict) and o.get("mask") is not None}
+    case_dir = Path(scene_path).parent
+    out: dict[str, np.ndarray | None] = {}
+    for o in inventory.objects:
+        if o.object_id in inline:
+            m = np.asarray(inline[o.object_id], dtype=np.float64)
+            if m.shape != (size[1], size[0]):
+                raise CaseFailure(f"{scene_path}: object {o.object_id} mask is {list(m.shape)}, image is {size[1]}x{size[0]}")
+            out[o.object_id] = m > 0
+        else:
+            out[o.object_id] = load_mask(case_dir, o.mask_path, size)
+    return out
+
+
 class OpisMetric(Metric):
     """OPIS = 100 x (0.2 Presence + 0.4 Identity + 0.4 Structure) against the input frame's inventory."""
 
     name = "opis.opis"
     benchmark = "opis"
-    version = "1"
+    version = "2"   # 2: release query draw, border erosion, four camera candidates, motion fraction
     description = "OPIS: object Presence / Identity / Structure against the input frame's fixed inventory"
     higher_is_better = True
     range = (0.0, 100.0)
@@ -141,6 +166,7 @@ class OpisMetric(Metric):
         "geometry": True,                       # input-grounded geometry (A.5); false: direct observation only
         "n_queries": geo.N_QUERIES,
         "erode_px": geo.ERODE_PX,
+        "erode_image_border": True,             # release: outside the image is background when eroding
         "use_precomputed_observations": True,   # score a shipped video_observation.json without models
         "allow_unlabeled_geometry": False,      # errata 1 (inventory parsing; measured, so a param)
         "judge": "",                            # VLM structure claims: judge name ("" = not measured)
@@ -239,11 +265,11 @@ class OpisMetric(Metric):
         ref_geo = g.geometry(raw, case=case, index=None)
         if not np.isfinite(np.asarray(ref_geo.depth)).all() or not np.isfinite(np.asarray(ref_geo.K)).all():
             raise CaseFailure(f"{raw_file}: non-finite reference geometry (depth or K)")
-        case_dir = Path(case.sidecars["reference_scene"]).parent
-        objs = [(o.object_id, o.bbox, load_mask(case_dir, o.mask_path, size) if o.has_support else None)
-                for o in inventory.objects]
+        masks = object_masks(Path(case.sidecars["reference_scene"]), inventory, size)
+        objs = [(o.object_id, o.bbox, masks[o.object_id]) for o in inventory.objects]
         ref = geo.reference_queries(ref_geo, objs, n_queries=int(self.params["n_queries"]),
-                                    erode_px=int(self.params["erode_px"]))
+                                    erode_px=int(self.params["erode_px"]),
+                                    erode_border=bool(self.params["erode_image_border"]))
         scored, reasons = 0, {}
         cur_geos = []
         for k, (i, frame) in enumerate(zip(idx, frames)):
@@ -256,12 +282,12 @@ class OpisMetric(Metric):
                 scored += 1
             else:
                 reasons[wg.failure_reason or "?"] = reasons.get(wg.failure_reason or "?", 0) + 1
-        moving = [w.geometry.moves for w in windows if w.geometry is not None and w.geometry.scored]
+        motion = summarize_camera_motion([w.geometry for w in windows])
         summary = {"windows_scored": scored, "windows": len(windows), "failures": reasons,
                    "objects_with_queries": int(sum(ref.supported.values())),
                    "background_pixels": int(ref.background.sum()),
-                   # A.5 step 9: diagnostic only, never a gate
-                   "motion_valid": bool(len(moving) >= 3 and np.mean(moving) >= 0.5) if moving else None}
+                   # A.5 step 9: diagnostic only, never a gate (moving frames over all frames, as released)
+                   "motion_valid": motion["motion_valid"], "motion_reason": motion["reason"]}
         return summary, ref_geo, cur_geos, {oid: m for oid, _, m in objs if m is not None}
 
     def judge_names(self) -> tuple[str, ...]:

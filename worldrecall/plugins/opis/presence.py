@@ -36,10 +36,11 @@ def frame_scores(rows: Sequence[Row], extras: Sequence[WindowExtras]) -> list[tu
 
 
 def strict_presence(rows: Sequence[Row], extras: Sequence[WindowExtras]) -> tuple[float, str, int]:
-    """``(P_case, status, n_scored_windows)``; P = 0 with status ``no_evidence`` when no window scored."""
+    """``(P_case, status, n_scored_windows)``; P = 0 with status ``no_evidence_zero_fallback`` (the release's
+    label) when no window scored."""
     f = frame_scores(rows, extras)
     if not f:
-        return 0.0, "no_evidence", 0
+        return 0.0, "no_evidence_zero_fallback", 0
     return sum(v for _, v in f) / len(f), "observed", len(f)
 
 

@@ -247,6 +247,10 @@ class ObjectProjection:
     depth_confidence: np.ndarray | None = None  # [Q] float in [0, 1]; errata 2 (None = not measured)
     insufficient_baseline: bool = False
     in_view: np.ndarray | None = None           # [Q] bool, informational (see above)
+    # where the reference 3-D queries come from: only "input_only" (the input image's own geometry) is
+    # evidence; anything else makes the projection an evaluator failure, as in the release
+    reference_source: str = "input_only"
+    camera_confidence: float | None = None      # the projection's own camera confidence (None: the window's)
 
     @property
     def n_queries(self) -> int:
@@ -264,6 +268,8 @@ class ObjectProjection:
             "depth_valid": _enc(self.depth_valid, arrays),
             "depth_confidence": _enc(self.depth_confidence, arrays),
             "insufficient_baseline": self.insufficient_baseline,
+            "reference_source": self.reference_source,
+            "camera_confidence": self.camera_confidence,
         }
 
     @classmethod
@@ -278,6 +284,8 @@ class ObjectProjection:
             depth_valid=_arr(_dec(d["depth_valid"], arrays), bool),
             depth_confidence=_arr(_dec(d.get("depth_confidence"), arrays)),
             insufficient_baseline=bool(d.get("insufficient_baseline", False)),
+            reference_source=str(d.get("reference_source", "input_only")),
+            camera_confidence=None if d.get("camera_confidence") is None else float(d["camera_confidence"]),
         )
 
 
@@ -290,11 +298,13 @@ class WindowGeometry:
     camera_confidence: float | None = None   # reliability = min(train, holdout) inlier ratio (A.5 step 6)
     depth_scale: float | None = None
     moves: bool | None = None                # diagnostic camera-motion flag (A.5 step 9)
+    displacement_fraction: float | None = None  # median holdout-inlier displacement / frame diagonal (step 9)
     projections: dict[str, ObjectProjection] = field(default_factory=dict)
     ref_px: np.ndarray | None = None         # [M, 2] reference-image pixels of every correspondence
     cur_px: np.ndarray | None = None         # [M, 2] frame pixels
     reproj_err: np.ndarray | None = None     # [M] px, reference 3-D point under the fitted camera (inf if invalid)
     inlier: np.ndarray | None = None         # [M] bool
+    error_space: str = "source_pixels"       # unit of reproj_err; any other space cannot be scored (released rule)
 
     def to_json(self, arrays: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
         """JSON-able dict."""
@@ -304,11 +314,13 @@ class WindowGeometry:
             "camera_confidence": self.camera_confidence,
             "depth_scale": self.depth_scale,
             "moves": self.moves,
+            "displacement_fraction": self.displacement_fraction,
             "projections": {k: p.to_json(arrays) for k, p in self.projections.items()},
             "ref_px": _enc(self.ref_px, arrays),
             "cur_px": _enc(self.cur_px, arrays),
             "reproj_err": _enc(self.reproj_err, arrays),
             "inlier": _enc(self.inlier, arrays),
+            "error_space": self.error_space,
         }
 
     @classmethod
@@ -322,11 +334,13 @@ class WindowGeometry:
             camera_confidence=None if d.get("camera_confidence") is None else float(d["camera_confidence"]),
             depth_scale=None if d.get("depth_scale") is None else float(d["depth_scale"]),
             moves=d.get("moves"),
+            displacement_fraction=None if d.get("displacement_fraction") is None else float(d["displacement_fraction"]),
             projections={str(k): ObjectProjection.from_json(p, arrays) for k, p in (d.get("projections") or {}).items()},
             ref_px=None if ref_px is None else ref_px.reshape(-1, 2),
             cur_px=None if cur_px is None else cur_px.reshape(-1, 2),
             reproj_err=_arr(_dec(d.get("reproj_err"), arrays)),
             inlier=_arr(_dec(d.get("inlier"), arrays), bool),
+            error_space=str(d.get("error_space", "source_pixels")),
         )
 
 
@@ -343,6 +357,12 @@ class PoseRecord:
     edge_names: list[str]
     reference_lengths: np.ndarray          # [E]
     current_lengths: np.ndarray            # [E]
+    # optional (additive): the current measurement's own profile / skeleton when it was recorded separately
+    # (a mismatch is an error, as in the release), and the producer's reason when a side has no landmarks
+    current_template: str | None = None
+    current_edge_names: list[str] | None = None
+    reference_reason: str | None = None
+    current_reason: str | None = None
 
     def to_json(self, arrays: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
         """JSON-able dict."""
@@ -352,17 +372,26 @@ class PoseRecord:
             "edge_names": list(self.edge_names),
             "reference_lengths": _enc(self.reference_lengths, arrays),
             "current_lengths": _enc(self.current_lengths, arrays),
+            "current_template": self.current_template,
+            "current_edge_names": None if self.current_edge_names is None else list(self.current_edge_names),
+            "reference_reason": self.reference_reason,
+            "current_reason": self.current_reason,
         }
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any], arrays: Mapping[str, np.ndarray] | None = None) -> PoseRecord:
         """Inverse of :meth:`to_json`."""
+        cur_edges = d.get("current_edge_names")
         return cls(
             object_id=str(d["object_id"]),
             template=str(d["template"]),
             edge_names=[str(e) for e in d.get("edge_names", [])],
             reference_lengths=_arr(_dec(d["reference_lengths"], arrays)),
             current_lengths=_arr(_dec(d["current_lengths"], arrays)),
+            current_template=None if d.get("current_template") is None else str(d["current_template"]),
+            current_edge_names=None if cur_edges is None else [str(e) for e in cur_edges],
+            reference_reason=d.get("reference_reason"),
+            current_reason=d.get("current_reason"),
         )
 
 
@@ -398,8 +427,8 @@ class Window:
     """One sampled frame of the generated video with everything measured on it."""
 
     window_id: str
-    frame_index: int
-    timestamp: float
+    frame_index: int | None                          # None: accepted (the release's windows may omit it)
+    timestamp: float | None
     frame_size: tuple[int, int]                      # (W, H)
     observations: list[Observation] = field(default_factory=list)
     geometry: WindowGeometry | None = None           # None: geometry stage not run for this frame
@@ -424,8 +453,8 @@ class Window:
         """Inverse of :meth:`to_json`."""
         return cls(
             window_id=str(d["window_id"]),
-            frame_index=int(d["frame_index"]),
-            timestamp=float(d["timestamp"]),
+            frame_index=None if d.get("frame_index") is None else int(d["frame_index"]),
+            timestamp=None if d.get("timestamp") is None else float(d["timestamp"]),
             frame_size=_size(d["frame_size"]),
             observations=[Observation.from_json(o, arrays) for o in d.get("observations", [])],
             geometry=None if d.get("geometry") is None else WindowGeometry.from_json(d["geometry"], arrays),

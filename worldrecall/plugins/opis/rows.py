@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from worldrecall.core.data import CaseFailure
 from worldrecall.plugins.opis.association import assign, associate, raw_cosine, similarity_matrix
 from worldrecall.plugins.opis.records import Inventory, InventoryObject, Window
 from worldrecall.plugins.opis.structure import dynamic_structure_value, static_value_from_geometry
@@ -26,7 +27,7 @@ class Row:
 
     window_id: str
     window_ordinal: int
-    frame_index: int
+    frame_index: int | None
     object_id: str
     observed_id: str | None
     state: str          # not_observable | evaluator_failure | generation_failure | identity_only |
@@ -47,6 +48,7 @@ class Row:
     ambiguity_group: str | None = None
     track_id: str | None = None
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    visibility_confidence: float = 0.0  # the visibility decision's confidence (see visibility.Visibility)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able dict (for the artifacts' row table)."""
@@ -120,7 +122,7 @@ def build_window_rows(inventory: Inventory, window: Window, ordinal: int, th: Op
             match_score=match.scores.get((o.object_id, observed.observed_id)) if observed is not None else None,
             margin=match.margins.get(o.object_id), ambiguous=o.object_id in match.ambiguous,
             ambiguity_group=o.ambiguity_group, track_id=None if observed is None else observed.track_id,
-            diagnostics=dict(vis.diagnostics),
+            diagnostics=dict(vis.diagnostics), visibility_confidence=vis.confidence,
         )
         rows.append(row)
         if not vis.presence_eligible:
@@ -134,16 +136,19 @@ def build_window_rows(inventory: Inventory, window: Window, ordinal: int, th: Op
         if not required:
             row.state = "dynamic_identity" if o.dynamic_track else "identity_only"
             if o.dynamic_track and th.structure_enabled:
+                # the row keeps its visibility reason; the structure route's reason lives in its evidence
                 if row.ambiguous:
-                    row.reason = "ambiguous_association"
+                    row.diagnostics["structure_evidence"] = {"reason": "ambiguous_association"}
                 else:
-                    ev = dynamic_structure_value(
-                        category=o.category, kinematic_class=o.kinematic_class,
-                        pose=window.pose.get(o.object_id), claims=window.claims.get(o.object_id), th=th,
-                    )
+                    try:
+                        ev = dynamic_structure_value(
+                            category=o.category, kinematic_class=o.kinematic_class,
+                            pose=window.pose.get(o.object_id), claims=window.claims.get(o.object_id), th=th,
+                        )
+                    except ValueError as e:
+                        raise CaseFailure(f"opis window {window.window_id} object {o.object_id}: {e}") from None
                     row.structure = ev["value"]
                     row.structure_kind = "dynamic" if ev["value"] is not None else None
-                    row.reason = ev["reason"]
                     row.diagnostics["structure_evidence"] = ev
             continue
         no_geometry_state = "evaluator_failure" if th.official_parity else "geometry_unavailable"

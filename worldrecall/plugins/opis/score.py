@@ -13,11 +13,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from worldrecall.core.data import CaseFailure
+from worldrecall.plugins.opis.camera_motion import summarize_camera_motion
 from worldrecall.plugins.opis.composite import composite_scores
 from worldrecall.plugins.opis.identity import identity_diagnostics, identity_score
 from worldrecall.plugins.opis.inventory import apply_unlabeled_geometry, check_observation_dims
 from worldrecall.plugins.opis.presence import presence_diagnostics, strict_presence
 from worldrecall.plugins.opis.records import Inventory, Window
+from worldrecall.plugins.opis.release_outputs import release_values
 from worldrecall.plugins.opis.rows import Row, WindowExtras, build_rows
 from worldrecall.plugins.opis.structure import StructureRow, aggregate_structure
 from worldrecall.plugins.opis.thresholds import OpisThresholds, resolve
@@ -109,6 +111,9 @@ def score_rows(rows: Sequence[Row], extras: Sequence[WindowExtras], th: OpisThre
                 for k, v in presence_diagnostics(rows, extras).items()})
     out.update({k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
                 for k, v in identity_diagnostics(rows, use_min=th.ablation_min_instead_of_mean).items()})
+    # the release's own names and conventions (diagnostics; our headline keys above are unchanged)
+    out.update({k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
+                for k, v in release_values(rows, extras, th).items()})
     states: dict[str, int] = {}
     for r in rows:
         states[r.state] = states.get(r.state, 0) + 1
@@ -137,7 +142,13 @@ def score_case(inventory: Inventory, windows: Sequence[Window],
     th = resolve(thresholds)
     _check_case(inventory, windows)
     rows, extras = build_rows(apply_unlabeled_geometry(inventory, th.allow_unlabeled_geometry), windows, th)
-    return score_rows(rows, extras, th)
+    out = score_rows(rows, extras, th)
+    # A.5 step 9 (diagnostic, never a gate): the release's summary over every sampled frame
+    motion = summarize_camera_motion([w.geometry for w in windows])
+    out.update(motion_valid=None if motion["motion_valid"] is None else float(motion["motion_valid"]),
+               motion_moving_frame_fraction=motion["moving_frame_fraction"],
+               motion_coverage=motion["coverage"], motion_status=motion["reason"])
+    return out
 
 
 def row_table(inventory: Inventory, windows: Sequence[Window],

@@ -5,7 +5,6 @@ claims, errata 6/7) and the case aggregation (A.11.3: raw, coverage-adjusted, sh
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,44 +16,51 @@ from worldrecall.plugins.opis.records import ClaimRecord, PoseRecord, WindowGeom
 from worldrecall.plugins.opis.thresholds import OpisThresholds
 from worldrecall.plugins.opis.visibility import convex_hull_area
 
-#: Normalised categories routed to the human pose template (COCO-17, 10 limb edges).
+#: The release's pose routing (``v2_semantic_aliases``): exact normalised category names only.
 HUMAN_CATEGORIES = frozenset({
-    "person", "people", "human", "man", "men", "woman", "women", "boy", "girl", "child", "children", "kid",
-    "baby", "toddler", "adult", "pedestrian", "player", "rider", "cyclist", "biker", "skier", "skateboarder",
-    "surfer", "runner", "athlete", "dancer", "worker", "soldier", "police officer", "chef", "student",
+    "person", "man", "woman", "boy", "girl", "child", "student", "pedestrian", "customer", "soldier",
+    "musician", "baseball player", "motorcyclist", "astronaut", "spectator", "tennis player", "skier",
+    "cyclist", "police officer", "vendor", "standing man", "sitting woman", "male character",
+    "female character",
 })
-#: Normalised categories routed to the animal pose template (AP-10K, 8 limb edges).
 ANIMAL_CATEGORIES = frozenset({
-    "dog", "puppy", "cat", "kitten", "horse", "pony", "cow", "cattle", "bull", "sheep", "lamb", "goat",
-    "pig", "elephant", "bear", "deer", "zebra", "giraffe", "lion", "tiger", "leopard", "cheetah", "wolf",
-    "fox", "rabbit", "monkey", "gorilla", "panda", "rhino", "rhinoceros", "hippo", "hippopotamus",
-    "camel", "kangaroo", "squirrel", "raccoon", "otter", "bison", "buffalo", "antelope", "moose", "mouse",
-    "rat", "polar bear", "skunk", "beaver", "donkey",
+    "dog", "cat", "cow", "horse", "sheep", "goat", "elephant", "hippo", "hippopotamus", "bear", "beaver",
+    "wildebeest", "golden retriever", "skunk", "deer", "zebra", "giraffe", "lion", "tiger", "pig", "rabbit",
+    "monkey", "fox", "wolf", "rhinoceros", "buffalo", "camel", "panda",
 })
+HUMAN_ALIASES = frozenset({
+    "woman vendor", "older man with glasses", "man in green shirt", "woman with gray hair", "woman in shawl",
+    "cowboy", "rider", "umpire", "catcher", "baby",
+})
+ANIMAL_ALIASES = frozenset({"bull", "black bear", "white cat"})
+#: Reason of an articulated object whose category has no pose template (the release's code).
+UNSUPPORTED_REASON = "unsupported_articulated_category"
 
 
 def normalise_category(category: str) -> str:
-    """Lower-case, letters and spaces only, collapsed whitespace."""
-    return " ".join(re.sub(r"[^a-z ]+", " ", (category or "").lower()).split())
+    """The release's category key: lower case, ``_`` and ``-`` as spaces, whitespace collapsed and trimmed."""
+    text = (category or "").lower().replace("_", " ").replace("-", " ")
+    return " ".join(text.split())
+
+
+def pose_profile(category: str) -> str:
+    """``"human"``, ``"animal"`` or ``"unsupported"``: the exact normalised name in the release's lists,
+    then its aliases (no partial or last-word matching: "young woman" is unsupported)."""
+    key = normalise_category(category)
+    if key in HUMAN_CATEGORIES or key in HUMAN_ALIASES:
+        return "human"
+    if key in ANIMAL_CATEGORIES or key in ANIMAL_ALIASES:
+        return "animal"
+    return "unsupported"
 
 
 def pose_route(category: str, kinematic_class: str) -> str:
-    """``"human"``, ``"animal"`` (pose landmarks) or ``"vlm"`` (claims) for a dynamic object (A.11.2).
-
-    Only articulated objects go to pose; the full normalised category, then its last word (and that word
-    without a plural ``s``), is looked up in the human and animal lists.
-    """
+    """Route of a dynamic object (A.11.2): articulated objects take the pose route with their profile
+    (``"human"``, ``"animal"`` or ``"unsupported"``, which has no landmarks and relies on the VLM
+    fallback); every other kinematic class goes to the VLM claims (``"vlm"``)."""
     if kinematic_class != "articulated":
         return "vlm"
-    name = normalise_category(category)
-    words = name.split()
-    keys = [name] + ([words[-1], words[-1][:-1]] if words and words[-1].endswith("s") else words[-1:])
-    for key in keys:
-        if key in HUMAN_CATEGORIES:
-            return "human"
-        if key in ANIMAL_CATEGORIES:
-            return "animal"
-    return "vlm"
+    return pose_profile(category)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -71,27 +77,32 @@ def inside_box(points: np.ndarray, bbox: Sequence[float]) -> np.ndarray:
 def static_geometry_value(
     ref_px: np.ndarray,
     cur_px: np.ndarray,
-    reproj_err: np.ndarray,
+    reproj_err: np.ndarray | None,
     inlier: np.ndarray | None,
     reference_bbox: Sequence[float],
     observed_bbox: Sequence[float],
     th: OpisThresholds,
+    *,
+    error_space: str = "source_pixels",
 ) -> dict[str, Any]:
-    """Projective preservation of one static object in one scored frame (A.11.1).
+    """Projective preservation of one static object in one scored frame (A.11.1), as the release computes it.
 
-    Instance correspondences: reference pixel in the reference bbox and current pixel in the observed bbox.
-    residual = median reprojection error (px) over them under the background-fitted camera;
-    eps = residual / diagonal(observed bbox); value g = exp(-eps / ``geometry_error_scale``).
-    Returns ``{"value": g | None, "reason", "n_correspondences", "coverage", "inlier_ratio", "residual_px",
+    Instance correspondences: reference pixel in the reference bbox and current pixel in the observed bbox
+    (bounds inclusive). coverage = hull area of their reference pixels / reference bbox area (>= 3 of them,
+    capped at 1). With fewer than ``min_instance_correspondences`` the row has no value (reason
+    ``insufficient_instance_correspondences``, residual not computed). Otherwise the inlier ratio over them
+    is reported and residual = median reprojection error (px) over them — ``inf`` when the errors are
+    missing, in another ``error_space`` than source pixels, of another length, or not all finite;
+    eps = residual / diagonal(observed bbox) (``inf`` for an empty box); a non-finite eps gives no value
+    (reason ``invalid_or_unknown_residual_units``); else value g = exp(-eps / ``geometry_error_scale``).
+    Returns ``{"value", "reason", "n_correspondences", "coverage", "inlier_ratio", "residual_px",
     "normalized_error"}``.
     """
     ref = np.asarray(ref_px, dtype=np.float64).reshape(-1, 2)
     cur = np.asarray(cur_px, dtype=np.float64).reshape(-1, 2)
-    err = np.asarray(reproj_err, dtype=np.float64).reshape(-1)
-    out: dict[str, Any] = {"value": None, "reason": None, "n_correspondences": 0, "coverage": 0.0,
-                           "inlier_ratio": None, "residual_px": None, "normalized_error": None}
-    if len(ref) == 0 or len(cur) != len(ref) or len(err) != len(ref):
-        out["reason"] = "no_correspondences" if len(ref) == 0 else "correspondence_shape_mismatch"
+    out: dict[str, Any] = {"value": None, "reason": "insufficient_instance_correspondences", "n_correspondences": 0,
+                           "coverage": 0.0, "inlier_ratio": None, "residual_px": None, "normalized_error": None}
+    if len(ref) == 0 or len(cur) != len(ref):
         return out
     sel = inside_box(ref, reference_bbox) & inside_box(cur, observed_bbox)
     n = int(sel.sum())
@@ -101,33 +112,31 @@ def static_geometry_value(
         out["coverage"] = min(1.0, convex_hull_area(ref[sel]) / max((x1 - x0) * (y1 - y0), 1e-6))
     need = 1 if th.ablation_no_structural_threshold else th.min_instance_correspondences
     if n < max(need, 1):
-        out["reason"] = "insufficient_instance_correspondences"
         return out
     if inlier is not None and len(np.asarray(inlier).reshape(-1)) == len(ref):
         out["inlier_ratio"] = float(np.asarray(inlier, dtype=bool).reshape(-1)[sel].mean())
-    if not np.isfinite(err[sel]).all():
-        out["reason"] = "invalid_or_unknown_residual_units"
-        return out
-    residual = float(np.median(err[sel]))
+    residual = math.inf
+    err = None if reproj_err is None else np.asarray(reproj_err, dtype=np.float64).reshape(-1)
+    if err is not None and error_space == "source_pixels" and err.shape == sel.shape and np.isfinite(err[sel]).all():
+        residual = float(np.median(err[sel]))
     ox0, oy0, ox1, oy1 = (float(v) for v in observed_bbox)
     diagonal = math.hypot(ox1 - ox0, oy1 - oy0)
-    if ox1 <= ox0 or oy1 <= oy0 or not math.isfinite(diagonal):
-        out["reason"] = "invalid_observed_bbox"
+    eps = residual / diagonal if ox1 > ox0 and oy1 > oy0 and math.isfinite(diagonal) else math.inf
+    out.update(residual_px=residual, normalized_error=eps)
+    if not math.isfinite(eps):
+        out["reason"] = "invalid_or_unknown_residual_units"
         return out
-    eps = residual / diagonal
-    out.update(value=float(math.exp(-eps / th.geometry_error_scale)), reason="projective_consistency_measured",
-               residual_px=residual, normalized_error=eps)
+    out.update(value=float(math.exp(-eps / th.geometry_error_scale)), reason="projective_consistency_measured")
     return out
 
 
 def static_value_from_geometry(geometry: WindowGeometry, reference_bbox: Sequence[float],
                                observed_bbox: Sequence[float], th: OpisThresholds) -> dict[str, Any]:
-    """:func:`static_geometry_value` on a :class:`WindowGeometry`'s stored correspondences."""
-    if geometry.ref_px is None or geometry.cur_px is None or geometry.reproj_err is None:
-        return {"value": None, "reason": "no_correspondences", "n_correspondences": 0, "coverage": 0.0,
-                "inlier_ratio": None, "residual_px": None, "normalized_error": None}
-    return static_geometry_value(geometry.ref_px, geometry.cur_px, geometry.reproj_err, geometry.inlier,
-                                 reference_bbox, observed_bbox, th)
+    """:func:`static_geometry_value` on a :class:`WindowGeometry`'s stored correspondences and residuals."""
+    ref = np.zeros((0, 2)) if geometry.ref_px is None else geometry.ref_px
+    cur = np.zeros((0, 2)) if geometry.cur_px is None else geometry.cur_px
+    return static_geometry_value(ref, cur, geometry.reproj_err, geometry.inlier, reference_bbox, observed_bbox, th,
+                                 error_space=geometry.error_space)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -135,18 +144,23 @@ def static_value_from_geometry(geometry: WindowGeometry, reference_bbox: Sequenc
 
 
 def pose_value(reference_lengths: Sequence[float], current_lengths: Sequence[float], th: OpisThresholds,
-               *, template_edges: int | None = None) -> dict[str, Any]:
+               *, template_edges: int | None = None, edge_names: Sequence[str] | None = None) -> dict[str, Any]:
     """Pose-landmark proportion score of one object in one window (A.11.2).
 
     Shared edges S = edges with a valid (finite, > 0) length on both sides. coverage = |S| / denominator,
     denominator = the template's edge count (default) or the number of valid reference edges (official
-    parity, errata 6). Needs |S| >= ``pose_min_edges`` and coverage >= ``pose_min_coverage``.
-    rho_e = log(cur / ref); s = median(rho); value = mean_e exp(-|rho_e - s| / ``pose_residual_scale``).
+    parity, errata 6; 0.0 when there is none, as released). Needs |S| >= ``pose_min_edges`` and coverage
+    >= ``pose_min_coverage``. rho_e = log(cur / ref); s = median(rho); value = mean_e exp(-|rho_e - s| /
+    ``pose_residual_scale``). Also returns the per-edge residuals ``edge_log_errors`` (keyed by edge name)
+    and ``family_scores`` ``{"landmark_proportions": value}``, with the release's reason codes
+    (``scored`` / ``insufficient_landmark_evidence``). Reference and current edge lists of different length
+    are a skeleton mismatch: ``ValueError`` (the release raises).
     """
     ref = np.asarray(reference_lengths, dtype=np.float64).reshape(-1)
     cur = np.asarray(current_lengths, dtype=np.float64).reshape(-1)
     if ref.shape != cur.shape:
-        return {"value": None, "reason": "edge_count_mismatch", "coverage": None, "n_shared": 0}
+        raise ValueError(f"pose skeletons must match: {ref.size} reference edges, {cur.size} current edges")
+    names = list(edge_names) if edge_names is not None and len(edge_names) == ref.size else [f"e{i}" for i in range(ref.size)]
     ref_ok = np.isfinite(ref) & (ref > 0)
     shared = ref_ok & np.isfinite(cur) & (cur > 0)
     n_shared = int(shared.sum())
@@ -154,14 +168,19 @@ def pose_value(reference_lengths: Sequence[float], current_lengths: Sequence[flo
     coverage = n_shared / denom if denom else 0.0
     min_edges = 1 if th.ablation_no_structural_threshold else th.pose_min_edges
     min_cov = 0.0 if th.ablation_no_structural_threshold else th.pose_min_coverage
-    out: dict[str, Any] = {"value": None, "reason": None, "coverage": coverage, "n_shared": n_shared}
+    out: dict[str, Any] = {"value": None, "reason": "insufficient_landmark_evidence", "coverage": coverage,
+                           "n_shared": n_shared, "n_reference_eligible": int(ref_ok.sum()),
+                           "n_template_edges": int(template_edges if template_edges else len(ref)),
+                           "edge_log_errors": {}, "family_scores": {}}
     if n_shared < max(min_edges, 1) or coverage < min_cov:
-        out["reason"] = "insufficient_pose_edges"
         return out
     rho = np.log(cur[shared] / ref[shared])
     s = float(np.median(rho))
-    out.update(value=float(np.mean(np.exp(-np.abs(rho - s) / th.pose_residual_scale))),
-               reason="pose_proportions_measured", scale=s)
+    residuals = np.abs(rho - s)
+    value = float(np.mean(np.exp(-residuals / th.pose_residual_scale)))
+    shared_names = [n for n, ok in zip(names, shared) if ok]
+    out.update(value=value, reason="scored", scale=s, family_scores={"landmark_proportions": value},
+               edge_log_errors={n: float(r) for n, r in zip(shared_names, residuals)})
     return out
 
 
@@ -173,7 +192,8 @@ def claims_value(claims: Iterable[dict[str, Any]], judgments: Iterable[dict[str,
     judgment (missing -> unknown) is not ``unknown``, ``visible`` and has confidence >=
     ``vlm_judgment_confidence_min``: supported -> 1, contradicted -> 0. Family score = mean of its evaluable
     claims; value = mean over families with >= 1 evaluable claim (None if none); coverage = evaluable /
-    eligible claims.
+    eligible claims (None without eligible claims, as released). Reason codes are the release's
+    (``scored`` / ``no_evaluable_structure_evidence``); ``family_scores`` holds each family's mean.
     """
     cmin = 0.0 if th.ablation_no_structural_threshold else th.vlm_claim_confidence_min
     jmin = 0.0 if th.ablation_no_structural_threshold else th.vlm_judgment_confidence_min
@@ -194,11 +214,35 @@ def claims_value(claims: Iterable[dict[str, Any]], judgments: Iterable[dict[str,
             continue
         evaluable += 1
         families.setdefault(str(c.get("family", "")), []).append(1.0 if status == "supported" else 0.0)
-    value = float(np.mean([np.mean(v) for v in families.values()])) if families else None
-    return {"value": value, "reason": "claims_measured" if value is not None else "no_evaluable_claims",
-            "coverage": (evaluable / eligible) if eligible else None, "n_eligible": eligible, "n_evaluable": evaluable}
+    family_scores = {k: float(np.mean(v)) for k, v in sorted(families.items())}
+    value = float(np.mean(list(family_scores.values()))) if family_scores else None
+    return {"value": value, "reason": "scored" if value is not None else "no_evaluable_structure_evidence",
+            "coverage": (evaluable / eligible) if eligible else None, "n_eligible": eligible, "n_evaluable": evaluable,
+            "family_scores": family_scores}
 
 
+
+
+def _pose_evidence(pose: PoseRecord | None, route: str, th: OpisThresholds) -> dict[str, Any]:
+    """The pose route's result for one row (the release's ``score_pose_pair`` on the stored records)."""
+    empty = {"value": None, "coverage": 0.0, "n_shared": 0, "edge_log_errors": {}, "family_scores": {}}
+    if route == "unsupported" and pose is None:
+        # the release stores an empty reference record for these, so every matched row has a measurement
+        return {**empty, "reason": UNSUPPORTED_REASON, "measured": True}
+    if pose is None:
+        return {**empty, "reason": "missing_pose_measurement", "measured": False}
+    if pose.current_template is not None and pose.current_template != pose.template:
+        raise ValueError(f"pose profiles must match: reference {pose.template!r}, current {pose.current_template!r}")
+    if pose.current_edge_names is not None and list(pose.current_edge_names) != list(pose.edge_names):
+        raise ValueError(f"pose skeletons must match for object {pose.object_id}")
+    p = pose_value(pose.reference_lengths, pose.current_lengths, th,
+                   template_edges=len(pose.edge_names) or None, edge_names=pose.edge_names)
+    # as released: without a value, a side the producer measured no landmarks on names its own reason
+    if p["value"] is None and pose.reference_reason:
+        p["reason"] = pose.reference_reason
+    elif p["value"] is None and pose.current_reason:
+        p["reason"] = pose.current_reason
+    return {**p, "measured": True}
 
 
 def dynamic_structure_value(
@@ -211,40 +255,38 @@ def dynamic_structure_value(
 ) -> dict[str, Any]:
     """Structure evidence of one matched, unambiguous dynamic object in one window (A.11.2 routing).
 
-    Pose-routed objects (articulated humans/animals, or any object with a stored pose record) use pose
-    proportions; if that gives no value and ``vlm_fallback`` is on, the VLM claims are used — in parity mode
-    only when a pose measurement was stored for the row (errata 7). Everything else uses the claims.
-    Returns ``{"value", "backend" ("pose"|"vlm"|"vlm_fallback"|None), "reason", "coverage",
-    "fallback_attempted"}``.
+    Articulated objects (or any object with a stored pose record) take the pose route with the release's
+    profile (:func:`pose_profile`); an ``unsupported`` profile has no landmarks, as in the release, so its
+    value can only come from the fallback. If the pose route gives no value and ``vlm_fallback`` is on, the
+    VLM claims are used (backend ``vlm_fallback``, ``fallback_attempted`` true whatever they give) — in parity
+    mode only when a pose measurement exists for the row (errata 7; an unsupported profile always has one).
+    Everything else uses the claims (backend ``vlm``). The pose route's backend is ``pose`` and its coverage
+    a number (0.0 without evidence) even when it gives no value.
+    Returns ``{"value", "backend", "reason", "coverage", "fallback_attempted", "fallback_used",
+    "family_scores", ...}``.
     """
     route = pose.template if pose is not None else pose_route(category, kinematic_class)
-    if route in ("human", "animal"):
-        result: dict[str, Any] = {"value": None, "backend": None, "reason": "no_pose_measurement",
-                                  "coverage": None, "fallback_attempted": False}
-        if pose is not None:
-            p = pose_value(pose.reference_lengths, pose.current_lengths, th,
-                           template_edges=len(pose.edge_names) or None)
-            if p["value"] is not None:
-                return {"value": p["value"], "backend": "pose", "reason": p["reason"],
-                        "coverage": p["coverage"], "fallback_attempted": False}
-            result.update(reason=p["reason"], coverage=p["coverage"])
-        may_fallback = th.vlm_fallback and (pose is not None or not th.official_parity)
-        if may_fallback:
-            result["fallback_attempted"] = True
-            if claims is not None:
-                c = claims_value(claims.claims, claims.judgments, th)
-                if c["value"] is not None:
-                    return {"value": c["value"], "backend": "vlm_fallback", "reason": c["reason"],
-                            "coverage": c["coverage"], "fallback_attempted": True}
-                result["reason"] = c["reason"]
-            else:
-                result["reason"] = result["reason"] + "+no_claims"
-        return result
+    if route in ("human", "animal", "unsupported"):
+        p = _pose_evidence(pose, route, th)
+        result: dict[str, Any] = {"value": p["value"], "backend": "pose", "reason": p["reason"],
+                                  "coverage": p["coverage"], "fallback_attempted": False, "fallback_used": False,
+                                  "profile": route, "family_scores": p["family_scores"],
+                                  "edge_log_errors": p["edge_log_errors"]}
+        if p["value"] is not None:
+            return result
+        if not th.vlm_fallback or (th.official_parity and not p["measured"]):
+            return result
+        c = claims_value(claims.claims, claims.judgments, th) if claims is not None else \
+            {"value": None, "reason": "no_evaluable_structure_evidence", "coverage": None, "family_scores": {}}
+        return {"value": c["value"], "backend": "vlm_fallback", "reason": c["reason"], "coverage": c["coverage"],
+                "fallback_attempted": True, "fallback_used": c["value"] is not None, "fallback_reason": p["reason"],
+                "pose_coverage": p["coverage"], "profile": route, "family_scores": c["family_scores"]}
     if claims is None:
-        return {"value": None, "backend": None, "reason": "no_claims", "coverage": None, "fallback_attempted": False}
+        return {"value": None, "backend": "vlm", "reason": "no_evaluable_structure_evidence", "coverage": None,
+                "fallback_attempted": False, "fallback_used": False, "family_scores": {}}
     c = claims_value(claims.claims, claims.judgments, th)
-    return {"value": c["value"], "backend": "vlm" if c["value"] is not None else None, "reason": c["reason"],
-            "coverage": c["coverage"], "fallback_attempted": False}
+    return {"value": c["value"], "backend": "vlm", "reason": c["reason"], "coverage": c["coverage"],
+            "fallback_attempted": False, "fallback_used": False, "family_scores": c["family_scores"]}
 
 
 # ----------------------------------------------------------------------------------------------------------

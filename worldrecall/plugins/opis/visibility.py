@@ -34,10 +34,17 @@ class Visibility:
     geometry_eligible: bool
     reason: str
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    # the release's decision confidence: 1 for a direct observation, the camera confidence (clipped to
+    # [0, 1]) for a projection-based state, 0 for a failure
+    confidence: float = 0.0
 
 
 def _fail(reason: str, state: str = "evaluator_failure", **diag: Any) -> Visibility:
-    return Visibility(state, False, False, reason, dict(diag))
+    return Visibility(state, False, False, reason, dict(diag), 0.0)
+
+
+def _unit(v: float) -> float:
+    return min(1.0, max(0.0, float(v)))
 
 
 def convex_hull_area(points: np.ndarray) -> float:
@@ -91,6 +98,10 @@ def projected_visibility(
     measure side's ``depth_valid`` flag, and — when depth confidences were measured — confidence
     >= ``depth_confidence_min``.
     """
+    if projection.reference_source != "input_only":
+        return _fail("reference_projection_not_input_only", reference_source=projection.reference_source)
+    if projection.camera_confidence is not None:
+        camera_confidence = projection.camera_confidence
     conf = None if camera_confidence is None else float(camera_confidence)
     if conf is None or not np.isfinite(conf) or conf < th.camera_confidence_min:
         return _fail("unreliable_camera_pose", "unreliable_camera_pose", camera_confidence=conf)
@@ -108,11 +119,11 @@ def projected_visibility(
     inside_fraction = float(inside.mean())
     diag: dict[str, Any] = {"projected_inside_fraction": inside_fraction, "camera_confidence": conf}
     if inside_fraction < th.visible_fraction_min:
-        return Visibility("outside_view", False, False, "projected_outside_view", diag)
+        return Visibility("outside_view", False, False, "projected_outside_view", diag, _unit(conf))
     area = convex_hull_area(px[inside])
     diag["projected_area_px"] = area
     if area < th.min_observable_area_px:
-        return Visibility("too_small", False, False, "projected_instance_too_small", diag)
+        return Visibility("too_small", False, False, "projected_instance_too_small", diag, _unit(conf))
     cur = np.asarray(projection.current_depth, dtype=np.float64).reshape(-1)
     dvalid = np.asarray(projection.depth_valid, dtype=bool).reshape(-1)
     if cur.shape != depth.shape or dvalid.shape != depth.shape:
@@ -133,12 +144,12 @@ def projected_visibility(
     visible_fraction = float((valid & ~occluded).sum() / n)  # over ALL queries
     diag.update(occluded_fraction=occluded_fraction, visible_fraction=visible_fraction)
     if occluded_fraction >= th.occluded_fraction_min and visible_fraction < th.visible_fraction_min:
-        return Visibility("occluded", False, False, "depth_occluded", diag)
+        return Visibility("occluded", False, False, "depth_occluded", diag, _unit(conf))
     if visible_fraction < th.visible_fraction_min:
         return _fail("insufficient_unoccluded_queries", **diag)
     if projection.insufficient_baseline:
-        return Visibility("insufficient_baseline", True, False, "insufficient_baseline", diag)
-    return Visibility("expected_visible", True, True, "projected_expected_visible", diag)
+        return Visibility("insufficient_baseline", True, False, "insufficient_baseline", diag, _unit(conf))
+    return Visibility("expected_visible", True, True, "projected_expected_visible", diag, _unit(conf))
 
 
 def classify_visibility(
@@ -170,19 +181,20 @@ def classify_visibility(
             return _fail("invalid_observed_bbox")
         area = clipped_box_area(box, frame_size)
         if area < th.min_observable_area_px:
-            return Visibility("too_small", False, False, "observed_instance_too_small", {"observed_area_px": area})
+            return Visibility("too_small", False, False, "observed_instance_too_small", {"observed_area_px": area}, 1.0)
         geometry_ok = geometry_required and frame_scored
         if projected is not None and not projected.geometry_eligible:
             geometry_ok = False
         return Visibility(
             "expected_visible", True, geometry_ok, "direct_observation",
-            {"observed_area_px": area, "projection_state": None if projected is None else projected.state},
+            {"observed_area_px": area, "projection_state": None if projected is None else projected.state}, 1.0,
         )
     if projected is not None:
         return projected
     if dynamic and th.dynamic_projection_presence and projection is not None:
         v = projected_visibility(projection, camera_confidence, frame_size, th)
-        return Visibility(v.state, v.presence_eligible, False, v.reason + "_dynamic_projection", v.diagnostics)
+        return Visibility(v.state, v.presence_eligible, False, v.reason + "_dynamic_projection", v.diagnostics,
+                          v.confidence)
     return _fail("missing_instance_visibility_evidence")
 
 
