@@ -13,6 +13,7 @@ table and the printed leaderboard.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ README = ROOT / "README.md"
 SNAPSHOT = ROOT / "docs" / "figures" / "validity_default.csv"
 GATES = ROOT / "docs" / "figures" / "validity_gates_default.csv"
 BOARD = ROOT / "docs" / "figures" / "leaderboard_default.txt"
+SUITE = ROOT / "docs" / "figures" / "suite_digest.txt"  # the suite these figures were measured on
 BEGIN, END = "<!-- validity-table:begin -->", "<!-- validity-table:end -->"
 MARKERS = {"validity-table": SNAPSHOT, "gate-table": GATES, "leaderboard": BOARD}
 
@@ -95,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         tables = a.results / "tables"
         for src, dst in (("validity.csv", SNAPSHOT), ("validity_gates.csv", GATES), ("leaderboard.txt", BOARD)):
             shutil.copyfile(tables / src, dst)
+        cfg = json.loads((a.results / "meta" / "resolved_config.json").read_text())
+        manifest = json.loads((Path(cfg["suite"]["root"]) / "manifest.json").read_text())
+        SUITE.write_text(f"suite {Path(cfg['suite']['root']).name} content sha256 {manifest['content_digest']}\n")
         text = README.read_text()
         for name in MARKERS:
             text = replace_block(text, name, rendered(name))

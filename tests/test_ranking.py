@@ -112,3 +112,18 @@ def test_benchmark_declaration_is_validated():
         Benchmark("x", headline=("x.recall",))
     with pytest.raises(ValueError, match="rank_by 'x.a:b' is not one of its headline values"):
         Benchmark("x", headline=("x.c:d",), rank_by="x.a:b")
+
+
+def test_plugins_json_lists_each_benchmarks_declaration():
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "worldrecall.engine.cli", "plugins", "--json"], capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    declared = {b["name"]: b for p in json.loads(out) for b in p.get("benchmarks", [])}
+    assert declared["memobench"]["rank_by"] == "memobench.ors:score"
+    assert declared["memobench"]["gate"] == "memobench.camera_gate:passed"
+    assert declared["opis"]["rank_by"] == "opis.opis:opis" and declared["opis"]["gate"] == "opis.camera_gate:passed"
+    assert declared["scene_memory"]["rank_by"] == "scene_memory.memory_scene_f1:f1"
+    assert declared["scene_memory"]["protocol_gate"] == "scene_memory.memory_scene_f1:gate"

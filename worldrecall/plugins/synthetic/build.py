@@ -216,8 +216,31 @@ def _build(tmp: Path, params: dict, digest: str, workers: int | None, progress: 
         },
         "files": layout_files,
         "cases": records,
+        # what was rendered, byte for byte: two machines agree on the suite exactly when this agrees
+        "content_digest": content_digest(tmp),
         "build_seconds": round(time.perf_counter() - t0, 2),
         "workers": n_workers,
     }
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     (tmp / COMPLETE).write_text(digest + "\n")
+
+
+def content_digest(root: Path) -> str:
+    """SHA-256 over every file under ``root`` (relative path and bytes; a link by its target text), in path
+    order — the suite's content, independent of where and how fast it was built."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for p in sorted(x for x in Path(root).rglob("*") if x.is_file() or x.is_symlink()):
+        rel = p.relative_to(root).as_posix()
+        if rel in (MANIFEST, COMPLETE):
+            continue
+        h.update(rel.encode() + b"\0")
+        if p.is_symlink():
+            h.update(b"link:" + str(p.readlink()).encode())
+        else:
+            with p.open("rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+        h.update(b"\0")
+    return h.hexdigest()
