@@ -78,6 +78,12 @@ class CameraGate(MemoBenchMetric):
         "area_min": 0.0005, "area_max": 0.70,
     }
 
+    def optional_roles(self) -> dict[str, str]:
+        """The target-absence test needs the segmenter role (only when ``params.absence_check``)."""
+        if not self.params["absence_check"]:
+            return {}
+        return {"segmenter": "the target-absence test (absence_passed, absence_fraction)"}
+
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
         """Per-frame view-direction angles; segmenter candidates on up to ``absence_max_frames`` D frames."""
         angles = forward_angles_deg(estimate_rotations(case, ctx, self.params["max_side"]))

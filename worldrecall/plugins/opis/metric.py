@@ -160,6 +160,12 @@ class OpisMetric(Metric):
         return not ("video_observation" in case.sidecars
                     and (case.video is None or self.params["use_precomputed_observations"]))
 
+    def optional_roles(self) -> dict[str, str]:
+        """Pose landmarks feed articulated objects' structure evidence (measured in the geometry stage only)."""
+        if not self.params["geometry"]:
+            return {}
+        return {"pose_landmarks": "pose-landmark structure evidence of articulated objects"}
+
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
         """Inventory + per-window observations and geometry -> the records as a cache measurement."""
         p = self.params
