@@ -16,9 +16,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 import toy_plugin
 from toy_plugin import make_dataset
 
-from worldrecall.registry.names import did_you_mean, unknown_name
 from worldrecall.engine.cli import main
 from worldrecall.registry import host as host_mod
+from worldrecall.registry.names import did_you_mean, unknown_name
 
 
 @pytest.fixture()
@@ -43,20 +43,20 @@ def _run(tmp_path: Path, *overrides: str) -> int:
     ("only=[memobnech]",
      "error: only: unknown benchmark 'memobnech'; known: memobench, opis, scene_memory; did you mean 'memobench'?"),
     ("models_only=[oracel]",
-     "error: models_only: unknown model 'oracel'; known: appearance_drift, forgetful, frozen_camera, "
-     "hallucinated_background, oracle, state_reset, teleport, wrong_trajectory; did you mean 'oracle'?"),
+     ("error: models_only: unknown model 'oracel'; known: appearance_drift, forgetful, frozen_camera, "
+     "hallucinated_background, oracle, state_reset, teleport, wrong_trajectory; did you mean 'oracle'?")),
     ("+benchmarks.memobench.metrics.orz={}", "error: benchmarks.memobench.metrics: unknown metric 'orz'; known: "),
-    ("models.flow=dis_flw", "error: models.flow: unknown flow backend 'dis_flw'; known: dis_flow, raft_large; "
-                            "did you mean 'dis_flow'?"),
+    ("models.flow=dis_flw", ("error: models.flow: unknown flow backend 'dis_flw'; known: dis_flow, raft_large; "
+                            "did you mean 'dis_flow'?")),
     ("models.flwo=dis_flow", "error: models: unknown role 'flwo'; known: "),
-    ("models.set=clasical", "error: models.set: unknown backend set 'clasical'; known: classical, reference; "
-                            "did you mean 'classical'?"),
-    ("suite.builder=synthetc", "error: suite.builder: unknown suite 'synthetc'; known: synthetic; "
-                               "did you mean 'synthetic'?"),
-    ("suite=synthetc", "error: suite=synthetc: unknown suite option 'synthetc'; known: none, synthetic; "
-                       "did you mean 'synthetic'?"),
-    ("only=[]", "error: the run selects no benchmark (configured: memobench, scene_memory, opis; only=[]); "
-                "set allow_empty=true to allow an empty run"),
+    ("models.set=clasical", ("error: models.set: unknown backend set 'clasical'; known: classical, reference; "
+                            "did you mean 'classical'?")),
+    ("suite.builder=synthetc", ("error: suite.builder: unknown suite 'synthetc'; known: synthetic; "
+                               "did you mean 'synthetic'?")),
+    ("suite=synthetc", ("error: suite=synthetc: unknown suite option 'synthetc'; known: none, synthetic; "
+                       "did you mean 'synthetic'?")),
+    ("only=[]", ("error: the run selects no benchmark (configured: memobench, scene_memory, opis; only=[]); "
+                "set allow_empty=true to allow an empty run")),
 ])
 def test_unknown_name_is_exit_2_with_one_line_before_any_work(tmp_path, builtin_host, capsys, override, line):
     assert _run(tmp_path, override) == 2
@@ -104,7 +104,7 @@ def test_did_you_mean_wording():
 
 def test_version_lists_package_and_plugins():
     out = subprocess.run([sys.executable, "-m", "worldrecall.engine.cli", "--version"], capture_output=True,
-                         text=True, timeout=120, cwd=Path(__file__).parents[1])
+                         text=True, timeout=120, check=False, cwd=Path(__file__).parents[1])
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     from worldrecall import __version__

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from worldrecall.core.components import ConfigTypeError
-from worldrecall.registry.names import unknown_name
 from worldrecall.registry.host import PluginHost
+from worldrecall.registry.names import unknown_name
 
 
 def selected_benchmarks(cfg: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
