@@ -20,10 +20,10 @@ from worldrecall.core.components import ConfigTypeError, Loader, LoadRequest, Me
 from worldrecall.core.data import Case, CaseError, one_line
 from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable, ModelHub
-from worldrecall.registry.names import unknown_name
 from worldrecall.core.video import VideoPool
 from worldrecall.engine.config import validate_benchmark
 from worldrecall.registry.host import PluginHost
+from worldrecall.registry.names import unknown_name
 
 log = logging.getLogger(__name__)
 
