@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -70,3 +71,23 @@ def test_missing_real_sheet_is_still_warned_where_the_release_has_a_real_folder(
     with caplog.at_level("WARNING"):
         assert loader._real(tmp_path, {**loader.defaults}, {}) == []
     assert not caplog.records
+
+
+def test_values_null_on_every_scored_row_are_listed_once():
+    from worldrecall.core.components import Metric, Value
+    from worldrecall.core.data import ScoreRow
+    from worldrecall.engine.absence import all_null_values
+
+    class M(Metric):
+        name, benchmark, primary = "b.m", "b", "score"
+        values: ClassVar[dict[str, Value]] = {"dyn": Value(True, (0.0, 1.0)), "diag": Value(None, None)}
+
+    rows = [ScoreRow("b", "x", "c1", "b.m", {"score": 0.5, "dyn": None, "diag": None}),
+            ScoreRow("b", "y", "c1", "b.m", {"score": 0.7, "dyn": None, "diag": None}),
+            ScoreRow("b", "z", "c1", "b.m", {}, status="failed")]
+    assert all_null_values(rows, {"b.m": M}) == [
+        "b.m: dyn null on every one of the 2 scored b rows (per case: tables/cases.csv)"]  # diag: a diagnostic
+    rows[1].values["dyn"] = 0.1
+    assert all_null_values(rows, {"b.m": M}) == []
+    rows[1].values["dyn"] = None
+    assert all_null_values(rows, {"b.m": M}, announced=["b.m"]) == []  # already said before evaluating

@@ -23,6 +23,7 @@ from worldrecall.core.judges import JudgeHub
 from worldrecall.core.models import ModelHub
 from worldrecall.core.results import ResultStore, read_rows
 from worldrecall.core.video import VideoError, VideoPool
+from worldrecall.engine.absence import all_null_values
 from worldrecall.engine.aggregate import aggregate_rows, outcome
 from worldrecall.engine.config import resolve_config
 from worldrecall.engine.executor import make_executor
@@ -114,6 +115,8 @@ class Runner:
                 pass  # the write error itself is what the run reports
         save_digest_memo(self.digest_memo)
         rows = store.all_rows()
+        for msg in all_null_values(rows, self.host.metrics, [k for p in plans for k in p.absent]):
+            log.warning(msg)
         t0 = time.perf_counter()
         tables = aggregate_rows(self.host, rows, self.cfg, {p.name: p.aggregators for p in plans})
         self.timing["aggregate"] += time.perf_counter() - t0

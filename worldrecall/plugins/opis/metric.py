@@ -161,10 +161,9 @@ class OpisMetric(Metric):
                     and (case.video is None or self.params["use_precomputed_observations"]))
 
     def optional_roles(self) -> dict[str, str]:
-        """Pose landmarks feed articulated objects' structure evidence (measured in the geometry stage only)."""
-        if not self.params["geometry"]:
-            return {}
-        return {"pose_landmarks": "pose-landmark structure evidence of articulated objects"}
+        """None: without pose landmarks no value is null (articulated objects' structure then counts as
+        missing coverage, and ``opis_measure_info`` says why per case: no backend, or no such object)."""
+        return {}
 
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
         """Inventory + per-window observations and geometry -> the records as a cache measurement."""
