@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything worldrecall needs on a fresh Debian/Ubuntu machine with Python 3.11:
 # Debian's libusb (open3d), a virtual environment at .venv, torch/torchvision first, then the project.
-# Idempotent: a second call only checks what is already there.
+# Idempotent: a second call finds the stamp in .venv (a hash of pyproject.toml, this script and the checkout's
+# path, written after a complete install) and returns in a second or two without calling pip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
@@ -13,6 +14,18 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0'; then
     $SUDO apt-get update >/dev/null && $SUDO apt-get install -y --no-install-recommends libusb-1.0-0 >/dev/null; }
 fi
 
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+. "$VENV/bin/activate"
+
+# Everything below installs only when what it installs from changed since the last complete setup.
+STAMP="$VENV/.worldrecall-setup.sha256"
+WANT=$( { cat pyproject.toml scripts/setup.sh; pwd; python -V; } | sha256sum | cut -d' ' -f1)
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] \
+   && python -c "import worldrecall, sys; sys.exit(not worldrecall.__file__.startswith('$(pwd)/'))" 2>/dev/null; then
+  echo "setup: $VENV is current (pyproject.toml and scripts/setup.sh unchanged since the last setup); nothing to install"
+  exit 0
+fi
+
 # Headless Chromium renders the HTML report in the tests (tests/test_report.py); optional: the test skips
 # with a reason where it is missing, so a failed install here is reported, not fatal.
 if [ ! -x /usr/bin/chromium ]; then
@@ -22,11 +35,13 @@ if [ ! -x /usr/bin/chromium ]; then
     || echo "note: could not install chromium (apt-get); the browser check of the HTML report will be skipped" >&2
 fi
 
-[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-. "$VENV/bin/activate"
 python -m pip install -q -U pip
 # torch first, pinned to what this machine's local wheels provide; the project's ranges keep it.
-python -c "import torch, torchvision" 2>/dev/null || python -m pip install -q torch==2.14.1 torchvision==0.29.1
-python -m pip install -q -e ".[all,dev]"
+# TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu picks the CPU-only wheels (no ~4 GB of CUDA libraries).
+python -c "import torch, torchvision" 2>/dev/null \
+  || python -m pip install -q ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} torch==2.14.1 torchvision==0.29.1
+# `ui`: the printed `mlflow ui` line needs the full mlflow server (flask_cors, gunicorn …), not only the client.
+python -m pip install -q -e ".[all,ui,dev]"
 # pyiqa without its heavy, unused dependency tree (and its opencv-python clash); PolyForm-Noncommercial licence.
 python -c "import pyiqa" 2>/dev/null || python -m pip install -q --no-deps "pyiqa==0.1.16"
+echo "$WANT" > "$STAMP"

@@ -11,6 +11,8 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TORCH_HOME", tempfile.mkdtemp(prefix="wr-torch-home-"))
 os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="wr-hf-home-"))
 os.environ["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"
+# fresh MLflow stores are copies of one migrated template per test session (never the user's ~/.cache one)
+os.environ["WORLDRECALL_MLFLOW_TEMPLATE_DIR"] = tempfile.mkdtemp(prefix="wr-mlflow-template-")
 os.environ.pop("MLFLOW_TRACKING_URI", None)
 # Pin the built-in plugins (this distribution's own entry points): whatever else is installed in the
 # environment (a user's plugins, a half-uninstalled example) cannot change what the tests see.

@@ -154,3 +154,40 @@ def test_state_dicts_load_without_unpickling_code(tmp_path):
     torch.save({"w": Evil()}, tmp_path / "evil.pth")
     with pytest.raises(Exception, match="(?i)weights.only|unpickl|global"):
         weights.load_state_dict(tmp_path / "evil.pth")
+
+
+def test_models_list_present_means_weights_on_disk(empty_caches, capsys):
+    """`worldrecall models list`: a reference backend that lists no weight files (the OPIS ones, loaded by
+    from_pretrained) is present only once a checkpoint of its model id is in the HF cache."""
+    import json
+
+    from worldrecall.engine.cli import main
+    from worldrecall.registry import host as host_mod
+
+    host_mod._HOST = None
+    assert main(["models", "list", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    undeclared = [n for n, r in rows.items() if r["kind"] == "reference" and r["files"][0].endswith("from_pretrained)")]
+    assert {"opis_dinov3_vits16", "opis_vitpose_plus_small", "opis_superpoint_lightglue"} <= set(undeclared)
+    for n in undeclared:  # nothing fetched: not present, size unknown (never 0.0)
+        assert rows[n]["present"] is False and rows[n]["size_mb"] is None, rows[n]
+    assert rows["opis_colorhist"]["present"] is True and rows["opis_colorhist"]["size_mb"] == 0.0  # weight-free
+    repo = rows["opis_vitpose_plus_small"]["model_id"]
+    _fake_hf_snapshot(empty_caches / "hf" / "hub", repo, {"config.json": b"{}"})  # metadata only: still absent
+    assert main(["models", "list", "--json"]) == 0
+    assert {r["name"]: r for r in json.loads(capsys.readouterr().out)}["opis_vitpose_plus_small"]["present"] is False
+    snap = empty_caches / "hf" / "hub" / ("models--" + repo.replace("/", "--")) / "snapshots" / ("a" * 40)
+    (snap / "model.safetensors").write_bytes(b"x" * 2_000_000)
+    assert main(["models", "list", "--json"]) == 0
+    row = {r["name"]: r for r in json.loads(capsys.readouterr().out)}["opis_vitpose_plus_small"]
+    assert row["present"] is True and row["size_mb"] == 2.0 and row["files"] == [str(snap / "model.safetensors")]
+    host_mod._HOST = None
+
+
+def test_glob_weight_is_present_only_when_a_cached_file_matches(empty_caches):
+    w = WeightFile(repo="org/m", filename="*.safetensors", cache="hf")
+    assert not weights.weight_present(w)
+    snap = _fake_hf_snapshot(empty_caches / "hf" / "hub", "org/m", {"config.json": b"{}"})
+    assert not weights.weight_present(w)
+    (snap / "model.safetensors").write_bytes(b"x")
+    assert weights.weight_present(w)

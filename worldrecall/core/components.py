@@ -178,6 +178,10 @@ class Metric:
         observations); the engine's backend preflight only looks at cases that need them."""
         return True
 
+    def optional_roles(self) -> dict[str, str]:
+        """Optional roles this instance would use (given its params) -> the values that stay null without one."""
+        return {role: f"the values that use the {role} role" for role in self.optional_models}
+
     def judge_names(self) -> tuple[str, ...]:
         """The judges the measure stage will ask (default: the class's ``judges``; a metric whose judge is a
         param overrides this)."""
@@ -257,6 +261,12 @@ class Suite:
     def build(self, root: Path, params: Mapping[str, Any], progress: bool = False) -> None:
         """Make sure the suite for ``params`` exists under ``root`` (``progress``: show a progress bar)."""
         raise NotImplementedError
+
+    def models(self, params: Mapping[str, Any]) -> list[str] | None:
+        """The model names the suite for ``params`` generates, known before building (None: not declared).
+
+        Lets ``models_only`` typos fail before the build rather than after it."""
+        return None
 
 
 class Registry(Protocol):

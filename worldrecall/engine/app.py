@@ -197,12 +197,16 @@ def track(result: RunResult, plain: Mapping[str, Any], host: PluginHost, paths: 
     name = (override_label(varying) or "job") if parent else (tcfg["run_name"] or f"worldrecall · {benches}")
     params = flatten(dict(plain))
     t0 = time.perf_counter()
-    log_job(tracker, result, plain, host, paths, varying, parent, name,
-            provenance_tags(result, plain, host, overrides), params, report)
+    run_id, reused = log_job(tracker, result, plain, host, paths, varying, parent, name,
+                             provenance_tags(result, plain, host, overrides), params, report)
     # not logged itself (it is measured after logging); benchmarks/pipeline.py reads it
-    json_dump({"mlflow_s": round(time.perf_counter() - t0 + tracker.setup_s, 4), "setup_s": round(tracker.setup_s, 4)},
+    json_dump({"mlflow_s": round(time.perf_counter() - t0 + tracker.setup_s + tracker.import_s, 4),
+               "setup_s": round(tracker.setup_s, 4),
+               "import_s": round(tracker.import_s, 4), "run_id": run_id, "reused": reused},
               result.results_dir / "meta" / "tracking.json")
-    return tracker.ui_command()
+    note = (f"MLflow: same config and same numbers as run {run_id}; nothing logged again (that run is reused)\n"
+            if reused else "")
+    return note + tracker.ui_command()
 
 
 def _parent_from_file(sweep_dir: Path | None) -> str | None:

@@ -16,13 +16,13 @@ from pathlib import Path
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
 
-def _plugin_searchpath() -> list[str]:
-    """Config groups contributed by plugins: a ``conf/`` folder beside a plugin's package."""
+def _plugin_conf_dirs() -> dict[str, Path]:
+    """Config groups contributed by plugins: a ``conf/`` folder beside a plugin's package (searchpath -> dir)."""
     import importlib.util
 
     from worldrecall.registry.host import load_plugins
 
-    paths = []
+    paths: dict[str, Path] = {}
     for info in load_plugins().plugins.values():
         pkg = info.module.split(":")[0].rsplit(".", 1)[0] if "." in info.module else info.module
         if not pkg or pkg.startswith("worldrecall."):
@@ -31,8 +31,47 @@ def _plugin_searchpath() -> list[str]:
         if spec and spec.submodule_search_locations:
             for loc in spec.submodule_search_locations:
                 if (Path(loc) / "conf").is_dir():
-                    paths.append(f"pkg://{pkg}.conf")
+                    paths[f"pkg://{pkg}.conf"] = Path(loc) / "conf"
     return paths
+
+
+def _plugin_searchpath() -> list[str]:
+    return list(_plugin_conf_dirs())
+
+
+def check_group_options(args: Sequence[str], conf_dirs: Sequence[Path]) -> str:
+    """'' when every ``group=option`` override names an option that exists, else one line saying which does not.
+
+    Hydra's own message for ``suite=synthetc`` is a dozen lines with the search path; this one reads like
+    every other unknown name (:func:`worldrecall.registry.names.unknown_name`)."""
+    from worldrecall.registry.names import unknown_name
+
+    for arg in args:
+        key, eq, value = arg.partition("=")
+        key = key.lstrip("+")
+        if not eq or key.startswith(("~", "hydra")) or any(c in key for c in "./@") or "(" in value:
+            continue
+        groups = [d / key for d in conf_dirs if (d / key).is_dir()]
+        if not groups:
+            continue
+        known = {p.stem for g in groups for p in g.glob("*.yaml")}
+        for option in value.strip("[]").split(","):
+            option = option.strip()
+            if option and option != "null" and option not in known:
+                return unknown_name(f"{key} option", option, known, arg)
+    return ""
+
+
+def cmd_version() -> int:
+    """``worldrecall --version``: the package, then every plugin's name, version and distribution."""
+    from worldrecall import __version__
+    from worldrecall.registry.host import load_plugins
+
+    print(f"worldrecall {__version__}")
+    for p in load_plugins().manifest():
+        err = "  (not loaded: see `worldrecall plugins`)" if p.get("error") else ""
+        print(f"  {p['name']} {p['version'] or '?'} ({p['distribution'] or 'local'}){err}")
+    return 0
 
 
 def hydra_run(argv: Sequence[str]) -> int:
@@ -55,8 +94,15 @@ def hydra_run(argv: Sequence[str]) -> int:
         sweep_dir = Path(hc.sweep.dir) if hc.mode.name == "MULTIRUN" else None
         return app.run_job(cfg, job_dir=job_dir, overrides=list(hc.overrides.task), sweep_dir=sweep_dir)
 
-    extra = _plugin_searchpath()
+    conf_dirs = _plugin_conf_dirs()
+    extra = list(conf_dirs)
     args = list(argv)
+    # roles come from plugins, so `models` is an open mapping: `models.flow=dis_flow` adds or replaces a key
+    args = [f"++{a}" if a.startswith("models.") else a for a in args]
+    bad = check_group_options(args, [Path(CONF_DIR), *conf_dirs.values()])
+    if bad:
+        print(f"error: {bad}", file=sys.stderr)
+        return app.EXIT_BAD_CONFIG
     if extra and not any(a.startswith("hydra.searchpath") for a in args):
         args.append("hydra.searchpath=[" + ",".join(extra) + "]")
     old = sys.argv
@@ -118,7 +164,8 @@ def _usage(commands: dict) -> str:
     lines = ["usage: worldrecall {run,aggregate,plugins" + "".join(f",{n}" for n in sorted(commands)) + "} ...",
              "  run [overrides…] [-m]       evaluate (default: the built-in synthetic suite)",
              "  aggregate [overrides…]      merge shard results into tables + one MLflow run",
-             "  plugins [--json]            list plugins, versions, hooks, components"]
+             "  plugins [--json]            list plugins, versions, hooks, components",
+             "  --version                   the package's and every plugin's version"]
     lines += [f"  {n:<27} {c.help}" for n, c in sorted(commands.items())]
     return "\n".join(lines)
 
@@ -128,6 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if argv and argv[0] == "run":
         return hydra_run(argv[1:])
+    if argv and argv[0] in ("--version", "-V"):
+        return cmd_version()
     from worldrecall.registry.host import load_plugins
 
     host = load_plugins()

@@ -86,6 +86,7 @@ class WorldrecallSchema:
     max_failure_rate: float = 0.5
     only: list[str] | None = None
     models_only: list[str] | None = None
+    allow_empty: bool = False      # a run that selects no case is an error (exit 2) unless this is true
     plugins: PluginsSchema = field(default_factory=PluginsSchema)
     shard: ShardSchema = field(default_factory=ShardSchema)
     suite: SuiteSchema = field(default_factory=SuiteSchema)

@@ -139,6 +139,8 @@ class CasePipeline:
                 row.warnings.extend(alignment.info.get("warnings", []))
                 if not self.measure_and_score(metric, case, alignment, row, memo_only=memo_only):
                     return None
+                if row.status == "ok" and name in plan.absent:  # systematically null values: said on the row
+                    row.warnings.append(plan.absent[name])
             out.append(row)
         return out
 

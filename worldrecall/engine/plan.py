@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.video import VideoPool
 from worldrecall.engine.config import validate_benchmark
 from worldrecall.registry.host import PluginHost
+from worldrecall.registry.names import unknown_name
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,8 @@ class BenchmarkPlan:
     skipped: dict[str, str]               # registered name -> reason (backend/judge unavailable)
     request: LoadRequest
     aggregators: list[str]
+    models: list[str] = field(default_factory=list)  # every model the generations hold (before models_only)
+    absent: dict[str, str] = field(default_factory=dict)  # metric -> values it cannot compute in this run, and why
 
     def aligner_for(self, metric: Metric) -> str:
         """The aligner a metric declares, else the benchmark's own."""
@@ -83,6 +86,7 @@ def _plan_one(cfg: Mapping[str, Any], name: str, node: Mapping[str, Any], host: 
     b = validate_benchmark(name, dict(node))
     metrics: dict[str, Metric] = {}
     skipped: dict[str, str] = {}
+    absent: dict[str, str] = {}
     for short, mcfg in (b["metrics"] or {}).items():
         mcfg = dict(mcfg or {})
         if not mcfg.pop("enabled", True):
@@ -91,16 +95,28 @@ def _plan_one(cfg: Mapping[str, Any], name: str, node: Mapping[str, Any], host: 
         unknown = set(mcfg) - {"params", "thresholds"}
         if unknown:
             raise ConfigTypeError(f"benchmarks.{name}.metrics.{short}: unknown keys {sorted(unknown)}")
-        metrics[full] = host.metric(full)(mcfg.get("params"), mcfg.get("thresholds"))
+        try:
+            cls = host.metric(full)
+        except KeyError:
+            known = [m.split(".", 1)[1] for m in host.metrics if m.startswith(f"{name}.")]
+            raise ConfigTypeError(unknown_name("metric", short, known, f"benchmarks.{name}.metrics")) from None
+        metrics[full] = cls(mcfg.get("params"), mcfg.get("thresholds"))
         reason = availability(metrics[full], hub, judges)
         if reason:
             skipped[full] = reason
+        elif missing := optional_absence(metrics[full], hub):
+            absent[full] = missing
     request = LoadRequest(data_root=Path(b["data_root"]) if b["data_root"] else Path("."),
                           generations=resolve_generations(b["generations"], cfg["models_only"]),
                           options=dict(b["loader_options"]), pool=pool)
-    return BenchmarkPlan(name=name, loader=host.loader(b["loader"]), aligner_name=b["aligner"] or "",
+    try:
+        loader = host.loader(b["loader"])
+    except KeyError as e:
+        raise ConfigTypeError(f"benchmarks.{name}.loader: {e.args[0]}") from None
+    return BenchmarkPlan(name=name, loader=loader, aligner_name=b["aligner"] or "",
                          aligner_params=dict(b["aligner_params"]), metrics=metrics, skipped=skipped,
-                         request=request, aggregators=list(b["aggregators"]))
+                         request=request, aggregators=list(b["aggregators"]),
+                         models=sorted(resolve_generations(b["generations"], None)), absent=absent)
 
 
 def availability(metric: Metric, hub: ModelHub, judges: JudgeHub) -> str:
@@ -116,6 +132,19 @@ def availability(metric: Metric, hub: ModelHub, judges: JudgeHub) -> str:
         except (JudgeError, BackendUnavailable) as e:
             return f"{metric.name} skipped: {e}"
     return ""
+
+
+def optional_absence(metric: Metric, hub: ModelHub) -> str:
+    """'' when every optional role the metric would use has a backend, else which values stay null and why.
+
+    Said once before evaluating and put on each of the metric's rows, so a null LPIPS is never silent."""
+    out = []
+    for role, values in metric.optional_roles().items():
+        try:
+            hub.get(role)
+        except BackendUnavailable as e:
+            out.append(f"{values} not computed: {one_line(e)}")
+    return f"{metric.name}: " + "; ".join(out) if out else ""
 
 
 def load_cases(plan: BenchmarkPlan, shard_index: int, shard_count: int) -> list[Case | CaseError]:

@@ -23,9 +23,11 @@ from worldrecall.core.judges import JudgeHub
 from worldrecall.core.models import ModelHub
 from worldrecall.core.results import ResultStore, read_rows
 from worldrecall.core.video import VideoError, VideoPool
+from worldrecall.engine.absence import all_null_values
 from worldrecall.engine.aggregate import aggregate_rows, outcome
 from worldrecall.engine.config import resolve_config
 from worldrecall.engine.executor import make_executor
+from worldrecall.engine.name_checks import check_names, check_selection
 from worldrecall.engine.pipeline import CasePipeline
 from worldrecall.engine.plan import BenchmarkPlan, load_cases, plan_benchmarks, preflight, run_key
 from worldrecall.engine.progress import progress_bar
@@ -91,15 +93,21 @@ class Runner:
 
     def run(self) -> RunResult:
         started_at, t_start = time.time(), time.perf_counter()
+        check_names(self.cfg, self.host)  # a typo ends the run here, before the suite is built
         self.build_suite()
         plans = plan_benchmarks(self.cfg, self.host, self.hub, self.judges, self.pool)
-        for msg in sorted({m for p in plans for m in p.skipped.values()}):
+        items = self.load(plans)
+        check_selection(self.cfg, sum(map(len, items.values())), {it.model for v in items.values() for it in v},
+                        {m for p in plans for m in p.models})
+        # said once, before evaluating: metrics skipped, values no backend can give (LPIPS without one …)
+        absent = [m for p in plans for k, m in p.absent.items() if k not in p.skipped]
+        for msg in sorted({*(m for p in plans for m in p.skipped.values()), *absent}):
             log.warning(msg)
         store = ResultStore(self.results_dir, self.shard_index, self.shard_count)
         load_digest_memo(self.digest_memo)
         try:
             for plan in plans:
-                self.run_benchmark(plan, store)
+                self.run_benchmark(plan, store, items[plan.name])
         finally:
             try:
                 store.close()
@@ -107,6 +115,8 @@ class Runner:
                 pass  # the write error itself is what the run reports
         save_digest_memo(self.digest_memo)
         rows = store.all_rows()
+        for msg in all_null_values(rows, self.host.metrics, [k for p in plans for k in p.absent]):
+            log.warning(msg)
         t0 = time.perf_counter()
         tables = aggregate_rows(self.host, rows, self.cfg, {p.name: p.aggregators for p in plans})
         self.timing["aggregate"] += time.perf_counter() - t0
@@ -126,13 +136,19 @@ class Runner:
             builder.build(Path(suite["root"]), dict(suite.get("params") or {}), progress=self.cfg["progress"])
             self.timing["suite_build"] += time.perf_counter() - t0
 
-    def run_benchmark(self, plan: BenchmarkPlan, store: ResultStore) -> None:
-        """Load this shard's cases, skip what is final, score the rest in groups (one group per clip)."""
+    def load(self, plans: list[BenchmarkPlan]) -> dict[str, list[Case | CaseError]]:
+        """Every benchmark's cases of this shard, loaded before any is evaluated; backend preflight per plan
+        (its skips join ``plan.skipped``, said with the other skips before evaluating)."""
         t0 = time.perf_counter()
-        items = load_cases(plan, self.shard_index, self.shard_count)
-        for msg in preflight(plan, items, self.hub):  # said once, before evaluating
-            log.warning(msg)
+        items = {}
+        for plan in plans:
+            items[plan.name] = load_cases(plan, self.shard_index, self.shard_count)
+            preflight(plan, items[plan.name], self.hub)
         self.timing["load"] += time.perf_counter() - t0
+        return items
+
+    def run_benchmark(self, plan: BenchmarkPlan, store: ResultStore, items: list[Case | CaseError]) -> None:
+        """Skip what is final among this shard's loaded cases, score the rest in groups (one group per clip)."""
         groups: dict[str, list[Case | CaseError]] = {}
         for it in items:
             groups.setdefault(it.case_id, []).append(it)

@@ -2,10 +2,14 @@
 
     single run:  parent ("<run_name>")              headline numbers, full config, tables, report
                  └─ "<model> · <benchmark>"          identical metric keys across models (NaN = n/a)
+                 a rerun of the same config with the same tables reuses this run; with other numbers it
+                 logs a new one and tags the earlier ones worldrecall.superseded_by / worldrecall.current
     sweep:       sweep parent (hydra callback)       sweep summary (table + plots across swept values)
                  └─ job "<override>"                 headline numbers, config, tables, report
                     └─ "<model> · <benchmark> · <override>"
 
+A benchmark that prints its own leaderboard (MemoBench) also gets that leaderboard's cells as
+``leaderboard.<column label>`` at the printed scale (see :func:`leaderboard_metrics`).
 Each (benchmark, model) run carries ``model``, ``benchmark``, ``backends``, ``config_hash`` and the
 sweep's overrides as params, so MLflow's runs table, compare view and parallel coordinates put models
 and swept values side by side. Durations are the job's real wall time. Every file is stored once in
@@ -19,6 +23,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,7 +31,7 @@ from typing import Any
 
 from worldrecall.core.tables import backend_signature
 from worldrecall.engine.blobs import BlobStore
-from worldrecall.engine.results_view import direction_label, metric_key, summary, value_meta, view_ranks
+from worldrecall.engine.results_view import direction_label, metric_key, summary, tables_of_kind, value_meta, view_ranks
 
 RUN_KEYS = ("n_cases", "n_failed_cases", "failure_rate")
 
@@ -53,6 +58,9 @@ def per_model_metrics(result: Any, host: Any) -> dict[tuple[str, str], dict[str,
         if not (math.isnan(_f(r.ci_low)) and math.isnan(_f(r.ci_high))):
             m[f"{k}.ci_low"], m[f"{k}.ci_high"] = _f(r.ci_low), _f(r.ci_high)
         keys.setdefault(r.benchmark, set()).update(m)
+    for (bench, model), lb in leaderboard_metrics(result, host).items():
+        per.setdefault((bench, model), {}).update(lb)
+        keys.setdefault(bench, set()).update(lb)
     cases: dict[tuple[str, str], dict[str, bool]] = {}
     for row in result.rows:
         c = cases.setdefault((row.benchmark, row.model), {})
@@ -72,6 +80,37 @@ def per_model_metrics(result: Any, host: Any) -> dict[tuple[str, str], dict[str,
         for k in keys.get(bench, ()):
             m.setdefault(k, math.nan)  # not applicable for this model: logged as NaN, not dropped
     return per
+
+
+def leaderboard_metrics(result: Any, host: Any) -> dict[tuple[str, str], dict[str, float]]:
+    """The printed leaderboard's numbers at the printed scale, under the printed column labels.
+
+    Every declared benchmark's ranked views (tables of kind ``view`` and the cells other aggregators add,
+    ``view_columns``) are logged cell by cell as ``leaderboard.<label>`` (all cases) and
+    ``leaderboard_gated.<label>`` (camera-gated), so the number a user reads in the console (MemoBench's
+    CamCtrl in points, 93.67, where the metric's own mean is 0.937) is the number MLflow shows under that name.
+    """
+    frames = [*tables_of_kind(host, result.tables, "view").values(),
+              *tables_of_kind(host, result.tables, "view_columns").values()]
+    models = {(r.benchmark, r.model) for r in result.rows}
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for t in frames:
+        for r in t.itertuples(index=False):
+            if (r.benchmark, r.model) not in models:  # an imported official result row, not a model of this run
+                continue
+            prefix = "leaderboard" if r.variant == "all" else f"leaderboard_{r.variant}"
+            key = f"{prefix}.{mlflow_key(str(r.column))}"
+            m = out.setdefault((r.benchmark, r.model), {})
+            m[key] = _f(r.mean)
+            if not (math.isnan(_f(r.ci_low)) and math.isnan(_f(r.ci_high))):
+                m[f"{key}.ci_low"], m[f"{key}.ci_high"] = _f(r.ci_low), _f(r.ci_high)
+    return out
+
+
+def mlflow_key(label: str) -> str:
+    """A column label as an MLflow metric name (letters, digits, ``_ - . /`` and spaces only)."""
+    key = re.sub(r"[^A-Za-z0-9_\-./ ]+", "_", label).strip("_ ")
+    return re.sub(r"_+", "_", key) or "value"
 
 
 def headline_metrics(result: Any, host: Any) -> tuple[dict[str, float], dict[str, str]]:
@@ -118,20 +157,59 @@ def config_hash(plain: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+def results_digest(files: list[Path]) -> str:
+    """Hash of the job's tables (every CSV it wrote): equal digests = the same numbers, case by case."""
+    h = hashlib.sha256()
+    for p in sorted((Path(f) for f in files if Path(f).suffix == ".csv" and Path(f).exists()), key=lambda p: p.name):
+        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+SUPERSEDED_BY, CURRENT = "worldrecall.superseded_by", "worldrecall.current"
+
+
+def earlier_invocations(tracker: Any, chash: str) -> list[Any]:
+    """Top-level runs of the same config (hash) that no later run superseded (RUNNING ones are another
+    process's and left alone)."""
+    runs = tracker.search(f"tags.`worldrecall.config_hash` = '{chash}' and tags.`worldrecall.kind` = 'invocation'")
+    return [r for r in runs if SUPERSEDED_BY not in r.data.tags and r.info.status != "RUNNING"]
+
+
+def supersede(tracker: Any, runs: list[Any], by: str) -> None:
+    """Tag earlier invocations and their per-model children as superseded by run ``by`` (kept, not deleted)."""
+    for run in runs:
+        children = tracker.search(f"tags.`mlflow.parentRunId` = '{run.info.run_id}'")
+        for r in [run, *children]:
+            tracker.set_tags(r.info.run_id, {SUPERSEDED_BY: by, CURRENT: "false"})
+
+
 def log_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, files: list[Path],
             overrides: list[str], parent: str | None, run_name: str, job_tags: Mapping[str, str],
-            params: Mapping[str, Any], report: Path | None) -> str:
-    """Log one job: its own run (under ``parent`` when given) and one child per (benchmark, model)."""
+            params: Mapping[str, Any], report: Path | None) -> tuple[str, bool]:
+    """Log one job: its own run (under ``parent`` when given) and one child per (benchmark, model).
+
+    Returns (run id, reused). A top-level invocation whose config hash and tables equal an earlier one's
+    (a rerun where every row resumed) logs nothing and returns the earlier run; one with other numbers is
+    logged and the earlier runs of that config are tagged ``worldrecall.superseded_by=<new run>`` and
+    ``worldrecall.current=false`` (sweep jobs always log: their sweep parent is new each time).
+    """
+    chash = config_hash(plain)
+    digest = results_digest(files)
+    earlier = earlier_invocations(tracker, chash) if parent is None else []
+    for run in earlier:
+        if run.info.status == "FINISHED" and run.data.tags.get("worldrecall.results_digest") == digest:
+            tracker.set_tags(run.info.run_id, {"worldrecall.reused_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+            return run.info.run_id, True
     output_root = tracker.output_root
     blobs = BlobStore(output_root / "blobs")
     end = time.time()
     start = result.started_at or end  # the runner's own start (`aggregate` has none: its run is the merge)
     label = override_label(overrides)
-    chash = config_hash(plain)
     head, best_tags = headline_metrics(result, host)
     job = tracker.start_run(run_name, parent_id=parent, start_time=start,
                             tags={**job_tags, **best_tags, "worldrecall.kind": "job" if parent else "invocation",
-                                  "worldrecall.config_hash": chash})
+                                  "worldrecall.config_hash": chash, "worldrecall.results_digest": digest,
+                                  CURRENT: "true"})
     try:
         tracker.log_batch(job, metrics=head, params=params)
         for p in files:
@@ -148,7 +226,7 @@ def log_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, file
             backends = sorted({backend_signature(r.backend) for r in result.rows
                                if r.benchmark == bench and r.model == model and r.backend} - {"-"})
             child = tracker.start_run(name, parent_id=job, start_time=start, tags={
-                **job_tags, "worldrecall.kind": "model", "worldrecall.config_hash": chash})
+                **job_tags, "worldrecall.kind": "model", "worldrecall.config_hash": chash, CURRENT: "true"})
             tracker.log_batch(child, metrics=metrics, params={
                 "model": model, "benchmark": bench, "backends": ";".join(backends) or "-",
                 "backend_set": str((plain.get("models") or {}).get("set") or "-"),
@@ -166,7 +244,8 @@ def log_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, file
         raise
     finally:
         blobs.save()
-    return job
+    supersede(tracker, earlier, job)
+    return job, False
 
 
 def _f(v: Any) -> float:

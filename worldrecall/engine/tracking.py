@@ -138,6 +138,64 @@ class _store_lock:
             self.fd.close()
 
 
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI (None for any other store)."""
+    return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+
+
+def template_path() -> Path:
+    """An empty, fully migrated store for this MLflow version, kept in the user's cache
+    (``WORLDRECALL_MLFLOW_TEMPLATE_DIR``, else ``$XDG_CACHE_HOME`` or ``~/.cache``, ``/worldrecall``)."""
+    import mlflow
+
+    root = os.environ.get("WORLDRECALL_MLFLOW_TEMPLATE_DIR") or (
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "worldrecall")
+    return Path(root) / f"mlflow-{mlflow.__version__}-empty.db"
+
+
+def seed_store(db: Path) -> bool:
+    """Create a new SQLite store as a copy of the migrated template; False when there is none (yet).
+
+    MLflow migrates a new store through every schema revision, seconds per fresh output root; the copy
+    is the same database (same alembic head: MLflow checks it on opening). Only MLflow's unused
+    ``Default`` experiment is re-pointed at this store's own folder."""
+    import shutil
+    import sqlite3
+
+    tpl = template_path()
+    if not tpl.is_file():
+        return False
+    db.parent.mkdir(parents=True, exist_ok=True)
+    tmp = db.with_name(f".{db.name}.{os.getpid()}.tmp")
+    try:
+        shutil.copyfile(tpl, tmp)
+        with sqlite3.connect(tmp) as con:
+            con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0",
+                        (str(db.parent / "mlruns" / "0"),))
+        os.replace(tmp, db)
+    except (OSError, sqlite3.Error) as e:  # a broken template: migrate as before
+        log.debug("could not seed %s from %s: %s", db, tpl, e)
+        tmp.unlink(missing_ok=True)
+        return False
+    return True
+
+
+def save_template(db: Path) -> None:
+    """Keep a just-migrated, still empty store as the template for later fresh stores (never fatal)."""
+    import sqlite3
+
+    tpl = template_path()
+    tmp = tpl.with_name(f".{tpl.name}.{os.getpid()}.tmp")
+    try:
+        tpl.parent.mkdir(parents=True, exist_ok=True)
+        with sqlite3.connect(db) as src, sqlite3.connect(tmp) as dst:
+            src.backup(dst)  # a consistent copy even while MLflow holds a connection
+        os.replace(tmp, tpl)
+    except (OSError, sqlite3.Error) as e:
+        log.debug("could not save the MLflow store template %s: %s", tpl, e)
+        tmp.unlink(missing_ok=True)
+
+
 def default_uri(output_root: Path) -> str:
     return f"sqlite:///{(Path(output_root).resolve() / 'mlflow.db')}"
 
@@ -160,6 +218,10 @@ class Tracker:
         self.output_root = Path(output_root).resolve()
         self.output_root.mkdir(parents=True, exist_ok=True)
         self.uri = os.environ.get("MLFLOW_TRACKING_URI") or tcfg.get("tracking_uri") or default_uri(self.output_root)
+        if sqlite_path(self.uri) is not None:
+            import mlflow.store.tracking.sqlalchemy_store  # noqa: F401  (the client imports it on first use)
+        t1 = time.perf_counter()
+        self.import_s = t1 - t0  # Python importing mlflow and its SQL store (~1 s), apart from the setup
         self.experiment_name = tcfg.get("experiment") or "worldrecall"
         self.extra_tags = redact_tags(tcfg.get("tags") or {})
         self._artifact_uri: dict[str, str] = {}
@@ -167,10 +229,16 @@ class Tracker:
         # A new SQLite store is created and migrated by exactly one process (file lock); jobs that start
         # together wait for it instead of racing alembic ("duplicate column name: step").
         with _store_lock(self.uri):
+            db = sqlite_path(self.uri)
+            fresh = db is not None and not db.exists()
+            seeded = fresh and seed_store(db)
             self.client = _retry(lambda: MlflowClient(tracking_uri=self.uri), "client")
+            if fresh and not seeded:
+                save_template(db)  # the next fresh store is a copy, not ~50 migrations (~8 s)
             self.experiment_id = self._experiment()
-        self.close_stale_runs()
-        self.setup_s = time.perf_counter() - t0  # import + store migration/opening: part of a job's MLflow cost
+        if not fresh:
+            self.close_stale_runs()
+        self.setup_s = time.perf_counter() - t1  # store creation/migration/opening, experiment, stale runs
 
     def _experiment(self) -> str:
         def get_or_create() -> str:
@@ -224,6 +292,14 @@ class Tracker:
                      "create_run")
         self._artifact_uri[run.info.run_id] = run.info.artifact_uri
         return run.info.run_id
+
+    def search(self, filter_string: str, max_results: int = 1000) -> list[Any]:
+        """Active runs of this experiment matching an MLflow filter string."""
+        from mlflow.entities import ViewType
+
+        return _retry(lambda: self.client.search_runs([self.experiment_id], filter_string,
+                                                      run_view_type=ViewType.ACTIVE_ONLY, max_results=max_results),
+                      "search_runs")
 
     def end_run(self, run_id: str, status: str = "FINISHED", end_time: float | None = None) -> None:
         ms = int(end_time * 1000) if end_time is not None else None
@@ -298,14 +374,51 @@ class Tracker:
                 _retry(lambda: self.client.log_artifact(run_id, str(p), artifact_path), "log_artifact")
 
     def ui_command(self) -> str:
-        """The line to start the UI, and the address of this experiment's runs view.
+        """The line to start the UI (this environment's own ``mlflow``), and the address of the runs view.
 
+        The command names the venv's executable, so it works without activating the venv; where the UI's
+        server modules are missing (only the ``tracking`` extra installed) the install line comes first.
         MLflow 3.17's UI takes the view from its GenAI / Model-training switch (``workflowType`` in the URL or
         the browser's storage) rather than from the experiment-kind tag, so the printed link names it.
         """
-        return (f"mlflow ui --backend-store-uri {self.uri}\n"
-                f"then open http://127.0.0.1:5000/#/experiments/{self.experiment_id}/runs?workflowType=machine_learning"
-                "  (runs table: one run per benchmark x model; select runs -> Compare)")
+        lines = []
+        missing = ui_missing_module()
+        if missing:
+            lines.append(f"the MLflow UI needs the ui extra ({missing} is not installed): "
+                         f"{venv_tool('pip')} install 'worldrecall[ui]'")
+        lines.append(f"{venv_tool('mlflow')} ui --backend-store-uri {self.uri}")
+        lines.append(f"then open http://127.0.0.1:5000/#/experiments/{self.experiment_id}/runs?"
+                     "workflowType=machine_learning  (runs table: one run per benchmark x model; select runs -> "
+                     "Compare)")
+        return "\n".join(lines)
+
+
+UI_MODULES = ("flask", "flask_cors", "gunicorn")  # what `mlflow ui` imports beyond the tracking client
+
+
+def ui_missing_module() -> str:
+    """The first module `mlflow ui` needs that this environment lacks ('' when the UI can start)."""
+    import importlib.util
+
+    for name in UI_MODULES:
+        if importlib.util.find_spec(name) is None:
+            return name
+    return ""
+
+
+def venv_tool(name: str) -> str:
+    """``.venv/bin/<name>`` of the running interpreter's environment (relative when under the working
+    directory, as a user types it), else the bare name."""
+    import sys
+
+    tool = Path(sys.executable).parent / name
+    if not tool.exists():
+        return name
+    try:
+        rel = tool.relative_to(Path.cwd())
+        return str(rel)
+    except ValueError:
+        return str(tool)
 
 
 def _metric_key(k: str) -> str:

@@ -26,6 +26,7 @@ from worldrecall.core import hookspecs
 from worldrecall.core.components import Aggregator, Aligner, Benchmark, Command, Loader, Metric, Suite
 from worldrecall.core.judges import JudgeSpec
 from worldrecall.core.models import KINDS, ModelSpec, Role
+from worldrecall.registry.names import unknown_name
 
 log = logging.getLogger(__name__)
 
@@ -234,8 +235,7 @@ class PluginHost:
         try:
             return self.components[kind][name]
         except KeyError:
-            known = ", ".join(sorted(self.components[kind])) or "none"
-            raise KeyError(f"unknown {kind} {name!r}; known: {known}") from None
+            raise KeyError(unknown_name(kind, name, self.components[kind])) from None
 
     def metric(self, name: str) -> type[Metric]:
         """The metric class registered as ``name`` (instantiate it with params and thresholds)."""

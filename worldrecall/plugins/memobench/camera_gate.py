@@ -79,6 +79,12 @@ class CameraGate(gate.CameraGateMetric, MemoBenchMetric):
         _, r, n = phase_info(alignment)
         return list(range(r, min(n, n_frames)))
 
+    def optional_roles(self) -> dict[str, str]:
+        """The target-absence test needs the segmenter role (only when ``params.absence_check``)."""
+        if not self.params["absence_check"]:
+            return {}
+        return {"segmenter": "the target-absence test (absence_passed, absence_fraction)"}
+
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
         """The gate's measurement plus segmenter candidates on up to ``absence_max_frames`` D frames
         (the absence diagnostic)."""

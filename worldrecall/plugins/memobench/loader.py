@@ -219,6 +219,11 @@ class MemoBenchLoader(Loader):
 
     def _real(self, data_root: Path, opts: dict[str, Any], meta: dict[str, metadata.ClipMeta]) -> list[GTClip]:
         root = data_root / "Real_Raw"
+        if not root.is_dir():
+            # a data root without Real_Raw/ has no real split (the synthetic suite, by design): nothing is
+            # missing. A generated real clip without a sheet row still becomes an error row (unlisted_generation)
+            log.debug("memobench: no %s under %s; the data has no real split", root.name, data_root)
+            return []
         sheet = sheets.find_sheet(root, sheets.REAL_SHEET, opts["sheet_format"])
         if sheet is None:
             log.warning("memobench: no %s.xlsx/.csv under %s; no real clips", sheets.REAL_SHEET, root)

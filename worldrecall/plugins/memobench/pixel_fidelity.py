@@ -87,6 +87,10 @@ class PixelFidelity(MemoBenchMetric):
     params: ClassVar[dict[str, Any]] = {"max_side": 640, "lpips": True}
     thresholds: ClassVar[dict[str, Any]] = {}
 
+    def optional_roles(self) -> dict[str, str]:
+        """LPIPS needs the perceptual role (only when ``params.lpips``); PSNR/SSIM never do."""
+        return {"perceptual": "LPIPS (V/D/R/ALL_LPIPS)"} if self.params["lpips"] else {}
+
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
         """Per-frame PSNR / SSIM / LPIPS of every (generated, resampled GT) pair of each phase."""
         frames = capped_frames(case, self.params["max_side"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from worldrecall.core.models import ModelSpec, WeightFile
@@ -18,6 +19,7 @@ from worldrecall.plugins.models.manifest import META_PATTERNS
 from worldrecall.plugins.models.weights import (
     cache_path,
     download_url_file,
+    hf_cached_dir,
     hf_download,
     offline,
     weight_present,
@@ -32,9 +34,36 @@ def _hf_groups(weights: Iterable[WeightFile]) -> dict[tuple[str, str | None], li
     return groups
 
 
+WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.ckpt")  # what a checkpoint file is named
+
+
+def undeclared(spec: ModelSpec) -> bool:
+    """A reference backend that lists no weight files: ``from_pretrained`` resolves them from its model id."""
+    return not spec.weights and spec.kind == "reference"
+
+
+def undeclared_on_disk(spec: ModelSpec) -> list[Path]:
+    """The checkpoint files of an undeclared backend's model id in the HF cache (empty: nothing on disk)."""
+    snap = hf_cached_dir(spec.model_id, spec.revision or None, []) if "/" in spec.model_id else None
+    return sorted({p for g in WEIGHT_GLOBS for p in snap.rglob(g)}) if snap is not None else []
+
+
 def spec_present(spec: ModelSpec) -> bool:
-    """Whether every weight file of a backend is cached (True for weight-free backends)."""
+    """Whether a backend's weights are on disk: every declared file cached; for a reference backend that
+    declares none, a checkpoint of its model id in the HF cache. True only for weight-free backends
+    without checking anything."""
+    if undeclared(spec):
+        return bool(undeclared_on_disk(spec))
     return all(weight_present(w) for w in spec.weights)
+
+
+def _size_mb(spec: ModelSpec) -> float | None:
+    """Declared sizes (approximate), the bytes on disk for an undeclared backend, 0 when weight-free."""
+    if undeclared(spec):
+        found = undeclared_on_disk(spec)
+        return round(sum(p.stat().st_size for p in found) / 1e6, 1) if found else None
+    sizes = [w.size_mb for w in spec.weights if w.size_mb is not None]
+    return round(sum(sizes), 1) if sizes else (0.0 if not spec.weights else None)
 
 
 def list_models(specs: Mapping[str, ModelSpec] | Iterable[ModelSpec]) -> list[dict[str, Any]]:
@@ -42,14 +71,16 @@ def list_models(specs: Mapping[str, ModelSpec] | Iterable[ModelSpec]) -> list[di
     items = specs.values() if isinstance(specs, Mapping) else specs
     rows = []
     for s in sorted(items, key=lambda s: (s.role, s.kind, s.name)):
-        sizes = [w.size_mb for w in s.weights if w.size_mb is not None]
+        files = [f"{w.repo}/{w.filename}" for w in s.weights]
+        if undeclared(s):
+            files = [str(p) for p in undeclared_on_disk(s)] or [f"{s.model_id} (resolved by from_pretrained)"]
         rows.append({
             "name": s.name, "role": s.role, "kind": s.kind, "model_id": s.model_id,
-            "revision": s.revision or ("main" if any(w.cache == "hf" for w in s.weights) else ""),
+            "revision": s.revision or ("main" if any(w.cache == "hf" for w in s.weights) or undeclared(s) else ""),
             "licence": s.licence,
-            "size_mb": round(sum(sizes), 1) if sizes else (0.0 if not s.weights else None),
+            "size_mb": _size_mb(s),
             "present": spec_present(s),
-            "files": [f"{w.repo}/{w.filename}" for w in s.weights],
+            "files": files,
             "requires": list(s.requires), "extra": s.extra or "",
         })
     return rows
@@ -72,6 +103,11 @@ def fetch(names: Iterable[str] | None, specs: Mapping[str, ModelSpec], *, force:
         else:
             failures.append(f"{n}: unknown backend (known: {', '.join(sorted(specs))})")
     for s in chosen:
+        if undeclared(s):
+            say(f"{s.name}: present" if spec_present(s) else
+                f"{s.name}: its weights are not listed here; the backend downloads {s.model_id} itself on first "
+                "use (online), after which `worldrecall models list` shows it present")
+            continue
         if not s.weights:
             say(f"{s.name}: no weights needed ({s.kind})")
             continue

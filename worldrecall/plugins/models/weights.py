@@ -90,9 +90,12 @@ def hf_dir(name: str, repo: str, *, revision: str | None = None, required: Seque
 
 
 def weight_present(w: WeightFile, revision: str | None = None) -> bool:
-    """Whether one weight file is in the local caches (glob patterns count as present; no network)."""
+    """Whether one weight file is in the local caches (a glob pattern: some cached file matches it; no network)."""
     if w.cache == "hf":
-        return is_glob(w.filename) or hf_cached_dir(w.repo, revision or w.revision, [w.filename]) is not None
+        if is_glob(w.filename):
+            snap = hf_cached_dir(w.repo, revision or w.revision, [])
+            return snap is not None and any(snap.glob(w.filename))
+        return hf_cached_dir(w.repo, revision or w.revision, [w.filename]) is not None
     return cache_path(w).is_file()
 
 

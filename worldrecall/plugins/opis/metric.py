@@ -186,6 +186,11 @@ class OpisMetric(Metric):
         return not ("video_observation" in case.sidecars
                     and (case.video is None or self.params["use_precomputed_observations"]))
 
+    def optional_roles(self) -> dict[str, str]:
+        """None: without pose landmarks no value is null (articulated objects' structure then counts as
+        missing coverage, and ``opis_measure_info`` says why per case: no backend, or no such object)."""
+        return {}
+
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
         """Inventory + per-window observations and geometry -> the records as a cache measurement."""
         p = self.params

@@ -167,7 +167,8 @@ def _benchmark_views(rows: list[ScoreRow], decl: Mapping[str, Any], meta: Mappin
         return test
 
     out: list[dict[str, Any]] = []
-    variants = (["gated"] if gate else []) + ["all"]
+    gate_ran = bool(gate) and any(r.metric == split_ref(gate)[0] for r in rows)
+    variants = (["gated"] if gate_ran else []) + ["all"]  # no gate rows (not run): no gated view to show
     for k, variant in enumerate(variants):
         pool = {m: sorted(passed[m]) if variant == "gated" else cases[m] for m in models}
         key_ref = rank_by
@@ -191,7 +192,9 @@ def _benchmark_views(rows: list[ScoreRow], decl: Mapping[str, Any], meta: Mappin
         title = (decl.get("titles") or {}).get(variant) or (
             f"{name} · camera-gated view (only cases whose camera executed the reference motion)"
             if variant == "gated" else f"{name} · all cases (the published protocol's number)")
-        note = _note(decl, variant, gate, gate_na, passed, models)
+        note = _note(decl, variant, gate if gate_ran else None, gate_na, passed, models)
+        if gate and not gate_ran:
+            note = f"no camera-gated view: {split_ref(gate)[0]} did not run · " + note
         position = {m: i for i, m in enumerate(ranked + sorted(set(models) - set(ranked)))}
         for m in models:
             if m in ranks:
@@ -218,14 +221,14 @@ def _benchmark_views(rows: list[ScoreRow], decl: Mapping[str, Any], meta: Mappin
                             "unit": unit, "direction": _direction(vm), "digits": _digits(unit),
                             "mean": mean, "ci_low": lo, "ci_high": hi})
             for ref, what in ((gate, "camera gate"), (protocol, "protocol gate")):
-                if not ref:
-                    continue
+                if not ref or not any(r.metric == split_ref(ref)[0] for r in rows):
+                    continue  # a gate that did not run has no pass rate (not 0)
                 by = vals.get(ref, {}).get(m, {})
                 rate = sum(1 for c in cases[m] if by.get(c) == 1.0) / len(cases[m]) if cases[m] else math.nan
                 out.append({**base, "column": labels.get(ref, f"{what} passed"), "metric": split_ref(ref)[0],
                             "unit": "fraction", "direction": "·", "digits": 2, "mean": rate,
                             "ci_low": math.nan, "ci_high": math.nan})
-            if gate and protocol:
+            if gate_ran and protocol and vals.get(protocol):
                 g, q = vals.get(gate, {}).get(m, {}), vals.get(protocol, {}).get(m, {})
                 differ = sum(1 for c in cases[m] if c in g and c in q and (g[c] == 1.0) != (q[c] == 1.0))
                 out.append({**base, "column": "gates disagree", "metric": split_ref(protocol)[0], "unit": "cases",

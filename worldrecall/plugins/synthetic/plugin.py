@@ -25,6 +25,12 @@ class SyntheticSuite(Suite):
 
         ensure_suite(root, **dict(params), progress=progress)
 
+    def models(self, params: Mapping[str, Any]) -> list[str]:
+        """The oracle and its counterfactuals (the same for every parameter set)."""
+        from worldrecall.plugins.synthetic.counterfactuals import MODELS
+
+        return list(MODELS)
+
 
 @hookimpl
 def register_suites(register: Callable[..., None]) -> None:

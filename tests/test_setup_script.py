@@ -1,0 +1,76 @@
+"""scripts/setup.sh: a second call is a no-op (no pip at all) until pyproject.toml or the script changes.
+
+The script runs for real, in a copy of the checkout's two input files, against a stand-in ``.venv`` whose
+``python`` records every ``-m pip`` call instead of installing (and ``apt-get``/``ldconfig`` stand-ins, so
+nothing on the machine is touched).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _fake_checkout(tmp: Path) -> tuple[Path, Path, dict[str, str]]:
+    repo = tmp / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(REPO / "scripts" / "setup.sh", repo / "scripts" / "setup.sh")
+    shutil.copy(REPO / "pyproject.toml", repo / "pyproject.toml")
+    (repo / "worldrecall").mkdir()
+    (repo / "worldrecall" / "__init__.py").write_text("")  # what an editable install of this checkout imports
+    log = tmp / "pip_calls.log"
+    bin_ = repo / ".venv" / "bin"
+    bin_.mkdir(parents=True)
+    (bin_ / "python").write_text(
+        "#!/usr/bin/env bash\n"
+        f'if [ "$1" = "-m" ] && [ "$2" = "pip" ]; then echo "$*" >> {log}; exit 0; fi\n'
+        f'PYTHONPATH={repo} exec {sys.executable} -S "$@"\n')
+    (bin_ / "python").chmod(0o755)
+    (bin_ / "activate").write_text(f'export PATH="{bin_}:$PATH"\n')
+    stubs = tmp / "stubs"
+    stubs.mkdir()
+    for name, body in (("ldconfig", "echo 'libusb-1.0.so.0 (libc6,x86-64) => /lib/libusb-1.0.so.0'"),
+                       ("apt-get", f"echo apt-get >> {log}; exit 1"), ("sudo", "exit 1")):
+        (stubs / name).write_text(f"#!/usr/bin/env bash\n{body}\n")
+        (stubs / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}"}
+    return repo, log, env
+
+
+def _setup(repo: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "scripts/setup.sh"], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+def _pip_calls(log: Path) -> list[str]:
+    return [x for x in log.read_text().splitlines() if "pip" in x] if log.exists() else []
+
+
+def test_second_setup_call_runs_no_pip_until_pyproject_changes(tmp_path):
+    repo, log, env = _fake_checkout(tmp_path)
+    first = _setup(repo, env)
+    assert first.returncode == 0, first.stderr
+    calls = _pip_calls(log)
+    assert any("install -q -e .[all,ui,dev]" in c for c in calls), calls  # the ui extra: `mlflow ui` works
+    n = len(calls)
+    second = _setup(repo, env)
+    assert second.returncode == 0, second.stderr
+    assert len(_pip_calls(log)) == n  # nothing installed, nothing rebuilt
+    assert "is current" in second.stdout
+    with open(repo / "pyproject.toml", "a") as f:
+        f.write("\n# a changed dependency list\n")
+    third = _setup(repo, env)
+    assert third.returncode == 0 and len(_pip_calls(log)) > n  # changed metadata: installed again
+
+
+def test_license_is_an_spdx_string():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "Apache-2.0"  # a string (PEP 639), not the deprecated {text = ...} table
+    build = tomllib.loads((REPO / "pyproject.toml").read_text())["build-system"]["requires"]
+    assert any(r.startswith("setuptools>=77") for r in build)  # the first setuptools that reads SPDX strings

@@ -1,0 +1,186 @@
+"""The MLflow step as a user meets it: reruns, the printed `mlflow ui` line, the printed scale, fresh stores.
+
+Runs go through the `worldrecall run` entry function on a fresh output root (the toy benchmark keeps them
+small); the UI check starts the very command the run printed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+from typing import ClassVar
+
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import toy_plugin
+from toy_plugin import make_dataset
+
+from worldrecall.core.data import ScoreRow
+from worldrecall.engine import tracking
+from worldrecall.engine.cli import main
+from worldrecall.engine.leaderboard_view import leaderboard_views
+from worldrecall.engine.track_runs import per_model_metrics
+from worldrecall.registry import host as host_mod
+
+mlflow = pytest.importorskip("mlflow")
+
+
+@pytest.fixture()
+def toy_host():
+    host_mod._HOST = host_mod.load_plugins(extra=[toy_plugin], fresh=True)
+    yield host_mod._HOST
+    host_mod._HOST = None
+
+
+def _args(tmp_path: Path, ds: dict) -> list[str]:
+    return ["run", f"output_root={tmp_path / 'out'}", "suite=none", "only=[toy]", "+benchmarks.toy.loader=toy",
+            "+benchmarks.toy.aligner=toy.halves", f"+benchmarks.toy.data_root={ds['data_root']}",
+            f"+benchmarks.toy.generations={ds['generations']}",
+            "+benchmarks.toy.metrics={brightness:{params:{},thresholds:{tolerance:10.0}}}",
+            "progress=false", "workers=1", "aggregator_params.bootstrap.replicates=50",
+            "aggregator_params.paired.reference=good", "report.enabled=false"]
+
+
+def _runs(tmp_path: Path) -> list:
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{(tmp_path / 'out').resolve() / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("worldrecall")
+    return client.search_runs([exp.experiment_id], max_results=1000)
+
+
+def _tops(runs: list) -> list:
+    return [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+
+
+def test_rerun_of_the_same_config_reuses_the_run(tmp_path, toy_host, capsys):
+    ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
+    assert main(_args(tmp_path, ds)) == 0
+    first = _runs(tmp_path)
+    assert len(_tops(first)) == 1 and len(first) == 3  # parent + one run per (benchmark, model)
+    capsys.readouterr()
+    assert main(_args(tmp_path, ds)) == 0  # every row resumed: same config hash, same tables
+    out = capsys.readouterr().out
+    again = _runs(tmp_path)
+    assert sorted(r.info.run_id for r in again) == sorted(r.info.run_id for r in first)  # no duplicates
+    parent = _tops(again)[0]
+    assert f"same config and same numbers as run {parent.info.run_id}; nothing logged again" in out
+    assert "worldrecall.reused_at" in parent.data.tags
+
+
+def test_rerun_with_other_numbers_supersedes_the_earlier_runs(tmp_path, toy_host, capsys):
+    ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
+    video = Path(ds["generations"]) / "bad" / "c1.mp4"
+    good_bytes = video.read_bytes()
+    video.write_bytes(b"not a video")  # this case fails on the first run …
+    assert main(_args(tmp_path, ds)) == 0
+    old_ids = {r.info.run_id for r in _runs(tmp_path)}
+    video.write_bytes(good_bytes)  # … and is retried (failed rows are not final) once the file is fixed
+    assert main(_args(tmp_path, ds)) == 0
+    runs = _runs(tmp_path)
+    new = [r for r in runs if r.info.run_id not in old_ids]
+    new_parent = next(iter(_tops(new)))
+    assert len(new) == 3
+    for r in runs:
+        if r.info.run_id in old_ids:  # every earlier run, parent and children, says what replaced it
+            assert r.data.tags["worldrecall.superseded_by"] == new_parent.info.run_id
+            assert r.data.tags["worldrecall.current"] == "false"
+        else:
+            assert r.data.tags["worldrecall.current"] == "true"
+
+
+def test_printed_ui_command_uses_the_venv_and_starts_the_ui(tmp_path, toy_host, capsys):
+    ds = make_dataset(tmp_path, {"good": [0], "bad": [40]})
+    assert main(_args(tmp_path, ds)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    ui = next(x for x in lines if " ui --backend-store-uri " in x)
+    exe = shlex.split(ui)[0]
+    assert Path(exe).name == "mlflow" and (Path.cwd() / exe).resolve() == (Path(sys.executable).parent / "mlflow").resolve()
+    if tracking.ui_missing_module():
+        pytest.skip(f"the ui extra is not installed here ({tracking.ui_missing_module()})")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([*shlex.split(ui), "--port", str(port), "--workers", "1"], start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline, ok = time.time() + 120, False
+        while time.time() < deadline and proc.poll() is None and not ok:
+            try:
+                ok = urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).status == 200
+            except OSError:
+                time.sleep(1)
+        assert ok, (proc.poll(), proc.stdout.read().decode(errors="replace")[-2000:] if proc.poll() is not None else "")
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # the server and the workers it started: this test's own group
+        proc.wait(timeout=30)
+
+
+def test_missing_ui_module_prints_the_install_line_first(tmp_path, monkeypatch):
+    monkeypatch.setattr(tracking, "UI_MODULES", ("flask", "no_such_ui_module_xyz"))
+    t = tracking.Tracker({"experiment": "x"}, tmp_path)
+    first, second = t.ui_command().splitlines()[:2]
+    assert first.startswith("the MLflow UI needs the ui extra (no_such_ui_module_xyz is not installed): ")
+    assert first.endswith("install 'worldrecall[ui]'") and " ui --backend-store-uri " in second
+
+
+def test_fresh_store_after_the_first_is_a_copy_of_the_migrated_template(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("WORLDRECALL_MLFLOW_TEMPLATE_DIR", str(tmp_path / "tpl"))
+    tracking.Tracker({"experiment": "worldrecall"}, tmp_path / "a")
+    assert tracking.template_path().is_file()
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        t = tracking.Tracker({"experiment": "worldrecall"}, tmp_path / "b")
+    assert not [r for r in caplog.records if "Creating initial MLflow database tables" in r.getMessage()]
+    rid = t.start_run("x")
+    t.log_batch(rid, metrics={"m": 1.0})
+    t.end_run(rid)
+    client = mlflow.tracking.MlflowClient(t.uri)
+    assert client.get_run(rid).data.metrics == {"m": 1.0}
+    assert client.get_experiment("0").artifact_location == str((tmp_path / "b").resolve() / "mlruns" / "0")
+
+
+class _ViewAgg:
+    """Declares ranked views the way the ranking aggregator and MemoBench's leaderboard do."""
+
+    name = "lb"
+    tables: ClassVar[dict[str, str]] = {"x_view": "view", "x_cells": "view_columns"}
+
+
+def test_mlflow_logs_the_printed_leaderboard_at_the_printed_scale():
+    # hand-made views: the metric's own mean is 0.9367 (0-1), the printed column is in points
+    base = {"benchmark": "x", "order": 0, "title": "x · all cases", "note": "", "backend": "", "digits": 2,
+            "unit": "points", "direction": "↑", "metric": "x.cam"}
+    view = pd.DataFrame([{**base, "variant": v, "order": int(v == "all"), "title": f"x · {v}", "model": m,
+                          "position": p, "rank": r, "rank_label": lab, "n_cases": 2, "column": "Score",
+                          "mean": 0.5, "ci_low": math.nan, "ci_high": math.nan}
+                         for v in ("gated", "all")
+                         for m, p, r, lab in (("oracle", 0, 1.0, "1"), ("frozen", 1, math.nan, "✗"))])
+    cells = pd.DataFrame([{**{k: base[k] for k in ("benchmark", "metric", "unit", "direction", "digits")},
+                           "variant": v, "model": m, "column": "CamCtrl", "mean": mean, "ci_low": mean - 1,
+                           "ci_high": mean + 1}
+                          for m, v, mean in (("oracle", "all", 93.67), ("oracle", "gated", 95.5),
+                                             ("frozen", "all", 12.25), ("frozen", "gated", math.nan))])
+    host = SimpleNamespace(components={"aggregator": {"lb": _ViewAgg()}}, metrics={})
+    rows = [ScoreRow("x", m, "c1", "x.cam", {"v": 0.9}) for m in ("oracle", "frozen")]
+    result = SimpleNamespace(tables={"x_view": view, "x_cells": cells}, rows=rows)
+    per = per_model_metrics(result, host)
+    assert per[("x", "oracle")]["leaderboard.CamCtrl"] == 93.67
+    assert per[("x", "oracle")]["leaderboard_gated.CamCtrl"] == 95.5
+    assert per[("x", "frozen")]["leaderboard.CamCtrl"] == 12.25
+    assert math.isnan(per[("x", "frozen")]["leaderboard_gated.CamCtrl"])
+    assert per[("x", "oracle")]["rank"] == 1.0 and math.isnan(per[("x", "frozen")]["rank"])
+    # the console prints the same numbers under the same label
+    printed = {title: df for title, df, _ in leaderboard_views(result, host)}
+    all_view = next(df for t, df in printed.items() if t == "x · all")
+    cell = all_view.loc[all_view["model"] == "oracle", "CamCtrl (points ↑)"].iloc[0]
+    assert cell.startswith("93.67")
