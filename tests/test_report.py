@@ -149,3 +149,16 @@ def test_ors_and_camera_gate_write_trace_views(tmp_path):
     assert [s["label"] for s in t["series"]] == ["generated camera", "reference camera"]
     assert [h["y"] for h in t["hlines"]] == [pytest.approx(10.0)]
     assert 'stroke="#2ca02c"' in line_chart(t)  # drawn with a green frame
+
+
+def test_reference_model_opens_first_and_values_show_headline_first(tmp_path):
+    host = load_plugins(extra=[toy_plugin], fresh=True)
+    ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
+    cfg = toy_config(tmp_path, ds)
+    cfg.setdefault("aggregator_params", {})["paired"] = {"reference": "good"}
+    assert run_plain(cfg, host=host) == 0
+    page = next((tmp_path / "out" / "results").glob("*/report/index.html")).read_text()
+    # "good" is the configured reference: expanded first, although "bad" sorts first by name
+    assert page.index('<details open id="model-good">') < page.index('<details id="model-bad">')
+    # brightness emits "stable" (primary) and "drift": the non-headline value is folded, never dropped
+    assert "<summary class=note>1 more values</summary><span class=note>drift=" in page

@@ -26,6 +26,7 @@ from worldrecall.engine.leaderboard_view import leaderboard_text, print_leaderbo
 from worldrecall.engine.pipe_table import pipe_table
 from worldrecall.engine.runner import ResultsNotWritable, Runner, RunResult, build_result, load_rows
 from worldrecall.engine.sweep_summary import current_swept_keys, write_job_summary
+from worldrecall.engine.track_runs import override_label
 from worldrecall.engine.tracking import PARENT_ENV, Tracker, flatten, git_commit, redact_tree
 from worldrecall.registry.host import PluginHost, load_plugins
 
@@ -100,7 +101,10 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
         return EXIT_BAD_CONFIG
     out = write_outputs(result, plain, host, job_dir, overrides or [], sweep_dir)
     uri_line = track(result, plain, host, out, overrides or [], sweep_dir)
-    print_leaderboard(result, host)
+    if sweep_dir is None:
+        print_leaderboard(result, host)
+    else:  # a sweep job: its leaderboard is a file; the sweep prints one summary across jobs at the end
+        print(f"\n[{override_label(overrides or [])}] leaderboard: {result.results_dir / 'tables' / 'leaderboard.txt'}")
     print(f"\nresults: {result.results_dir}")
     print(f"cases: {result.n_cases}  failed: {result.n_failed_cases}  failure rate: {result.failure_rate:.1%}"
           f" (max_failure_rate {plain['max_failure_rate']})")

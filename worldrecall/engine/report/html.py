@@ -116,7 +116,9 @@ def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str
     by_case: dict[str, dict[str, list[Any]]] = {}
     for r in result.rows:
         by_case.setdefault(r.model, {}).setdefault(r.case_id, []).append(r)
-    for k, model in enumerate(sorted(by_case)):
+    reference = str(((plain.get("aggregator_params") or {}).get("paired") or {}).get("reference") or "")
+    # the reference model (the one every other is compared with) first and open, then by name
+    for k, model in enumerate(sorted(by_case, key=lambda m: (m != reference, m))):
         cases = sorted(by_case[model])
         if opts["max_cases_per_model"]:
             cases = cases[: int(opts["max_cases_per_model"])]
@@ -222,9 +224,21 @@ def _case(model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, memo:
     return "".join(out)
 
 
+def _headline_values(host: Any) -> dict[str, list[str]]:
+    """metric -> the values its benchmark declares as headline / gate (shown first in a case's values)."""
+    out: dict[str, list[str]] = {}
+    for b in (getattr(host, "benchmarks", None) or {}).values():
+        for ref in (*b.headline, *([b.gate] if b.gate else []), *([b.protocol_gate] if b.protocol_gate else [])):
+            metric, _, value = ref.partition(":")
+            out.setdefault(metric, []).append(value)
+    return out
+
+
 def _values(rows: list[Any], host: Any) -> str:
-    """One line per metric: status, primary value (unit, direction) and the other values."""
-    lines = ["<table class=vals><tr><th>metric</th><th>primary</th><th>other values</th></tr>"]
+    """One line per metric: status, primary value (unit, direction), the verdict and the declared headline
+    values; every other value folded (a metric may emit dozens)."""
+    heads = _headline_values(host)
+    lines = ["<table class=vals><tr><th>metric</th><th>primary</th><th>headline values · other values</th></tr>"]
     for r in sorted(rows, key=lambda r: (r.benchmark, r.metric)):
         cls = host.metrics.get(r.metric)
         prim = getattr(cls, "primary", "") if cls is not None else ""
@@ -238,7 +252,18 @@ def _values(rows: list[Any], host: Any) -> str:
         pv = "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4g}"
         unit = unit_label(meta)
         prim_cell = f"{esc(prim)} = <b>{pv}</b> <span class=note>({esc(unit)} {direction_label(meta)})</span>"
-        others = ", ".join(f"{esc(k)}={'n/a' if x is None else f'{x:.4g}'}" for k, x in r.values.items() if k != prim)
-        lines.append(f"<tr><td>{name}</td><td>{prim_cell}</td><td class=note>{others}</td></tr>")
+        def fmt(k: str, x: Any) -> str:
+            return f"{esc(k)}={'n/a' if x is None else f'{x:.4g}'}"
+
+        first = [k for k in heads.get(r.metric, []) if k != prim and k in r.values]
+        rest = [k for k in r.values if k != prim and k not in first]
+        cell = ""
+        if (r.info or {}).get("verdict"):
+            cell += f"<b>{esc(r.info['verdict'])}</b><br>"
+        cell += ", ".join(fmt(k, r.values[k]) for k in first)
+        if rest:
+            folded = ", ".join(fmt(k, r.values[k]) for k in rest)
+            cell += f"<details><summary class=note>{len(rest)} more values</summary><span class=note>{folded}</span></details>"
+        lines.append(f"<tr><td>{name}</td><td>{prim_cell}</td><td>{cell}</td></tr>")
     lines.append("</table>")
     return "".join(lines)
