@@ -53,6 +53,7 @@ class SerialExecutor:
 
     def run(self, groups: Sequence[Sequence[Item]], work: Work, emit: Emit, dead: Dead,
             counters: CounterHooks) -> None:
+        one_thread_per_process()  # the numbers a worker process would give (workers=1 and 2: identical rows)
         for group in groups:
             for item in group:
                 emit(item, work(item))
@@ -150,8 +151,11 @@ def one_thread_per_process() -> None:
     """One intra-op thread for torch (when imported) and OpenMP: case-parallel processes already fill the cores,
     and a case's numbers must not depend on which process scored it (float reductions follow the thread count)."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # for a torch first imported later
+    os.environ.setdefault("OPENCV_FOR_THREADS_NUM", "1")  # for an OpenCV first imported later
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
+    if "cv2" in sys.modules:  # DIS flow, remap, resize split work by thread count: same numbers in any process
+        sys.modules["cv2"].setNumThreads(1)
 
 
 def _worker_main(conn: Connection, groups: Sequence[Sequence[Item]], work: Work, counters: CounterHooks) -> None:
