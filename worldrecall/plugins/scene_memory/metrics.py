@@ -30,8 +30,8 @@ from worldrecall.plugins.scene_memory.f1 import ALIGNMENTS, KernelResult, NotApp
 
 KERNEL_THRESHOLDS: dict[str, Any] = {
     "voxel_size": 0.0,                 # 0 = no voxel down-sampling
-    "alignment": "trimmed_icp",        # trimmed_icp | none
-    "centroid_align": False,           # used only when alignment = none (code default true; official false)
+    "alignment": "trimmed_icp",        # trimmed_icp | anything else: centroid (centroid_align) or none
+    "centroid_align": False,           # used only when alignment ≠ trimmed_icp (code default true; config false)
     "distance_threshold": None,        # absolute τ; null = ratio × scene diagonal
     "distance_threshold_ratio": 0.02,
     "strict": True,                    # retention d < τ, hallucination d ≥ τ (false: ≤ / >)
@@ -92,9 +92,11 @@ class _SceneF1Base(Metric):
     def __init__(self, params: Mapping[str, Any] | None = None, thresholds: Mapping[str, Any] | None = None):
         super().__init__(params, thresholds)
         # refuse a bad choice at config time, not once per case
-        if self.thresholds["alignment"] not in ALIGNMENTS:
-            raise ConfigTypeError(f"{self.name}.thresholds.alignment: {self.thresholds['alignment']!r} is not "
-                                  f"one of {', '.join(ALIGNMENTS)}")
+        al = self.thresholds["alignment"]
+        if al is not None and not isinstance(al, str):
+            # any other string is the release's fallback (centroid when centroid_align, else none)
+            raise ConfigTypeError(f"{self.name}.thresholds.alignment: expected null or a string such as "
+                                  f"{' or '.join(ALIGNMENTS)}, got {al!r}")
         tau = self.thresholds["distance_threshold"]
         if tau is not None and (isinstance(tau, bool) or not isinstance(tau, (int, float))):
             raise ConfigTypeError(f"{self.name}.thresholds.distance_threshold: expected null or a number, got {tau!r}")
@@ -157,7 +159,7 @@ class _SceneF1Base(Metric):
     @staticmethod
     def _kernel(observation: np.ndarray, revisit: np.ndarray, th: Mapping[str, Any]) -> KernelResult:
         return score_point_clouds(
-            observation, revisit, voxel_size=float(th["voxel_size"]), alignment=str(th["alignment"]),
+            observation, revisit, voxel_size=float(th["voxel_size"]), alignment=str(th["alignment"] or "none"),
             centroid_align=bool(th["centroid_align"]),
             distance_threshold=None if th["distance_threshold"] is None else float(th["distance_threshold"]),
             distance_threshold_ratio=float(th["distance_threshold_ratio"]), strict=bool(th["strict"]),
