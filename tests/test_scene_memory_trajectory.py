@@ -77,8 +77,8 @@ def test_jitter_passes_official_gate_but_not_the_floor():
 
 
 def test_short_trajectories():
-    g = turnaround_gate(loop_poses("dolly", 1)[:1], fps=16.0)
-    assert not g.split_ok and "at least 2 poses" in g.reason
+    with pytest.raises(ValueError, match="at least 2 poses, got 1"):  # the release raises: an error
+        turnaround_gate(loop_poses("dolly", 1)[:1], fps=16.0)
     g2 = turnaround_gate(loop_poses("dolly", 1)[:2], fps=16.0)  # k* = 1 -> observation leg has 1 row
     assert g2.k_star == 1 and not g2.split_ok
 
@@ -163,3 +163,29 @@ def test_loop_names():
     assert loop_name_of("double_yaw_loop-7") == "double_yaw_loop"
     assert loop_name_of("yaw_loop_360_01") == "yaw_loop_360"
     assert loop_name_of("kitchen_01") is None
+
+
+def test_departure_and_excursion_factors_are_separate_knobs():
+    # dolly, 4 frames per action at 4 fps: d_0j = z_j / 1 m peaks at 1.0; excursions reach 1.0 too
+    P = loop_poses("dolly", 4)
+    base = turnaround_gate(P, fps=4.0)
+    assert base.departed and base.n_pairs > 0
+    # departure needs 1.0 ≥ 7 × 0.15 = 1.05: fails, while pairs (excursion ≥ 3 × 0.15) still form
+    g = turnaround_gate(P, fps=4.0, departure_factor=7.0)
+    assert not g.departed and g.n_pairs == base.n_pairs and not g.gate_official
+    # excursion needs ≥ 7 × 0.15 = 1.05 > every excursion: no pair, departure untouched
+    g = turnaround_gate(P, fps=4.0, excursion_factor=7.0)
+    assert g.departed and g.n_pairs == 0 and not g.returned
+
+
+def test_fps_is_floored_before_the_gap():
+    # fps 0 -> max(0, 1e-6): gap = max(round(1e-6), 1) = 1 row (no division by zero, no error)
+    assert turnaround_gate(loop_poses("dolly", 4), fps=0.0).gap_rows == 1
+
+
+def test_empty_excursion_counts_as_zero():
+    # two rows only, gap 1: pair (0, 1) has no row between them -> excursion 0 < 0.45 -> no pair
+    P = np.stack([pose(), pose(None, (0.0, 0.0, 0.01))])
+    assert turnaround_gate(P, fps=1.0, revisit_radius=2.0, excursion_factor=3.0).n_pairs == 0
+    # a zero excursion requirement lets the same pair count (0 ≥ 0)
+    assert turnaround_gate(P, fps=1.0, revisit_radius=2.0, excursion_factor=0.0).pairs == [(0, 1)]

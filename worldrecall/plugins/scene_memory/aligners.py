@@ -72,7 +72,8 @@ class TurnaroundAligner(Aligner):
     defaults: ClassVar[dict[str, Any]] = {
         "rotation_weight": 1.0,      # w in d_ij = ‖t_i − t_j‖/E + w·θ_ij/180
         "revisit_radius": 0.15,      # pose distance of a revisit pair
-        "departure_factor": 3.0,     # departed / excursion need ≥ factor × radius
+        "departure_factor": 3.0,     # departed needs d_0k* ≥ factor × radius
+        "excursion_factor": 3.0,     # a revisit pair's excursion needs ≥ factor × radius
         "min_gap_s": 1.0,            # a revisit pair is at least this far apart in time
         "default_fps": 16.0,         # when the video's fps is unknown
         "degenerate_extent": 1e-6,   # E at or below this = rotation-only trajectory
@@ -91,9 +92,12 @@ class TurnaroundAligner(Aligner):
             return _precomputed_alignment("turnaround")
         sc = case_sidecar(case, need_depth=False)
         fps = case_fps(case, p["default_fps"])
+        if len(sc) < 2:  # the release's pose distance raises here: an error, not a failed gate
+            raise CaseFailure(f"{sc.files.get('poses', sc.source)}: {len(sc)} pose row(s); the turnaround "
+                              "split needs at least 2")
         g = turnaround_gate(sc.poses_c2w, fps, rotation_weight=p["rotation_weight"],
                             revisit_radius=p["revisit_radius"], departure_factor=p["departure_factor"],
-                            min_gap_s=p["min_gap_s"], degenerate_extent=p["degenerate_extent"],
+                            excursion_factor=p["excursion_factor"], min_gap_s=p["min_gap_s"], degenerate_extent=p["degenerate_extent"],
                             absolute_floor=p["absolute_floor"], floor_translation=p["floor_translation"],
                             floor_rotation_deg=p["floor_rotation_deg"], min_rows=p["min_rows"])
         turns = turning_points(sc.poses_c2w, fps, rotation_weight=p["rotation_weight"],

@@ -16,8 +16,12 @@ import numpy as np
 
 def rotation_angles_deg(Ra: np.ndarray, Rb: np.ndarray) -> np.ndarray:
     """Geodesic angle (degrees) between every rotation of ``Ra`` [n,3,3] and every one of ``Rb`` [m,3,3] -> [n,m]."""
-    tr = np.einsum("iab,jab->ij", Ra, Rb)  # trace(Raᵀ Rb)
-    return np.degrees(np.arccos(np.clip((tr - 1.0) / 2.0, -1.0, 1.0)))
+    # trace(Raᵀ Rb) as the release forms it (flattened rotations, one matrix product): arccos near 1
+    # magnifies the last bit, and pair thresholds sit right there
+    fa = np.asarray(Ra, dtype=np.float64).reshape(len(Ra), 9)
+    fb = np.asarray(Rb, dtype=np.float64).reshape(len(Rb), 9)
+    tr = fa @ fb.T
+    return np.degrees(np.arccos(np.clip((tr - 1.0) * 0.5, -1.0, 1.0)))
 
 
 def rotation_angle_deg(R: np.ndarray) -> float:
@@ -37,9 +41,9 @@ def pose_distance_matrix(poses_c2w: np.ndarray, *, rotation_weight: float = 1.0,
     extent = float(np.linalg.norm(t - t[0], axis=1).max()) if len(P) else 0.0
     theta = rotation_angles_deg(R, R)
     np.fill_diagonal(theta, 0.0)
-    d = rotation_weight * theta / 180.0
+    d = float(rotation_weight) * (theta / 180.0)
     if extent > degenerate_extent:
-        d = d + np.linalg.norm(t[:, None, :] - t[None, :, :], axis=2) / extent
+        d = np.linalg.norm(t[:, None, :] - t[None, :, :], axis=2) / extent + d
     return d, extent
 
 
@@ -74,35 +78,37 @@ class TurnaroundGate:
 
 
 def turnaround_gate(poses_c2w: np.ndarray, fps: float, *, rotation_weight: float = 1.0,
-                    revisit_radius: float = 0.15, departure_factor: float = 3.0, min_gap_s: float = 1.0,
-                    degenerate_extent: float = 1e-6, absolute_floor: bool = True,
+                    revisit_radius: float = 0.15, departure_factor: float = 3.0, excursion_factor: float = 3.0,
+                    min_gap_s: float = 1.0, degenerate_extent: float = 1e-6, absolute_floor: bool = True,
                     floor_translation: float = 0.05, floor_rotation_deg: float = 10.0,
                     min_rows: int = 2) -> TurnaroundGate:
-    """B.4: turnaround k*, departure, revisit pairs and the return gate of one trajectory.
+    """B.4 (``memory_pairing.find_revisit_pairs``): turnaround k*, departure, revisit pairs and the gate.
 
-    Pairs: for each row j ≥ g (g = max(round(min_gap_s·fps), 1) rows), i* = argmin_{i ≤ j−g} d_ji; the pair
-    (i*, j) counts when d_ji* ≤ radius and the excursion max_{i*<m<j} d_i*m ≥ factor·radius (an empty
-    range gives 0, errata 3). The absolute floor (ours) additionally asks for a translation ≥
-    ``floor_translation`` or a rotation ≥ ``floor_rotation_deg`` away from the first pose, so pure jitter
-    — which the scale-free official gate lets through — fails.
+    fps is floored at 1e-6. Pairs: for each row j ≥ g (g = max(round(min_gap_s·fps), 1) rows), i* =
+    argmin_{i ≤ j−g} d_ji; the pair (i*, j) counts when d_ji* ≤ radius and the excursion max_{i*<m<j} d_i*m ≥
+    ``excursion_factor``·radius (an empty range gives 0, errata 3). Departed: d_0k* ≥
+    ``departure_factor``·radius (a knob of its own in the release). The absolute floor (ours) additionally
+    asks for a translation ≥ ``floor_translation`` or a rotation ≥ ``floor_rotation_deg`` away from the first
+    pose, so pure jitter — which the scale-free official gate lets through — fails. Fewer than 2 poses
+    raise ``ValueError`` (the release's pose distance does: an error, not a failed gate).
     """
     P = np.asarray(poses_c2w, dtype=np.float64)
     n = int(P.shape[0])
     if n < 2:
-        return TurnaroundGate(n, 0, 0.0, True, 0.0, False, False, 0, 1, 0.0, 0.0, False, False, False, False,
-                              reason=f"turnaround needs at least 2 poses, got {n}")
+        raise ValueError(f"the turnaround split needs at least 2 poses, got {n}")
     d, extent = pose_distance_matrix(P, rotation_weight=rotation_weight, degenerate_extent=degenerate_extent)
     d0 = d[0]
     k_star = int(np.argmax(d0))  # first maximum
     departure = float(d0[k_star])
-    excursion_min = departure_factor * revisit_radius
-    departed = departure >= excursion_min
-    gap = max(round(min_gap_s * fps), 1)
+    departed = departure >= float(departure_factor) * float(revisit_radius)
+    excursion_min = float(excursion_factor) * float(revisit_radius)
+    rate = max(float(fps), 1e-6)
+    gap = max(int(round(float(min_gap_s) * rate)), 1)
     pairs: list[tuple[int, int]] = []
     for j in range(gap, n):
         cand = d[j, : j - gap + 1]
         i = int(np.argmin(cand))
-        if cand[i] > revisit_radius:
+        if float(cand[i]) > revisit_radius:
             continue
         exc = float(d[i, i + 1: j].max()) if j - i > 1 else 0.0
         if exc >= excursion_min:
