@@ -8,6 +8,7 @@ absolute departure floor (errata 6) live here too, so every pose rule is in one 
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -154,7 +155,7 @@ def turning_points(poses_c2w: np.ndarray, fps: float, *, rotation_weight: float 
 
 @dataclass
 class ReturnGate:
-    """The experimental variant's optional return gate (B.5)."""
+    """The experimental variant's optional return gate (B.5; ``memory.compute_revisit_return_gate``)."""
 
     departed: bool
     returned: bool
@@ -164,6 +165,8 @@ class ReturnGate:
     return_row: int
     return_ratio: float
     return_rotation_deg: float
+    return_translation: float = 0.0
+    tail_start: int = 1
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able facts."""
@@ -172,22 +175,32 @@ class ReturnGate:
 
 def experimental_return_gate(poses_c2w: np.ndarray, *, departure_translation: float = 0.10,
                              departure_rotation_deg: float = 45.0, return_window: float = 0.15,
-                             return_ratio: float = 0.12, return_rotation_deg: float = 8.0) -> ReturnGate:
-    """B.5 gate: anchor = row 0; departed if max translation ≥ 0.10 or max rotation ≥ 45°; the return row
-    minimises (t/t_max)/0.12 + θ/8° over the last 15 % of rows and passes if its ratio ≤ 0.12 and θ ≤ 8°.
+                             return_ratio: float = 0.12, return_rotation_deg: float = 8.0,
+                             max_return_translation: float | None = None) -> ReturnGate:
+    """B.5 gate as released: anchor = row 0; departed if max ‖t − t₀‖ ≥ 0.10 or max angle ≥ 45°; the
+    return row minimises (t/max(t_max, 1e-8))/0.12 + θ/8° over the tail and passes if its ratio ≤ 0.12,
+    θ ≤ 8° and (optional absolute cap) t ≤ ``max_return_translation``.
 
-    The window starts at row ``floor(N·(1 − return_window))`` (at least the last row) [infer].
+    Tail: the last max(1, ⌈N·clamp(return_window, 0, 1)⌉) rows, never row 0 (start ≥ 1). Needs ≥ 3
+    finite [4,4] poses, else ``ValueError`` (the release raises: an error, not a failed gate).
     """
     P = np.asarray(poses_c2w, dtype=np.float64)
+    if P.ndim != 3 or P.shape[1:] != (4, 4) or len(P) < 3:
+        raise ValueError(f"the return gate needs at least three [4,4] camera poses, got {list(P.shape)}")
+    if not np.isfinite(P).all():
+        raise ValueError("the return gate's camera poses contain non-finite values")
     n = len(P)
     trans = np.linalg.norm(P[:, :3, 3] - P[0, :3, 3], axis=1)
     rot = rotation_angles_deg(P[:1, :3, :3], P[:, :3, :3])[0]
     t_max, r_max = float(trans.max()), float(rot.max())
-    departed = t_max >= departure_translation or r_max >= departure_rotation_deg
-    start = min(n - 1, int(np.floor(n * (1.0 - return_window))))
-    ratio = trans / t_max if t_max > 0 else np.zeros_like(trans)
-    cost = ratio[start:] / return_ratio + rot[start:] / return_rotation_deg
-    k = start + int(np.argmin(cost))
-    returned = bool(ratio[k] <= return_ratio and rot[k] <= return_rotation_deg)
+    departed = t_max >= float(departure_translation) or r_max >= float(departure_rotation_deg)
+    frac = min(max(float(return_window), 0.0), 1.0)
+    start = max(1, n - max(1, math.ceil(n * frac)))
+    ratio = trans / max(t_max, 1e-8)
+    cost = ratio / max(float(return_ratio), 1e-8) + rot / max(float(return_rotation_deg), 1e-8)
+    k = start + int(np.argmin(cost[start:]))
+    returned = bool(ratio[k] <= float(return_ratio) and rot[k] <= float(return_rotation_deg))
+    if max_return_translation is not None:
+        returned = returned and bool(trans[k] <= float(max_return_translation))
     return ReturnGate(bool(departed), returned, bool(departed and returned), t_max, r_max, k,
-                      float(ratio[k]), float(rot[k]))
+                      float(ratio[k]), float(rot[k]), float(trans[k]), int(start))
