@@ -335,6 +335,19 @@ def test_one_pose_is_an_error(tmp_path):
         TurnaroundAligner().align(case, {})
 
 
+def test_nan_pose_is_an_error(tmp_path):
+    root = tmp_path / "scene_memory"
+    _rollout(root / "m", "dolly_loop_000", "dolly")
+    d = root / "m" / "annotations_vipe" / "dolly_loop_000_vipe_ann"
+    P = np.load(d / "poses_c2w.npy")
+    P[3, 0, 3] = np.nan
+    np.save(d / "poses_c2w.npy", P)
+    (d / "poses_w2c.npy").unlink()
+    (case,) = _load(root)
+    with pytest.raises(CaseFailure, match="poses_c2w.npy: non-finite pose at row 3"):
+        TurnaroundAligner().align(case, {})
+
+
 def test_artifacts(layout, tmp_path):
     case = next(c for c in _load(layout) if c.model == "hallucinated_background")
     m, _, meas, s = _run(case)

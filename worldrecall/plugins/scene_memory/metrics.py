@@ -9,8 +9,12 @@ Score (pure): the shared kernel (B.7) under the thresholds, then the variant's g
   gate-zeroed mean (O-B4); ``gate`` averages to the pass rate.
 * ``scene_f1``: the gate counts only with ``require_gate`` (off by default) and then zeroes F1.
 
-``official_parity=True`` switches to the released code's behaviour: float32 arithmetic (errata 1) and
-the official gate without worldrecall's absolute floor (errata 6).
+``official_parity=True`` switches to the released code's behaviour: its mixed precision and ICP
+procedure, the official gate without worldrecall's absolute floor (errata 6), and "not applicable" where
+the release cannot read the sidecar (intrinsics other than ``[N,3,3]``, native ViPE layout). Statuses
+follow ``memory_loop.py``: a failed gate, a missing file and any failure while building the clouds are
+"not applicable" (value None); fewer than 2 poses or a non-finite pose fail the case. docs/scene_memory.md
+lists every remaining difference.
 """
 
 from __future__ import annotations
