@@ -21,6 +21,7 @@ from worldrecall.plugins.scene_memory.aligners import ActionsAligner, Turnaround
 from worldrecall.plugins.scene_memory.loader import SceneMemoryLoader
 from worldrecall.plugins.scene_memory.metrics import MemorySceneF1, SceneF1
 from worldrecall.plugins.scene_memory.render import read_ply
+from worldrecall.plugins.scene_memory.suite import SUITE_METRICS
 
 CONF = Path(worldrecall.__file__).parent / "conf" / "benchmark" / "scene_memory.yaml"
 BOX = [((-0.6, -0.6, 2.2), (0.6, 0.6, 2.8))]  # an object that only exists on the revisit leg
@@ -75,8 +76,10 @@ def test_plugin_registers_every_component():
     for hook in (sm_plugin.register_loaders, sm_plugin.register_aligners, sm_plugin.register_metrics):
         hook(got.append)
     names = sorted(o.name for o in got)
-    assert names == ["scene_memory", "scene_memory.actions", "scene_memory.memory_scene_f1",
-                     "scene_memory.scene_f1", "scene_memory.turnaround"]
+    assert names == ["scene_memory", "scene_memory.actions", "scene_memory.memory_geometric_closure",
+                     "scene_memory.memory_half_life", "scene_memory.memory_rendering_recovery",
+                     "scene_memory.memory_return_gate", "scene_memory.memory_revisit_fidelity",
+                     "scene_memory.memory_scene_f1", "scene_memory.scene_f1", "scene_memory.turnaround"]
     assert SceneF1.aligner == "scene_memory.actions" and MemorySceneF1.aligner is None  # the benchmark's own aligner
 
 
@@ -95,10 +98,11 @@ def test_yaml_defaults_equal_class_defaults():
     assert cfg["aligner"] == "scene_memory.turnaround"
     assert cfg["aligner_params"] == TurnaroundAligner.defaults
     assert cfg["loader_options"] == SceneMemoryLoader.defaults
-    assert set(cfg["metrics"]) == {"memory_scene_f1", "scene_f1"}
-    for short, cls in (("memory_scene_f1", MemorySceneF1), ("scene_f1", SceneF1)):
+    suite = {m.name.split(".", 1)[1]: m for m in SUITE_METRICS}
+    assert set(cfg["metrics"]) == {"memory_scene_f1", "scene_f1", *suite}
+    for short, cls in (("memory_scene_f1", MemorySceneF1), ("scene_f1", SceneF1), *suite.items()):
         assert cls.name == f"scene_memory.{short}"
-        assert cfg["metrics"][short]["params"] == cls.params
+        assert cfg["metrics"][short].get("params", {}) == cls.params
         assert cfg["metrics"][short]["thresholds"] == cls.thresholds
     assert cfg["data_root"] == "${suite.root}/scene_memory" == cfg["generations"]
 
@@ -376,11 +380,12 @@ def test_runner_with_shipped_config(layout, tmp_path):
     cfg = {"output_root": str(tmp_path / "out"), "cache_dir": str(tmp_path / "out" / "cache"), "device": "cpu",
            "batch_size": 4, "progress": False, "artifacts": True, "max_failure_rate": 0.5,
            "shard": {"count": 1, "index": 0}, "suite": {"builder": None, "root": None, "params": {}},
-           "models": {}, "tracking": {"enabled": False}, "benchmarks": {"scene_memory": bench},
-           "aggregators": ["mean"], "aggregator_params": {}}
+           "models": {"set": "classical", "options": {}}, "tracking": {"enabled": False},
+           "benchmarks": {"scene_memory": bench}, "aggregators": ["mean"], "aggregator_params": {}}
     result = Runner(cfg, load_plugins(fresh=True)).run()
     rows = {(r.model, r.metric): r for r in result.rows}
-    assert len(rows) == 6 and all(r.status == "ok" for r in rows.values()), [r.reason for r in rows.values()]
+    # 3 models x 7 metrics (F1, experimental F1 and the rest of the memory_loop suite), all on CPU backends
+    assert len(rows) == 21 and all(r.status == "ok" for r in rows.values()), [r.reason for r in rows.values()]
     official = rows[("oracle", "scene_memory.memory_scene_f1")]
     assert official.values["f1"] > 0.99 and official.info["alignment"]["info"]["method"] == "turnaround"
     assert len(official.info["artifacts"]) == 3

@@ -31,6 +31,7 @@ from worldrecall.plugins.scene_memory.actions import (
 from worldrecall.plugins.scene_memory.exports import INTRINSICS_FILE, MissingExport, export_rows, is_native_layout
 from worldrecall.plugins.scene_memory.trajectory import (
     experimental_return_gate,
+    select_diverse_pairs,
     turnaround_gate,
     turning_points,
 )
@@ -110,6 +111,7 @@ class TurnaroundAligner(Aligner):
         "floor_rotation_deg": 10.0,
         "leg_smoothing_s": 0.5,      # O-B3 turning points: moving-median window
         "leg_prominence": 0.5,       # O-B3: peak prominence as a fraction of max d_0j
+        "max_scored_pairs": 24,      # revisit pairs the memory_loop suite measures (spread over the gaps)
     }
 
     def align(self, case: Case, params: Mapping[str, Any]) -> Alignment:
@@ -140,8 +142,13 @@ class TurnaroundAligner(Aligner):
             ends = turns[1:] + [n]
             legs = [[int(t), int(e)] for t, e in zip(turns, ends)
                     if t >= p["min_rows"] and e - t >= p["min_rows"]]
+        # the suite's shared pass: the diverse revisit pairs, with their video frames (scored only when the
+        # gate passes, as released)
+        chosen = select_diverse_pairs(g.revisits, int(p["max_scored_pairs"])) if g.gate_official else []
+        scored = [{**q.to_json(), "first_frame": int(sc.frame_indices[q.first_row]),
+                   "revisit_frame": int(sc.frame_indices[q.revisit_row])} for q in chosen]
         info = {"method": "turnaround", "source": "sidecar", "split_row": g.k_star, "fps": fps,
-                **g.to_json(), "turns": turns, "legs": legs,
+                **g.to_json(), "turns": turns, "legs": legs, "scored_pairs": scored,
                 "frame_indices": [int(sc.frame_indices[0]), int(sc.frame_indices[-1])]}
         return Alignment(_phases(sc.frame_indices, g.k_star, g.split_ok), info)
 

@@ -69,10 +69,12 @@ class TurnaroundGate:
     split_ok: bool                   # both legs have ≥ 2 rows
     reason: str = ""
     pairs: list[tuple[int, int]] = field(default_factory=list)
+    revisits: list[RevisitPair] = field(default_factory=list)  # the same pairs with their distances
 
     def to_json(self, *, with_pairs: bool = False) -> dict[str, Any]:
         """JSON-able facts (the pair list only on request: it can be long)."""
         d = asdict(self)
+        d.pop("revisits")
         if not with_pairs:
             d.pop("pairs")
         return d
@@ -102,18 +104,10 @@ def turnaround_gate(poses_c2w: np.ndarray, fps: float, *, rotation_weight: float
     k_star = int(np.argmax(d0))  # first maximum
     departure = float(d0[k_star])
     departed = departure >= float(departure_factor) * float(revisit_radius)
-    excursion_min = float(excursion_factor) * float(revisit_radius)
-    rate = max(float(fps), 1e-6)
-    gap = max(int(round(float(min_gap_s) * rate)), 1)
-    pairs: list[tuple[int, int]] = []
-    for j in range(gap, n):
-        cand = d[j, : j - gap + 1]
-        i = int(np.argmin(cand))
-        if float(cand[i]) > revisit_radius:
-            continue
-        exc = float(d[i, i + 1: j].max()) if j - i > 1 else 0.0
-        if exc >= excursion_min:
-            pairs.append((i, j))
+    found = revisit_pairs(P, d, extent, fps, revisit_radius=revisit_radius, excursion_factor=excursion_factor,
+                          min_gap_s=min_gap_s, degenerate_extent=degenerate_extent)
+    gap = max(int(round(float(min_gap_s) * max(float(fps), 1e-6))), 1)
+    pairs = [(p.first_row, p.revisit_row) for p in found]
     returned = len(pairs) >= 1
     gate_official = bool(departed and returned)
     theta0 = rotation_angles_deg(P[:1, :3, :3], P[:, :3, :3])[0]
@@ -124,7 +118,78 @@ def turnaround_gate(poses_c2w: np.ndarray, fps: float, *, rotation_weight: float
     reason = "" if split_ok else (f"split at row {k_star} of {n} leaves a leg with fewer than {min_rows} rows")
     return TurnaroundGate(n, k_star, extent, extent <= degenerate_extent, departure, bool(departed), returned,
                           len(pairs), gap, extent, max_rot, gate_official, floor_ok, bool(gate), bool(split_ok),
-                          reason, pairs)
+                          reason, pairs, found)
+
+
+@dataclass(frozen=True)
+class RevisitPair:
+    """Two rows the estimated trajectory places at the same viewpoint (``memory_pairing.RevisitPair``)."""
+
+    first_row: int
+    revisit_row: int
+    pose_distance: float
+    translation_distance: float   # ‖t_i − t_j‖ / E (0 when rotation-only)
+    rotation_deg: float
+    gap_s: float                  # (revisit − first) / max(fps, 1e-6)
+    excursion: float
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able fields."""
+        return asdict(self)
+
+
+def revisit_pairs(poses_c2w: np.ndarray, d: np.ndarray, extent: float, fps: float, *,
+                  revisit_radius: float = 0.15, excursion_factor: float = 3.0, min_gap_s: float = 1.0,
+                  degenerate_extent: float = 1e-6) -> list[RevisitPair]:
+    """Every revisit pair of a trajectory with pose distances ``d`` (``find_revisit_pairs``).
+
+    For each row j ≥ g (g = max(round(min_gap_s · max(fps, 1e-6)), 1)), i* = argmin_{i ≤ j−g} d_ji; the
+    pair counts when d_ji* ≤ radius and max_{i*<m<j} d_i*m ≥ excursion_factor·radius (0 when empty).
+    """
+    P = np.asarray(poses_c2w, dtype=np.float64)
+    n = len(P)
+    rate = max(float(fps), 1e-6)
+    gap = max(int(round(float(min_gap_s) * rate)), 1)
+    need = float(excursion_factor) * float(revisit_radius)
+    t = P[:, :3, 3]
+    out: list[RevisitPair] = []
+    for j in range(gap, n):
+        cand = d[j, : j - gap + 1]
+        if cand.size == 0:
+            continue
+        i = int(np.argmin(cand))
+        if float(cand[i]) > revisit_radius:
+            continue
+        between = d[i, i + 1: j]
+        exc = float(between.max()) if between.size else 0.0
+        if exc < need:
+            continue
+        tr = 0.0 if extent <= degenerate_extent else float(np.linalg.norm(t[j] - t[i])) / extent
+        rot = float(rotation_angles_deg(P[j:j + 1, :3, :3], P[i:i + 1, :3, :3])[0, 0])
+        out.append(RevisitPair(i, j, float(cand[i]), tr, rot, (j - i) / rate, exc))
+    return out
+
+
+def select_diverse_pairs(pairs: list[RevisitPair], max_pairs: int) -> list[RevisitPair]:
+    """At most ``max_pairs`` pairs spread over the time gaps (``memory_pairing.select_diverse_pairs``).
+
+    Pairs sorted by gap (stable); with more than ``max_pairs``, gaps are bucketed into ``max_pairs`` equal
+    bins over [shortest, longest] (span ≥ 1e-8), the smallest pose distance wins a bin (first on ties),
+    and the shortest and longest gaps take the first and last bins. Result sorted by gap.
+    """
+    ordered = sorted(pairs, key=lambda p: p.gap_s)
+    if max_pairs <= 0 or len(ordered) <= max_pairs:
+        return ordered
+    lo, hi = ordered[0].gap_s, ordered[-1].gap_s
+    span = max(hi - lo, 1e-8)
+    buckets: dict[int, RevisitPair] = {}
+    for p in ordered:
+        k = min(int((p.gap_s - lo) / span * max_pairs), max_pairs - 1)
+        if k not in buckets or p.pose_distance < buckets[k].pose_distance:
+            buckets[k] = p
+    buckets[0] = ordered[0]
+    buckets[max_pairs - 1] = ordered[-1]
+    return sorted(buckets.values(), key=lambda p: p.gap_s)
 
 
 def turning_points(poses_c2w: np.ndarray, fps: float, *, rotation_weight: float = 1.0,
