@@ -429,3 +429,20 @@ def test_bad_config_values_are_refused_at_construction():
         SceneF1(thresholds={"tau": 0.1})
     with pytest.raises(ConfigTypeError, match="points_per_frame: must be ≥ 1"):
         SceneF1(params={"points_per_frame": 0})
+
+
+def test_empty_cloud_is_not_applicable_officially_and_an_error_experimentally(tmp_path):
+    root = tmp_path / "scene_memory"
+    _rollout(root / "m", "dolly_loop_000", "dolly", actions=DOLLY_ACTIONS)
+    d = root / "m" / "annotations_vipe" / "dolly_loop_000_vipe_ann"
+    mask = np.load(d / "depth_valid_mask.npz")["mask"]
+    mask[16:] = False  # nothing valid on the revisit leg
+    np.savez(d / "depth_valid_mask.npz", mask=mask)
+    (case,) = _load(root)
+    _, _, meas, s = _run(case)
+    assert len(meas["revisit"]) == 0 and s["f1"] is None and s["applicable"] == 0.0
+    m = SceneF1()
+    al = ActionsAligner().align(case, {})
+    meas = m.measure(case, al, _ctx())
+    with pytest.raises(CaseFailure, match="scene_f1: empty point cloud"):
+        m.score(meas, m.thresholds)

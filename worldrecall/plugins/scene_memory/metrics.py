@@ -120,6 +120,7 @@ class _SceneF1Base(Metric):
     # while building the clouds is) or an error (experimental: every failure but a missing file is)
     pose_dtype: ClassVar[type] = np.float64
     unreadable_is_na: ClassVar[bool] = True
+    kernel_failure_is_error: ClassVar[bool] = False  # empty cloud / ICP on < 3 points: official "not applicable"
 
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
         """Build the observation/revisit clouds (float32) and copy the split and gate facts."""
@@ -243,7 +244,9 @@ class _SceneF1Base(Metric):
         if m.get("split_ok") and readable and "observation" in m and "revisit" in m:
             try:
                 res = self.kernel(np.asarray(m["observation"]), np.asarray(m["revisit"]), th)
-            except NotApplicable:
+            except NotApplicable as e:
+                if self.kernel_failure_is_error:  # the experimental path reports these as errors
+                    raise CaseFailure(f"{self.name}: {e}") from None
                 res = None
             if res is not None:
                 kv = res.values()
@@ -333,6 +336,7 @@ class SceneF1(_SceneF1Base):
     thresholds: ClassVar[dict[str, Any]] = {**KERNEL_THRESHOLDS, "require_gate": True}
     pose_dtype: ClassVar[type] = np.float32   # the release loads this path's poses as float32
     unreadable_is_na: ClassVar[bool] = False  # every failure but a missing file is an error
+    kernel_failure_is_error: ClassVar[bool] = True
 
     def _check_gate_inputs(self, facts: Mapping[str, Any], th: Mapping[str, Any]) -> None:
         if th["require_gate"] and facts.get("gate_error"):
