@@ -11,13 +11,16 @@ import numpy as np
 import pytest
 from helpers.scene_memory_fixtures import loop_poses, pose, room_rollout, yaw
 
-from worldrecall.core.components import MeasureContext
-from worldrecall.core.data import Alignment
+from worldrecall.core.components import LoadRequest, MeasureContext
 from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.video import VideoPool, write_video
-from worldrecall.core.components import LoadRequest
 from worldrecall.plugins.scene_memory.aligners import TurnaroundAligner
-from worldrecall.plugins.scene_memory.closure import epipolar_error, pair_score, pose_fundamental, reprojection_error
+from worldrecall.plugins.scene_memory.closure import (
+    epipolar_error,
+    pair_score,
+    pose_fundamental,
+    reprojection_error,
+)
 from worldrecall.plugins.scene_memory.half_life import HalfLifeRefused, fit_half_life
 from worldrecall.plugins.scene_memory.loader import SceneMemoryLoader
 from worldrecall.plugins.scene_memory.pair_frames import ssim_rgb
@@ -315,3 +318,20 @@ def test_gradient_gram_is_weight_free_and_zero_for_identical_frames():
     assert roles["texture"].defaults == {"classical": "gradient_gram", "reference": "vgg19_gram"}
     assert roles["revisit_embedder"].defaults == {"classical": "color_histogram_revisit",
                                                   "reference": "dinov2_base_cls"}
+
+
+def test_closure_and_rendering_taus_rescore_from_the_measurement(tmp_path):
+    case, al = _case(tmp_path, "dolly")
+    m, meas, s = _run(MemoryGeometricClosure, case, al)
+    # τ → ∞ makes every pair's exp(−e/τ) = 1: closure 1 exactly, from the same measurement
+    big = m.score(meas, {**m.thresholds, "epipolar_tau_px": 1e12, "reprojection_tau_px": 1e12})
+    assert big["closure"] == pytest.approx(1.0) and big["n_scored"] == s["n_scored"]
+    # a min_matches above every pair's count leaves nothing to score: not applicable
+    most = max(p["n_matches"] for p in meas["pairs"])
+    assert m.score(meas, {**m.thresholds, "min_matches": most + 1})["closure"] is None
+    r, rmeas, _ = _run(MemoryRenderingRecovery, case, al)
+    p0 = rmeas["pairs"][0]
+    one = r.score({**rmeas, "pairs": [p0]}, {**r.thresholds, "gram_tau": 1.0})
+    want = (math.exp(-p0["lightness_delta"] / 6) + math.exp(-p0["chroma_delta"] / 8)
+            + math.exp(-p0["gram_distance"] / 1.0)) / 3
+    assert one["recovery"] == pytest.approx(want)

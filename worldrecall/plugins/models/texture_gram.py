@@ -54,7 +54,7 @@ class VggGram:
     def distance(self, frame_a: np.ndarray, frame_b: np.ndarray) -> float:
         """Gram distance of frame B to frame A (B already at A's size)."""
         import torch
-        import torch.nn as nn
+        from torch import nn
 
         a, b = self._tensor(frame_a), self._tensor(frame_b)
         total, conv, n_layers = 0.0, 0, int(self.opts["layers"])

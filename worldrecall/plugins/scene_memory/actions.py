@@ -245,5 +245,5 @@ def action_split_row(seq: Sequence[tuple[str, ...]], n_rows: int) -> tuple[int, 
     """
     segs = segments(seq) if seq else []
     t = segs[0][1] if len(segs) >= 2 else max(len(seq) // 2, 1)
-    row = int(round(t * (n_rows - 1) / max(len(seq), 1)))
+    row = round(t * (n_rows - 1) / max(len(seq), 1))
     return t, int(min(max(row, 1), max(n_rows - 1, 1)))

@@ -28,7 +28,12 @@ from worldrecall.plugins.scene_memory.actions import (
     expand_program,
     label_parts,
 )
-from worldrecall.plugins.scene_memory.exports import INTRINSICS_FILE, MissingExport, export_rows, is_native_layout
+from worldrecall.plugins.scene_memory.exports import (
+    INTRINSICS_FILE,
+    MissingExport,
+    export_rows,
+    is_native_layout,
+)
 from worldrecall.plugins.scene_memory.trajectory import (
     experimental_return_gate,
     select_diverse_pairs,

@@ -101,7 +101,7 @@ def measure_pair(frame_a: np.ndarray, frame_b: np.ndarray, pose_a: np.ndarray, p
     pair below it (as released) and counts the reprojection only with that many usable points.
     """
     pa, pb = sift_matches(frame_a, frame_b)
-    out: dict[str, Any] = {"n_matches": int(len(pa)), "baseline": None, "epipolar_error": None,
+    out: dict[str, Any] = {"n_matches": len(pa), "baseline": None, "epipolar_error": None,
                            "reprojection_error": None, "n_triangulated": 0}
     if len(pa) == 0:
         return out

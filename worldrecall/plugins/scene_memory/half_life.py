@@ -56,7 +56,7 @@ def fit_half_life(gaps_s: Sequence[float], values: Sequence[float], *, min_point
         amp = float(np.exp(intercept))
         resid = float(np.sum((f - (amp * np.exp(-g / tau) + offset)) ** 2))
         return {"amplitude": amp, "offset": float(offset), "tau_s": tau, "half_life_s": tau * math.log(2.0),
-                "r_squared": 1.0 - resid / total, "n_points": int(len(g))}
+                "r_squared": 1.0 - resid / total, "n_points": len(g)}
 
     ceiling = max(float(np.min(f)) - 1e-6, 0.0)
     best: dict[str, Any] | None = None

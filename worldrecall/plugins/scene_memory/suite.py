@@ -30,7 +30,13 @@ from worldrecall.plugins.scene_memory.aligners import case_sidecar
 from worldrecall.plugins.scene_memory.closure import measure_pair, pair_score
 from worldrecall.plugins.scene_memory.exports import is_native_layout, read_release_intrinsics
 from worldrecall.plugins.scene_memory.half_life import HalfLifeRefused, fit_half_life
-from worldrecall.plugins.scene_memory.pair_frames import clamp01, pair_frames, resize_like, ssim_rgb, usable_pairs
+from worldrecall.plugins.scene_memory.pair_frames import (
+    clamp01,
+    pair_frames,
+    resize_like,
+    ssim_rgb,
+    usable_pairs,
+)
 from worldrecall.plugins.scene_memory.rendering import colour_deltas, pair_scores
 
 _FACTS = ("gate", "gate_official", "departed", "returned", "n_pairs", "departure", "floor_passed")

@@ -106,7 +106,7 @@ def turnaround_gate(poses_c2w: np.ndarray, fps: float, *, rotation_weight: float
     departed = departure >= float(departure_factor) * float(revisit_radius)
     found = revisit_pairs(P, d, extent, fps, revisit_radius=revisit_radius, excursion_factor=excursion_factor,
                           min_gap_s=min_gap_s, degenerate_extent=degenerate_extent)
-    gap = max(int(round(float(min_gap_s) * max(float(fps), 1e-6))), 1)
+    gap = max(round(float(min_gap_s) * max(float(fps), 1e-6)), 1)
     pairs = [(p.first_row, p.revisit_row) for p in found]
     returned = len(pairs) >= 1
     gate_official = bool(departed and returned)
@@ -149,7 +149,7 @@ def revisit_pairs(poses_c2w: np.ndarray, d: np.ndarray, extent: float, fps: floa
     P = np.asarray(poses_c2w, dtype=np.float64)
     n = len(P)
     rate = max(float(fps), 1e-6)
-    gap = max(int(round(float(min_gap_s) * rate)), 1)
+    gap = max(round(float(min_gap_s) * rate), 1)
     need = float(excursion_factor) * float(revisit_radius)
     t = P[:, :3, 3]
     out: list[RevisitPair] = []
