@@ -25,6 +25,9 @@ EXPECTED = {  # the backends issue 4 asks for, with their roles and kinds
     "color_histogram": ("image_embedder", "classical"), "color_patch_embedder": ("patch_embedder", "classical"),
     "sidecar_depth": ("depth", "sidecar"), "sidecar_pose": ("pose", "sidecar"),
     "sidecar_segmenter": ("segmenter", "sidecar"),
+    # the memory_loop suite (issue 21): revisit fidelity's DINOv2 CLS, rendering recovery's VGG19 Gram
+    "dinov2_base_cls": ("revisit_embedder", "reference"), "color_histogram_revisit": ("revisit_embedder", "classical"),
+    "vgg19_gram": ("texture", "reference"), "gradient_gram": ("texture", "classical"),
 }
 
 

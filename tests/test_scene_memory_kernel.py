@@ -239,3 +239,82 @@ def test_kernel_equals_brute_force_reference(seed, repeats):
     np.testing.assert_allclose(got.icp.R, R_ref, atol=1e-9)
     np.testing.assert_allclose(got.icp.t, t_ref, atol=1e-9)
     assert got.f1 == pytest.approx(f1_ref, abs=1e-12)
+
+
+# -- released precision and ICP procedure (issue 17) ------------------------------------------------------
+def test_parity_distances_are_float64_distances_rounded_to_float32():
+    # ‖q‖ = 0.830683070135… in float64 -> float32 0.83068305254; a float32 recomputation gives the next
+    # float32 up, 0.83068311214. With τ = that upper value the released rule keeps the point (d < τ).
+    q = np.array([[0.7963242530822754, 0.23064221441745758, 0.05202130228281021]], np.float32)
+    O = np.zeros((1, 3), np.float32)
+    r = score_point_clouds(O, q, alignment="none", distance_threshold=0.8306831121444702, float32=True)
+    assert r.retention == 1.0 and r.hallucination == 0.0 and r.f1 == 1.0
+
+
+def test_parity_icp_far_from_the_origin_is_accepted():
+    # a copy shifted by ≈ 4 % of the diagonal, 10 km from the origin: the centred float64 covariance finds
+    # the shift (a float32 ICP with the uncentred shortcut rejected it here: F1 0.24)
+    O = _scene() + 1.0e4
+    shift = np.array([0.2, -0.1, 0.15])
+    for f32 in (True, False):
+        r = score_point_clouds(O, O + shift, float32=f32, keep_points=True)
+        assert r.icp_accepted and r.alignment == "trimmed_icp"
+        # the aligned copy lands on the observation (t itself absorbs R's tiny error × 1000 units)
+        assert np.abs(r.rev - O).max() < (2e-3 if f32 else 1e-6)  # float32 spacing at 1e4: 1e-3
+        assert r.f1 == 1.0
+
+
+def test_kabsch_centres_before_the_covariance():
+    # 100 points of spread 1 at 1e8 from the origin, rotated by 5° about z: recovered exactly
+    rng = np.random.default_rng(4)
+    src = rng.normal(size=(100, 3)) + 1e8
+    a = math.radians(5.0)
+    R = np.array([[math.cos(a), -math.sin(a), 0], [math.sin(a), math.cos(a), 0], [0, 0, 1]])
+    c = src.mean(axis=0)
+    dst = (src - c) @ R.T + c
+    Rg, _ = kabsch(src, dst)
+    assert rotation_angle_deg(Rg) == pytest.approx(5.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("f32", [False, True])
+def test_fewer_than_three_distinct_points_are_scored(f32):
+    # 5 copies of one point against 4 copies of it: the release runs ICP (zero covariance -> R = I,
+    # t = 0, accepted) and scores F1 = 1 — no de-duplication before the ≥ 3 check
+    O = np.tile([[1.0, 2.0, 3.0]], (5, 1))
+    r = score_point_clouds(O, O[:4].copy(), float32=f32)
+    assert r.icp_accepted and (r.f1, r.n_obs, r.n_rev) == (1.0, 5, 4)
+    # shifted by 1 mm: the bound is max(0.10 × diag(O) = 0, 1e-8) -> rejected; D = 0.001, τ = max(2e-5,
+    # 1e-6) = 2e-5 (float32: 1.001 − 1 = 0.00100005) < 1 mm -> nothing retained, all hallucinated: F1 = 0
+    r = score_point_clouds(O, O[:4] + np.array([0.001, 0.0, 0.0]), float32=f32)
+    assert r.icp_accepted is False and r.alignment == "none"
+    assert r.tau == pytest.approx(2e-5, rel=1e-4) and (r.retention, r.hallucination, r.f1) == (0.0, 1.0, 0.0)
+    with pytest.raises(NotApplicable, match="at least 3 points"):
+        score_point_clouds(O[:2], O[:2], float32=f32)
+
+
+def test_parity_trim_keeps_the_rows_argpartition_keeps():
+    # one iteration on 5 points with distances 0.1, 0.2, 0.2, 0.3, 0.2 to their partners: ⌈0.8·5⌉ = 4 rows
+    # are kept, and which two of the three tied 0.2 rows survive is np.argpartition's choice
+    from worldrecall.plugins.scene_memory.icp import trimmed_icp_release
+
+    O = np.array([[0, 0, 0], [10, 0, 0], [0, 10, 0], [0, 0, 10], [10, 10, 10]], np.float32)
+    off = np.array([[0.1, 0, 0], [0, 0.2, 0], [0, 0, 0.2], [0.3, 0, 0], [0, -0.2, 0]], np.float32)
+    V = O + off
+    d = np.linalg.norm(off.astype(np.float64), axis=1)
+    keep = np.argpartition(d, 3)[:4]
+    R_want, t_want = kabsch(V[keep].astype(np.float64), O[keep].astype(np.float64))
+    res, moved = trimmed_icp_release(V, O, max_iterations=1)
+    np.testing.assert_array_equal(res.R, R_want)
+    np.testing.assert_array_equal(res.t, t_want)
+    assert moved.dtype == np.float32 and res.iterations == 1
+
+
+@pytest.mark.parametrize("alignment", ["centroid", "identity", "None"])
+def test_other_alignments_fall_back_to_centroid_or_none(alignment):
+    O = _blob(500)
+    V = O + np.array([3.0, 0.0, 0.0])
+    for f32 in (False, True):
+        on = score_point_clouds(O, V, alignment=alignment, centroid_align=True, float32=f32)
+        assert on.alignment == "centroid" and on.f1 == pytest.approx(1.0) and on.icp is None
+        off = score_point_clouds(O, V, alignment=alignment, centroid_align=False, float32=f32)
+        assert off.alignment == "none" and off.f1 < 0.5

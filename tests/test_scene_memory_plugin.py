@@ -22,6 +22,7 @@ from worldrecall.plugins.scene_memory.camera_gate import SceneCameraGate
 from worldrecall.plugins.scene_memory.loader import SceneMemoryLoader
 from worldrecall.plugins.scene_memory.metrics import MemorySceneF1, SceneF1
 from worldrecall.plugins.scene_memory.render import read_ply
+from worldrecall.plugins.scene_memory.suite import SUITE_METRICS
 
 CONF = Path(worldrecall.__file__).parent / "conf" / "benchmark" / "scene_memory.yaml"
 BOX = [((-0.6, -0.6, 2.2), (0.6, 0.6, 2.8))]  # an object that only exists on the revisit leg
@@ -78,6 +79,9 @@ def test_plugin_registers_every_component():
         hook(got.append)
     names = sorted(o.name for o in got)
     assert names == ["scene_memory", "scene_memory", "scene_memory.actions", "scene_memory.camera_gate",
+                     "scene_memory.memory_geometric_closure",
+                     "scene_memory.memory_half_life", "scene_memory.memory_rendering_recovery",
+                     "scene_memory.memory_return_gate", "scene_memory.memory_revisit_fidelity",
                      "scene_memory.memory_scene_f1", "scene_memory.scene_f1", "scene_memory.turnaround"]
     assert SceneF1.aligner == "scene_memory.actions" and MemorySceneF1.aligner is None  # the benchmark's own aligner
 
@@ -97,10 +101,12 @@ def test_yaml_defaults_equal_class_defaults():
     assert cfg["aligner"] == "scene_memory.turnaround"
     assert cfg["aligner_params"] == TurnaroundAligner.defaults
     assert cfg["loader_options"] == SceneMemoryLoader.defaults
-    assert set(cfg["metrics"]) == {"memory_scene_f1", "scene_f1", "camera_gate"}
-    for short, cls in (("memory_scene_f1", MemorySceneF1), ("scene_f1", SceneF1), ("camera_gate", SceneCameraGate)):
+    suite = {m.name.split(".", 1)[1]: m for m in SUITE_METRICS}
+    assert set(cfg["metrics"]) == {"memory_scene_f1", "scene_f1", "camera_gate", *suite}
+    for short, cls in (("memory_scene_f1", MemorySceneF1), ("scene_f1", SceneF1), ("camera_gate", SceneCameraGate),
+                       *suite.items()):
         assert cls.name == f"scene_memory.{short}"
-        assert cfg["metrics"][short]["params"] == cls.params
+        assert cfg["metrics"][short].get("params", {}) == cls.params
         assert cfg["metrics"][short]["thresholds"] == cls.thresholds
     assert cfg["data_root"] == "${suite.root}/scene_memory" == cfg["generations"]
 
@@ -140,10 +146,16 @@ def test_loader_errors(tmp_path):
     _rollout(root / "m", "broken", "dolly")
     (root / "m" / "broken_actions.json").write_text("{")
     items = {c.case_id: c for c in _load(root)}
-    err = items["lost"]
-    assert isinstance(err, CaseError) and err.stage == "load"
-    assert str(root / "m" / "annotations_vipe" / "lost_vipe_ann") in err.reason and "sidecar missing" in err.reason
-    # a broken action file only hurts the experimental split
+    # a missing sidecar is not a load error: the release reports the metrics not applicable
+    lost = items["lost"]
+    assert isinstance(lost, Case) and "vipe" not in lost.sidecars
+    # (the experimental path looks for its action program first, as released)
+    for metric_cls, why in ((MemorySceneF1, "lost_vipe_ann: ViPE sidecar missing"),
+                            (SceneF1, "lost_actions.json: action program missing")):
+        _, al, meas, s = _run(lost, metric_cls)
+        assert al.info["missing"] and why in al.info["reason"] and why in meas["reason"]
+        assert s["f1"] is None and s["applicable"] == 0.0 and s["gate"] is None and s["f1_gate_zeroed"] is None
+    # a broken action file only hurts the experimental split (an error there)
     case = items["broken"]
     assert isinstance(case, Case) and "broken_actions.json: unreadable" in case.annotations["actions_error"]
     with pytest.raises(CaseFailure, match="broken_actions.json: unreadable"):
@@ -267,18 +279,81 @@ def test_short_split_is_not_applicable(tmp_path):
     assert s["f1"] is None and s["applicable"] == 0.0 and "observation" not in meas
 
 
-def test_bad_sidecar_fails_the_case(tmp_path):
+def test_nan_depth_is_dropped_as_released(tmp_path):
+    # the release builds valid = mask & finite & depth > 0: a NaN where the mask says valid is one pixel
+    # fewer, not an error. Revisit rows of the 33-row dolly split at 16: 16 + round(linspace(0, 16, 8)) =
+    # 16, 18, 21, 23, 25, 27, 30, 32, every pixel used (192 < 4096) -> row 21's NaN removes one point
+    root = tmp_path / "scene_memory"
+    _rollout(root / "clean", "dolly_loop_000", "dolly", actions=DOLLY_ACTIONS)
+    _rollout(root / "nan", "dolly_loop_000", "dolly", actions=DOLLY_ACTIONS)
+    d = root / "nan" / "annotations_vipe" / "dolly_loop_000_vipe_ann"
+    dep = np.load(d / "depth_metric.npy")
+    dep[21, 1, 1] = np.nan
+    np.save(d / "depth_metric.npy", dep)
+    cases = {c.model: c for c in _load(root)}
+    _, _, meas, s = _run(cases["nan"])
+    _, _, _, s0 = _run(cases["clean"])
+    assert meas["revisit_rows"].tolist() == [16, 18, 21, 23, 25, 27, 30, 32]
+    assert s["n_rev"] == s0["n_rev"] - 1 == 8 * 192 - 1 and s["n_obs"] == s0["n_obs"] and s["f1"] is not None
+
+
+def test_missing_depth_export_is_not_applicable_and_short_depth_scores_its_rows(tmp_path):
+    root = tmp_path / "scene_memory"
+    for m in ("nodepth", "short"):
+        _rollout(root / m, "dolly_loop_000", "dolly", actions=DOLLY_ACTIONS)
+    (root / "nodepth" / "annotations_vipe" / "dolly_loop_000_vipe_ann" / "depth_valid_mask.npz").unlink()
+    d = root / "short" / "annotations_vipe" / "dolly_loop_000_vipe_ann"
+    np.save(d / "depth_metric.npy", np.load(d / "depth_metric.npy")[:30])  # 30 depth rows, 33 poses
+    cases = {c.model: c for c in _load(root)}
+    for metric_cls in (MemorySceneF1, SceneF1):
+        _, _, meas, s = _run(cases["nodepth"], metric_cls)
+        assert s["f1"] is None and s["applicable"] == 0.0 and "depth_valid_mask.npz missing" in meas["reason"]
+    # official: rows 30 and 32 of the revisit leg [16, 18, 21, 23, 25, 27, 30, 32] are past the depth
+    # stack and skipped; the release scores the rest
+    _, _, meas, s = _run(cases["short"])
+    assert meas["revisit_rows"].tolist() == [16, 18, 21, 23, 25, 27] and s["n_rev"] == 6 * 192
+    # experimental: N = min(33 poses, 30 depth, 33 masks) = 30; t = 16 of 32 frames (one segment after
+    # parsing: push_in/pull_out are no-ops, so t = 33 // 2 = 16 of 33 frames) -> row round(16·29/33) = 14
+    _, al, meas, s = _run(cases["short"], SceneF1)
+    assert al.info["n_rows"] == 30 and al.info["split_row"] == 14 and s["f1"] is not None
+
+
+def test_intrinsics_other_than_n33_are_not_applicable_in_parity(tmp_path):
     root = tmp_path / "scene_memory"
     _rollout(root / "m", "dolly_loop_000", "dolly")
     d = root / "m" / "annotations_vipe" / "dolly_loop_000_vipe_ann"
-    dep = np.load(d / "depth_metric.npy")
-    dep[20, 1, 1] = np.nan
-    np.save(d / "depth_metric.npy", dep)
+    K = np.load(d / "intrinsics.npy")
+    np.save(d / "intrinsics.npy", np.stack([K[:, 0, 0], K[:, 1, 1], K[:, 0, 2], K[:, 1, 2]], axis=1))  # [N,4]
     (case,) = _load(root)
-    m = MemorySceneF1()
-    al = TurnaroundAligner().align(case, {})  # poses are fine
-    with pytest.raises(CaseFailure, match="depth_metric.npy: depth nan at row 20"):
-        m.measure(case, al, _ctx())
+    _, _, meas, s = _run(case)
+    assert meas["release_readable"] is False and s["f1"] is not None  # ours: [N,4] accepted
+    _, _, _, sp = _run(case, thresholds={"official_parity": True})
+    assert sp["f1"] is None and sp["applicable"] == 0.0 and sp["gate"] == 1.0
+
+
+def test_one_pose_is_an_error(tmp_path):
+    root = tmp_path / "scene_memory"
+    _rollout(root / "m", "dolly_loop_000", "dolly")
+    d = root / "m" / "annotations_vipe" / "dolly_loop_000_vipe_ann"
+    for f in ("poses_c2w", "poses_w2c", "intrinsics", "depth_metric", "frame_indices", "timestamps"):
+        np.save(d / f"{f}.npy", np.load(d / f"{f}.npy")[:1])
+    np.savez(d / "depth_valid_mask.npz", mask=np.load(d / "depth_valid_mask.npz")["mask"][:1])
+    (case,) = _load(root)
+    with pytest.raises(CaseFailure, match="poses_c2w.npy: 1 pose row"):
+        TurnaroundAligner().align(case, {})
+
+
+def test_nan_pose_is_an_error(tmp_path):
+    root = tmp_path / "scene_memory"
+    _rollout(root / "m", "dolly_loop_000", "dolly")
+    d = root / "m" / "annotations_vipe" / "dolly_loop_000_vipe_ann"
+    P = np.load(d / "poses_c2w.npy")
+    P[3, 0, 3] = np.nan
+    np.save(d / "poses_c2w.npy", P)
+    (d / "poses_w2c.npy").unlink()
+    (case,) = _load(root)
+    with pytest.raises(CaseFailure, match="poses_c2w.npy: non-finite pose at row 3"):
+        TurnaroundAligner().align(case, {})
 
 
 def test_artifacts(layout, tmp_path):
@@ -309,11 +384,12 @@ def test_runner_with_shipped_config(layout, tmp_path):
     cfg = {"output_root": str(tmp_path / "out"), "cache_dir": str(tmp_path / "out" / "cache"), "device": "cpu",
            "batch_size": 4, "progress": False, "artifacts": True, "max_failure_rate": 0.5,
            "shard": {"count": 1, "index": 0}, "suite": {"builder": None, "root": None, "params": {}},
-           "models": {"set": "classical"}, "tracking": {"enabled": False}, "benchmarks": {"scene_memory": bench},
-           "aggregators": ["mean"], "aggregator_params": {}}
+           "models": {"set": "classical", "options": {}}, "tracking": {"enabled": False},
+           "benchmarks": {"scene_memory": bench}, "aggregators": ["mean"], "aggregator_params": {}}
     result = Runner(cfg, load_plugins(fresh=True)).run()
     rows = {(r.model, r.metric): r for r in result.rows}
-    assert len(rows) == 9 and all(r.status == "ok" for r in rows.values()), [r.reason for r in rows.values()]
+    # 3 models x 8 metrics (F1, experimental F1, the rest of the memory_loop suite, the camera gate), CPU backends
+    assert len(rows) == 24 and all(r.status == "ok" for r in rows.values()), [r.reason for r in rows.values()]
     # the camera gate beside the protocol's own: the sidecar camera against the action program
     gate = {m: rows[(m, "scene_memory.camera_gate")] for m in ("oracle", "frozen_camera", "hallucinated_background")}
     assert {m: r.values["passed"] for m, r in gate.items()} == {"oracle": 1.0, "frozen_camera": 0.0,
@@ -355,9 +431,27 @@ def test_native_vipe_sidecar_scores_like_converted(tmp_path):
 def test_bad_config_values_are_refused_at_construction():
     from worldrecall.core.components import ConfigTypeError
 
-    with pytest.raises(ConfigTypeError, match="alignment: 'icp' is not one of trimmed_icp, none"):
-        MemorySceneF1(thresholds={"alignment": "icp"})
+    with pytest.raises(ConfigTypeError, match="alignment: expected a string"):
+        MemorySceneF1(thresholds={"alignment": 3})
+    MemorySceneF1(thresholds={"alignment": "icp"})  # any other string: the release's centroid/none fallback
     with pytest.raises(ConfigTypeError, match="unknown key"):
         SceneF1(thresholds={"tau": 0.1})
     with pytest.raises(ConfigTypeError, match="points_per_frame: must be ≥ 1"):
         SceneF1(params={"points_per_frame": 0})
+
+
+def test_empty_cloud_is_not_applicable_officially_and_an_error_experimentally(tmp_path):
+    root = tmp_path / "scene_memory"
+    _rollout(root / "m", "dolly_loop_000", "dolly", actions=DOLLY_ACTIONS)
+    d = root / "m" / "annotations_vipe" / "dolly_loop_000_vipe_ann"
+    mask = np.load(d / "depth_valid_mask.npz")["mask"]
+    mask[16:] = False  # nothing valid on the revisit leg
+    np.savez(d / "depth_valid_mask.npz", mask=mask)
+    (case,) = _load(root)
+    _, _, meas, s = _run(case)
+    assert len(meas["revisit"]) == 0 and s["f1"] is None and s["applicable"] == 0.0
+    m = SceneF1()
+    al = ActionsAligner().align(case, {})
+    meas = m.measure(case, al, _ctx())
+    with pytest.raises(CaseFailure, match="scene_f1: empty point cloud"):
+        m.score(meas, m.thresholds)

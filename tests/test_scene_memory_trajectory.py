@@ -10,8 +10,11 @@ from helpers.scene_memory_fixtures import loop_poses, pose, yaw
 
 from worldrecall.core.data import CaseFailure
 from worldrecall.plugins.scene_memory.actions import (
+    CAMERA_TOKEN_ACTIONS,
     action_split_row,
     expand_program,
+    keyboard_mouse_parts,
+    label_parts,
     loop_name_of,
     normalise_program,
     read_program,
@@ -77,8 +80,8 @@ def test_jitter_passes_official_gate_but_not_the_floor():
 
 
 def test_short_trajectories():
-    g = turnaround_gate(loop_poses("dolly", 1)[:1], fps=16.0)
-    assert not g.split_ok and "at least 2 poses" in g.reason
+    with pytest.raises(ValueError, match="at least 2 poses, got 1"):  # the release raises: an error
+        turnaround_gate(loop_poses("dolly", 1)[:1], fps=16.0)
     g2 = turnaround_gate(loop_poses("dolly", 1)[:2], fps=16.0)  # k* = 1 -> observation leg has 1 row
     assert g2.k_star == 1 and not g2.split_ok
 
@@ -101,25 +104,62 @@ def test_turning_points():
 def test_experimental_return_gate_by_hand():
     P = loop_poses("dolly", 4)  # 33 rows, max translation 1.0 at row 16, back to 0 at row 32
     rg = experimental_return_gate(P)
-    # departed: 1.0 ≥ 0.10. Window starts at floor(33·0.85) = 28; row 32 has ratio 0 and 0° -> passes
+    # departed: 1.0 ≥ 0.10. Tail: ⌈33·0.15⌉ = 5 rows from 28; row 32 has ratio 0 and 0° -> passes
     assert rg.departed and rg.returned and rg.gate and rg.return_row == 32 and rg.return_ratio == 0.0
+    assert rg.tail_start == 28
     one_way = experimental_return_gate(P[:17])
-    # rows 14..16 (floor(17·0.85) = 14): best ratio = z_14 / 1 = 0.875 > 0.12 -> no return
+    # tail ⌈17·0.15⌉ = 3 rows from 14: best ratio = z_14 / 1 = 0.875 > 0.12 -> no return
     assert one_way.departed and not one_way.returned and one_way.return_row == 14
     assert one_way.return_ratio == pytest.approx(0.875)
     assert not experimental_return_gate(loop_poses("static", 4)).departed
+    # 3 poses, tail fraction 1: the tail would start at 0 but never takes row 0 -> starts at 1
+    three = np.stack([pose(), pose(None, (0.0, 0.0, 1.0)), pose(None, (0.0, 0.0, 0.05))])
+    g = experimental_return_gate(three, return_window=1.0)
+    assert g.tail_start == 1 and g.return_row == 2 and g.return_ratio == pytest.approx(0.05) and g.gate
+    # tail fraction clamped to [0, 1]: 5.0 behaves as 1.0, −1 as 0 (then the last row alone)
+    assert experimental_return_gate(three, return_window=5.0).tail_start == 1
+    assert experimental_return_gate(P, return_window=-1.0).tail_start == 32
+    # the optional absolute cap: return translation 0.05 > 0.01 -> not returned
+    assert not experimental_return_gate(three, return_window=1.0, max_return_translation=0.01).returned
+    # t / max(t_max, 1e-8): a static camera gives ratio 0, not a division by zero
+    assert experimental_return_gate(loop_poses("static", 4)).return_ratio == 0.0
+    with pytest.raises(ValueError, match="at least three"):
+        experimental_return_gate(three[:2])
+    bad = three.copy()
+    bad[1, 0, 3] = np.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        experimental_return_gate(bad)
 
 
 # -- action programs ----------------------------------------------------------------------------------
+def test_release_label_parsing():
+    # camera tokens: push_in, pull_out, tilt_*, pedestal_* hold no alias -> no-ops; pan_left/pan_right
+    # contain the alias "left"/"right" as a substring -> the move parts left/right
+    for tok in ("push_in", "pull_out", "tilt_up", "tilt_down", "pedestal_up", "pedestal_down", "fixed", "idle"):
+        assert label_parts(tok) == [], tok
+    assert label_parts("pan_left") == ["left"] and label_parts("pan_right") == ["right"]
+    # aliases, longest first, then whole words (single letters only as words)
+    assert label_parts("W") == ["forward"] and label_parts("look-left") == ["camera_l"]
+    # "+" becomes "_" before matching, so "yaw+" only matches the alias "yaw-" (-> "yaw_"): camera_l, as
+    # the release parses it (likewise "pitch+" -> camera_down)
+    assert label_parts("Move Forward + yaw+") == ["camera_l", "forward"]
+    assert label_parts("pitch+") == ["camera_down"]
+    assert label_parts("back_left_camera_l") == ["back", "camera_l", "left"]
+    assert label_parts("swim") == []  # "s" is not a word here, "w" neither
+    # the release's loop fallback maps itinerary tokens first: pan_right -> back_right_camera_r
+    assert label_parts(CAMERA_TOKEN_ACTIONS["pan_right"]) == ["back", "camera_r", "right"]
+
+
 def test_action_split_by_hand():
+    # push_in/pull_out are both no-ops: one segment, t = max(33 // 2, 1) = 16, row = round(16·32/33) = 16
     prog = normalise_program({"actions": ["push_in"] * 4 + ["pull_out"] * 4, "frames_per_action": 4}, "a.json")
     seq = expand_program(prog, 33)  # 32 frames of actions, padded with the last one to 33
-    assert len(seq) == 33 and seq[-1] == ("pull_out",)
-    assert segments(seq) == [(0, 16), (16, 33)]
-    # t = 16; row = round(16·(33 − 1)/33) = round(15.515) = 16
+    assert len(seq) == 33 and seq[-1] == () and segments(seq) == [(0, 33)]
     assert action_split_row(seq, 33) == (16, 16)
-    # sparse sidecar with 17 rows: round(16·16/33) = round(7.758) = 8
-    assert action_split_row(seq, 17) == (16, 8)
+    # a yaw loop: pan_right (right) then pan_left (left): t = 6·4 = 24 of 48, 17 rows: round(24·16/48) = 8
+    yaw = normalise_program({"actions": ["pan_right"] * 6 + ["pan_left"] * 6, "frames_per_action": 4}, "y.json")
+    seq = expand_program(yaw, 48)
+    assert segments(seq) == [(0, 24), (24, 48)] and action_split_row(seq, 17) == (24, 8)
 
 
 def test_action_split_edge_cases():
@@ -129,24 +169,31 @@ def test_action_split_edge_cases():
     assert action_split_row([("a",)] + [("b",)] * 99, 10) == (1, 1)
     # half-to-even rounding: t = 1, 4 frames, 11 rows -> round(1·10/4) = round(2.5) = 2
     assert action_split_row([("a",), ("b",), ("b",), ("b",)], 11) == (1, 2)
-    with pytest.raises(CaseFailure):
-        action_split_row([], 5)
+    # frame count 0: no actions, t = 1, row = round(1·4/max(0, 1)) = 4, clamped to N − 1 = 4
+    assert expand_program({"actions": [["a"]], "frames_per_action": None}, 0) == []
+    assert action_split_row([], 5) == (1, 4)
 
 
 def test_action_formats(tmp_path):
-    # keyboard/mouse rows (per frame): held keys and mouse directions form the action-part set
-    p = normalise_program({"keyboard_condition": [[1, 0], [1, 0], [0, 1]],
-                           "mouse_condition": [[0.0, 0.0], [0.5, 0.0], [0.5, 0.0]]}, "k.json")
-    assert p["frame_actions"] == [["key0"], ["key0", "mouse0+"], ["key1", "mouse0+"]]
-    # frame_actions with "+" combined tokens
-    p2 = normalise_program({"frame_actions": ["pan_right+push_in", ["push_in", "pan_right"], "fixed"]}, "f.json")
-    assert p2["frame_actions"][0] == p2["frame_actions"][1] == ["pan_right", "push_in"]
-    # loop fallback; without frames_per_action tokens spread evenly: frame i takes token floor(i·2/5)
-    # -> 0, 0, 0, 1, 1 for 2 tokens over 5 frames
-    p3 = normalise_program({"loop": "yaw_loop_180"}, "l.json")
-    assert len(p3["actions"]) == 12 and p3["frames_per_action"] is None
-    assert [s[0] for s in expand_program({"actions": [["a"], ["b"]], "frames_per_action": None}, 5)] == \
-        ["a", "a", "a", "b", "b"]
+    # keyboard rows (W, S, A, D columns) and mouse rows (pitch, yaw); a missing row is a no-op
+    p = normalise_program({"keyboard_condition": [[1, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 1]],
+                           "mouse_condition": [[0.0, 0.0], [0.5, 0.0]]}, "k.json")
+    assert expand_program(p, 4) == [("forward",), ("camera_up", "forward"), ("right",), ()]
+    # mouse motion counts above 1e-6 only (float32), negative = down / left
+    assert keyboard_mouse_parts(None, np.array([1e-6, -2e-6], np.float32)) == ["camera_l"]
+    # seven-column rows when none of the first four keys is held: columns 3..6 = camera_l, camera_r, left, right
+    assert keyboard_mouse_parts(np.array([0, 0, 0, 0, 1, 0, 1], np.float32), None) == ["camera_r", "right"]
+    # frame_actions: dicts read through move / view / action; strings through the alias table
+    p2 = normalise_program({"frame_actions": [{"move": "forward", "view": "look_left"}, {"action": "w+d"},
+                                              "fixed"]}, "f.json")
+    assert expand_program(p2, 4) == [("camera_l", "forward"), ("forward", "right"), (), ()]
+    # actions without frames_per_action: ceil(frames / #actions) frames each -> ceil(5 / 2) = 3
+    p3 = normalise_program({"actions": ["w", "s"]}, "a.json")
+    assert p3["frames_per_action"] is None
+    assert expand_program(p3, 5) == [("forward",)] * 3 + [("back",)] * 2
+    # a named loop without actions (ours): its itinerary through the release's camera-token table
+    p4 = normalise_program({"loop": "yaw_loop_180"}, "l.json")
+    assert len(p4["actions"]) == 12 and p4["actions"][0] == ["back", "camera_r", "right"]
     bad = tmp_path / "x_actions.json"
     bad.write_text(json.dumps({"frames_per_action": 3}))
     with pytest.raises(CaseFailure, match="x_actions.json: no actions"):
@@ -154,8 +201,8 @@ def test_action_formats(tmp_path):
     bad.write_text("{")
     with pytest.raises(CaseFailure, match="x_actions.json: unreadable"):
         read_program(bad)
-    with pytest.raises(CaseFailure, match="frames_per_action must be a positive integer"):
-        normalise_program({"actions": ["a"], "frames_per_action": 0}, "z.json")
+    # frames_per_action 0 is the release's "unset" (ceil fallback)
+    assert normalise_program({"actions": ["a"], "frames_per_action": 0}, "z.json")["frames_per_action"] is None
 
 
 def test_loop_names():
@@ -163,3 +210,29 @@ def test_loop_names():
     assert loop_name_of("double_yaw_loop-7") == "double_yaw_loop"
     assert loop_name_of("yaw_loop_360_01") == "yaw_loop_360"
     assert loop_name_of("kitchen_01") is None
+
+
+def test_departure_and_excursion_factors_are_separate_knobs():
+    # dolly, 4 frames per action at 4 fps: d_0j = z_j / 1 m peaks at 1.0; excursions reach 1.0 too
+    P = loop_poses("dolly", 4)
+    base = turnaround_gate(P, fps=4.0)
+    assert base.departed and base.n_pairs > 0
+    # departure needs 1.0 ≥ 7 × 0.15 = 1.05: fails, while pairs (excursion ≥ 3 × 0.15) still form
+    g = turnaround_gate(P, fps=4.0, departure_factor=7.0)
+    assert not g.departed and g.n_pairs == base.n_pairs and not g.gate_official
+    # excursion needs ≥ 7 × 0.15 = 1.05 > every excursion: no pair, departure untouched
+    g = turnaround_gate(P, fps=4.0, excursion_factor=7.0)
+    assert g.departed and g.n_pairs == 0 and not g.returned
+
+
+def test_fps_is_floored_before_the_gap():
+    # fps 0 -> max(0, 1e-6): gap = max(round(1e-6), 1) = 1 row (no division by zero, no error)
+    assert turnaround_gate(loop_poses("dolly", 4), fps=0.0).gap_rows == 1
+
+
+def test_empty_excursion_counts_as_zero():
+    # two rows only, gap 1: pair (0, 1) has no row between them -> excursion 0 < 0.45 -> no pair
+    P = np.stack([pose(), pose(None, (0.0, 0.0, 0.01))])
+    assert turnaround_gate(P, fps=1.0, revisit_radius=2.0, excursion_factor=3.0).n_pairs == 0
+    # a zero excursion requirement lets the same pair count (0 ≥ 0)
+    assert turnaround_gate(P, fps=1.0, revisit_radius=2.0, excursion_factor=0.0).pairs == [(0, 1)]

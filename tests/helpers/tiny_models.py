@@ -230,7 +230,7 @@ def save_tiny(name: str, folder: Path, seed: int = 0) -> dict[str, Any]:
     folder.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
     opts: dict[str, Any] = {"local_dir": str(folder), "device": "cpu"}
-    if name == "dinov2_base":
+    if name in ("dinov2_base", "dinov2_base_cls"):
         from transformers import Dinov2Model
 
         Dinov2Model(dinov2_config("tiny")).save_pretrained(folder)

@@ -52,3 +52,40 @@ def build(opts: Mapping[str, Any]) -> Dinov2PatchEmbedder:
     from transformers import Dinov2Model
 
     return Dinov2PatchEmbedder(Dinov2Model.from_pretrained(folder), o)
+
+
+class Dinov2ClsEmbedder:
+    """Global embeddings: the layer-normed CLS token (``pooler_output``), L2-normalised — what the
+    memory_loop suite's revisit fidelity compares (``consistency_backends.dinov2_image_features``)."""
+
+    def __init__(self, model: Any, options: Options):
+        self.opts = options
+        self.model = model.eval().to(options.device)
+
+    def embed(self, frames: Sequence[np.ndarray], *, case: Any = None,
+              indices: Sequence[int] | None = None) -> np.ndarray:
+        """``[N, D]`` float32 unit-norm CLS embeddings."""
+        o = self.opts
+        out: list[np.ndarray] = []
+        for chunk in batched(list(frames), o.batch_size):
+            x = to_normalized_tensor([check_rgb(f) for f in chunk], int(o["resize"]), int(o["crop"]),
+                                     IMAGENET_MEAN, IMAGENET_STD).to(o.device)
+            with inference(o.device, o.dtype):
+                cls = self.model(pixel_values=x).last_hidden_state[:, 0]
+            v = cls.float().cpu().numpy().astype(np.float64)
+            n = np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+            out.append((v / n).astype(np.float32))
+        if not out:
+            return np.zeros((0, int(self.model.config.hidden_size)), np.float32)
+        return np.concatenate(out)
+
+
+def build_cls(opts: Mapping[str, Any]) -> Dinov2ClsEmbedder:
+    """Factory: ``facebook/dinov2-base`` (or ``local_dir``) as a global :class:`Dinov2ClsEmbedder`."""
+    o, folder = hf_backend_folder(NAME_CLS, opts, DEFAULTS)
+    from transformers import Dinov2Model
+
+    return Dinov2ClsEmbedder(Dinov2Model.from_pretrained(folder), o)
+
+
+NAME_CLS = "dinov2_base_cls"

@@ -49,6 +49,7 @@ def _torchvision(filename: str, size_mb: float) -> WeightFile:
 RAFT_LARGE_FILE = "raft_large_C_T_SKHT_V2-ff5fadd5.pth"
 ALEXNET_FILE = "alexnet-owt-7be5be79.pth"
 VGG16_FILE = "vgg16-397923af.pth"
+VGG19_FILE = "vgg19-dcbb9e9d.pth"
 LAION_HEAD_FILE = "sac+logos+ava1-l14-linearMSE.pth"
 CLIPIQA_PROMPTS_FILE = "CLIP-IQA+_learned_prompts-603f3273.pth"
 CLIP_RN50_FILE = "RN50.pt"
@@ -59,6 +60,12 @@ MANIFEST: dict[str, ManifestEntry] = {
     "dinov2_base": ManifestEntry(
         "facebook/dinov2-base", "Apache-2.0",
         [_hf("facebook/dinov2-base", "config.json"), _hf("facebook/dinov2-base", "model.safetensors", 346.0)]),
+    "dinov2_base_cls": ManifestEntry(
+        "facebook/dinov2-base", "Apache-2.0",
+        [_hf("facebook/dinov2-base", "config.json"), _hf("facebook/dinov2-base", "model.safetensors", 346.0)]),
+    "vgg19_gram": ManifestEntry(
+        "torchvision/vgg19:IMAGENET1K_V1", "BSD-3-Clause (torchvision weights)",
+        [_torchvision(VGG19_FILE, 548.1)]),
     "raft_large": ManifestEntry(
         "torchvision/raft_large:C_T_SKHT_V2", "BSD-3-Clause (torchvision weights)",
         [_torchvision(RAFT_LARGE_FILE, 20.1)]),

@@ -34,6 +34,7 @@ from worldrecall.plugins.models import (
     sidecar,
     sift_pose,
     superpoint_lightglue,
+    texture_gram,
 )
 from worldrecall.plugins.models.manifest import MANIFEST
 
@@ -81,6 +82,10 @@ def roles() -> list[Role]:
         role("text_image_reward", "prompt-image reward (ImageReward raw score)", reference="image_reward"),
         role("image_embedder", "global image embedding per frame", "color_histogram", "clip_vit_b32"),
         role("pose", "camera-to-world poses of every generated frame", "sidecar_pose", "superpoint_lightglue"),
+        role("texture", "texture distance between two frames (memory_loop rendering recovery: VGG19 Gram)",
+             "gradient_gram", "vgg19_gram"),
+        role("revisit_embedder", "global image embedding per frame for revisit fidelity (memory_loop: DINOv2 CLS)",
+             "color_histogram_revisit", "dinov2_base_cls"),
     ]
 
 
@@ -110,6 +115,11 @@ def specs() -> list[ModelSpec]:
                    "LPIPS v0.1 VGG16, RGB in [-1,1], batches of 16", requires=("torch", "lpips"), extra="lpips"),
         _reference("image_reward", "text_image_reward", image_reward.build, image_reward.DEFAULTS,
                    "ImageReward-v1.0 on transformers BLIP (35 tokens), standardised reward"),
+        _reference("dinov2_base_cls", "revisit_embedder", dinov2.build_cls, dinov2.DEFAULTS,
+                   "DINOv2 ViT-B/14 layer-normed CLS token (256 bicubic, crop 224), L2-normalised [N,768]"),
+        _reference("vgg19_gram", "texture", texture_gram.build_vgg, texture_gram.VGG_DEFAULTS,
+                   "VGG19 Gram-matrix MSE summed over conv1-5 (shorter side 512 on CUDA, 128 on CPU)",
+                   requires=TORCH),
         _reference("clip_vit_b32", "image_embedder", clip_embedder.build, clip_embedder.DEFAULTS,
                    "CLIP ViT-B/32 image embeddings, L2-normalised"),
         _reference("superpoint_lightglue", "pose", superpoint_lightglue.build, superpoint_lightglue.DEFAULTS,
@@ -125,6 +135,10 @@ def specs() -> list[ModelSpec]:
                requires=("cv2",)),
         _local("color_histogram", "image_embedder", "classical", color_histogram.build, color_histogram.DEFAULTS,
                "per-channel 8-bin RGB histograms, L2-normalised"),
+        _local("color_histogram_revisit", "revisit_embedder", "classical", color_histogram.build,
+               color_histogram.DEFAULTS, "per-channel 8-bin RGB histograms, L2-normalised (not the paper's DINOv2)"),
+        _local("gradient_gram", "texture", "classical", texture_gram.build_gradient, texture_gram.GRADIENT_DEFAULTS,
+               "Gram MSE of RGB + Sobel + Laplacian maps at two scales (not the paper's VGG)", requires=("cv2",)),
         _local("color_patch_embedder", "patch_embedder", "classical", color_patches.build, color_patches.DEFAULTS,
                "DINOv2-shaped tokens from patch Lab colour, colour layout and gradient statistics [N,256,27]",
                requires=("cv2",)),

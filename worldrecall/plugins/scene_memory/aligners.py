@@ -21,14 +21,28 @@ import numpy as np
 from worldrecall.core.components import Aligner, merge_typed
 from worldrecall.core.data import Alignment, Case, CaseFailure, Phase
 from worldrecall.formats.vipe import Sidecar, read_sidecar
-from worldrecall.plugins.scene_memory.actions import LOOP_ITINERARIES, action_split_row, expand_program
+from worldrecall.plugins.scene_memory.actions import (
+    CAMERA_TOKEN_ACTIONS,
+    LOOP_ITINERARIES,
+    action_split_row,
+    expand_program,
+    label_parts,
+)
+from worldrecall.plugins.scene_memory.exports import (
+    INTRINSICS_FILE,
+    MissingExport,
+    export_rows,
+    is_native_layout,
+)
 from worldrecall.plugins.scene_memory.trajectory import (
     experimental_return_gate,
+    select_diverse_pairs,
     turnaround_gate,
     turning_points,
 )
 
 PRECOMPUTED_KEYS = ("scene_memory_npz", "observation_cloud", "revisit_cloud")
+POSE_STEMS = ("poses_c2w", "poses", "camera_poses")
 
 
 def has_precomputed(case: Case) -> bool:
@@ -64,6 +78,25 @@ def _precomputed_alignment(method: str) -> Alignment:
                           "gate_official": None})
 
 
+def _missing_alignment(method: str, reason: str) -> Alignment:
+    """A file the release looks for is absent: its metrics say "not applicable" (the release's
+    FileNotFoundError), not "failed"; the gate cannot be judged."""
+    return Alignment({}, {"method": method, "source": "missing", "split_ok": False, "missing": True,
+                          "reason": reason, "gate": None, "gate_official": None})
+
+
+def _missing_sidecar(case: Case) -> str | None:
+    """Why the case's sidecar is missing (no folder, or a converted folder without any pose file), else None."""
+    d = case.sidecars.get("vipe")
+    if d is None:
+        return f"annotations_vipe/{case.case_id}_vipe_ann: ViPE sidecar missing"
+    d = Path(d)
+    if d.is_dir() and not is_native_layout(d) and not any((d / f"{stem}.{ext}").is_file()
+                                                          for stem in POSE_STEMS for ext in ("npy", "npz")):
+        return f"{d}: pose directory has no supported pose file (poses_c2w/poses/camera_poses)"
+    return None
+
+
 class TurnaroundAligner(Aligner):
     """Official Scene-Memory-F1 split at the pose turnaround k* = argmax_j d_0j, with the return gate."""
 
@@ -72,7 +105,8 @@ class TurnaroundAligner(Aligner):
     defaults: ClassVar[dict[str, Any]] = {
         "rotation_weight": 1.0,      # w in d_ij = ‖t_i − t_j‖/E + w·θ_ij/180
         "revisit_radius": 0.15,      # pose distance of a revisit pair
-        "departure_factor": 3.0,     # departed / excursion need ≥ factor × radius
+        "departure_factor": 3.0,     # departed needs d_0k* ≥ factor × radius
+        "excursion_factor": 3.0,     # a revisit pair's excursion needs ≥ factor × radius
         "min_gap_s": 1.0,            # a revisit pair is at least this far apart in time
         "default_fps": 16.0,         # when the video's fps is unknown
         "degenerate_extent": 1e-6,   # E at or below this = rotation-only trajectory
@@ -82,6 +116,7 @@ class TurnaroundAligner(Aligner):
         "floor_rotation_deg": 10.0,
         "leg_smoothing_s": 0.5,      # O-B3 turning points: moving-median window
         "leg_prominence": 0.5,       # O-B3: peak prominence as a fraction of max d_0j
+        "max_scored_pairs": 24,      # revisit pairs the memory_loop suite measures (spread over the gaps)
     }
 
     def align(self, case: Case, params: Mapping[str, Any]) -> Alignment:
@@ -89,11 +124,17 @@ class TurnaroundAligner(Aligner):
         p = merge_typed(self.defaults, params, f"aligner {self.name}")
         if "vipe" not in case.sidecars and has_precomputed(case):
             return _precomputed_alignment("turnaround")
+        missing = _missing_sidecar(case)
+        if missing:
+            return _missing_alignment("turnaround", missing)
         sc = case_sidecar(case, need_depth=False)
         fps = case_fps(case, p["default_fps"])
+        if len(sc) < 2:  # the release's pose distance raises here: an error, not a failed gate
+            raise CaseFailure(f"{sc.files.get('poses', sc.source)}: {len(sc)} pose row(s); the turnaround "
+                              "split needs at least 2")
         g = turnaround_gate(sc.poses_c2w, fps, rotation_weight=p["rotation_weight"],
                             revisit_radius=p["revisit_radius"], departure_factor=p["departure_factor"],
-                            min_gap_s=p["min_gap_s"], degenerate_extent=p["degenerate_extent"],
+                            excursion_factor=p["excursion_factor"], min_gap_s=p["min_gap_s"], degenerate_extent=p["degenerate_extent"],
                             absolute_floor=p["absolute_floor"], floor_translation=p["floor_translation"],
                             floor_rotation_deg=p["floor_rotation_deg"], min_rows=p["min_rows"])
         turns = turning_points(sc.poses_c2w, fps, rotation_weight=p["rotation_weight"],
@@ -106,25 +147,37 @@ class TurnaroundAligner(Aligner):
             ends = turns[1:] + [n]
             legs = [[int(t), int(e)] for t, e in zip(turns, ends)
                     if t >= p["min_rows"] and e - t >= p["min_rows"]]
+        # the suite's shared pass: the diverse revisit pairs, with their video frames (scored only when the
+        # gate passes, as released)
+        chosen = select_diverse_pairs(g.revisits, int(p["max_scored_pairs"])) if g.gate_official else []
+        scored = [{**q.to_json(), "first_frame": int(sc.frame_indices[q.first_row]),
+                   "revisit_frame": int(sc.frame_indices[q.revisit_row])} for q in chosen]
         info = {"method": "turnaround", "source": "sidecar", "split_row": g.k_star, "fps": fps,
-                **g.to_json(), "turns": turns, "legs": legs,
+                **g.to_json(), "turns": turns, "legs": legs, "scored_pairs": scored,
                 "frame_indices": [int(sc.frame_indices[0]), int(sc.frame_indices[-1])]}
         return Alignment(_phases(sc.frame_indices, g.k_star, g.split_ok), info)
 
 
 class ActionsAligner(Aligner):
-    """Experimental split at the first ground-truth action-segment boundary (B.5), gate computed alongside."""
+    """Experimental split at the first ground-truth action-segment boundary (B.5), gate computed alongside.
+
+    As released (``long_horizon_diagnostics._reconstruct_vipe_scene_clouds``): the split row is taken on
+    min(pose rows, depth rows, mask rows) rows; a missing sidecar, pose file, depth export, intrinsics
+    file or action program is "not applicable", everything else that goes wrong is an error (fewer than 2
+    rows; a return gate on fewer than 3 poses is an error of the metric when it asks for the gate).
+    """
 
     name = "scene_memory.actions"
     description = "split at the first action-segment boundary of the action program (B.5) + its return gate"
     defaults: ClassVar[dict[str, Any]] = {
         "default_fps": 16.0,
-        "min_rows": 2,
+        "min_rows": 1,                   # the release scores a 1-row leg (the split row is clamped to [1, N−1])
         "departure_translation": 0.10,   # sidecar units
         "departure_rotation_deg": 45.0,
-        "return_window": 0.15,           # return searched in the last 15 % of rows
+        "return_window": 0.15,           # return searched in the last 15 % of rows (never row 0)
         "return_ratio": 0.12,            # translation / max translation
         "return_rotation_deg": 8.0,
+        "max_return_translation": None,  # optional absolute cap on the return translation (sidecar units)
     }
 
     def align(self, case: Case, params: Mapping[str, Any]) -> Alignment:
@@ -132,30 +185,53 @@ class ActionsAligner(Aligner):
         p = merge_typed(self.defaults, params, f"aligner {self.name}")
         if "vipe" not in case.sidecars and has_precomputed(case):
             return _precomputed_alignment("actions")
+        if case.annotations.get("actions_error"):  # a broken action file is an error, as released
+            raise CaseFailure(str(case.annotations["actions_error"]))
         program = case.annotations.get("actions")
         if program is None:
             loop = case.strata.get("subcategory")
-            if loop in LOOP_ITINERARIES:  # the official fallback: the loop's own camera tokens
-                program = {"actions": [[t] for t in LOOP_ITINERARIES[loop]], "frames_per_action": None}
+            if loop in LOOP_ITINERARIES:  # the release's fallback: the loop's own camera tokens
+                program = {"actions": [label_parts(CAMERA_TOKEN_ACTIONS.get(t, t)) for t in LOOP_ITINERARIES[loop]],
+                           "frames_per_action": None}
             else:
-                raise CaseFailure(case.annotations.get("actions_error")
-                                  or f"{case.annotations.get('actions_file', case.case_id + '_actions.json')}: "
-                                     "action program missing")
+                return _missing_alignment("actions", f"{case.annotations.get('actions_file', case.case_id + '_actions.json')}: "
+                                                     "action program missing")
+        missing = _missing_sidecar(case)
+        if missing:
+            return _missing_alignment("actions", missing)
         sc = case_sidecar(case, need_depth=False)
-        n = len(sc)
+        if is_native_layout(sc.source):
+            n_dep = n_mask = len(sc)  # [ours] the reader's rows (the release reads converted folders only)
+        else:
+            if not (sc.source / INTRINSICS_FILE).is_file():
+                return _missing_alignment("actions", f"{sc.source / INTRINSICS_FILE}: missing")
+            try:
+                n_dep, n_mask = export_rows(sc.source)
+            except MissingExport as e:
+                return _missing_alignment("actions", str(e))
+        n = min(len(sc), n_dep, n_mask)
+        if n <= 1:
+            raise CaseFailure(f"{sc.source}: {n} usable row(s) (poses {len(sc)}, depth {n_dep}, masks {n_mask}); "
+                              "the experimental split needs at least 2")
         n_frames = case.annotations.get("num_frames")
-        if not isinstance(n_frames, int) or n_frames < 1:
+        if not isinstance(n_frames, int) or n_frames < 0:
             n_frames = case.video.num_frames if case.video is not None else int(sc.frame_indices[-1]) + 1
         seq = expand_program(program, n_frames)
         t, row = action_split_row(seq, n)
         split_ok = row >= p["min_rows"] and n - row >= p["min_rows"]
-        rg = experimental_return_gate(sc.poses_c2w, departure_translation=p["departure_translation"],
-                                      departure_rotation_deg=p["departure_rotation_deg"],
-                                      return_window=p["return_window"], return_ratio=p["return_ratio"],
-                                      return_rotation_deg=p["return_rotation_deg"])
+        gate_facts: dict[str, Any]
+        try:
+            rg = experimental_return_gate(sc.poses_c2w, departure_translation=p["departure_translation"],
+                                          departure_rotation_deg=p["departure_rotation_deg"],
+                                          return_window=p["return_window"], return_ratio=p["return_ratio"],
+                                          return_rotation_deg=p["return_rotation_deg"],
+                                          max_return_translation=p["max_return_translation"])
+            gate_facts = {**rg.to_json(), "gate_official": rg.gate, "gate_error": ""}
+        except ValueError as e:
+            gate_facts = {"gate": None, "gate_official": None, "gate_error": f"{sc.source}: {e}"}
         info = {"method": "actions", "source": "sidecar", "split_row": row, "transition_frame": t,
-                "n_action_frames": len(seq), "n_rows": n, "split_ok": bool(split_ok),
+                "n_action_frames": len(seq), "n_rows": n, "n_pose_rows": len(sc), "split_ok": bool(split_ok),
                 "reason": "" if split_ok else f"split at row {row} of {n} leaves a leg with fewer than "
                                               f"{p['min_rows']} rows",
-                **rg.to_json(), "gate_official": rg.gate}
+                **gate_facts}
         return Alignment(_phases(sc.frame_indices, row, split_ok), info)

@@ -11,15 +11,16 @@ ranked view counts it.
 
 from __future__ import annotations
 
-import math
+import json
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
 from worldrecall.core.components import Value
-from worldrecall.core.data import Alignment, Case
+from worldrecall.core.data import Alignment, Case, CaseFailure, one_line
+from worldrecall.core.text import read_text
 from worldrecall.gates import camera as gate
-from worldrecall.plugins.scene_memory.actions import expand_program
 
 
 class SceneCameraGate(gate.CameraGateMetric):
@@ -34,19 +35,20 @@ class SceneCameraGate(gate.CameraGateMetric):
     params: ClassVar[dict[str, Any]] = {"max_side": 640, **gate.INSTRUCTION_PARAMS}
 
     def reference(self, case: Case, alignment: Alignment, n_frames: int) -> tuple[np.ndarray | None, str]:
-        program = case.annotations.get("actions")
-        if not program:
-            reason = case.annotations.get("actions_error") or "no action program (<case>_actions.json)"
-            return None, str(reason)
-        per_frame = expand_program(program, n_frames)
-        k = program.get("frames_per_action") if isinstance(program, dict) else None
-        n_steps = len(program.get("actions") or []) if isinstance(program, dict) else 0
-        if not (isinstance(k, int) and k > 0):
-            k = math.ceil(n_frames / n_steps) if n_steps else 1  # per-frame actions: one step per frame
+        """The action file's camera tokens (``actions`` + ``frames_per_action``) as an instructed path. The
+        experimental split's parse of the same file follows the release's alias table, which is about segment
+        boundaries, not camera motion; the gate reads the instruction words themselves."""
+        path = case.sidecars.get("actions")
+        if path is None:
+            return None, str(case.annotations.get("actions_error") or "no action program (<case>_actions.json)")
         try:
-            ref = gate.instructed_trajectory([list(p) for p in per_frame],
-                                             float(self.params["instruction_deg_per_step"]) / k,
-                                             float(self.params["instruction_units_per_step"]) / k)
-        except ValueError as e:
-            return None, f"{case.annotations.get('actions_file', 'actions')}: {e}"
-        return ref, f"instructed path ({n_steps or len(per_frame)} steps)"
+            raw = json.loads(read_text(Path(path)))
+        except (OSError, ValueError, RecursionError) as e:
+            raise CaseFailure(f"{path}: unreadable action JSON ({one_line(e)})") from None
+        tokens = raw.get("actions") if isinstance(raw, dict) else raw
+        if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):
+            return None, f"{Path(path).name}: no camera instruction words (only per-frame controls)"
+        fpa = raw.get("frames_per_action") if isinstance(raw, dict) else None
+        fpa = fpa if isinstance(fpa, int) and not isinstance(fpa, bool) and fpa > 0 else None
+        ref, label = gate.instruction_reference(tokens, n_frames, fpa, self.params)
+        return ref, (label if ref is not None else f"{Path(path).name}: {label}")

@@ -2,8 +2,11 @@
 revisit cloud against the observation cloud, after optional voxel down-sampling and alignment.
 
 Pure and cheap: every knob is an argument, so threshold sweeps re-score stored clouds without touching
-depth or poses. ``float32=True`` reproduces the released code, which computes in float32 throughout
-(errata 1); the default computes in float64.
+depth or poses. ``float32=True`` reproduces the released code's *mixed* precision
+(``long_horizon_diagnostics.score_point_cloud_memory``): float32 clouds, nearest-neighbour distances
+(scipy's float64 distance rounded to float32), τ comparison and scene diagonal, and the trimmed ICP in
+float64 on the full clouds exactly as released (:func:`~.icp.trimmed_icp_release`). The default computes
+in float64 throughout with the faster de-duplicated ICP.
 """
 
 from __future__ import annotations
@@ -15,8 +18,17 @@ from typing import Any
 import numpy as np
 from scipy.spatial import cKDTree
 
-from worldrecall.plugins.scene_memory.icp import ICPError, ICPResult, nn_distances, spatial_order, trimmed_icp
+from worldrecall.plugins.scene_memory.icp import (
+    ICPError,
+    ICPResult,
+    nn_distances,
+    spatial_order,
+    trimmed_icp,
+    trimmed_icp_release,
+)
 
+# ``alignment`` values with a meaning of their own; any other value (the release's runtime may hold
+# none at all) falls back to centroid alignment when ``centroid_align``, else to none.
 ALIGNMENTS = ("trimmed_icp", "none")
 
 
@@ -95,8 +107,6 @@ def score_point_clouds(observation: np.ndarray, revisit: np.ndarray, *, voxel_si
     otherwise ≤ / >), P = 1 − H, F1 = 2PR/(P+R) (0 when P+R ≤ 1e-8). Raises :class:`NotApplicable` for an
     empty cloud or an ICP that cannot run.
     """
-    if alignment not in ALIGNMENTS:
-        raise ValueError(f"alignment must be one of {ALIGNMENTS}, got {alignment!r}")
     dt = np.float32 if float32 else np.float64
     O = finite_rows(np.asarray(observation, dtype=dt).reshape(-1, 3))
     V = finite_rows(np.asarray(revisit, dtype=dt).reshape(-1, 3))
@@ -105,6 +115,21 @@ def score_point_clouds(observation: np.ndarray, revisit: np.ndarray, *, voxel_si
     if len(O) == 0 or len(V) == 0:
         raise NotApplicable(f"empty point cloud (observation {len(O)} points, revisit {len(V)} points)")
     n_o, n_v = len(O), len(V)
+    icp_res, accepted, how = None, None, "none"
+    icp_kw = {"max_iterations": icp_max_iterations, "trim": icp_trim, "tolerance": icp_tolerance,
+              "max_translation_ratio": icp_max_translation_ratio, "max_rotation_deg": icp_max_rotation_deg}
+    if alignment == "trimmed_icp" and float32:
+        # parity: the released ICP on the full clouds in input order (ties at the trim cut included)
+        try:
+            icp_res, V = trimmed_icp_release(V, O, **icp_kw)
+        except ICPError as e:
+            raise NotApplicable(str(e)) from None
+        accepted = icp_res.accepted
+        how = "trimmed_icp" if accepted else "none"
+    elif alignment != "trimmed_icp" and centroid_align:
+        # the release's shift: mean(O) − mean(V) in the clouds' own dtype, added to every revisit point
+        V = (V + (np.mean(O, axis=0) - np.mean(V, axis=0))).astype(dt, copy=False)
+        how = "centroid"
     # Repeated points (a static camera renders the same pixels again) only add kd-tree work: score the
     # distinct points, each counted with its multiplicity — the same numbers as the full clouds.
     Ou, inv_o, w_o = unique_rows(O)
@@ -118,23 +143,16 @@ def score_point_clouds(observation: np.ndarray, revisit: np.ndarray, *, voxel_si
     where[pv] = np.arange(len(pv))
     inv_v = where[inv_v]  # input row -> its row among the permuted distinct revisit points
 
-    icp_res, accepted, how = None, None, "none"
-    if alignment == "trimmed_icp":
+    if alignment == "trimmed_icp" and not float32:
         try:
             icp_res = trimmed_icp(Vu, Ou, tree=tree_o, weights=None if len(Vu) == n_v else w_v,
-                                  max_iterations=icp_max_iterations, trim=icp_trim, tolerance=icp_tolerance,
-                                  max_translation_ratio=icp_max_translation_ratio,
-                                  max_rotation_deg=icp_max_rotation_deg, dtype=dt)
+                                  target_count=n_o, dtype=np.float64, **icp_kw)
         except ICPError as e:
             raise NotApplicable(str(e)) from None
         accepted = icp_res.accepted
         if accepted:
-            Vu = (Vu @ icp_res.R.T.astype(dt) + icp_res.t.astype(dt)).astype(dt, copy=False)
+            Vu = Vu @ icp_res.R.T + icp_res.t
             how = "trimmed_icp"
-    elif centroid_align:
-        shift = (w_o @ Ou.astype(np.float64)) / n_o - (w_v @ Vu.astype(np.float64)) / n_v
-        Vu = (Vu + shift.astype(dt)).astype(dt)
-        how = "centroid"
 
     both_lo = np.minimum(Ou.min(axis=0), Vu.min(axis=0))
     both_hi = np.maximum(Ou.max(axis=0), Vu.max(axis=0))

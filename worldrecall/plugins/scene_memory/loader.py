@@ -93,7 +93,8 @@ class SceneMemoryLoader(Loader):
     defaults: ClassVar[dict[str, Any]] = {"manifest": None}
 
     def load(self, request: LoadRequest) -> Iterator[Case | CaseError]:
-        """One case per (rollout, model); a missing sidecar or unreadable file is a CaseError."""
+        """One case per (rollout, model); an unreadable file is a CaseError, a missing sidecar is not (its
+        metrics are not applicable, as released)."""
         manifest = request.options.get("manifest")
         rows: list[dict[str, Any]] | None = None
         if manifest:
@@ -142,9 +143,7 @@ class SceneMemoryLoader(Loader):
         if ("observation_cloud" in sidecars) != ("revisit_cloud" in sidecars):
             return CaseError(BENCHMARK, case_id, model, "load",
                              f"{case_id}: observation and revisit point clouds must be given together", strata)
-        precomputed = "scene_memory_npz" in sidecars or "observation_cloud" in sidecars
 
-        expected = folder / "annotations_vipe" / f"{case_id}_vipe_ann"
         vipe = found.get("vipe")
         if vipe is None and video_path is not None:
             vipe = find_sidecar_dir(video_path)
@@ -154,10 +153,8 @@ class SceneMemoryLoader(Loader):
             if not vipe.is_dir():
                 return CaseError(BENCHMARK, case_id, model, "load", f"{vipe}: ViPE sidecar folder missing", strata)
             sidecars["vipe"] = vipe
-        elif not precomputed:
-            return CaseError(BENCHMARK, case_id, model, "load",
-                             f"{expected}: ViPE sidecar missing (also looked for {folder / (case_id + '_vipe_ann')})",
-                             strata)
+        # no sidecar and no clouds: still a case — the release reports its metrics as not applicable
+        # (a missing pose sidecar is a FileNotFoundError there), and so do the aligners here
 
         video = None
         if video_path is not None:

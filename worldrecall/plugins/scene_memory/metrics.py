@@ -9,8 +9,12 @@ Score (pure): the shared kernel (B.7) under the thresholds, then the variant's g
   gate-zeroed mean (O-B4); ``gate`` averages to the pass rate.
 * ``scene_f1``: the gate counts only with ``require_gate`` (off by default) and then zeroes F1.
 
-``official_parity=True`` switches to the released code's behaviour: float32 arithmetic (errata 1) and
-the official gate without worldrecall's absolute floor (errata 6).
+``official_parity=True`` switches to the released code's behaviour: its mixed precision and ICP
+procedure, the official gate without worldrecall's absolute floor (errata 6), and "not applicable" where
+the release cannot read the sidecar (intrinsics other than ``[N,3,3]``, native ViPE layout). Statuses
+follow ``memory_loop.py``: a failed gate, a missing file and any failure while building the clouds are
+"not applicable" (value None); fewer than 2 poses or a non-finite pose fail the case. docs/scene_memory.md
+lists every remaining difference.
 """
 
 from __future__ import annotations
@@ -23,15 +27,21 @@ import numpy as np
 
 from worldrecall.core.components import ConfigTypeError, MeasureContext, Metric
 from worldrecall.core.data import Alignment, Case, CaseFailure
-from worldrecall.formats.vipe import read_points_file
+from worldrecall.formats.vipe import Sidecar, read_points_file, read_sidecar
 from worldrecall.plugins.scene_memory.aligners import case_sidecar, has_precomputed
-from worldrecall.plugins.scene_memory.clouds import segment_cloud
+from worldrecall.plugins.scene_memory.clouds import stack_cloud
+from worldrecall.plugins.scene_memory.exports import (
+    MissingExport,
+    is_native_layout,
+    read_depth_exports,
+    read_release_intrinsics,
+)
 from worldrecall.plugins.scene_memory.f1 import ALIGNMENTS, KernelResult, NotApplicable, score_point_clouds
 
 KERNEL_THRESHOLDS: dict[str, Any] = {
     "voxel_size": 0.0,                 # 0 = no voxel down-sampling
-    "alignment": "trimmed_icp",        # trimmed_icp | none
-    "centroid_align": False,           # used only when alignment = none (code default true; official false)
+    "alignment": "trimmed_icp",        # trimmed_icp | anything else: centroid (centroid_align) or none
+    "centroid_align": False,           # used only when alignment ≠ trimmed_icp (code default true; config false)
     "distance_threshold": None,        # absolute τ; null = ratio × scene diagonal
     "distance_threshold_ratio": 0.02,
     "strict": True,                    # retention d < τ, hallucination d ≥ τ (false: ≤ / >)
@@ -92,9 +102,11 @@ class _SceneF1Base(Metric):
     def __init__(self, params: Mapping[str, Any] | None = None, thresholds: Mapping[str, Any] | None = None):
         super().__init__(params, thresholds)
         # refuse a bad choice at config time, not once per case
-        if self.thresholds["alignment"] not in ALIGNMENTS:
-            raise ConfigTypeError(f"{self.name}.thresholds.alignment: {self.thresholds['alignment']!r} is not "
-                                  f"one of {', '.join(ALIGNMENTS)}")
+        al = self.thresholds["alignment"]
+        if al is not None and not isinstance(al, str):
+            # any other string is the release's fallback (centroid when centroid_align, else none)
+            raise ConfigTypeError(f"{self.name}.thresholds.alignment: expected null or a string such as "
+                                  f"{' or '.join(ALIGNMENTS)}, got {al!r}")
         tau = self.thresholds["distance_threshold"]
         if tau is not None and (isinstance(tau, bool) or not isinstance(tau, (int, float))):
             raise ConfigTypeError(f"{self.name}.thresholds.distance_threshold: expected null or a number, got {tau!r}")
@@ -103,41 +115,77 @@ class _SceneF1Base(Metric):
                 raise ConfigTypeError(f"{self.name}.params.{key}: must be ≥ 1, got {self.params[key]}")
 
     # -- measure ---------------------------------------------------------------------------------
+    # how this variant reads its sidecar (the two released paths differ): the poses' dtype in the
+    # back-projection, and whether an unreadable depth export is "not applicable" (official: any failure
+    # while building the clouds is) or an error (experimental: every failure but a missing file is)
+    pose_dtype: ClassVar[type] = np.float64
+    unreadable_is_na: ClassVar[bool] = True
+    kernel_failure_is_error: ClassVar[bool] = False  # empty cloud / ICP on < 3 points: official "not applicable"
+
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
         """Build the observation/revisit clouds (float32) and copy the split and gate facts."""
         info = alignment.info
         facts = {k: info.get(k) for k in ("method", "split_row", "n_rows", "gate", "gate_official",
                                           "departed", "returned", "n_pairs", "departure", "extent",
-                                          "max_translation", "max_rotation_deg", "floor_passed")}
+                                          "max_translation", "max_rotation_deg", "floor_passed", "gate_error")}
         out: dict[str, Any] = {"facts": facts, "split_ok": bool(info.get("split_ok", False)),
-                               "reason": str(info.get("reason", "")), "legs": []}
+                               "reason": str(info.get("reason", "")), "legs": [], "release_readable": True}
         if self.params["use_precomputed"] and has_precomputed(case):
             o, r, src = _load_precomputed(case)
             out.update(source=f"precomputed:{src}", observation=o, revisit=r, split_ok=True, reason="")
             return out
+        if info.get("missing"):
+            out["source"] = "missing"
+            return out
         if not out["split_ok"]:
             out["source"] = "sidecar"
             return out
-        sc = case_sidecar(case, need_depth=True)
-        n = len(sc)
-        if info.get("n_rows") is not None and int(info["n_rows"]) != n:
-            raise CaseFailure(f"{sc.source}: {n} rows but the alignment was made on {info['n_rows']}")
+        sc = case_sidecar(case, need_depth=False)
+        n = int(info.get("n_rows") or len(sc))
+        if n > len(sc) or (info.get("n_pose_rows") is not None and int(info["n_pose_rows"]) != len(sc)) \
+                or (info.get("n_pose_rows") is None and n != len(sc)):
+            raise CaseFailure(f"{sc.source}: {len(sc)} rows but the alignment was made on {info.get('n_rows')}")
+        try:
+            depth, valid, K, why = self._depth_inputs(sc)
+        except MissingExport as e:
+            out.update(source="sidecar", split_ok=False, reason=str(e))
+            return out
+        except CaseFailure as e:
+            if not self.unreadable_is_na:
+                raise
+            out.update(source="sidecar", split_ok=False, reason=str(e))
+            return out
+        out["release_readable"], out["release_reason"] = not why, why
+        poses = sc.poses_c2w.astype(self.pose_dtype)
         k = int(info["split_row"])
         kw = {"frames_per_segment": self.params["frames_per_segment"],
               "points_per_frame": self.params["points_per_frame"]}
-        o, o_rows, o_counts = segment_cloud(sc, 0, k, **kw)
-        r, r_rows, r_counts = segment_cloud(sc, k, n, **kw)
+        o, o_rows, o_counts = stack_cloud(depth, valid, K, poses, 0, k, **kw)
+        r, r_rows, r_counts = stack_cloud(depth, valid, K, poses, k, n, **kw)
         out.update(source="sidecar", observation=o, revisit=r, observation_rows=o_rows, revisit_rows=r_rows,
                    observation_counts=o_counts, revisit_counts=r_counts,
                    frames_observation=[int(sc.frame_indices[i]) for i in o_rows],
                    frames_revisit=[int(sc.frame_indices[i]) for i in r_rows])
-        out["notes"] = list(sc.notes)  # e.g. corrupt EXR frames read as NaN
+        out["notes"] = list(sc.notes)
         if self.params["per_leg"]:
             for j, (t, e) in enumerate(info.get("legs") or [], start=1):
-                out[f"leg{j}_observation"] = segment_cloud(sc, 0, int(t), **kw)[0]
-                out[f"leg{j}_revisit"] = segment_cloud(sc, int(t), int(e), **kw)[0]
+                out[f"leg{j}_observation"] = stack_cloud(depth, valid, K, poses, 0, int(t), **kw)[0]
+                out[f"leg{j}_revisit"] = stack_cloud(depth, valid, K, poses, int(t), int(e), **kw)[0]
                 out["legs"].append([int(t), int(e)])
         return out
+
+    def _depth_inputs(self, sc: Sidecar) -> tuple[Any, Any, np.ndarray, str]:
+        """(depth, valid, intrinsics [N,3,3], why the release could not read this sidecar or "")."""
+        if is_native_layout(sc.source):  # [ours] native vipe output, read through the sidecar reader
+            full = read_sidecar(sc.source, need_depth=True, need_instances=False)
+            return full.depth, full.valid, full.intrinsics, ("native ViPE layout (the release reads the converted "
+                                                             "layout only)")
+        depth, valid = read_depth_exports(sc.source)
+        return depth, valid, sc.intrinsics, self._intrinsics_note(sc)
+
+    def _intrinsics_note(self, sc: Sidecar) -> str:
+        """Why the release would not take this sidecar's intrinsics ("" when it would)."""
+        return ""
 
     # -- score -----------------------------------------------------------------------------------
     def kernel(self, observation: np.ndarray, revisit: np.ndarray, th: Mapping[str, Any]) -> KernelResult:
@@ -157,7 +205,7 @@ class _SceneF1Base(Metric):
     @staticmethod
     def _kernel(observation: np.ndarray, revisit: np.ndarray, th: Mapping[str, Any]) -> KernelResult:
         return score_point_clouds(
-            observation, revisit, voxel_size=float(th["voxel_size"]), alignment=str(th["alignment"]),
+            observation, revisit, voxel_size=float(th["voxel_size"]), alignment=str(th["alignment"] or "none"),
             centroid_align=bool(th["centroid_align"]),
             distance_threshold=None if th["distance_threshold"] is None else float(th["distance_threshold"]),
             distance_threshold_ratio=float(th["distance_threshold_ratio"]), strict=bool(th["strict"]),
@@ -191,10 +239,14 @@ class _SceneF1Base(Metric):
             "n_pairs": None if facts.get("n_pairs") is None else float(facts["n_pairs"]),
             "departure": facts.get("departure"),
         }
-        if m.get("split_ok") and "observation" in m and "revisit" in m:
+        self._check_gate_inputs(facts, th)
+        readable = bool(m.get("release_readable", True)) or not th["official_parity"]
+        if m.get("split_ok") and readable and "observation" in m and "revisit" in m:
             try:
                 res = self.kernel(np.asarray(m["observation"]), np.asarray(m["revisit"]), th)
-            except NotApplicable:
+            except NotApplicable as e:
+                if self.kernel_failure_is_error:  # the experimental path reports these as errors
+                    raise CaseFailure(f"{self.name}: {e}") from None
                 res = None
             if res is not None:
                 kv = res.values()
@@ -210,6 +262,9 @@ class _SceneF1Base(Metric):
             vals["f1_gate_zeroed"] = 0.0
         vals.update(self._legs(m, th))
         return vals
+
+    def _check_gate_inputs(self, facts: Mapping[str, Any], th: Mapping[str, Any]) -> None:
+        """Raise when the gate this variant counts could not be computed (an error, as released)."""
 
     def _legs(self, m: Mapping[str, Any], th: Mapping[str, Any]) -> dict[str, float | None]:
         legs = list(m.get("legs") or [])
@@ -258,6 +313,12 @@ class MemorySceneF1(_SceneF1Base):
                    "at the pose turnaround; not applicable when the camera did not leave and return")
     thresholds: ClassVar[dict[str, Any]] = {**KERNEL_THRESHOLDS, "require_gate": True}
 
+    def _intrinsics_note(self, sc: Sidecar) -> str:
+        # the official metric takes intrinsics.npy only as [N,3,3] (other forms are the experimental path's)
+        if read_release_intrinsics(sc.source) is None:
+            return f"{sc.source / 'intrinsics.npy'}: missing or not [N,3,3] (the release needs it so)"
+        return ""
+
     def _apply_gate(self, f1: float, gate: bool | None, th: Mapping[str, Any]) -> tuple[float | None, float]:
         if gate is False and th["require_gate"]:
             return None, 0.0
@@ -271,7 +332,15 @@ class SceneF1(_SceneF1Base):
     description = ("point-cloud retention vs hallucination split at the first action-segment boundary "
                    "(experimental long-horizon diagnostic)")
     aligner = "scene_memory.actions"  # the runner uses this instead of the benchmark's default aligner
-    thresholds: ClassVar[dict[str, Any]] = {**KERNEL_THRESHOLDS, "require_gate": False}
+    # the released config turns the return gate on for this metric (require_return_gate: true)
+    thresholds: ClassVar[dict[str, Any]] = {**KERNEL_THRESHOLDS, "require_gate": True}
+    pose_dtype: ClassVar[type] = np.float32   # the release loads this path's poses as float32
+    unreadable_is_na: ClassVar[bool] = False  # every failure but a missing file is an error
+    kernel_failure_is_error: ClassVar[bool] = True
+
+    def _check_gate_inputs(self, facts: Mapping[str, Any], th: Mapping[str, Any]) -> None:
+        if th["require_gate"] and facts.get("gate_error"):
+            raise CaseFailure(str(facts["gate_error"]))
 
     def _apply_gate(self, f1: float, gate: bool | None, th: Mapping[str, Any]) -> tuple[float | None, float]:
         if gate is False and th["require_gate"]:

@@ -1,4 +1,4 @@
-"""Scene Memory F1 plugin: registers its loader, two aligners and two metrics through the public hooks."""
+"""Scene Memory F1 plugin: registers its loader, two aligners and the memory_loop metrics through the public hooks."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from worldrecall.plugins.scene_memory.aligners import ActionsAligner, Turnaround
 from worldrecall.plugins.scene_memory.camera_gate import SceneCameraGate
 from worldrecall.plugins.scene_memory.loader import SceneMemoryLoader
 from worldrecall.plugins.scene_memory.metrics import MemorySceneF1, SceneF1
+from worldrecall.plugins.scene_memory.suite import SUITE_METRICS
 
 
 @hookimpl
@@ -27,9 +28,12 @@ def register_aligners(register: Callable[..., None]) -> None:
 
 @hookimpl
 def register_metrics(register: Callable[..., None]) -> None:
-    """``scene_memory.memory_scene_f1`` (official) and ``scene_memory.scene_f1`` (experimental)."""
+    """``scene_memory.memory_scene_f1`` (official), ``scene_memory.scene_f1`` (experimental) and the rest of
+    the memory_loop suite (return gate, revisit fidelity, geometric closure, rendering recovery, half-life)."""
     register(MemorySceneF1)
     register(SceneF1)
+    for metric in SUITE_METRICS:
+        register(metric)
     register(SceneCameraGate)
 
 

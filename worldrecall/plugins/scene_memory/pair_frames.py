@@ -1,0 +1,70 @@
+"""Frames of the memory_loop suite's revisit pairs, and the pixel comparisons the suite shares.
+
+Only the paired frames are decoded (``memory_loop.analyze_memory_rollout``): a pair whose sidecar rows map
+past the video's last frame is dropped. ``resize_like`` and ``ssim_rgb`` are the released
+``legacy._resize_like`` / ``legacy._ssim_rgb`` (bicubic resize of frame B to frame A; per-channel
+Gaussian-window SSIM in float32, denominator floored at 1e-12, channel mean clamped to [0, 1]).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from worldrecall.core.data import Case, CaseFailure
+
+
+def usable_pairs(pairs: Sequence[Mapping[str, Any]], n_video_frames: int) -> list[dict[str, Any]]:
+    """The pairs whose two frames exist in the decoded video (in their given order)."""
+    return [dict(p) for p in pairs
+            if int(p["first_frame"]) < n_video_frames and int(p["revisit_frame"]) < n_video_frames]
+
+
+def pair_frames(case: Case, pairs: Sequence[Mapping[str, Any]]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(frames A, frames B) of the pairs, RGB uint8 at the video's own size."""
+    if case.video is None:
+        raise CaseFailure(f"{case.case_id}: the memory_loop pair metrics need the generated video")
+    a = [np.asarray(case.video.frame(int(p["first_frame"]))) for p in pairs]
+    b = [np.asarray(case.video.frame(int(p["revisit_frame"]))) for p in pairs]
+    return a, b
+
+
+def resize_like(frame: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """``frame`` resized (bicubic) to ``target``'s height and width when they differ."""
+    if frame.shape[:2] == target.shape[:2]:
+        return frame
+    import cv2
+
+    return cv2.resize(frame, (target.shape[1], target.shape[0]), interpolation=cv2.INTER_CUBIC)
+
+
+def _ssim_channel(x: np.ndarray, y: np.ndarray) -> float:
+    import cv2
+
+    c1, c2 = (0.01 * 255.0) ** 2, (0.03 * 255.0) ** 2
+    x = x.astype(np.float32)
+    y = y.astype(np.float32)
+
+    def blur(z: np.ndarray) -> np.ndarray:
+        return cv2.GaussianBlur(z, (11, 11), 1.5)
+
+    mx, my = blur(x), blur(y)
+    mx2, my2, mxy = mx * mx, my * my, mx * my
+    sx2, sy2, sxy = blur(x * x) - mx2, blur(y * y) - my2, blur(x * y) - mxy
+    num = (2 * mxy + c1) * (2 * sxy + c2)
+    den = (mx2 + my2 + c1) * (sx2 + sy2 + c2)
+    return float(np.mean(num / np.maximum(den, 1e-12)))
+
+
+def ssim_rgb(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean over the RGB channels of the Gaussian-window SSIM, clamped to [0, 1]."""
+    v = float(np.mean([_ssim_channel(a[:, :, c], b[:, :, c]) for c in range(a.shape[2])]))
+    return 0.0 if not np.isfinite(v) else min(max(v, 0.0), 1.0)
+
+
+def clamp01(x: float) -> float:
+    """[0, 1] clamp; non-finite -> 0 (the release's ``clamp01``)."""
+    x = float(x)
+    return 0.0 if not np.isfinite(x) else min(max(x, 0.0), 1.0)

@@ -1,0 +1,41 @@
+"""Rendering recovery of one revisit pair (``memory_loop.rendering_recovery_for_pair``).
+
+Frame B is resized (bicubic) to frame A. Lightness: |mean L*_A − mean L*_B| with OpenCV's 8-bit CIELAB
+(L scaled ×100/255); chroma: ‖(mean a*, mean b*)_A − (…)_B‖ with a*, b* offset by 128. Scores exp(−Δ/τ)
+(τ floored at 1e-6), texture exp(−gram/τ_g) (τ_g floored at 1e-9); the pair's score is the mean of the
+three, or — the release's fallback when no texture model is available — of the two colour scores.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+
+def colour_deltas(frame_a: np.ndarray, frame_b_aligned: np.ndarray) -> tuple[float, float]:
+    """(lightness delta, chroma delta) of frame A and frame B (already resized to A)."""
+    import cv2
+
+    la = cv2.cvtColor(frame_a, cv2.COLOR_RGB2LAB).astype(np.float64)
+    lb = cv2.cvtColor(frame_b_aligned, cv2.COLOR_RGB2LAB).astype(np.float64)
+    light = abs(float(np.mean(la[..., 0]) - np.mean(lb[..., 0])) * 100.0 / 255.0)
+    ca = np.asarray([np.mean(la[..., 1]), np.mean(la[..., 2])]) - 128.0
+    cb = np.asarray([np.mean(lb[..., 1]), np.mean(lb[..., 2])]) - 128.0
+    return light, float(np.linalg.norm(ca - cb))
+
+
+def pair_scores(m: dict[str, Any], *, lightness_tau: float = 6.0, chroma_tau: float = 8.0,
+                gram_tau: float = 0.002, use_texture: bool = True) -> dict[str, float | None]:
+    """Scores of one measured pair (``lightness_delta``, ``chroma_delta``, ``gram_distance`` or None)."""
+    ls = math.exp(-float(m["lightness_delta"]) / max(float(lightness_tau), 1e-6))
+    cs = math.exp(-float(m["chroma_delta"]) / max(float(chroma_tau), 1e-6))
+    g = m.get("gram_distance")
+    ts = None if g is None or not use_texture else math.exp(-float(g) / max(float(gram_tau), 1e-9))
+    score = (ls + cs + ts) / 3.0 if ts is not None else 0.5 * (ls + cs)
+    return {"lighting": _c(ls), "chroma": _c(cs), "texture": None if ts is None else _c(ts), "score": _c(score)}
+
+
+def _c(x: float) -> float:
+    return 0.0 if not math.isfinite(x) else min(max(x, 0.0), 1.0)
