@@ -127,3 +127,39 @@ def test_plugins_json_lists_each_benchmarks_declaration():
     assert declared["opis"]["rank_by"] == "opis.opis:opis" and declared["opis"]["gate"] == "opis.camera_gate:passed"
     assert declared["scene_memory"]["rank_by"] == "scene_memory.memory_scene_f1:f1"
     assert declared["scene_memory"]["protocol_gate"] == "scene_memory.memory_scene_f1:gate"
+
+
+def test_submission_bundle_round_trips_and_equals_the_tables(tmp_path):
+    import json
+
+    import jsonschema
+
+    from worldrecall.engine.submission import SCHEMA, write_submission
+
+    rows = _rows({"oracle": [(0.9, 1), (0.8, 1)], "frozen": [(1.0, 0), (1.0, 0)]})
+    host = load_plugins(fresh=True, extra=[ToyPlugin()])
+    cfg = {"suite": {}, "aggregator_params": {"ranking": {"replicates": 200}}, "aggregators": ["mean", "ranking"],
+           "benchmarks": {}}
+    tables = aggregate_rows(host, rows, cfg)
+    result = SimpleNamespace(rows=rows, tables=tables, results_dir=tmp_path, backends={}, n_cases=4,
+                             n_failed_cases=0)
+    paths = write_submission(result, cfg, host, "abc123", "deadbeef")
+    assert sorted(p.name for p in paths) == ["aggregate.json", "cases.jsonl", "provenance.json", "schema.json"]
+    doc = json.loads((tmp_path / "submission" / "aggregate.json").read_text())
+    jsonschema.validate(doc, SCHEMA)
+    toy = doc["benchmarks"]["toybench"]
+    assert toy["declaration"]["rank_by"] == "toybench.recall:recall"
+    gated, everything = toy["views"]
+    assert (gated["variant"], everything["variant"]) == ("gated", "all")
+    # the numbers are the ranking table's: oracle's recall over its passed cases (0.9 + 0.8) / 2
+    t = tables["ranking"]
+    want = t[(t.variant == "gated") & (t.model == "oracle") & (t.column == "recall:recall")]["mean"].iloc[0]
+    cell = gated["models"][0]["cells"]["recall:recall"]
+    assert gated["models"][0]["model"] == "oracle" and cell["mean"] == want == pytest.approx(0.85)
+    assert gated["models"][1]["rank_label"] == "✗" and gated["models"][1]["rank"] is None
+    lines = (tmp_path / "submission" / "cases.jsonl").read_text().splitlines()
+    assert len(lines) == len(rows) and json.loads(lines[0])["benchmark"] == "toybench"
+    prov = json.loads((tmp_path / "submission" / "provenance.json").read_text())
+    assert prov["config_hash"] == "abc123" and prov["plugins"]["stats"]["version"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**doc, "schema": "other"}, SCHEMA)

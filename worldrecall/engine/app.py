@@ -137,7 +137,16 @@ def write_outputs(result: RunResult, plain: Mapping[str, Any], host: PluginHost,
     report = _write_report(result, plain, host, paths)
     if report is not None:
         paths.append(report)
-    out_s = {"outputs.tables": t1 - t0, "outputs.plots": t2 - t1, "outputs.report": time.perf_counter() - t2}
+    t3 = time.perf_counter()
+    try:  # an output that crashes is reported; the others are already written
+        from worldrecall.engine.submission import write_submission
+        from worldrecall.engine.track_runs import config_hash
+
+        paths.extend(write_submission(result, plain, host, config_hash(plain), git_commit()))
+    except Exception as e:  # noqa: BLE001
+        print(f"warning: submission bundle not written: {type(e).__name__}: {e}", file=sys.stderr)
+    out_s = {"outputs.tables": t1 - t0, "outputs.plots": t2 - t1, "outputs.report": t3 - t2,
+             "outputs.submission": time.perf_counter() - t3}
     timing = {**{k: round(v, 4) for k, v in {**result.timing, **out_s}.items()},
               "model_forward_seconds": {k: round(v, 4) for k, v in result.model_seconds.items()},
               "decode_counts": result.decode_counts, "cache": result.cache_stats}

@@ -1,0 +1,136 @@
+"""The submission bundle: what a leaderboard or a paper asks for, in one folder per run.
+
+``results/<run-key>/submission/``:
+
+* ``aggregate.json`` — per declared benchmark its declaration (headline, ranking, gate) and each ranked view
+  (camera-gated, all cases): per model its rank, rank label, case count and every cell with its mean, CI,
+  unit and direction — the same numbers as ``tables/ranking.csv`` and the printed leaderboard;
+* ``cases.jsonl`` — one line per score row (benchmark, model, case, metric, status, reason, values, strata,
+  backend, metric version), sorted;
+* ``provenance.json`` — worldrecall's version and git commit, every plugin's version, the backends, the
+  config hash, the input manifest hash (the cases scored) and, for a built-in suite, its content digest;
+* ``schema.json`` — the JSON schema ``aggregate.json`` follows (checked by the tests).
+
+Secrets never reach it: the bundle holds numbers, names and digests, not the config.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from worldrecall import __version__
+from worldrecall.engine.blobs import write_if_changed
+from worldrecall.engine.results_view import tables_of_kind
+
+SCHEMA_ID = "worldrecall.submission/1"
+
+_NUM = {"type": ["number", "null"]}
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": SCHEMA_ID,
+    "type": "object",
+    "required": ["schema", "benchmarks"],
+    "properties": {
+        "schema": {"const": SCHEMA_ID},
+        "benchmarks": {"type": "object", "additionalProperties": {
+            "type": "object", "required": ["declaration", "views"],
+            "properties": {
+                "declaration": {"type": "object", "required": ["name", "headline", "rank_by"]},
+                "views": {"type": "array", "items": {
+                    "type": "object", "required": ["variant", "title", "models"],
+                    "properties": {
+                        "variant": {"enum": ["gated", "all"]},
+                        "title": {"type": "string"},
+                        "note": {"type": "string"},
+                        "models": {"type": "array", "items": {
+                            "type": "object", "required": ["model", "rank", "rank_label", "n_cases", "cells"],
+                            "properties": {
+                                "model": {"type": "string"}, "rank": _NUM, "rank_label": {"type": "string"},
+                                "n_cases": {"type": "integer"},
+                                "cells": {"type": "object", "additionalProperties": {
+                                    "type": "object", "required": ["mean", "ci_low", "ci_high", "unit", "direction"],
+                                    "properties": {"mean": _NUM, "ci_low": _NUM, "ci_high": _NUM,
+                                                   "unit": {"type": "string"}, "direction": {"enum": ["↑", "↓", "·"]},
+                                                   "metric": {"type": "string"}}}},
+                            }}},
+                    }}},
+            }}},
+    },
+}
+
+
+def _num(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) or math.isinf(f) else f
+
+
+def aggregate_doc(result: Any, host: Any) -> dict[str, Any]:
+    """``aggregate.json``: every declared benchmark's declaration and ranked views."""
+    views = tables_of_kind(host, result.tables, "view")
+    benches: dict[str, Any] = {}
+    for t in views.values():
+        for (bench, order, variant), v in t.groupby(["benchmark", "order", "variant"], sort=True):
+            decl = host.benchmarks.get(bench)
+            entry = benches.setdefault(bench, {"declaration": decl.to_json() if decl else {"name": bench},
+                                               "views": []})
+            models = []
+            for model, m in v.sort_values("position").groupby("model", sort=False):
+                first = m.iloc[0]
+                cells = {str(r.column): {"mean": _num(r.mean), "ci_low": _num(r.ci_low), "ci_high": _num(r.ci_high),
+                                         "unit": str(r.unit), "direction": str(r.direction), "metric": str(r.metric)}
+                         for r in m.itertuples(index=False)}
+                models.append({"model": str(model), "rank": _num(first["rank"]), "rank_label": str(first["rank_label"]),
+                               "n_cases": int(first["n_cases"]), "cells": cells})
+            entry["views"].append({"variant": str(variant), "title": str(v["title"].iloc[0]),
+                                   "note": str(v["note"].iloc[0]), "models": models})
+    return {"schema": SCHEMA_ID, "benchmarks": benches}
+
+
+def provenance_doc(result: Any, plain: Mapping[str, Any], host: Any, config_hash: str, git_commit: str) -> dict:
+    """``provenance.json``: code, plugin and backend versions, config hash, input and suite digests."""
+    cases = sorted({(r.benchmark, r.model, r.case_id) for r in result.rows})
+    doc: dict[str, Any] = {
+        "worldrecall_version": __version__, "git_commit": git_commit, "config_hash": config_hash,
+        "plugins": {p.name: {"version": p.version, "distribution": p.distribution}
+                    for p in sorted(host.plugins.values(), key=lambda p: p.name)},
+        "backends": {k: v for k, v in sorted(result.backends.items()) if v},
+        "input_manifest_sha256": hashlib.sha256(json.dumps(cases).encode()).hexdigest(),
+        "n_cases": result.n_cases, "n_failed_cases": result.n_failed_cases,
+    }
+    root = (plain.get("suite") or {}).get("root")
+    manifest = Path(root) / "manifest.json" if root else None
+    if manifest is not None and manifest.is_file():
+        m = json.loads(manifest.read_text())
+        doc["suite"] = {"root_name": Path(root).name, "params_digest": m.get("params_digest"),
+                        "content_digest": m.get("content_digest")}
+    return doc
+
+
+def cases_lines(result: Any) -> str:
+    """``cases.jsonl``: every score row, sorted, one JSON object per line."""
+    keys = ("benchmark", "model", "case_id", "metric", "status", "reason", "values", "strata", "backend",
+            "metric_version", "warnings")
+    rows = sorted(result.rows, key=lambda r: r.row_key)
+    return "".join(json.dumps({k: getattr(r, k) for k in keys}, sort_keys=True, default=str) + "\n" for r in rows)
+
+
+def write_submission(result: Any, plain: Mapping[str, Any], host: Any, config_hash: str,
+                     git_commit: str) -> list[Path]:
+    """Write the bundle under ``results/<key>/submission/``; returns the files written."""
+    out = Path(result.results_dir) / "submission"
+    out.mkdir(parents=True, exist_ok=True)
+    docs = {"aggregate.json": aggregate_doc(result, host),
+            "provenance.json": provenance_doc(result, plain, host, config_hash, git_commit),
+            "schema.json": SCHEMA}
+    paths = [write_if_changed(out / name, json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+             for name, doc in docs.items()]
+    paths.append(write_if_changed(out / "cases.jsonl", cases_lines(result)))
+    return paths
