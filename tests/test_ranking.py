@@ -19,6 +19,9 @@ def test_tie_ranks_are_competition_ranks():
     ties = {("a", "b"), ("c", "d")}
     ranks = tie_ranks(["a", "b", "c", "d", "e"], lambda x, y: (x, y) in ties)
     assert ranks == {"a": (1, True), "b": (1, True), "c": (3, True), "d": (3, True), "e": (5, False)}
+    # a wide-CI model further down that the leader cannot tell apart does not jump the models in between
+    ranks = tie_ranks(["a", "b", "c"], lambda x, y: (x, y) in {("a", "c")})
+    assert ranks == {"a": (1, False), "b": (2, False), "c": (3, False)}
 
 
 class Recall(Metric):

@@ -134,7 +134,8 @@ BENCHMARK = Benchmark(
     titles={"gated": "opis · camera-gated view (only cases whose camera executed the conditions' camera path)",
             "all": "opis · all cases (the released evaluator's number)"},
     notes=("OPIS builds its inventory from the input frame, so it cannot see a target that returns in its old "
-           "state (state_reset) or place (teleport): those score like the oracle",),
+           "state (state_reset) or place (teleport): those score like the oracle; and a moving target that vanished "
+           "(forgetful) leaves no Presence evidence for a dynamic object, so OPIS cannot see it either",),
     description="Object Presence / Identity / Structure against the input frame's inventory (SSStarain/OPIS V3)",
 )
 

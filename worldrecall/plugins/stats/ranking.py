@@ -3,14 +3,14 @@
 For each :class:`~worldrecall.core.components.Benchmark` declaration it builds two views of the headline
 values: over the cases whose camera gate passed (``gated``) and over all cases (``all``, the published
 protocol's number, unchanged). Models are ranked by the declared ``rank_by`` value in its declared direction.
-
 In the gated view the headline columns are conditional means (passed cases only), but the *ranking* counts a
 case whose camera failed the gate at the worst end of the value's declared range (0 for ORS, OPIS and F1, as
 Scene Memory F1's own gate-zeroed mean does): a conditional mean over a model's few passing cases is a
 selection of its easiest ones, and ranking by it would let a model climb by failing the gate. Cases where the
 gate is not applicable count in neither way.
-A model whose difference from the current leader has a paired 95 % bootstrap CI containing 0 shares the
-leader's rank (``1=``), and so on down (competition ranking: after a three-way ``1=`` comes ``4``). A model
+The models after the current leader whose difference from it has a paired 95 % bootstrap CI containing 0
+share the leader's rank (``1=``) — up to the first that does not, so a rank never contradicts the means' order
+— and so on down (competition ranking: after a three-way ``1=`` comes ``4``). A model
 with no gated case is marked ``✗`` and listed last in the gated view; a model whose ranking value is not
 applicable on any case gets ``–``. The gate pass rate is shown as a diagnostic, never used to order.
 """
@@ -55,13 +55,18 @@ def _unit(meta: Mapping[str, Any] | None) -> str:
 
 
 def tie_ranks(order: list[str], tied_with: Any) -> dict[str, tuple[int, bool]]:
-    """model -> (rank, shares it) for models listed best first: each leader takes every later model
-    ``tied_with(leader, model)`` says cannot be told apart from it (competition ranking)."""
+    """model -> (rank, shares it) for models listed best first: each leader shares its rank with the models
+    after it that ``tied_with(leader, model)`` cannot tell apart from it, up to the first one it can (so ranks
+    never contradict the order of the means); competition ranking."""
     out: dict[str, tuple[int, bool]] = {}
     remaining = list(order)
     while remaining:
         leader, rest = remaining[0], remaining[1:]
-        group = [leader] + [m for m in rest if tied_with(leader, m)]
+        group = [leader]
+        for m in rest:
+            if not tied_with(leader, m):
+                break
+            group.append(m)
         rank = len(out) + 1
         for m in group:
             out[m] = (rank, len(group) > 1)
