@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from worldrecall.core.components import Loader, LoadRequest, merge_typed
-from worldrecall.core.data import Case, CaseError, CaseFailure
+from worldrecall.core.data import Case, CaseError, CaseFailure, one_line
 from worldrecall.core.paths import safe_join
 from worldrecall.core.video import Video, list_frame_files
 from worldrecall.plugins.memobench import discovery, gt, metadata, sheets
@@ -80,6 +80,18 @@ def _beyond_gt(row: sheets.PhaseRow, g: int, source: str, checks: str, warnings:
     return msg + " (set loader_options.phase_row_checks=official to score it clamped)"
 
 
+def _guarded(build: Any, split: str, row: sheets.PhaseRow, scene: str, *args: Any) -> GTClip:
+    """``build(..., row, ...)``; an unexpected problem with this one row (an unusable path, a number past
+    every range, a reader's bug) fails this clip only, never the sheet's other clips."""
+    try:
+        return build(*args)
+    except Exception as e:  # noqa: BLE001 - whatever it is, it belongs to this clip
+        reason = one_line(e) if isinstance(e, CaseFailure) else f"{type(e).__name__}: {one_line(e, 300)}"
+        sheet = sheets.SYNTHETIC_SHEET if split == "synthetic" else sheets.REAL_SHEET
+        return GTClip(split, row.clip_id, scene, {"split": split},
+                      error=f"{sheet}: clip {row.clip_id[:120]!r}: {reason}")
+
+
 def _read_meta(reader: Any, path: Path) -> tuple[dict[str, metadata.ClipMeta], str | None]:
     """A metadata CSV, or ({}, the one-line reason) when it cannot be decoded: the split's clips fail with it."""
     if not path.is_file():
@@ -140,8 +152,8 @@ class MemoBenchLoader(Loader):
             return [GTClip("synthetic", sheet.name, "", {"split": "synthetic"}, error=str(e), sheet_error=True)]
         skipped = [GTClip("synthetic", clip, "", {"split": "synthetic"}, declared_skip=True)
                    for clip in sheets.skipped_clips(table) if clip not in rows]
-        return [self._synthetic_clip(data_root, root, row, meta.get(row.clip_id), opts)
-                for row in rows.values()] + skipped
+        return [_guarded(self._synthetic_clip, "synthetic", row, "", data_root, root, row,
+                         meta.get(row.clip_id), opts) for row in rows.values()] + skipped
 
     def _synthetic_clip(self, data_root: Path, root: Path, row: sheets.PhaseRow,
                         meta: metadata.ClipMeta | None, opts: dict[str, Any]) -> GTClip:
@@ -241,7 +253,8 @@ class MemoBenchLoader(Loader):
             if selected is not None and row.clip_id not in selected:
                 out.append(GTClip("real", row.clip_id, "real", {"split": "real"}, declared_skip=True))
                 continue
-            c = self._real_clip(data_root, root, row, meta.get(row.clip_id), opts)
+            c = _guarded(self._real_clip, "real", row, "real", data_root, root, row,
+                         meta.get(row.clip_id), opts)
             if selection_error:  # a global problem outranks the clip's own
                 c.error = selection_error
             out.append(c)
@@ -347,7 +360,12 @@ class MemoBenchLoader(Loader):
                         yield CaseError(BENCHMARK, c.clip_id, model, "load",
                                         f"{where}: no generated video for clip {c.clip_id}", dict(c.strata))
                     continue
-                yield self._case(request, model, c, gen, data_root, find_sidecars)
+                try:
+                    yield self._case(request, model, c, gen, data_root, find_sidecars)
+                except Exception as e:  # noqa: BLE001 - this (clip, model) only
+                    reason = one_line(e) if isinstance(e, CaseFailure) else \
+                        f"{type(e).__name__}: {one_line(e, 300)}"
+                    yield CaseError(BENCHMARK, c.clip_id, model, "load", f"{gen.path}: {reason}", dict(c.strata))
             if opts["unlisted_generation"] == "error":
                 # a generated clip the sheets do not list would silently go unscored: say so on its own row
                 listed = {(c.split, c.clip_id) for c in clips}
