@@ -20,7 +20,6 @@ ViPE's depth frames are EXR files, decoded by :mod:`worldrecall.formats.exr` (Op
 
 from __future__ import annotations
 
-import json
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from worldrecall.core.data import CaseFailure, one_line
+from worldrecall.core.text import read_json
 from worldrecall.formats.exr import decode_exr, encode_exr
 
 __all__ = [
@@ -347,10 +347,7 @@ def _read_converted(d: Path, *, need_depth: bool, need_instances: bool = True) -
     instances = None
     js_file = d / "instances.json"
     if need_instances and js_file.is_file():
-        try:
-            instances = json.loads(js_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise CaseFailure(f"{js_file}: invalid JSON ({one_line(e, 200)})") from None
+        instances = read_json(js_file)  # depth and integer size bounded; problems name the file
         if not isinstance(instances, dict):
             raise CaseFailure(f"{js_file}: expected a JSON object")
 

@@ -13,7 +13,6 @@ cases are listed explicitly instead: ``case_id`` plus optional ``model``, ``vide
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -21,7 +20,7 @@ from typing import Any, ClassVar
 from worldrecall.core.components import Loader, LoadRequest
 from worldrecall.core.data import Case, CaseError, CaseFailure
 from worldrecall.core.paths import safe_join
-from worldrecall.core.text import read_csv_rows, read_text
+from worldrecall.core.text import read_csv_rows, read_json
 from worldrecall.core.video import IMAGE_SUFFIXES, VIDEO_SUFFIXES, Video, VideoError, list_frame_files
 from worldrecall.formats.vipe import find_sidecar_dir
 from worldrecall.plugins.scene_memory.actions import loop_name_of, read_program
@@ -61,7 +60,7 @@ def _read_manifest(path: Path) -> list[dict[str, Any]]:
             # utf-8-sig via core.text: a BOM would otherwise rename the first column; non-UTF-8 names the line
             rows = [{k: v for k, v in r.items() if v not in (None, "")} for r in read_csv_rows(path)]
         else:
-            data = json.loads(read_text(path))
+            data = read_json(path)
             rows = data.get("cases") if isinstance(data, dict) else data
     except (OSError, ValueError) as e:
         raise CaseFailure(f"{path}: unreadable manifest ({' '.join(str(e).split())})") from None
