@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from worldrecall.core.data import CaseFailure
-from worldrecall.core.text import read_json
+from worldrecall.core.text import parse_json, read_text
 
 # Default closed itineraries of the memory-loop suite (B.2): one token per camera step.
 LOOP_ITINERARIES: dict[str, list[str]] = {
@@ -124,8 +124,9 @@ def normalise_program(raw: Any, where: str) -> dict[str, Any]:
 
 def read_program(path: Path) -> dict[str, Any]:
     """Read and normalise an ``<stem>_actions.json`` file."""
+    text = read_text(path)  # BOM tolerated; not UTF-8 -> CaseFailure naming file and line
     try:
-        raw = read_json(path)  # BOM tolerated, depth/int bounded; not UTF-8 -> CaseFailure naming file and line
+        raw = parse_json(text, path)  # nesting depth and integer size bounded
     except CaseFailure as e:
         raise CaseFailure(f"{path}: unreadable action JSON ({str(e).removeprefix(f'{path}: ')})") from None
     return normalise_program(raw, str(path))
