@@ -176,13 +176,19 @@ class OpisLoader(Loader):
             subcategory, case_id = (str(opts["example_subcategory"]), d.name) if flat else (d.parent.name, d.name)
             try:
                 gt = self._gt(d, subcategory, domains, domain_error)
-            except CaseFailure as e:
+            except Exception as e:  # noqa: BLE001 - any problem with one case folder fails that case only
                 strata = {"subcategory": subcategory}
+                reason = str(e) if isinstance(e, CaseFailure) else f"{d}: {type(e).__name__}: {one_line(e, 300)}"
                 for model in request.generations:
-                    yield CaseError(BENCHMARK, case_id, model, "load", str(e), strata)
+                    yield CaseError(BENCHMARK, case_id, model, "load", reason, strata)
                 continue
             for model, folder in request.generations.items():
-                case = self._case(request, opts, gt, model, Path(folder), d, case_id, flat)
+                try:
+                    case = self._case(request, opts, gt, model, Path(folder), d, case_id, flat)
+                except Exception as e:  # noqa: BLE001 - this (case, model) only
+                    reason = one_line(e) if isinstance(e, CaseFailure) else \
+                        f"{Path(folder) / case_id}: {type(e).__name__}: {one_line(e, 300)}"
+                    case = CaseError(BENCHMARK, case_id, model, "load", reason, dict(gt["strata"]))
                 if case is not None:
                     yield case
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from worldrecall.core.components import Loader, LoadRequest
-from worldrecall.core.data import Case, CaseError, CaseFailure
+from worldrecall.core.data import Case, CaseError, CaseFailure, one_line
 from worldrecall.core.paths import safe_join
 from worldrecall.core.text import read_csv_rows, read_json
 from worldrecall.core.video import IMAGE_SUFFIXES, VIDEO_SUFFIXES, Video, VideoError, list_frame_files
@@ -69,6 +69,17 @@ def _read_manifest(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _guarded(case_id: str, model: str, folder: Path, build: Any, *args: Any) -> Case | CaseError:
+    """``build(*args)``; any unexpected problem with this one case (an unusable path, a reader's bug) is its
+    CaseError, never the end of the other cases."""
+    try:
+        return build(*args)
+    except Exception as e:  # noqa: BLE001 - whatever it is, it belongs to this case
+        reason = one_line(e) if isinstance(e, CaseFailure) else f"{folder}/{case_id[:120]}: {type(e).__name__}: " \
+            f"{one_line(e, 300)}"
+        return CaseError(BENCHMARK, case_id, model, "load", reason)
+
+
 def _probe_frame_count(path: Path) -> int | None:
     """Frame count from the container (or the frame folder) without decoding; None when unknown."""
     if path.is_dir():
@@ -106,12 +117,12 @@ class SceneMemoryLoader(Loader):
             folder = Path(folder)
             if rows is None:
                 for case_id, found in discover(folder).items():
-                    yield self._case(request, model, folder, case_id, found, {})
+                    yield _guarded(case_id, model, folder, self._case, request, model, folder, case_id, found, {})
             else:
                 for r in rows:
                     if r.get("model") not in (None, model):
                         continue
-                    yield self._manifest_case(request, model, folder, r)
+                    yield _guarded(str(r["case_id"]), model, folder, self._manifest_case, request, model, folder, r)
 
     # -- one case --------------------------------------------------------------------------------
     def _manifest_case(self, request: LoadRequest, model: str, folder: Path, r: dict[str, Any]) -> Case | CaseError:
