@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
-from typing import Any
 
 from worldrecall.core.data import CaseFailure
 
@@ -59,60 +57,4 @@ def read_csv_numbered(path: Path | str) -> list[tuple[int, dict[str, str]]]:
     return out
 
 
-# JSON read from user files is untrusted: a 100,000-deep array exhausts the C parser's recursion guard
-# (RecursionError), a 5,000-digit integer hits Python's digit limit (ValueError) and a 4,000-digit one
-# parses but overflows every float/int64 it meets later. Bounds generous for any real annotation file.
-JSON_MAX_DEPTH = 64
-JSON_MAX_INT_DIGITS = 20   # past int64/uint64 range: never a frame index, id or count
-
-
-def _bounded_int(s: str) -> int:
-    digits = len(s.lstrip("-"))
-    if digits > JSON_MAX_INT_DIGITS:
-        raise ValueError(f"integer of {digits} digits (more than {JSON_MAX_INT_DIGITS}; "
-                         "not a frame index, id or count)")
-    return int(s)
-
-
-def json_depth(value: Any) -> int:
-    """Nesting depth of parsed JSON (a scalar is 0), computed without recursion."""
-    depth, stack = 0, [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict):
-            children = v.values()
-        elif isinstance(v, list):
-            children = v
-        else:
-            continue
-        depth = max(depth, d)
-        if depth > JSON_MAX_DEPTH:
-            return depth
-        stack.extend((c, d + 1) for c in children)
-    return depth
-
-
-def parse_json(text: str, where: Path | str) -> Any:
-    """``text`` parsed as JSON, bounded in nesting depth and integer size; any problem -> :class:`CaseFailure`
-    naming ``where`` (a file, or ``file: column``) in one line."""
-    try:
-        value = json.loads(text, parse_int=_bounded_int)
-    except RecursionError:
-        raise CaseFailure(f"{where}: JSON nested too deeply (limit {JSON_MAX_DEPTH} levels)") from None
-    except json.JSONDecodeError as e:
-        raise CaseFailure(f"{where}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
-    except (ValueError, TypeError) as e:
-        raise CaseFailure(f"{where}: not valid JSON ({' '.join(str(e).split())[:200]})") from None
-    if json_depth(value) > JSON_MAX_DEPTH:
-        raise CaseFailure(f"{where}: JSON nested too deeply (limit {JSON_MAX_DEPTH} levels)")
-    return value
-
-
-def read_json(path: Path | str) -> Any:
-    """A user-supplied JSON file (UTF-8, BOM tolerated), bounded as :func:`parse_json`; every problem ->
-    :class:`CaseFailure` naming the file."""
-    return parse_json(read_text(path), path)
-
-
-__all__ = ["JSON_MAX_DEPTH", "JSON_MAX_INT_DIGITS", "json_depth", "parse_json", "read_csv_numbered",
-           "read_csv_rows", "read_json", "read_text"]
+__all__ = ["read_csv_numbered", "read_csv_rows", "read_text"]

@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from worldrecall.core.data import CaseFailure, one_line
-from worldrecall.core.text import read_json
-from worldrecall.formats.exr import decode_exr, encode_exr
+from worldrecall.formats.arrays import check_zip_members, load_npy, load_npz, npz_names
+from worldrecall.formats.exr import MAX_EXR_BYTES, ExrLimitError, decode_exr, encode_exr
+from worldrecall.formats.safe_json import read_json
 
 __all__ = [
     "ORTHONORMAL_TOL",
@@ -49,7 +50,6 @@ ORTHONORMAL_TOL = 1e-3  # |RᵀR − I| and |c2w·w2c − I| bounds of the offic
 _POSE_FILES = ("poses_c2w.npy", "poses.npy", "camera_poses.npy")
 _POSE_NPZ_FILES = ("poses_c2w.npz", "poses.npz", "camera_poses.npz")
 _POSE_NPZ_KEYS = ("poses_c2w", "poses", "data")
-_LOAD_ERRORS = (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile)
 _DEPTH_CHUNK = 64  # rows validated at a time, so a memory-mapped 60 s depth stack never loads at once
 
 
@@ -199,37 +199,29 @@ def read_sidecar(path: Path, *, need_depth: bool = True, name: str | None = None
 # small safe readers
 # ------------------------------------------------------------------------------------------------------
 def _load_npy(path: Path, *, mmap: bool = False) -> np.ndarray:
-    try:
-        return np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None)
-    except _LOAD_ERRORS as e:  # ValueError for pickled object arrays, OSError/EOFError for truncation
-        raise CaseFailure(f"{path}: unreadable .npy ({type(e).__name__}: {one_line(e, 200)})") from None
+    # header checked first: object arrays, forged shapes and arrays past MAX_ARRAY_BYTES never allocate
+    return load_npy(path, mmap=mmap)
 
 
 def _load_npz_key(path: Path, keys: tuple[str, ...]) -> tuple[np.ndarray, str]:
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            for k in keys:
-                if k in z.files:
-                    return np.asarray(z[k]), k
-            found = ", ".join(z.files) or "none"
-    except CaseFailure:
-        raise
-    except _LOAD_ERRORS as e:
-        raise CaseFailure(f"{path}: unreadable .npz ({type(e).__name__}: {one_line(e, 200)})") from None
+    for k in keys:  # the first present key only: each member's header is checked before it is inflated
+        got = load_npz(path, (k,))
+        if k in got:
+            return got[k], k
+    found = ", ".join(npz_names(path)) or "none"
     raise CaseFailure(f"{path}: none of the keys {', '.join(keys)} (found: {found})")
 
 
 def _npz_arrays(path: Path) -> dict[str, np.ndarray]:
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: np.asarray(z[k]) for k in z.files}
-    except _LOAD_ERRORS as e:
-        raise CaseFailure(f"{path}: unreadable .npz ({type(e).__name__}: {one_line(e, 200)})") from None
+    return load_npz(path)
 
 
 
 def intrinsics_to_k(arr: np.ndarray, n: int | None, where: Path | str) -> np.ndarray:
-    """Accept [N,3,3], [3,3], [N,>=4] (fx,fy,cx,cy,…) or [>=4]; return [N,3,3] float64 (N=n when broadcast)."""
+    """Accept [N,3,3], [3,3], [N,>=4] (fx,fy,cx,cy,…) or [>=4]; return [N,3,3] float64 (N=n when broadcast).
+
+    Text, boolean or complex values are refused (a cast would drop the imaginary part silently)."""
+    _real_numbers(arr, where, "intrinsics")
     a = np.asarray(arr, dtype=np.float64)
     if a.ndim == 3 and a.shape[1:] == (3, 3):
         return a.copy()
@@ -312,6 +304,7 @@ def _read_converted(d: Path, *, need_depth: bool, need_instances: bool = True) -
         if ts.ndim != 1:
             raise CaseFailure(f"{ts_file}: shape {list(ts.shape)}; expected [N]")
         _same_rows(ts, n, ts_file, pose_file)
+        _real_numbers(ts, ts_file, "timestamps")
         timestamps = ts.astype(np.float64)
 
     depth = valid = None
@@ -359,6 +352,13 @@ def _read_converted(d: Path, *, need_depth: bool, need_instances: bool = True) -
     return sc
 
 
+def _real_numbers(arr: np.ndarray, f: Path | str, what: str) -> None:
+    """Refuse text, object, boolean or complex arrays where real numbers are expected."""
+    dt = np.asarray(arr).dtype
+    if not np.issubdtype(dt, np.number) or np.issubdtype(dt, np.complexfloating):
+        raise CaseFailure(f"{f}: {what} of dtype {dt}; expected real numbers")
+
+
 def _same_rows(arr: np.ndarray, n: int, f: Path, ref: Path) -> None:
     if int(arr.shape[0]) != n:
         raise CaseFailure(f"{f}: {int(arr.shape[0])} rows but {ref.name} has {n}")
@@ -385,6 +385,7 @@ def _native_series(f: Path) -> tuple[np.ndarray, np.ndarray]:
     if "data" not in arrs:
         raise CaseFailure(f"{f}: no 'data' array (found: {', '.join(arrs) or 'none'})")
     data = arrs["data"]
+    _real_numbers(data, f, "'data'")  # text or complex would be cast (or half-dropped) silently below
     inds = arrs.get("inds")
     if inds is None:
         inds = np.arange(data.shape[0] if data.ndim else 0)
@@ -422,6 +423,10 @@ def _read_native(d: Path, *, need_depth: bool, name: str | None) -> Sidecar:
     if zip_file.is_file():
         try:
             with zipfile.ZipFile(zip_file) as zf:
+                # Deflate64/encrypted members and frames inflating past the EXR cap are refused here, at
+                # open, not when a row is read
+                check_zip_members(zf, zip_file, max_member_bytes=MAX_EXR_BYTES,
+                                  limit_name="formats.exr.MAX_EXR_BYTES")
                 for info in zf.infolist():
                     stem = Path(info.filename).name
                     if stem.endswith(".exr") and stem[:-4].isdigit():
@@ -467,7 +472,7 @@ def _exr_stack(zip_file: Path, names: list[str], notes: list[str]) -> RowStack:
             with zipfile.ZipFile(zip_file) as zf:
                 return decode_exr(zf.read(names[i]), channel="Z")
         except CaseFailure as e:
-            if "unsupported" in str(e):
+            if "unsupported" in str(e) or isinstance(e, ExrLimitError):
                 raise CaseFailure(f"{zip_file}/{names[i]}: {e}") from None
             note = f"{zip_file.name}/{names[i]}: corrupt EXR read as all-NaN ({e})"
         except (zipfile.BadZipFile, OSError, KeyError) as e:

@@ -18,6 +18,7 @@ import numpy as np
 from worldrecall.core.data import Case, CaseFailure
 from worldrecall.core.text import read_text
 from worldrecall.core.video import list_frame_files
+from worldrecall.formats.arrays import load_npy, load_npz
 from worldrecall.formats.vipe import intrinsics_to_k, validate_intrinsics, validate_poses
 
 # UE5 left-handed elementary rotations and the y/z flip to OpenCV camera axes (official fallback converter)
@@ -72,7 +73,9 @@ def mp4_frame_count(path: Path) -> int:
 
 def npy_rows(path: Path) -> int:
     """Rows of a ``.npy`` array, read from its header only."""
-    arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    arr = load_npy(path, mmap=True)  # a forged/truncated header -> CaseFailure naming the file
+    if arr.ndim == 0:
+        raise CaseFailure(f"{path}: a scalar, not one row per GT frame")
     return int(arr.shape[0])
 
 
@@ -83,13 +86,13 @@ def load_gt_poses(case: Case) -> np.ndarray:
         raise CaseFailure(f"{case.case_id}: no GT pose file (poses.npy / camera_full*.csv / *_mapanything.npz)")
     path = Path(case.data_root) / rel
     try:
+        # declared sizes checked before allocation; dtype kept, so validate_poses refuses complex/text values
         if kind == "npy":
-            poses = np.load(path, allow_pickle=False).astype(np.float64)
+            poses = load_npy(path)
         elif kind == "ue5_csv":
             poses = ue5_track_to_c2w(path)
         elif kind == "mapanything_npz":
-            with np.load(path, allow_pickle=False) as z:
-                poses = np.asarray(z["cam_c2w"], dtype=np.float64)
+            poses = load_npz(path, ("cam_c2w",))["cam_c2w"]
         else:
             raise CaseFailure(f"{path}: unknown GT pose kind {kind!r}")
     except CaseFailure:
@@ -108,10 +111,11 @@ def load_gt_intrinsics(path: Path) -> np.ndarray:
     """
     try:
         if Path(path).suffix == ".npz":
-            with np.load(path, allow_pickle=False) as z:
-                arr = np.asarray(z["intrinsic"])
+            arr = load_npz(path, ("intrinsic",))["intrinsic"]
         else:
-            arr = np.load(path, allow_pickle=False)
+            arr = load_npy(path)
+    except CaseFailure:
+        raise
     except Exception as e:  # truncated file, missing key, pickled object: one line for this case only
         raise CaseFailure(f"{path}: cannot read GT intrinsics ({type(e).__name__}: {str(e).splitlines()[0][:120]})") \
             from None

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from worldrecall.core.data import CaseFailure, ScoreRow, finite_float
-from worldrecall.core.text import parse_json, read_text
+from worldrecall.core.text import read_text
+from worldrecall.formats.safe_json import parse_json
 
 log = logging.getLogger(__name__)
 

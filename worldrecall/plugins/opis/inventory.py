@@ -16,7 +16,7 @@ import numpy as np
 
 from worldrecall.core.data import CaseFailure
 from worldrecall.core.paths import safe_join
-from worldrecall.core.text import read_json
+from worldrecall.formats.safe_json import read_json
 from worldrecall.plugins.opis.records import (
     EVALUATION_TRACKS,
     KINEMATIC_CLASSES,

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from worldrecall.core.data import CaseFailure
-from worldrecall.core.text import parse_json, read_text
+from worldrecall.core.text import read_text
+from worldrecall.formats.safe_json import parse_json
 
 # Default closed itineraries of the memory-loop suite (B.2): one token per camera step.
 LOOP_ITINERARIES: dict[str, list[str]] = {

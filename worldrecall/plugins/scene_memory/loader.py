@@ -20,8 +20,9 @@ from typing import Any, ClassVar
 from worldrecall.core.components import Loader, LoadRequest
 from worldrecall.core.data import Case, CaseError, CaseFailure, one_line
 from worldrecall.core.paths import safe_join
-from worldrecall.core.text import read_csv_rows, read_json
+from worldrecall.core.text import read_csv_rows
 from worldrecall.core.video import IMAGE_SUFFIXES, VIDEO_SUFFIXES, Video, VideoError, list_frame_files
+from worldrecall.formats.safe_json import read_json
 from worldrecall.formats.vipe import find_sidecar_dir
 from worldrecall.plugins.scene_memory.actions import loop_name_of, read_program
 

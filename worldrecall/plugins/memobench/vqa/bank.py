@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from worldrecall.core.data import CaseFailure
-from worldrecall.core.text import parse_json
+from worldrecall.formats.safe_json import parse_json
 
 log = logging.getLogger(__name__)
 
