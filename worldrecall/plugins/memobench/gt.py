@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from worldrecall.core.data import Case, CaseFailure
+from worldrecall.core.data import Case, CaseFailure, one_line
 from worldrecall.core.text import read_text
-from worldrecall.core.video import list_frame_files
+from worldrecall.core.video import VideoError, list_frame_files, read_image
 from worldrecall.formats.arrays import load_npy, load_npz
 from worldrecall.formats.vipe import intrinsics_to_k, validate_intrinsics, validate_poses
 
@@ -130,7 +130,6 @@ def read_gt_frames(case: Case, indices: Sequence[int]) -> list[np.ndarray]:
     A frame folder is read file by file (only what is asked for); a video is decoded once through the
     shared :class:`~worldrecall.core.video.Video`.
     """
-    import cv2
 
     ref = case.reference
     if ref is None:
@@ -141,11 +140,11 @@ def read_gt_frames(case: Case, indices: Sequence[int]) -> list[np.ndarray]:
         for i in indices:
             if not 0 <= i < len(files):
                 raise CaseFailure(f"{ref.path}: GT frame {i} out of range ({len(files)} frames)")
-            if i not in memo:
-                img = cv2.imread(str(files[i]), cv2.IMREAD_COLOR)
-                if img is None:
-                    raise CaseFailure(f"{files[i]}: unreadable GT frame")
-                memo[i] = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+            if i not in memo:  # size checked against the pixel cap before decoding (HDR/PFM included)
+                try:
+                    memo[i] = read_image(files[i], ref.max_pixels)
+                except VideoError as e:
+                    raise CaseFailure(f"{files[i]}: unreadable GT frame ({one_line(e)})") from None
             out.append(memo[i])
         return out
     frames = ref.frames()
