@@ -92,6 +92,17 @@ def preflight(case: Any) -> str | None:
     return None
 
 
+def report_notes(case: Any, sc: Any) -> None:
+    """Copy the sidecar reader's notes (e.g. a corrupt depth frame read as all-NaN) onto ``case.warnings``,
+    where the engine picks them up for the rows of the metric that used the data."""
+    warnings = getattr(case, "warnings", None)
+    if warnings is None:
+        return
+    for note in getattr(sc, "notes", ()):
+        if note not in warnings:
+            warnings.append(note)
+
+
 def _indices(frames: Sequence[np.ndarray], indices: Sequence[int] | None) -> list[int]:
     if indices is None:
         return list(range(len(frames)))
@@ -122,6 +133,7 @@ class SidecarDepth:
                 d = np.divide(1.0, d, out=np.zeros_like(d), where=valid)
             d[~valid] = 0.0
             out.append(d)
+        report_notes(case, sc)
         return out
 
 

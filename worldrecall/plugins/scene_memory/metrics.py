@@ -127,12 +127,14 @@ class _SceneF1Base(Metric):
                    observation_counts=o_counts, revisit_counts=r_counts,
                    frames_observation=[int(sc.frame_indices[i]) for i in o_rows],
                    frames_revisit=[int(sc.frame_indices[i]) for i in r_rows])
-        out["notes"] = list(sc.notes)  # e.g. corrupt EXR frames read as NaN
         if self.params["per_leg"]:
             for j, (t, e) in enumerate(info.get("legs") or [], start=1):
                 out[f"leg{j}_observation"] = segment_cloud(sc, 0, int(t), **kw)[0]
                 out[f"leg{j}_revisit"] = segment_cloud(sc, int(t), int(e), **kw)[0]
                 out["legs"].append([int(t), int(e)])
+        out["notes"] = list(sc.notes)  # e.g. corrupt EXR frames read as NaN, after every row was read
+        # and on the case, where the engine copies them onto this metric's rows (kept with the measurement)
+        case.warnings.extend(n for n in sc.notes if n not in case.warnings)
         return out
 
     # -- score -----------------------------------------------------------------------------------
