@@ -51,13 +51,15 @@ def _rel(path: Path, root: Path) -> str:
     return str(resolved.relative_to(base))
 
 
-def _first_frame(meta: metadata.ClipMeta | None, data_root: Path, fallback: Path | None) -> str | None:
+def _first_frame(meta: metadata.ClipMeta | None, data_root: Path, fallback: Path | None,
+                 source: str = "sam3_metadata") -> str | None:
     """The conditioning frame as a data-root-relative path: the metadata path when it names an existing file,
     else the GT folder's first frame. A metadata path escaping the data root raises :class:`CaseFailure`."""
     if meta is not None and meta.first_frame:
         rel = meta.first_frame
         rel = rel.removeprefix("data/")
-        p = safe_join(data_root, rel, what="sam3_metadata first-frame path")  # escaping: the clip's error
+        # escaping or unusable (NUL byte, name too long): the clip's error, naming the metadata file
+        p = safe_join(data_root, rel, what=f"{source}: sam3_metadata first-frame path")
         if p.is_file():
             return _rel(p, data_root)
     return _rel(fallback, data_root) if fallback is not None else None
@@ -171,7 +173,7 @@ class MemoBenchLoader(Loader):
             return c
         n = str(int(m.group(2)))
         try:
-            clip_dir = safe_join(root, f"{scene}/{clip}", what="video_folder")
+            clip_dir = safe_join(root, f"{scene}/{clip}", what=f"{sheets.SYNTHETIC_SHEET}: video_folder")
         except CaseFailure as e:
             c.error = str(e)
             return c
@@ -187,6 +189,9 @@ class MemoBenchLoader(Loader):
             return c
         try:
             g_step2 = gt.npy_rows(intr)
+        except CaseFailure as e:  # forged/truncated header, object array: named by formats.arrays
+            c.error = str(e)
+            return c
         except Exception as e:  # a corrupt npy fails this clip only
             c.error = f"{intr}: unreadable ({type(e).__name__})"
             return c
@@ -201,7 +206,7 @@ class MemoBenchLoader(Loader):
         sheet_prompt = row.prompt
         try:  # every GT path must stay inside the data root (a symlinked folder may point elsewhere)
             paths = {"gt_poses": _rel(poses, data_root) if poses else None, "gt_intrinsics": _rel(intr, data_root),
-                     "first_frame": _first_frame(meta, data_root, first)}
+                     "first_frame": _first_frame(meta, data_root, first, "synthetic_metadata.csv")}
             _rel(rgb_dir, data_root)
         except CaseFailure as e:
             c.error = str(e)
@@ -269,8 +274,9 @@ class MemoBenchLoader(Loader):
             c.error = row.error
             return c
         try:
-            gt_dir = safe_join(root, clip, what="id")
-            npz_fallback = safe_join(data_root, f"mapanything/outputs/real/{clip}_mapanything.npz", what="id")
+            gt_dir = safe_join(root, clip, what=f"{sheets.REAL_SHEET}: id")
+            npz_fallback = safe_join(data_root, f"mapanything/outputs/real/{clip}_mapanything.npz",
+                                     what=f"{sheets.REAL_SHEET}: id")
         except CaseFailure as e:
             c.error = str(e)
             return c
@@ -295,7 +301,7 @@ class MemoBenchLoader(Loader):
             g, src = g_step1, "mp4_frame_count"
         first = list_frame_files(frames_dir)[0] if g_step2 else None
         try:  # every GT path must stay inside the data root (a symlinked folder may point elsewhere)
-            paths = {"gt_poses": _rel(npz, data_root), "first_frame": _first_frame(meta, data_root, first)}
+            paths = {"gt_poses": _rel(npz, data_root), "first_frame": _first_frame(meta, data_root, first, "real_metadata.csv")}
             _rel(mp4, data_root)
         except CaseFailure as e:
             c.error = str(e)
