@@ -128,9 +128,9 @@ def check_xlsx_size(path: Path, max_cells: int = SHEET_MAX_CELLS) -> None:
         rows = cols = 0
         with ws._get_source() as src:
             for idx, row in WorkSheetParser(src, _AnyString()).parse():
-                rows = max(rows, int(idx))
-                if row:
-                    cols = max(cols, max(int(c["column"]) for c in row))
+                used = [int(c["column"]) for c in row if c.get("value") is not None]
+                if used:  # pandas trims empty cells and rows at the ends; only cells with a value count
+                    rows, cols = max(rows, int(idx)), max(cols, max(used))
                 if rows * cols > max_cells:
                     raise SheetError(f"{path}: sheet spans {rows} rows x {cols} columns (or more), past the "
                                      f"limit of {max_cells} cells (sheets.SHEET_MAX_CELLS); remove the stray cells")
