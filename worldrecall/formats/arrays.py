@@ -38,13 +38,18 @@ _LOAD_ERRORS = (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zip
 def npy_header(fp: IO[bytes]) -> tuple[tuple[int, ...], np.dtype, int]:
     """(shape, dtype, header length) of the ``.npy`` stream at ``fp``'s current position (read, not loaded)."""
     start = fp.tell() if fp.seekable() else 0
-    version = np.lib.format.read_magic(fp)
-    if version == (1, 0):
-        shape, _fortran, dtype = np.lib.format.read_array_header_1_0(fp)
-    elif version == (2, 0):
-        shape, _fortran, dtype = np.lib.format.read_array_header_2_0(fp)
-    else:  # (3, 0): utf-8 field names; numpy exposes no public reader for it
-        shape, _fortran, dtype = np.lib.format._read_array_header(fp, version)  # noqa: SLF001
+    try:
+        version = np.lib.format.read_magic(fp)
+        if version == (1, 0):
+            shape, _fortran, dtype = np.lib.format.read_array_header_1_0(fp)
+        elif version == (2, 0):
+            shape, _fortran, dtype = np.lib.format.read_array_header_2_0(fp)
+        else:
+            raise ValueError(f"unsupported .npy format version {version[0]}.{version[1]}")
+    except ValueError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the header parser tokenizes text: TokenError, SyntaxError, ...
+        raise ValueError(f"malformed .npy header ({type(e).__name__})") from None
     return tuple(int(s) for s in shape), np.dtype(dtype), (fp.tell() if fp.seekable() else 0) - start
 
 
