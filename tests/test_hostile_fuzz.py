@@ -619,3 +619,42 @@ def test_fuzz_frame_folder(tmp_path_factory, data, cap):
         assert "\n" not in str(e) and (f.name in str(e) or str(d) in str(e))
         return
     valid(out)
+
+
+# -- loaders over a whole release: never raise, one line per failed case ---------------------------------
+
+@pytest.fixture(scope="module")
+def memobench_release(tmp_path_factory):
+    from tests.test_trust_inputs import _release
+
+    return _release(tmp_path_factory.mktemp("mb"), n_gen=5)
+
+
+@settings(FUZZ, max_examples=60)
+@given(which=st.sampled_from(["Synthetic_processed/Synthetic_ExitReenter.csv",
+                              "sam3_metadata/synthetic_metadata.csv"]), data=st.data())
+def test_fuzz_memobench_loader(memobench_release, which, data):
+    from worldrecall.core.components import LoadRequest
+    from worldrecall.plugins.memobench.loader import MemoBenchLoader
+
+    target = memobench_release / "data" / which
+    original = target.read_bytes()
+    try:
+        target.write_bytes(data.draw(mutated_bytes(original, 5)))
+        req = LoadRequest(data_root=memobench_release / "data",
+                          generations={"m1": memobench_release / "output" / "m1"}, options={"splits": ["synthetic"]})
+        items = list(MemoBenchLoader().load(req))   # never raises
+    finally:
+        target.write_bytes(original)
+    for it in items:
+        if isinstance(it, CaseError):
+            assert it.reason and "\n" not in it.reason
+
+
+@settings(FUZZ, max_examples=100)
+@given(data=json_text({"actions": ["push_in"] * 4 + ["pull_out"] * 4, "frames_per_action": 4, "fps": 16}))
+def test_fuzz_scene_memory_actions(tmp_path, data):
+    from worldrecall.plugins.scene_memory.actions import read_program
+
+    p = _write(tmp_path / "loop_actions.json", data)
+    classify(lambda: read_program(p), p, lambda prog: assert_true(isinstance(prog["actions"], list)))
