@@ -30,6 +30,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from tests.helpers.scene_memory_fixtures import write_converted_sidecar  # noqa: E402
 from worldrecall.core.data import CaseError, CaseFailure  # noqa: E402
 from worldrecall.core.video import Video, VideoError  # noqa: E402
 from worldrecall.formats import arrays, exr  # noqa: E402
@@ -37,8 +38,6 @@ from worldrecall.formats.safe_json import JSON_MAX_DEPTH, json_depth, read_json 
 from worldrecall.formats.vipe import read_sidecar, write_native_vipe  # noqa: E402
 from worldrecall.plugins.memobench import metadata, sheets  # noqa: E402
 from worldrecall.plugins.memobench.vqa.bank import read_bank  # noqa: E402
-
-from tests.helpers.scene_memory_fixtures import write_converted_sidecar  # noqa: E402
 
 OUR_ERRORS = (CaseFailure, sheets.SheetError, VideoError)
 FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=150, print_blob=False,

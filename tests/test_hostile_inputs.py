@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.helpers.scene_memory_fixtures import write_converted_sidecar
+from tests.test_trust_inputs import CLIPS, _one_line, _release, _row
 from worldrecall.core.data import CaseError, CaseFailure
 from worldrecall.core.paths import safe_join
 from worldrecall.formats import arrays, exr
@@ -23,10 +25,6 @@ from worldrecall.formats.safe_json import JSON_MAX_DEPTH, json_depth, parse_json
 from worldrecall.formats.vipe import read_sidecar, write_native_vipe
 from worldrecall.plugins.memobench import sheets
 from worldrecall.plugins.memobench.vqa.bank import read_bank
-
-from tests.helpers.scene_memory_fixtures import write_converted_sidecar
-from tests.test_trust_inputs import CLIPS, _one_line, _release, _row
-
 
 # -- JSON ------------------------------------------------------------------------------------------------
 
@@ -305,8 +303,8 @@ def test_corrupt_depth_frame_note_reaches_the_rows(tmp_path):
     # a native sidecar whose second depth frame is corrupt: read as NaN with a note, which must reach the
     # rows of the metric that used the depth (here through the sidecar depth backend)
     from worldrecall.core.data import Case
-    from worldrecall.plugins.models.sidecar import SidecarDepth, clear_cache
     from worldrecall.plugins.models.options import parse_options
+    from worldrecall.plugins.models.sidecar import SidecarDepth, clear_cache
 
     d = _native(tmp_path)
     z = d / "depth" / "v.zip"
