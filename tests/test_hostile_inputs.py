@@ -18,6 +18,7 @@ import pytest
 
 from tests.helpers.scene_memory_fixtures import write_converted_sidecar
 from tests.test_trust_inputs import CLIPS, _one_line, _release, _row
+from worldrecall.core.components import Metric
 from worldrecall.core.data import CaseError, CaseFailure
 from worldrecall.core.paths import safe_join
 from worldrecall.formats import arrays, exr
@@ -406,3 +407,66 @@ def test_domains_without_a_domain_are_refused(tmp_path, mapping, why):
         read_domains(p)
     p.write_text(json.dumps({"home": " real-world "}))
     assert read_domains(p) == {"home": "real-world"}
+
+
+# -- the engine: reader notes on the rows (also from the cache), failures name the inputs ------------------
+
+class NotingMetric(Metric):
+    """A metric whose reader leaves a note on the case (as the sidecar backends do); counts its runs."""
+
+    name = "toy.noting"
+    benchmark = "toy"
+    primary = "v"
+    thresholds = {"k": 1.0}  # noqa: RUF012
+    runs = 0
+    fail_with: type[BaseException] | None = None
+
+    def measure(self, case, alignment, ctx):
+        type(self).runs += 1
+        case.warnings.append("v.zip/00001.exr: corrupt EXR read as all-NaN")
+        if self.fail_with is not None:
+            raise self.fail_with("boom")
+        return {"x": np.array([0.5])}
+
+    def score(self, measurement, thresholds):
+        return {"v": float(measurement["x"][0]) * thresholds["k"]}
+
+
+def _pipeline(tmp_path: Path):
+    from worldrecall.core.models import ModelHub
+    from worldrecall.engine.pipeline import CasePipeline
+
+    return CasePipeline(None, ModelHub({}, {}), None, None, tmp_path / "cache", artifacts=False, device="cpu",
+                        batch_size=1)
+
+
+def test_reader_notes_reach_the_rows_and_survive_the_measurement_cache(tmp_path):
+    from worldrecall.core.data import Alignment, Case, ScoreRow
+
+    M = NotingMetric
+    case = Case("toy", "c1", "m", None, sidecars={"vipe": tmp_path}, warnings=["sheet note"])
+    for k, runs in ((1.0, 1), (2.0, 1)):  # the second threshold re-scores from the cached measurement
+        metric = M(None, {"k": k})
+        row = ScoreRow("toy", "m", "c1", M.name, {}, warnings=list(case.warnings))
+        _pipeline(tmp_path).measure_and_score(metric, case, Alignment(), row)
+        assert row.status == "ok" and row.values == {"v": 0.5 * k} and M.runs == runs
+        assert row.warnings == ["sheet note", "v.zip/00001.exr: corrupt EXR read as all-NaN"]
+        assert case.warnings == ["sheet note"]          # other metrics' rows do not inherit this reader's note
+
+
+def test_a_failure_that_names_no_file_names_the_case_inputs(tmp_path):
+    from worldrecall.core.data import Alignment, Case, ScoreRow
+    from worldrecall.core.video import Video
+
+    M = NotingMetric
+    metric = M()
+    metric.fail_with = MemoryError
+    (tmp_path / "c2.mp4").write_bytes(b"not decoded")
+    (tmp_path / "c2_vipe_ann").mkdir()
+    (tmp_path / "c2_vipe_ann" / "poses_c2w.npy").write_bytes(b"x")
+    case = Case("toy", "c2", "m", Video(tmp_path / "c2.mp4"), sidecars={"vipe": tmp_path / "c2_vipe_ann"})
+    row = ScoreRow("toy", "m", "c2", M.name, {})
+    _pipeline(tmp_path).measure_and_score(metric, case, Alignment(), row)
+    assert row.status == "failed" and row.reason.startswith("measure: toy.noting raised MemoryError: boom")
+    assert f"(inputs: {tmp_path / 'c2.mp4'}, vipe={tmp_path / 'c2_vipe_ann'})" in row.reason
+    assert row.warnings == ["v.zip/00001.exr: corrupt EXR read as all-NaN"]   # the note says what was wrong

@@ -243,7 +243,8 @@ class CasePipeline:
             row.status, row.reason = "failed", f"{stage}: {one_line(e)}"
         except Exception as e:  # a bug in one metric must not end the run; the reason says where
             log.debug("metric %s failed on %s", metric.name, case.key, exc_info=True)
-            row.status, row.reason = "failed", f"{stage}: {metric.name} raised {type(e).__name__}: {one_line(e)}"
+            row.status, row.reason = "failed", (f"{stage}: {metric.name} raised {type(e).__name__}: {one_line(e)} "
+                                                f"(inputs: {input_files(case)})")
         finally:  # notes of a failed measurement still say what was wrong with the input
             row.warnings.extend(w for w in case.warnings[len(before):] if w not in row.warnings)
             case.warnings[:] = before
@@ -269,6 +270,13 @@ def _num(v: Any) -> float | None:
         return float(v)
     except (TypeError, ValueError):
         return None
+
+
+def input_files(case: Case, limit: int = 300) -> str:
+    """The case's input files in one short line, for a failure whose exception does not name its file."""
+    parts = [str(v.path) for v in (case.video, case.reference) if v is not None]
+    parts += [f"{k}={p}" for k, p in sorted(case.sidecars.items())]
+    return one_line(", ".join(parts) or case.case_id, limit)
 
 
 def video_paths(case: Case) -> dict[str, str]:
