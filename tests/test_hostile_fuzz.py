@@ -27,17 +27,17 @@ import numpy as np
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from tests.helpers.scene_memory_fixtures import write_converted_sidecar  # noqa: E402
-from worldrecall.core.data import CaseError, CaseFailure  # noqa: E402
-from worldrecall.core.video import Video, VideoError  # noqa: E402
-from worldrecall.formats import arrays, exr  # noqa: E402
-from worldrecall.formats.safe_json import JSON_MAX_DEPTH, json_depth, read_json  # noqa: E402
-from worldrecall.formats.vipe import read_sidecar, write_native_vipe  # noqa: E402
-from worldrecall.plugins.memobench import metadata, sheets  # noqa: E402
-from worldrecall.plugins.memobench.vqa.bank import read_bank  # noqa: E402
+from tests.helpers.scene_memory_fixtures import write_converted_sidecar
+from worldrecall.core.data import CaseError, CaseFailure
+from worldrecall.core.video import Video, VideoError
+from worldrecall.formats import arrays, exr
+from worldrecall.formats.safe_json import JSON_MAX_DEPTH, json_depth, read_json
+from worldrecall.formats.vipe import read_sidecar, write_native_vipe
+from worldrecall.plugins.memobench import metadata, sheets
+from worldrecall.plugins.memobench.vqa.bank import read_bank
 
 OUR_ERRORS = (CaseFailure, sheets.SheetError, VideoError)
 FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=150, print_blob=False,
@@ -398,7 +398,7 @@ def test_fuzz_official_vqa_scores(tmp_path, score):
         w.writerow(["Zen_Garden", "10", "ZenGarden_010", score.decode("utf-8", "replace")])
 
     def valid(found: dict) -> None:
-        for _, (_, recs) in found.items():
+        for (_, recs) in found.values():
             for r in recs:
                 assert all(v is None or math.isfinite(v) for v in r["values"].values())
     classify(lambda: read_vqa_dir(tmp_path / "vqa"), d / "results.csv", valid)
@@ -592,7 +592,7 @@ def test_fuzz_native_sidecar(tmp_path_factory, edit):
 def _png(h: int = 6, w: int = 8) -> bytes:
     import cv2
 
-    ok, buf = cv2.imencode(".png", np.full((h, w, 3), 90, np.uint8))
+    _ok, buf = cv2.imencode(".png", np.full((h, w, 3), 90, np.uint8))
     return buf.tobytes()
 
 

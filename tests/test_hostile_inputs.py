@@ -237,7 +237,7 @@ def test_exr_duplicate_scanline_window_and_rle():
     good = exr.encode_exr(z, compression="none", half=False)
     assert np.array_equal(exr.decode_exr(good), z)
     # the offset table follows the header: four 8-byte offsets (one scanline each for NONE)
-    attrs, pos = exr._exr_header(good)
+    _attrs, pos = exr._exr_header(good)
     offs = list(struct.unpack_from("<4Q", good, pos))
     dup = bytearray(good)
     struct.pack_into("<4Q", dup, pos, offs[0], offs[1], offs[1], offs[3])
@@ -249,7 +249,7 @@ def test_exr_duplicate_scanline_window_and_rle():
     # an RLE chunk of one byte: a repeat count without its byte
     rle = bytearray(good)
     rle[rle.index(b"compression\0compression\0") + len(b"compression\0compression\0") + 4] = 1
-    y, size = struct.unpack_from("<ii", rle, offs[0])
+    y, _size = struct.unpack_from("<ii", rle, offs[0])
     struct.pack_into("<ii", rle, offs[0], y, 1)
     with pytest.raises(CaseFailure, match="corrupt EXR chunk"):
         exr.decode_exr(bytes(rle))
