@@ -40,7 +40,7 @@ from worldrecall.plugins.memobench import metadata, sheets
 from worldrecall.plugins.memobench.vqa.bank import read_bank
 
 OUR_ERRORS = (CaseFailure, sheets.SheetError, VideoError)
-FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=150, print_blob=False,
+FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=200, print_blob=False,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                        HealthCheck.data_too_large, HealthCheck.filter_too_much])
 
@@ -450,7 +450,7 @@ def _rle_seed() -> bytes:
     return bytes(b)
 
 
-@settings(FUZZ, max_examples=300)
+@settings(FUZZ, max_examples=400)
 @given(data=st.sampled_from([*EXR_SEEDS, _rle_seed()]).flatmap(lambda s: mutated_bytes(s, 4)))
 def test_fuzz_exr(data):
     try:
@@ -500,7 +500,7 @@ def converted_edit(draw: Any) -> tuple[str, bytes]:
     return name, draw(mutated_bytes(seed, 3))
 
 
-@settings(FUZZ, max_examples=200)
+@settings(FUZZ, max_examples=400)
 @given(edit=converted_edit(), need_depth=st.booleans())
 def test_fuzz_converted_sidecar(tmp_path_factory, edit, need_depth):
     d = _converted(tmp_path_factory.mktemp("conv") / "v_vipe_ann")
@@ -558,7 +558,7 @@ def native_edit(draw: Any) -> tuple[str, bytes]:
     return f"{part}/v.npz", draw(mutated_bytes(raw, 3)) if how == "bytes" else raw
 
 
-@settings(FUZZ, max_examples=200)
+@settings(FUZZ, max_examples=400)
 @given(edit=native_edit())
 def test_fuzz_native_sidecar(tmp_path_factory, edit):
     d = _native(tmp_path_factory.mktemp("nat") / "vipe")

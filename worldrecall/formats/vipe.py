@@ -276,6 +276,7 @@ def _read_converted(d: Path, *, need_depth: bool, need_instances: bool = True) -
     w2c_file = d / "poses_w2c.npy"
     if w2c_file.is_file():
         w2c = _load_npy(w2c_file)
+        _real_numbers(w2c, w2c_file, "poses")
         if w2c.shape != poses.shape:
             raise CaseFailure(f"{w2c_file}: shape {list(w2c.shape)} but {pose_file.name} has {list(poses.shape)}")
         prod = poses64 @ np.asarray(w2c, dtype=np.float64)
@@ -324,6 +325,8 @@ def _read_converted(d: Path, *, need_depth: bool, need_instances: bool = True) -
             if mask.shape != depth.shape:
                 raise CaseFailure(f"{mask_file}: mask of shape {list(mask.shape)} but "
                                   f"{dep_file.name} has {list(depth.shape)}")
+            if mask.dtype != bool and not np.issubdtype(mask.dtype, np.integer):  # text 'a' would read True
+                raise CaseFailure(f"{mask_file}: mask of dtype {mask.dtype}; expected booleans")
             valid = mask.astype(bool, copy=False)
         else:
             valid = None  # derived row by row (finite & > 0) in _validate
