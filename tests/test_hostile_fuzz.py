@@ -61,6 +61,12 @@ def memory_cap():
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
+def test_the_memory_cap_holds(memory_cap):
+    # a reader trusting a forged size would fail here with MemoryError, not take the machine down
+    with pytest.raises(MemoryError):
+        np.empty(memory_cap, np.uint8)
+
+
 def classify(fn: Callable[[], Any], named: str | Path, validate: Callable[[Any], None] | None = None) -> str:
     """``accepted`` (and ``validate`` holds) or ``refused`` (our error, one line naming ``named``)."""
     try:
@@ -657,3 +663,28 @@ def test_fuzz_scene_memory_actions(tmp_path, data):
 
     p = _write(tmp_path / "loop_actions.json", data)
     classify(lambda: read_program(p), p, lambda prog: assert_true(isinstance(prog["actions"], list)))
+
+
+def _mp4() -> bytes:
+    import tempfile
+
+    from worldrecall.core.video import write_video
+
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "g.mp4"
+        write_video(p, np.stack([np.full((16, 16, 3), 10 * i, np.uint8) for i in range(4)]), 8.0)
+        return p.read_bytes()
+
+
+@settings(FUZZ, max_examples=60)
+@given(data=mutated_bytes(_mp4(), 4), cap=st.sampled_from([0, 100, 40_000_000]))
+def test_fuzz_video_file(tmp_path, data, cap):
+    p = _write(tmp_path / "clip.mp4", data)
+    try:
+        frames = Video(p, max_pixels=cap).frames()
+    except VideoError as e:
+        assert "\n" not in str(e) and "clip.mp4" in str(e)
+        return
+    assert frames.dtype == np.uint8 and frames.ndim == 4 and len(frames) > 0
+    if cap:
+        assert frames.shape[1] * frames.shape[2] <= cap
