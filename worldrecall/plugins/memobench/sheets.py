@@ -98,22 +98,14 @@ def read_table(path: Path) -> Any:
         raise SheetError(f"{path}: cannot be read ({type(e).__name__}: {str(e).splitlines()[0][:160]})") from None
 
 
-class _AnyString(list):
-    """Shared-string table stand-in: sizing a sheet never needs the strings themselves."""
-
-    def __getitem__(self, i: Any) -> str:
-        return ""
-
-
 def check_xlsx_size(path: Path, max_cells: int = SHEET_MAX_CELLS) -> None:
     """Refuse an ``.xlsx`` whose first sheet spans more than ``max_cells`` cells (rows x columns as pandas
     materialises them), or whose members inflate past :data:`SHEET_MAX_XML_BYTES`, before anything is
-    allocated; :class:`SheetError` naming the file and the limit. Cells are counted from the sheet XML
-    (openpyxl's streaming parser), not from the declared ``dimension``, which a file may understate."""
+    allocated; :class:`SheetError` naming the file and the limit. Cells are counted while streaming the sheet
+    (openpyxl read-only), not from its declared ``dimension``, which a file may understate."""
     import zipfile
 
     from openpyxl import load_workbook
-    from openpyxl.worksheet._reader import WorkSheetParser
 
     with zipfile.ZipFile(path) as zf:
         total = sum(i.file_size for i in zf.infolist())
@@ -125,12 +117,12 @@ def check_xlsx_size(path: Path, max_cells: int = SHEET_MAX_CELLS) -> None:
         if not wb.worksheets:
             raise SheetError(f"{path}: no worksheet")
         ws = wb.worksheets[0]  # the sheet pd.read_excel reads
+        ws.reset_dimensions()  # as pandas does: the declared dimension may understate (or overstate) the cells
         rows = cols = 0
-        with ws._get_source() as src:
-            for idx, row in WorkSheetParser(src, _AnyString()).parse():
-                used = [int(c["column"]) for c in row if c.get("value") is not None]
-                if used:  # pandas trims empty cells and rows at the ends; only cells with a value count
-                    rows, cols = max(rows, int(idx)), max(cols, max(used))
+        for r, row in enumerate(ws.iter_rows(values_only=True), start=1):
+            last = max((c for c, v in enumerate(row, start=1) if v is not None), default=0)
+            if last:  # pandas trims empty cells and rows at the ends; only cells with a value count
+                rows, cols = r, max(cols, last)
                 if rows * cols > max_cells:
                     raise SheetError(f"{path}: sheet spans {rows} rows x {cols} columns (or more), past the "
                                      f"limit of {max_cells} cells (sheets.SHEET_MAX_CELLS); remove the stray cells")
