@@ -279,7 +279,8 @@ def _read_converted(d: Path, *, need_depth: bool, need_instances: bool = True) -
         _real_numbers(w2c, w2c_file, "poses")
         if w2c.shape != poses.shape:
             raise CaseFailure(f"{w2c_file}: shape {list(w2c.shape)} but {pose_file.name} has {list(poses.shape)}")
-        prod = poses64 @ np.asarray(w2c, dtype=np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):  # non-finite rows are refused just below
+            prod = poses64 @ np.asarray(w2c, dtype=np.float64)
         err = np.abs(prod - np.eye(4)).max(axis=(1, 2)) if n else np.zeros(0)
         bad = np.flatnonzero(~(err <= ORTHONORMAL_TOL))
         if bad.size:
