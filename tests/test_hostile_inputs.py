@@ -407,6 +407,10 @@ def test_domains_without_a_domain_are_refused(tmp_path, mapping, why):
         read_domains(p)
     p.write_text(json.dumps({"home": " real-world "}))
     assert read_domains(p) == {"home": "real-world"}
+    c = tmp_path / "domains.csv"
+    c.write_text("subcategory,domain\nhome,real-world\nkitchen\n")   # a short row: no domain cell
+    with pytest.raises(CaseFailure, match="empty domain for subcategory 'kitchen'"):
+        read_domains(c)
 
 
 # -- the engine: reader notes on the rows (also from the cache), failures name the inputs ------------------

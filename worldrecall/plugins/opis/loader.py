@@ -56,7 +56,8 @@ def read_domains(path: Path) -> dict[str, str]:
             rows = read_csv_rows(path)
             if rows and not {"subcategory", "domain"} <= set(rows[0]):
                 raise CaseFailure(f"{path}: CSV needs the columns subcategory,domain")
-            out = {str(r["subcategory"]).strip(): str(r["domain"]).strip() for r in rows}
+            # a short row gives None, which str() would turn into the domain "None"
+            out = {str(r["subcategory"] or "").strip(): str(r["domain"] or "").strip() for r in rows}
         else:
             data = read_json(path)
             data = data.get("domains", data) if isinstance(data, dict) else data
