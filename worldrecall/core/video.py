@@ -332,7 +332,6 @@ def read_image(f: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
 
 
 def _decode_folder(p: Path, limits: _Limits | None = None) -> np.ndarray:
-
     limits = limits or _Limits(0, 0)
     files = list_frame_files(p)
     if not files:
