@@ -104,6 +104,13 @@ def _bad_nul_folder(root: Path) -> str:
     return "embedded null byte"
 
 
+def _bad_extra_cell(root: Path) -> str:
+    sheet = root / "data/Synthetic_processed/Synthetic_ExitReenter.csv"
+    text = sheet.read_text().replace("Barnyard_003,1,2,4,no,p", "Barnyard_003,1,2,4,no,p,surplus")
+    sheet.write_text(text)
+    return "Synthetic_ExitReenter.csv line 4: 7 cells for 6 columns"
+
+
 def _bad_meta_nul(root: Path) -> str:
     (root / "data/sam3_metadata/synthetic_metadata.csv").write_bytes(_meta("data/x\0y.jpg"))
     return "synthetic_metadata.csv: sam3_metadata first-frame path"
@@ -127,7 +134,7 @@ def _bad_hdr_frame(root: Path) -> str:
     return "00001.jpg: frame size 8000x5001"
 
 
-@pytest.mark.parametrize("corrupt", [_bad_long_folder, _bad_nul_folder, _bad_meta_nul, _bad_meta_long,
+@pytest.mark.parametrize("corrupt", [_bad_long_folder, _bad_nul_folder, _bad_extra_cell, _bad_meta_nul, _bad_meta_long,
                                      _bad_forged_intrinsics, _bad_hdr_frame],
                          ids=lambda f: f.__name__[5:])
 def test_one_bad_memobench_clip_of_three(tmp_path, corrupt):

@@ -15,6 +15,8 @@ on its row (:attr:`PhaseRow.warnings`):
 * a clip id that is not a number (real sheet)               -> error on a case named by the raw cell
 * a boundary cell holding a boolean (``TRUE``/``FALSE``)       -> error (official: read as 1/0 silently);
   ``checks="official"``: the official 1/0 with a warning
+* a CSV row with more cells than the header                -> error for the clip it names (official: the
+  whole sheet is unreadable)
 * a row that breaks the parser in any other way             -> error for that clip only
 
 An ``.xlsx`` is sized from its cells before pandas reads it: pandas fills every row up to the widest one,
@@ -88,7 +90,10 @@ def read_table(path: Path) -> Any:
             raise SheetError(str(e)) from None
     try:
         if path.suffix.lower() == ".csv":
-            return pd.read_csv(io.StringIO(text))
+            try:
+                return pd.read_csv(io.StringIO(text))
+            except pd.errors.ParserError:  # a row with surplus cells: that row fails its clip, not the sheet
+                return _read_csv_skipping_long_rows(text)
         if path.suffix.lower() == ".xlsx":
             check_xlsx_size(path)
         return pd.read_excel(path)
@@ -128,6 +133,32 @@ def check_xlsx_size(path: Path, max_cells: int = SHEET_MAX_CELLS) -> None:
                                      f"limit of {max_cells} cells (sheets.SHEET_MAX_CELLS); remove the stray cells")
     finally:
         wb.close()
+
+
+def _read_csv_skipping_long_rows(text: str) -> Any:
+    """The CSV without its rows that hold more cells than the header; those rows (file line, cells) are kept in
+    ``df.attrs["long_rows"]`` so that the parsers fail the clip each one names."""
+    import csv
+
+    import pandas as pd
+
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader, [])
+    long_rows = [(reader.line_num, row) for row in reader if len(row) > len(header)]
+    df = pd.read_csv(io.StringIO(text), engine="python", on_bad_lines="skip")
+    df.attrs["long_rows"] = long_rows
+    return df
+
+
+def _long_rows(df: Any, id_col: str, source: str) -> list[tuple[str, str]]:
+    """(raw clip id, error) for each row with surplus cells (see :func:`_read_csv_skipping_long_rows`)."""
+    cols = [str(c) for c in df.columns]
+    k = cols.index(id_col) if id_col in cols else 0
+    out = []
+    for line, row in df.attrs.get("long_rows", []):
+        raw = row[k].strip() if k < len(row) else ""
+        out.append((raw[:200], f"{source} line {line}: {len(row)} cells for {len(cols)} columns"))
+    return out
 
 
 def _int(x: Any) -> int:
@@ -221,6 +252,9 @@ def parse_synthetic_sheet(df: Any, source: str = SYNTHETIC_SHEET, checks: str = 
     if skip_cols:
         df = df[df[skip_cols[0]].astype(str).str.lower() != "yes"]
     out: dict[str, PhaseRow] = {}
+    for clip, error in _long_rows(df, "video_folder", source):
+        if clip:
+            _add(out, PhaseRow(clip, -1, -1, error=error), error, checks)
     for i, row in df.iterrows():
         where = f"{source} row {_row_number(i)}"
         if "video_folder" not in row or str(row["video_folder"]).strip() in ("", "nan"):
@@ -282,6 +316,13 @@ def parse_real_sheet(df: Any, source: str = REAL_SHEET, checks: str = "strict") 
         raise ValueError(f"phase_row_checks must be one of {CHECKS}, got {checks!r}")
     _require(df, ("id", "exit", "reenter"), source)
     out: dict[str, PhaseRow] = {}
+    for raw, error in _long_rows(df, "id", source):
+        try:
+            clip = str(_int(raw)).zfill(3)
+        except (ValueError, TypeError, OverflowError):
+            clip = raw
+        if clip:
+            _add(out, PhaseRow(clip, -1, -1, error=error), error, checks)
     for i, row in df.iterrows():
         where = f"{source} row {_row_number(i)}"
         if "id" not in row or str(row["id"]).strip() in ("", "nan"):
