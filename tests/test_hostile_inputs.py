@@ -481,3 +481,42 @@ def test_a_failure_that_names_no_file_names_the_case_inputs(tmp_path):
     assert row.status == "failed" and row.reason.startswith("measure: toy.noting raised MemoryError: boom")
     assert f"(inputs: {tmp_path / 'c2.mp4'}, vipe={tmp_path / 'c2_vipe_ann'})" in row.reason
     assert row.warnings == ["v.zip/00001.exr: corrupt EXR read as all-NaN"]   # the note says what was wrong
+
+
+def test_corrupt_depth_frame_note_reaches_the_geo3d_row_end_to_end(tmp_path):
+    # memobench.geo3d over the sidecar depth backend: clip 003's native ViPE sidecar has a corrupt depth
+    # frame (read as NaN, as ViPE's reader does); its row must say so, also when served from the cache
+    from worldrecall.engine.runner import Runner
+    from worldrecall.plugins.models.sidecar import clear_cache
+    from worldrecall.registry.host import load_plugins
+
+    root = _release(tmp_path / "r", n_gen=8)
+    rng = np.random.default_rng(0)
+    for clip in CLIPS:
+        d = root / "output/m1/Synthetic" / clip / "frames_vipe_ann"
+        depth = 1.0 + rng.random((8, 6, 8)).astype(np.float32)
+        write_native_vipe(d, "frames", np.tile(np.eye(4), (8, 1, 1)), np.tile([10.0, 10.0, 4.0, 3.0], (8, 1)), depth)
+        if clip == "Barnyard_003":
+            z = d / "depth" / "frames.zip"
+            with zipfile.ZipFile(z) as zf:
+                members = {n: zf.read(n) for n in zf.namelist()}
+            members["00000.exr"] = members["00000.exr"][:60]          # truncated: corrupt
+            with zipfile.ZipFile(z, "w") as zf:
+                for n, b in members.items():
+                    zf.writestr(n, b)
+    cfg = {"output_root": str(tmp_path / "out"), "cache_dir": str(tmp_path / "out" / "cache"), "device": "cpu",
+           "progress": False, "tracking": {"enabled": False}, "aggregators": [],
+           "models": {"depth": "sidecar_depth"},
+           "benchmarks": {"memobench": {
+               "enabled": True, "loader": "memobench", "aligner": "memobench.phases",
+               "loader_options": {"splits": ["synthetic"]},
+               "data_root": str(root / "data"), "generations": {"m1": str(root / "output" / "m1")},
+               "metrics": {"geo3d": {"params": {}, "thresholds": {}}}, "aggregators": []}}}
+    for attempt in range(2):  # the second run reads the measurements from the cache
+        clear_cache()
+        cfg["benchmarks"]["memobench"]["metrics"]["geo3d"]["thresholds"] = {"alpha": 0.7 - 0.1 * attempt}
+        by = {r.case_id: r for r in Runner(cfg, load_plugins(fresh=True)).run().rows}
+        assert all(r.status == "ok" for r in by.values()), [(r.case_id, r.reason) for r in by.values()]
+        assert by["Barnyard_001"].warnings == [] and by["Barnyard_002"].warnings == []
+        assert any("frames.zip/00000.exr: corrupt EXR read as all-NaN" in w for w in by["Barnyard_003"].warnings), \
+            by["Barnyard_003"].warnings
