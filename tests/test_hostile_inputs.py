@@ -307,6 +307,13 @@ def test_deflate64_depth_archive_fails_at_open(tmp_path):
         read_sidecar(d)
 
 
+def test_native_depth_frames_follow_the_runs_pixel_cap(tmp_path):
+    d = _native(tmp_path)                    # 6x8 = 48 px depth frames
+    assert len(read_sidecar(d, max_pixels=48)) == 3
+    with pytest.raises(CaseFailure, match=r"v.zip/00000.exr: EXR data window 8x6 .* \(video.max_pixels\)"):
+        read_sidecar(d, max_pixels=47)
+
+
 def test_corrupt_depth_frame_note_reaches_the_rows(tmp_path):
     # a native sidecar whose second depth frame is corrupt: read as NaN with a note, which must reach the
     # rows of the metric that used the depth (here through the sidecar depth backend)

@@ -30,7 +30,7 @@ import numpy as np
 
 from worldrecall.core.data import CaseFailure, one_line
 from worldrecall.formats.arrays import check_zip_members, load_npy, load_npz, npz_names
-from worldrecall.formats.exr import MAX_EXR_BYTES, ExrLimitError, decode_exr, encode_exr
+from worldrecall.formats.exr import MAX_EXR_BYTES, MAX_EXR_PIXELS, ExrLimitError, decode_exr, encode_exr
 from worldrecall.formats.safe_json import read_json
 
 __all__ = [
@@ -174,13 +174,15 @@ def _is_native(path: Path) -> bool:
 # entry point
 # ------------------------------------------------------------------------------------------------------
 def read_sidecar(path: Path, *, need_depth: bool = True, name: str | None = None,
-                 validate_depth: bool = True, need_instances: bool = True) -> Sidecar:
+                 validate_depth: bool = True, need_instances: bool = True,
+                 max_pixels: int = MAX_EXR_PIXELS) -> Sidecar:
     """Read and validate a sidecar folder (converted layout or native ViPE output).
 
     ``name`` picks one video of a native ViPE output folder holding several (default: the only one).
     ``need_depth=False`` skips depth/mask (pose-only consumers); ``validate_depth=False`` skips the
     per-pixel NaN/mask scan of a memory-mapped depth stack; ``need_instances=False`` skips the
-    full-resolution instance masks (large for long videos).
+    full-resolution instance masks (large for long videos). ``max_pixels`` caps a native EXR depth frame
+    (the run's ``video.max_pixels``; a larger data window fails the case before it is decoded).
     """
     path = Path(path)
     if not path.exists():
@@ -188,7 +190,7 @@ def read_sidecar(path: Path, *, need_depth: bool = True, name: str | None = None
     if not path.is_dir():
         raise CaseFailure(f"{path}: sidecar is not a folder")
     if _is_native(path):
-        sc = _read_native(path, need_depth=need_depth, name=name)
+        sc = _read_native(path, need_depth=need_depth, name=name, max_pixels=max_pixels)
     else:
         sc = _read_converted(path, need_depth=need_depth, need_instances=need_instances)
     _validate(sc, validate_depth=validate_depth)
@@ -402,7 +404,7 @@ def _native_series(f: Path) -> tuple[np.ndarray, np.ndarray]:
     return data, inds.astype(np.int64)
 
 
-def _read_native(d: Path, *, need_depth: bool, name: str | None) -> Sidecar:
+def _read_native(d: Path, *, need_depth: bool, name: str | None, max_pixels: int = MAX_EXR_PIXELS) -> Sidecar:
     nm = _native_name(d, name)
     pose_file = d / "pose" / f"{nm}.npz"
     k_file = d / "intrinsics" / f"{nm}.npz"
@@ -459,7 +461,7 @@ def _read_native(d: Path, *, need_depth: bool, name: str | None) -> Sidecar:
     notes: list[str] = []
     if need_depth:
         names = [members[int(i)] for i in keep]
-        depth = _exr_stack(zip_file, names, notes)
+        depth = _exr_stack(zip_file, names, notes, max_pixels)
         valid = _derived_valid(depth)
     sc = Sidecar(source=d, poses_c2w=poses64, intrinsics=K, depth=depth, valid=valid,
                  frame_indices=keep.astype(np.int64), timestamps=None, instance_ids=None, instances=None,
@@ -469,12 +471,12 @@ def _read_native(d: Path, *, need_depth: bool, name: str | None) -> Sidecar:
     return sc
 
 
-def _exr_stack(zip_file: Path, names: list[str], notes: list[str]) -> RowStack:
+def _exr_stack(zip_file: Path, names: list[str], notes: list[str], max_pixels: int = MAX_EXR_PIXELS) -> RowStack:
     """Depth frames of a ViPE zip, decoded on access; a corrupt frame reads as all-NaN (as ViPE's reader)."""
     def read(i: int) -> np.ndarray | None:
         try:
             with zipfile.ZipFile(zip_file) as zf:
-                return decode_exr(zf.read(names[i]), channel="Z")
+                return decode_exr(zf.read(names[i]), channel="Z", max_pixels=max_pixels)
         except CaseFailure as e:
             if "unsupported" in str(e) or isinstance(e, ExrLimitError):
                 raise CaseFailure(f"{zip_file}/{names[i]}: {e}") from None

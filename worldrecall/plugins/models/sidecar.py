@@ -45,19 +45,22 @@ def _stamp(path: Path) -> tuple:
         return ()
 
 
-def load_sidecar(path: Path, *, need_depth: bool) -> Any:
-    """The parsed sidecar of ``path``, memoised (LRU of 4); a depth-bearing parse also serves pose reads."""
+def load_sidecar(path: Path, *, need_depth: bool, max_pixels: int | None = None) -> Any:
+    """The parsed sidecar of ``path``, memoised (LRU of 4); a depth-bearing parse also serves pose reads.
+    ``max_pixels``: the per-frame cap of native EXR depth (the case video's ``video.max_pixels``)."""
+    from worldrecall.formats.exr import MAX_EXR_PIXELS
     from worldrecall.formats.vipe import read_sidecar
 
     path = Path(path)
     stamp = _stamp(path)
+    cap = MAX_EXR_PIXELS if max_pixels is None else int(max_pixels)
     for nd in ((True,) if need_depth else (False, True)):
-        key = (str(path.resolve()), nd, stamp)
+        key = (str(path.resolve()), nd, stamp, cap)
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return _CACHE[key]
-    sc = read_sidecar(path, need_depth=need_depth)
-    _CACHE[(str(path.resolve()), need_depth, stamp)] = sc
+    sc = read_sidecar(path, need_depth=need_depth, **({} if cap == MAX_EXR_PIXELS else {"max_pixels": cap}))
+    _CACHE[(str(path.resolve()), need_depth, stamp, cap)] = sc
     while len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
     return sc
@@ -123,7 +126,8 @@ class SidecarDepth:
     def depth(self, frames: Sequence[np.ndarray], *, case: Any = None,
               indices: Sequence[int] | None = None) -> list[np.ndarray]:
         """One float32 ``[h, w]`` map per frame (sidecar resolution); 0 where the sidecar marks it invalid."""
-        sc = load_sidecar(sidecar_dir(case, self.opts.name), need_depth=True)
+        sc = load_sidecar(sidecar_dir(case, self.opts.name), need_depth=True,
+                          max_pixels=getattr(getattr(case, "video", None), "max_pixels", None))
         out = []
         for i in _indices(frames, indices):
             row = sc.row_for_frame(i)
