@@ -527,3 +527,22 @@ def test_corrupt_depth_frame_note_reaches_the_geo3d_row_end_to_end(tmp_path):
         assert by["Barnyard_001"].warnings == [] and by["Barnyard_002"].warnings == []
         assert any("frames.zip/00000.exr: corrupt EXR read as all-NaN" in w for w in by["Barnyard_003"].warnings), \
             by["Barnyard_003"].warnings
+
+
+def test_a_crashing_loader_keeps_the_cases_it_yielded():
+    from worldrecall.core.components import LoadRequest
+    from worldrecall.core.data import Case
+    from worldrecall.engine.plan import BenchmarkPlan, load_cases
+
+    class Crashing:
+        name = "crashing"
+
+        def load(self, request):
+            yield Case("b", "c1", "m", None)
+            yield CaseError("b", "c2", "m", "load", "c2.json: bad")
+            raise RuntimeError("bug after two cases")
+
+    plan = BenchmarkPlan("b", Crashing(), "", {}, {}, {}, LoadRequest(Path("."), {}), [])
+    items = load_cases(plan, 0, 1)
+    assert [(i.case_id, type(i).__name__) for i in items] == [("c1", "Case"), ("c2", "CaseError"), ("*", "CaseError")]
+    assert items[-1].reason == "loader crashing failed after 2 case(s): RuntimeError: bug after two cases"
