@@ -546,3 +546,15 @@ def test_a_crashing_loader_keeps_the_cases_it_yielded():
     items = load_cases(plan, 0, 1)
     assert [(i.case_id, type(i).__name__) for i in items] == [("c1", "Case"), ("c2", "CaseError"), ("*", "CaseError")]
     assert items[-1].reason == "loader crashing failed after 2 case(s): RuntimeError: bug after two cases"
+
+
+def test_opis_input_image_follows_the_pixel_cap(tmp_path):
+    from worldrecall.plugins.opis.metric import read_rgb
+
+    p = tmp_path / "raw.jpg"   # a Radiance HDR under a .jpg name: PIL cannot size it, OpenCV would decode it
+    p.write_bytes(b"#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 6000 +X 7000\n" + b"\0" * 64)
+    with pytest.raises(CaseFailure, match=r"raw.jpg: frame size 7000x6000 \(42.0 Mpx\) exceeds the limit of 40 Mpx"):
+        read_rgb(p)
+    p.write_bytes(b"neither an image nor a header")
+    with pytest.raises(CaseFailure, match="raw.jpg: unreadable image"):
+        read_rgb(p)
