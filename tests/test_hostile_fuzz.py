@@ -713,3 +713,25 @@ def test_fuzz_video_file(tmp_path, data, cap):
     assert frames.dtype == np.uint8 and frames.ndim == 4 and len(frames) > 0
     if cap:
         assert frames.shape[1] * frames.shape[2] <= cap
+
+
+EVAL_CSV = (b"id,data_type,scene,error,VisualQuality,MotionSmoothness,Geo3DConsistency,ImageRewardScore\n"
+            b"Barnyard_001,synthetic,Barnyard,,81.5,97.2,88.0,0.4\n1,real,real,,70.0,95.0,90.5,\n")
+ORS_CSV = b"clip_id,data_type,scene,ors,detection_rate,mean_confidence\nBarnyard_001,synthetic,Barnyard,0.5,0.9,0.8\n"
+
+
+@settings(FUZZ, max_examples=120)
+@given(which=st.sampled_from(["eval", "ors"]), data=st.data())
+def test_fuzz_official_result_folders(tmp_path, which, data):
+    from worldrecall.plugins.memobench.official_results import official_rows
+
+    shutil.rmtree(tmp_path / which, ignore_errors=True)
+    name = "eval_2025.csv" if which == "eval" else "ors_scores.csv"
+    seed = EVAL_CSV if which == "eval" else ORS_CSV
+    p = _write(tmp_path / which / "ModelA" / name, data.draw(mutated_bytes(seed, 5)))
+
+    def valid(rows: list) -> None:
+        for r in rows:
+            assert isinstance(r.case_id, str) and "\n" not in r.reason
+            assert all(v is None or math.isfinite(v) for v in r.values.values())
+    classify(lambda: official_rows(**{f"{which}_dir": tmp_path / which}), p, valid)
