@@ -558,3 +558,8 @@ def test_opis_input_image_follows_the_pixel_cap(tmp_path):
     p.write_bytes(b"neither an image nor a header")
     with pytest.raises(CaseFailure, match="raw.jpg: unreadable image"):
         read_rgb(p)
+
+
+def test_real_selection_ids_past_every_range_name_no_clip():
+    df = pd.DataFrame({"ID": ["1", "inf", "1e400", "x", 2.0], "Availability": ["yes"] * 5})
+    assert sheets.parse_real_selection(df) == {"001", "002"}

@@ -251,8 +251,10 @@ class MemoBenchLoader(Loader):
         if sel_path is not None:
             try:
                 selected = sheets.parse_real_selection(sheets.read_table(sel_path))
-            except (sheets.SheetError, KeyError) as e:
-                selection_error = f"{sel_path}: availability filter unreadable ({e}); provide Real_Selected.csv"
+            except Exception as e:  # noqa: BLE001 - any problem with the filter file is that file's error
+                reason = str(e) if isinstance(e, (sheets.SheetError, KeyError)) else f"{type(e).__name__}: {e}"
+                selection_error = (f"{sel_path}: availability filter unreadable ({one_line(reason, 300)}); "
+                                   "provide Real_Selected.csv")
         out = []
         for row in rows.values():
             if selected is not None and row.clip_id not in selected:

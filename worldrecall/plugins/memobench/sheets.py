@@ -364,7 +364,7 @@ def parse_real_selection(df: Any) -> set[str]:
     for v in keep["ID"]:
         try:
             ids.add(str(_int(v)).zfill(3))
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, OverflowError):  # "inf" or 1e400 name no clip either
             continue
     return ids
 
