@@ -297,14 +297,41 @@ def _image_size(f: Path) -> tuple[int, int] | None:
                 except Exception:  # not this format
                     continue
                 return int(im.size[0]), int(im.size[1])
+            # OpenCV also decodes Radiance HDR and PFM whatever the suffix; PIL cannot size them
+            head = (prefix + fp.read(4096)).split(b"\n")
+            if head[0].startswith((b"#?RADIANCE", b"#?RGBE")):
+                res = next(ln for ln in head[1:] if ln[:2] in (b"-Y", b"+Y", b"-X", b"+X")).split()
+                return (int(res[3]), int(res[1])) if res[0][1:] == b"Y" else (int(res[1]), int(res[3]))
+            if head[0].strip() in (b"PF", b"Pf"):
+                w, h = head[1].split()[:2]
+                return int(w), int(h)
     except Exception:  # unreadable file: the decoder reports it
         return None
     return None
 
 
-def _decode_folder(p: Path, limits: _Limits | None = None) -> np.ndarray:
+def _check_header(f: Path, limits: _Limits) -> None:
+    size = _image_size(f)
+    if size is None:
+        raise VideoError(f"{f}: unreadable image (no header giving its size, checked against video.max_pixels)")
+    limits.pixels(f, *size)
+
+
+def read_image(f: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    """One image file as uint8 RGB; its size is read from the header and checked against ``max_pixels``
+    before decoding (a size no header gives is refused under a cap). VideoError naming the file."""
     import cv2
 
+    if max_pixels > 0:
+        _check_header(f, _Limits(max_pixels, 0))
+    img = cv2.imread(str(f), cv2.IMREAD_COLOR)
+    if img is None:
+        raise VideoError(f"{f}: unreadable image")
+    _Limits(max_pixels, 0).pixels(f, int(img.shape[1]), int(img.shape[0]))  # whatever OpenCV decoded
+    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+
+
+def _decode_folder(p: Path, limits: _Limits | None = None) -> np.ndarray:
     limits = limits or _Limits(0, 0)
     files = list_frame_files(p)
     if not files:
@@ -312,15 +339,8 @@ def _decode_folder(p: Path, limits: _Limits | None = None) -> np.ndarray:
     limits.frames(p, len(files), "frame files")
     if limits.max_pixels > 0:
         for f in files:  # headers first: one oversized file must not be decoded at all
-            size = _image_size(f)
-            if size is not None:
-                limits.pixels(f, *size)
-    out = []
-    for f in files:
-        img = cv2.imread(str(f), cv2.IMREAD_COLOR)
-        if img is None:
-            raise VideoError(f"{f}: unreadable image")
-        out.append(cv2.cvtColor(img, cv2.COLOR_BGR2RGB))
+            _check_header(f, limits)
+    out = [read_image(f, limits.max_pixels) for f in files]
     shapes = {a.shape for a in out}
     if len(shapes) > 1:
         first = out[0].shape

@@ -59,6 +59,9 @@ class CasePipeline:
         self.measurements = MeasurementCache(cache_root / "measurements")
         self.scores = ScoreCache(cache_root / "scores")
         self.alignments = ScoreCache(cache_root / "alignments")  # same pure-function memo, own counters
+        # notes a reader added to case.warnings while a metric measured (e.g. a corrupt depth frame read as
+        # NaN), per measurement key: a cached measurement brings its notes back onto the rows
+        self.input_notes = ScoreCache(cache_root / "input_notes")
         self.artifacts_dir = cache_root / "artifacts"
         self.write_artifacts, self.device, self.batch_size = artifacts, device, batch_size
         self.counters = Counters()
@@ -188,6 +191,7 @@ class CasePipeline:
         Returns False only for ``memo_only`` when the score is not in the memo (nothing was run).
         """
         stage = "measure"
+        before = list(case.warnings)  # readers append their notes here while the metric measures
         try:
             t0 = time.perf_counter()
             key = cache_key({
@@ -217,6 +221,8 @@ class CasePipeline:
                                  device=self.device, batch_size=self.batch_size)
             measurement, hit = self.measurements.get_or_compute(metric.name, key,
                                                                 lambda: metric.measure(case, alignment, ctx))
+            notes = self._input_notes(metric, key, case, before, hit)
+            row.warnings.extend(w for w in notes if w not in row.warnings)
             self._tick("measure", t0)
             stage, t0 = "score", time.perf_counter()
             values = metric.score(measurement, metric.thresholds)
@@ -237,6 +243,7 @@ class CasePipeline:
                     row.info["artifacts"] = [str(p) for p in paths]
                 self._tick("artifacts", t0)
             self.scores.put(metric.name, score_key, {"values": row.values, "artifacts": [str(p) for p in paths],
+                                                     "warnings": notes,
                                                      **({"verdict": row.info["verdict"]} if verdict else {})})
         except BackendUnavailable as e:
             row.status, row.reason = "skipped", f"{metric.name} skipped: {one_line(e)}"
@@ -244,8 +251,24 @@ class CasePipeline:
             row.status, row.reason = "failed", f"{stage}: {one_line(e)}"
         except Exception as e:  # a bug in one metric must not end the run; the reason says where
             log.debug("metric %s failed on %s", metric.name, case.key, exc_info=True)
-            row.status, row.reason = "failed", f"{stage}: {metric.name} raised {type(e).__name__}: {one_line(e)}"
+            row.status, row.reason = "failed", (f"{stage}: {metric.name} raised {type(e).__name__}: {one_line(e)} "
+                                                f"(inputs: {input_files(case)})")
+        finally:  # notes of a failed measurement still say what was wrong with the input
+            row.warnings.extend(w for w in case.warnings[len(before):] if w not in row.warnings)
+            case.warnings[:] = before
         return True
+
+    def _input_notes(self, metric: Metric, key: str, case: Case, before: list[str], hit: bool) -> list[str]:
+        """The reader notes of this measurement: new on ``case.warnings`` when it was computed (then kept
+        beside the measurement), else the ones kept when it was."""
+        new = [w for w in case.warnings[len(before):] if w not in before]
+        del case.warnings[len(before):]
+        if not hit:
+            if new:
+                self.input_notes.put(metric.name, key, {"warnings": new})
+            return new
+        memo = self.input_notes.get(metric.name, key)
+        return list(memo["warnings"]) if memo else new
 
 
 def _num(v: Any) -> float | None:
@@ -255,6 +278,13 @@ def _num(v: Any) -> float | None:
         return float(v)
     except (TypeError, ValueError):
         return None
+
+
+def input_files(case: Case, limit: int = 300) -> str:
+    """The case's input files in one short line, for a failure whose exception does not name its file."""
+    parts = [str(v.path) for v in (case.video, case.reference) if v is not None]
+    parts += [f"{k}={p}" for k, p in sorted(case.sidecars.items())]
+    return one_line(", ".join(parts) or case.case_id, limit)
 
 
 def video_paths(case: Case) -> dict[str, str]:

@@ -153,12 +153,16 @@ def load_cases(plan: BenchmarkPlan, shard_index: int, shard_count: int) -> list[
     A case id listed twice for one model keeps its first copy; the duplicate becomes a warning on that
     case's rows (never a second row, never a failure of the good copy).
     """
-    try:
-        stream = list(plan.loader.load(plan.request))
+    stream: list[Case | CaseError] = []
+    crash: list[CaseError] = []  # in every shard, as before: it stands for the cases never yielded
+    try:  # loaders fail one case per bad clip; what a crashing loader yielded before the crash is kept
+        for it in plan.loader.load(plan.request):  # noqa: PERF402 - a crash keeps what came before
+            stream.append(it)
     except Exception as e:  # a loader bug must not lose the other benchmarks
         log.error("loader %s failed: %s", plan.loader.name, e)
-        return [CaseError(plan.name, "*", "*", "load",
-                          f"loader {plan.loader.name} failed: {type(e).__name__}: {one_line(e)}")]
+        after = f" after {len(stream)} case(s)" if stream else ""
+        crash.append(CaseError(plan.name, "*", "*", "load",
+                               f"loader {plan.loader.name} failed{after}: {type(e).__name__}: {one_line(e)}"))
     items: dict[tuple[str, str], Case | CaseError] = {}
     for it in stream:
         if shard_of(it.case_id, shard_count) != shard_index:
@@ -169,7 +173,7 @@ def load_cases(plan: BenchmarkPlan, shard_index: int, shard_count: int) -> list[
                                        f"{plan.loader.name} loader's output; the later copy was ignored")
             continue
         items[key] = it
-    return sorted(items.values(), key=lambda c: (c.case_id, c.model, isinstance(c, CaseError)))
+    return sorted(items.values(), key=lambda c: (c.case_id, c.model, isinstance(c, CaseError))) + crash
 
 
 def preflight(plan: BenchmarkPlan, items: list[Case | CaseError], hub: ModelHub) -> list[str]:

@@ -12,8 +12,18 @@ import zlib
 import numpy as np
 
 from worldrecall.core.data import CaseFailure, one_line
+from worldrecall.core.video import DEFAULT_MAX_PIXELS
 
-__all__ = ["decode_exr", "encode_exr"]
+__all__ = ["MAX_EXR_BYTES", "MAX_EXR_PIXELS", "ExrLimitError", "decode_exr", "encode_exr"]
+
+# the per-frame pixel cap of video input (core.video.DEFAULT_MAX_PIXELS, config video.max_pixels' default):
+# a forged data window (2^31 x 2^31) is refused before the output array is allocated
+MAX_EXR_PIXELS = DEFAULT_MAX_PIXELS
+MAX_EXR_BYTES = MAX_EXR_PIXELS * 4 + 2**20  # one float32 channel (ViPE's Z) at the cap, plus header/offsets
+
+
+class ExrLimitError(CaseFailure):
+    """An EXR whose declared size passes a limit (never decoded)."""
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -101,19 +111,25 @@ def _rle_decode(data: bytes, expected: int) -> bytes:
         c = struct.unpack_from("b", data, i)[0]
         i += 1
         if c < 0:
+            if i - c > len(data):
+                raise CaseFailure(f"corrupt EXR chunk (RLE literal run of {-c} bytes past the chunk's end)")
             out += data[i:i - c]
             i -= c
         else:
+            if i >= len(data):
+                raise CaseFailure("corrupt EXR chunk (RLE repeat without its byte)")
             out += bytes([data[i]]) * (c + 1)
             i += 1
     return bytes(out)
 
 
-def decode_exr(buf: bytes, channel: str = "Z") -> np.ndarray:
+def decode_exr(buf: bytes, channel: str = "Z", *, max_pixels: int = MAX_EXR_PIXELS) -> np.ndarray:
     """Decode one channel of a scanline EXR into an ``[H, W]`` float32 array (CaseFailure when unreadable).
 
     Supports NONE, RLE, ZIPS and ZIP compression with HALF/FLOAT/UINT channels; other compressions raise
-    a CaseFailure whose message contains "unsupported".
+    a CaseFailure whose message contains "unsupported". A data window past ``max_pixels`` raises
+    :class:`ExrLimitError` before anything is allocated; an offset table that leaves a scanline unwritten
+    (one chunk listed twice) is corrupt, never an array with garbage rows.
     """
     attrs, pos = _exr_header(buf)
     try:
@@ -132,6 +148,9 @@ def decode_exr(buf: bytes, channel: str = "Z") -> np.ndarray:
     width, height = xmax - xmin + 1, ymax - ymin + 1
     if width <= 0 or height <= 0:
         raise CaseFailure(f"EXR data window of size {width}x{height}")
+    if width * height > max_pixels > 0:
+        raise ExrLimitError(f"EXR data window {width}x{height} ({width * height / 1e6:.1f} Mpx) exceeds the limit "
+                            f"of {max_pixels / 1e6:g} Mpx per frame (video.max_pixels)")
     lines = _EXR_LINES[comp]
     n_chunks = (height + lines - 1) // lines
     if pos + 8 * n_chunks > len(buf):
@@ -143,6 +162,7 @@ def decode_exr(buf: bytes, channel: str = "Z") -> np.ndarray:
     dtype, csize = _EXR_TYPES[chans[ci][1]]
     col0 = width * sum(sizes[:ci])
     out = np.empty((height, width), dtype=np.float32)
+    filled = np.zeros(height, dtype=bool)
     for off in offsets:
         if off + 8 > len(buf):
             raise CaseFailure("truncated EXR (chunk offset past the end)")
@@ -168,7 +188,12 @@ def decode_exr(buf: bytes, channel: str = "Z") -> np.ndarray:
             raise CaseFailure(f"corrupt EXR chunk ({len(raw)} bytes, expected {expected})")
         block = np.frombuffer(raw, dtype=np.uint8).reshape(nl, line_bytes)
         vals = np.ascontiguousarray(block[:, col0: col0 + width * csize]).view(np.dtype(dtype).newbyteorder("<"))
+        if filled[row0: row0 + nl].any():
+            raise CaseFailure(f"corrupt EXR (scanline {y} stored twice in the offset table)")
+        filled[row0: row0 + nl] = True
         out[row0: row0 + nl] = vals.astype(np.float32)
+    if not filled.all():  # np.empty rows never written would read as garbage
+        raise CaseFailure(f"corrupt EXR (scanline {ymin + int(np.flatnonzero(~filled)[0])} missing)")
     return out
 
 

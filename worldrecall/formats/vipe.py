@@ -20,7 +20,6 @@ ViPE's depth frames are EXR files, decoded by :mod:`worldrecall.formats.exr` (Op
 
 from __future__ import annotations
 
-import json
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,7 +29,9 @@ from typing import Any
 import numpy as np
 
 from worldrecall.core.data import CaseFailure, one_line
-from worldrecall.formats.exr import decode_exr, encode_exr
+from worldrecall.formats.arrays import check_zip_members, load_npy, load_npz, npz_names
+from worldrecall.formats.exr import MAX_EXR_BYTES, MAX_EXR_PIXELS, ExrLimitError, decode_exr, encode_exr
+from worldrecall.formats.safe_json import read_json
 
 __all__ = [
     "ORTHONORMAL_TOL",
@@ -49,7 +50,6 @@ ORTHONORMAL_TOL = 1e-3  # |RᵀR − I| and |c2w·w2c − I| bounds of the offic
 _POSE_FILES = ("poses_c2w.npy", "poses.npy", "camera_poses.npy")
 _POSE_NPZ_FILES = ("poses_c2w.npz", "poses.npz", "camera_poses.npz")
 _POSE_NPZ_KEYS = ("poses_c2w", "poses", "data")
-_LOAD_ERRORS = (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile)
 _DEPTH_CHUNK = 64  # rows validated at a time, so a memory-mapped 60 s depth stack never loads at once
 
 
@@ -174,13 +174,15 @@ def _is_native(path: Path) -> bool:
 # entry point
 # ------------------------------------------------------------------------------------------------------
 def read_sidecar(path: Path, *, need_depth: bool = True, name: str | None = None,
-                 validate_depth: bool = True, need_instances: bool = True) -> Sidecar:
+                 validate_depth: bool = True, need_instances: bool = True,
+                 max_pixels: int = MAX_EXR_PIXELS) -> Sidecar:
     """Read and validate a sidecar folder (converted layout or native ViPE output).
 
     ``name`` picks one video of a native ViPE output folder holding several (default: the only one).
     ``need_depth=False`` skips depth/mask (pose-only consumers); ``validate_depth=False`` skips the
     per-pixel NaN/mask scan of a memory-mapped depth stack; ``need_instances=False`` skips the
-    full-resolution instance masks (large for long videos).
+    full-resolution instance masks (large for long videos). ``max_pixels`` caps a native EXR depth frame
+    (the run's ``video.max_pixels``; a larger data window fails the case before it is decoded).
     """
     path = Path(path)
     if not path.exists():
@@ -188,7 +190,7 @@ def read_sidecar(path: Path, *, need_depth: bool = True, name: str | None = None
     if not path.is_dir():
         raise CaseFailure(f"{path}: sidecar is not a folder")
     if _is_native(path):
-        sc = _read_native(path, need_depth=need_depth, name=name)
+        sc = _read_native(path, need_depth=need_depth, name=name, max_pixels=max_pixels)
     else:
         sc = _read_converted(path, need_depth=need_depth, need_instances=need_instances)
     _validate(sc, validate_depth=validate_depth)
@@ -199,37 +201,29 @@ def read_sidecar(path: Path, *, need_depth: bool = True, name: str | None = None
 # small safe readers
 # ------------------------------------------------------------------------------------------------------
 def _load_npy(path: Path, *, mmap: bool = False) -> np.ndarray:
-    try:
-        return np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None)
-    except _LOAD_ERRORS as e:  # ValueError for pickled object arrays, OSError/EOFError for truncation
-        raise CaseFailure(f"{path}: unreadable .npy ({type(e).__name__}: {one_line(e, 200)})") from None
+    # header checked first: object arrays, forged shapes and arrays past MAX_ARRAY_BYTES never allocate
+    return load_npy(path, mmap=mmap)
 
 
 def _load_npz_key(path: Path, keys: tuple[str, ...]) -> tuple[np.ndarray, str]:
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            for k in keys:
-                if k in z.files:
-                    return np.asarray(z[k]), k
-            found = ", ".join(z.files) or "none"
-    except CaseFailure:
-        raise
-    except _LOAD_ERRORS as e:
-        raise CaseFailure(f"{path}: unreadable .npz ({type(e).__name__}: {one_line(e, 200)})") from None
+    for k in keys:  # the first present key only: each member's header is checked before it is inflated
+        got = load_npz(path, (k,))
+        if k in got:
+            return got[k], k
+    found = ", ".join(npz_names(path)) or "none"
     raise CaseFailure(f"{path}: none of the keys {', '.join(keys)} (found: {found})")
 
 
 def _npz_arrays(path: Path) -> dict[str, np.ndarray]:
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: np.asarray(z[k]) for k in z.files}
-    except _LOAD_ERRORS as e:
-        raise CaseFailure(f"{path}: unreadable .npz ({type(e).__name__}: {one_line(e, 200)})") from None
+    return load_npz(path)
 
 
 
 def intrinsics_to_k(arr: np.ndarray, n: int | None, where: Path | str) -> np.ndarray:
-    """Accept [N,3,3], [3,3], [N,>=4] (fx,fy,cx,cy,…) or [>=4]; return [N,3,3] float64 (N=n when broadcast)."""
+    """Accept [N,3,3], [3,3], [N,>=4] (fx,fy,cx,cy,…) or [>=4]; return [N,3,3] float64 (N=n when broadcast).
+
+    Text, boolean or complex values are refused (a cast would drop the imaginary part silently)."""
+    _real_numbers(arr, where, "intrinsics")
     a = np.asarray(arr, dtype=np.float64)
     if a.ndim == 3 and a.shape[1:] == (3, 3):
         return a.copy()
@@ -284,9 +278,11 @@ def _read_converted(d: Path, *, need_depth: bool, need_instances: bool = True) -
     w2c_file = d / "poses_w2c.npy"
     if w2c_file.is_file():
         w2c = _load_npy(w2c_file)
+        _real_numbers(w2c, w2c_file, "poses")
         if w2c.shape != poses.shape:
             raise CaseFailure(f"{w2c_file}: shape {list(w2c.shape)} but {pose_file.name} has {list(poses.shape)}")
-        prod = poses64 @ np.asarray(w2c, dtype=np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):  # non-finite rows are refused just below
+            prod = poses64 @ np.asarray(w2c, dtype=np.float64)
         err = np.abs(prod - np.eye(4)).max(axis=(1, 2)) if n else np.zeros(0)
         bad = np.flatnonzero(~(err <= ORTHONORMAL_TOL))
         if bad.size:
@@ -312,6 +308,7 @@ def _read_converted(d: Path, *, need_depth: bool, need_instances: bool = True) -
         if ts.ndim != 1:
             raise CaseFailure(f"{ts_file}: shape {list(ts.shape)}; expected [N]")
         _same_rows(ts, n, ts_file, pose_file)
+        _real_numbers(ts, ts_file, "timestamps")
         timestamps = ts.astype(np.float64)
 
     depth = valid = None
@@ -331,6 +328,8 @@ def _read_converted(d: Path, *, need_depth: bool, need_instances: bool = True) -
             if mask.shape != depth.shape:
                 raise CaseFailure(f"{mask_file}: mask of shape {list(mask.shape)} but "
                                   f"{dep_file.name} has {list(depth.shape)}")
+            if mask.dtype != bool and not np.issubdtype(mask.dtype, np.integer):  # text 'a' would read True
+                raise CaseFailure(f"{mask_file}: mask of dtype {mask.dtype}; expected booleans")
             valid = mask.astype(bool, copy=False)
         else:
             valid = None  # derived row by row (finite & > 0) in _validate
@@ -347,10 +346,7 @@ def _read_converted(d: Path, *, need_depth: bool, need_instances: bool = True) -
     instances = None
     js_file = d / "instances.json"
     if need_instances and js_file.is_file():
-        try:
-            instances = json.loads(js_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise CaseFailure(f"{js_file}: invalid JSON ({one_line(e, 200)})") from None
+        instances = read_json(js_file)  # depth and integer size bounded; problems name the file
         if not isinstance(instances, dict):
             raise CaseFailure(f"{js_file}: expected a JSON object")
 
@@ -360,6 +356,13 @@ def _read_converted(d: Path, *, need_depth: bool, need_instances: bool = True) -
                  files={"poses": pose_file, "intrinsics": k_file, "depth": d / "depth_metric.npy",
                         "mask": d / "depth_valid_mask.npz", "frame_indices": d / "frame_indices.npy"})
     return sc
+
+
+def _real_numbers(arr: np.ndarray, f: Path | str, what: str) -> None:
+    """Refuse text, object, boolean or complex arrays where real numbers are expected."""
+    dt = np.asarray(arr).dtype
+    if not np.issubdtype(dt, np.number) or np.issubdtype(dt, np.complexfloating):
+        raise CaseFailure(f"{f}: {what} of dtype {dt}; expected real numbers")
 
 
 def _same_rows(arr: np.ndarray, n: int, f: Path, ref: Path) -> None:
@@ -388,6 +391,7 @@ def _native_series(f: Path) -> tuple[np.ndarray, np.ndarray]:
     if "data" not in arrs:
         raise CaseFailure(f"{f}: no 'data' array (found: {', '.join(arrs) or 'none'})")
     data = arrs["data"]
+    _real_numbers(data, f, "'data'")  # text or complex would be cast (or half-dropped) silently below
     inds = arrs.get("inds")
     if inds is None:
         inds = np.arange(data.shape[0] if data.ndim else 0)
@@ -400,7 +404,7 @@ def _native_series(f: Path) -> tuple[np.ndarray, np.ndarray]:
     return data, inds.astype(np.int64)
 
 
-def _read_native(d: Path, *, need_depth: bool, name: str | None) -> Sidecar:
+def _read_native(d: Path, *, need_depth: bool, name: str | None, max_pixels: int = MAX_EXR_PIXELS) -> Sidecar:
     nm = _native_name(d, name)
     pose_file = d / "pose" / f"{nm}.npz"
     k_file = d / "intrinsics" / f"{nm}.npz"
@@ -425,6 +429,10 @@ def _read_native(d: Path, *, need_depth: bool, name: str | None) -> Sidecar:
     if zip_file.is_file():
         try:
             with zipfile.ZipFile(zip_file) as zf:
+                # Deflate64/encrypted members and frames inflating past the EXR cap are refused here, at
+                # open, not when a row is read
+                check_zip_members(zf, zip_file, max_member_bytes=MAX_EXR_BYTES,
+                                  limit_name="formats.exr.MAX_EXR_BYTES")
                 for info in zf.infolist():
                     stem = Path(info.filename).name
                     if stem.endswith(".exr") and stem[:-4].isdigit():
@@ -453,7 +461,7 @@ def _read_native(d: Path, *, need_depth: bool, name: str | None) -> Sidecar:
     notes: list[str] = []
     if need_depth:
         names = [members[int(i)] for i in keep]
-        depth = _exr_stack(zip_file, names, notes)
+        depth = _exr_stack(zip_file, names, notes, max_pixels)
         valid = _derived_valid(depth)
     sc = Sidecar(source=d, poses_c2w=poses64, intrinsics=K, depth=depth, valid=valid,
                  frame_indices=keep.astype(np.int64), timestamps=None, instance_ids=None, instances=None,
@@ -463,14 +471,14 @@ def _read_native(d: Path, *, need_depth: bool, name: str | None) -> Sidecar:
     return sc
 
 
-def _exr_stack(zip_file: Path, names: list[str], notes: list[str]) -> RowStack:
+def _exr_stack(zip_file: Path, names: list[str], notes: list[str], max_pixels: int = MAX_EXR_PIXELS) -> RowStack:
     """Depth frames of a ViPE zip, decoded on access; a corrupt frame reads as all-NaN (as ViPE's reader)."""
     def read(i: int) -> np.ndarray | None:
         try:
             with zipfile.ZipFile(zip_file) as zf:
-                return decode_exr(zf.read(names[i]), channel="Z")
+                return decode_exr(zf.read(names[i]), channel="Z", max_pixels=max_pixels)
         except CaseFailure as e:
-            if "unsupported" in str(e):
+            if "unsupported" in str(e) or isinstance(e, ExrLimitError):
                 raise CaseFailure(f"{zip_file}/{names[i]}: {e}") from None
             note = f"{zip_file.name}/{names[i]}: corrupt EXR read as all-NaN ({e})"
         except (zipfile.BadZipFile, OSError, KeyError) as e:

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from worldrecall.core.data import Case, CaseFailure
+from worldrecall.core.data import Case, CaseFailure, one_line
 from worldrecall.core.text import read_text
-from worldrecall.core.video import list_frame_files
+from worldrecall.core.video import VideoError, list_frame_files, read_image
+from worldrecall.formats.arrays import load_npy, load_npz
 from worldrecall.formats.vipe import intrinsics_to_k, validate_intrinsics, validate_poses
 
 # UE5 left-handed elementary rotations and the y/z flip to OpenCV camera axes (official fallback converter)
@@ -72,7 +73,9 @@ def mp4_frame_count(path: Path) -> int:
 
 def npy_rows(path: Path) -> int:
     """Rows of a ``.npy`` array, read from its header only."""
-    arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    arr = load_npy(path, mmap=True)  # a forged/truncated header -> CaseFailure naming the file
+    if arr.ndim == 0:
+        raise CaseFailure(f"{path}: a scalar, not one row per GT frame")
     return int(arr.shape[0])
 
 
@@ -83,13 +86,13 @@ def load_gt_poses(case: Case) -> np.ndarray:
         raise CaseFailure(f"{case.case_id}: no GT pose file (poses.npy / camera_full*.csv / *_mapanything.npz)")
     path = Path(case.data_root) / rel
     try:
+        # declared sizes checked before allocation; dtype kept, so validate_poses refuses complex/text values
         if kind == "npy":
-            poses = np.load(path, allow_pickle=False).astype(np.float64)
+            poses = load_npy(path)
         elif kind == "ue5_csv":
             poses = ue5_track_to_c2w(path)
         elif kind == "mapanything_npz":
-            with np.load(path, allow_pickle=False) as z:
-                poses = np.asarray(z["cam_c2w"], dtype=np.float64)
+            poses = load_npz(path, ("cam_c2w",))["cam_c2w"]
         else:
             raise CaseFailure(f"{path}: unknown GT pose kind {kind!r}")
     except CaseFailure:
@@ -108,10 +111,11 @@ def load_gt_intrinsics(path: Path) -> np.ndarray:
     """
     try:
         if Path(path).suffix == ".npz":
-            with np.load(path, allow_pickle=False) as z:
-                arr = np.asarray(z["intrinsic"])
+            arr = load_npz(path, ("intrinsic",))["intrinsic"]
         else:
-            arr = np.load(path, allow_pickle=False)
+            arr = load_npy(path)
+    except CaseFailure:
+        raise
     except Exception as e:  # truncated file, missing key, pickled object: one line for this case only
         raise CaseFailure(f"{path}: cannot read GT intrinsics ({type(e).__name__}: {str(e).splitlines()[0][:120]})") \
             from None
@@ -126,7 +130,6 @@ def read_gt_frames(case: Case, indices: Sequence[int]) -> list[np.ndarray]:
     A frame folder is read file by file (only what is asked for); a video is decoded once through the
     shared :class:`~worldrecall.core.video.Video`.
     """
-    import cv2
 
     ref = case.reference
     if ref is None:
@@ -137,11 +140,11 @@ def read_gt_frames(case: Case, indices: Sequence[int]) -> list[np.ndarray]:
         for i in indices:
             if not 0 <= i < len(files):
                 raise CaseFailure(f"{ref.path}: GT frame {i} out of range ({len(files)} frames)")
-            if i not in memo:
-                img = cv2.imread(str(files[i]), cv2.IMREAD_COLOR)
-                if img is None:
-                    raise CaseFailure(f"{files[i]}: unreadable GT frame")
-                memo[i] = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+            if i not in memo:  # size checked against the pixel cap before decoding (HDR/PFM included)
+                try:
+                    memo[i] = read_image(files[i], ref.max_pixels)
+                except VideoError as e:
+                    raise CaseFailure(f"{files[i]}: unreadable GT frame ({one_line(e)})") from None
             out.append(memo[i])
         return out
     frames = ref.frames()

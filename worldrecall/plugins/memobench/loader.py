@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from worldrecall.core.components import Loader, LoadRequest, merge_typed
-from worldrecall.core.data import Case, CaseError, CaseFailure
+from worldrecall.core.data import Case, CaseError, CaseFailure, one_line
 from worldrecall.core.paths import safe_join
 from worldrecall.core.video import Video, list_frame_files
 from worldrecall.plugins.memobench import discovery, gt, metadata, sheets
@@ -51,13 +51,15 @@ def _rel(path: Path, root: Path) -> str:
     return str(resolved.relative_to(base))
 
 
-def _first_frame(meta: metadata.ClipMeta | None, data_root: Path, fallback: Path | None) -> str | None:
+def _first_frame(meta: metadata.ClipMeta | None, data_root: Path, fallback: Path | None,
+                 source: str = "sam3_metadata") -> str | None:
     """The conditioning frame as a data-root-relative path: the metadata path when it names an existing file,
     else the GT folder's first frame. A metadata path escaping the data root raises :class:`CaseFailure`."""
     if meta is not None and meta.first_frame:
         rel = meta.first_frame
         rel = rel.removeprefix("data/")
-        p = safe_join(data_root, rel, what="sam3_metadata first-frame path")  # escaping: the clip's error
+        # escaping or unusable (NUL byte, name too long): the clip's error, naming the metadata file
+        p = safe_join(data_root, rel, what=f"{source}: sam3_metadata first-frame path")
         if p.is_file():
             return _rel(p, data_root)
     return _rel(fallback, data_root) if fallback is not None else None
@@ -78,6 +80,18 @@ def _beyond_gt(row: sheets.PhaseRow, g: int, source: str, checks: str, warnings:
         warnings.append(msg + "; clamped as the official code does")
         return None
     return msg + " (set loader_options.phase_row_checks=official to score it clamped)"
+
+
+def _guarded(build: Any, split: str, row: sheets.PhaseRow, scene: str, *args: Any) -> GTClip:
+    """``build(..., row, ...)``; an unexpected problem with this one row (an unusable path, a number past
+    every range, a reader's bug) fails this clip only, never the sheet's other clips."""
+    try:
+        return build(*args)
+    except Exception as e:  # noqa: BLE001 - whatever it is, it belongs to this clip
+        reason = one_line(e) if isinstance(e, CaseFailure) else f"{type(e).__name__}: {one_line(e, 300)}"
+        sheet = sheets.SYNTHETIC_SHEET if split == "synthetic" else sheets.REAL_SHEET
+        return GTClip(split, row.clip_id, scene, {"split": split},
+                      error=f"{sheet}: clip {row.clip_id[:120]!r}: {reason}")
 
 
 def _read_meta(reader: Any, path: Path) -> tuple[dict[str, metadata.ClipMeta], str | None]:
@@ -140,8 +154,8 @@ class MemoBenchLoader(Loader):
             return [GTClip("synthetic", sheet.name, "", {"split": "synthetic"}, error=str(e), sheet_error=True)]
         skipped = [GTClip("synthetic", clip, "", {"split": "synthetic"}, declared_skip=True)
                    for clip in sheets.skipped_clips(table) if clip not in rows]
-        return [self._synthetic_clip(data_root, root, row, meta.get(row.clip_id), opts)
-                for row in rows.values()] + skipped
+        return [_guarded(self._synthetic_clip, "synthetic", row, "", data_root, root, row,
+                         meta.get(row.clip_id), opts) for row in rows.values()] + skipped
 
     def _synthetic_clip(self, data_root: Path, root: Path, row: sheets.PhaseRow,
                         meta: metadata.ClipMeta | None, opts: dict[str, Any]) -> GTClip:
@@ -159,7 +173,7 @@ class MemoBenchLoader(Loader):
             return c
         n = str(int(m.group(2)))
         try:
-            clip_dir = safe_join(root, f"{scene}/{clip}", what="video_folder")
+            clip_dir = safe_join(root, f"{scene}/{clip}", what=f"{sheets.SYNTHETIC_SHEET}: video_folder")
         except CaseFailure as e:
             c.error = str(e)
             return c
@@ -175,6 +189,9 @@ class MemoBenchLoader(Loader):
             return c
         try:
             g_step2 = gt.npy_rows(intr)
+        except CaseFailure as e:  # forged/truncated header, object array: named by formats.arrays
+            c.error = str(e)
+            return c
         except Exception as e:  # a corrupt npy fails this clip only
             c.error = f"{intr}: unreadable ({type(e).__name__})"
             return c
@@ -189,7 +206,7 @@ class MemoBenchLoader(Loader):
         sheet_prompt = row.prompt
         try:  # every GT path must stay inside the data root (a symlinked folder may point elsewhere)
             paths = {"gt_poses": _rel(poses, data_root) if poses else None, "gt_intrinsics": _rel(intr, data_root),
-                     "first_frame": _first_frame(meta, data_root, first)}
+                     "first_frame": _first_frame(meta, data_root, first, "synthetic_metadata.csv")}
             _rel(rgb_dir, data_root)
         except CaseFailure as e:
             c.error = str(e)
@@ -239,14 +256,17 @@ class MemoBenchLoader(Loader):
         if sel_path is not None:
             try:
                 selected = sheets.parse_real_selection(sheets.read_table(sel_path))
-            except (sheets.SheetError, KeyError) as e:
-                selection_error = f"{sel_path}: availability filter unreadable ({e}); provide Real_Selected.csv"
+            except Exception as e:  # noqa: BLE001 - any problem with the filter file is that file's error
+                reason = str(e) if isinstance(e, (sheets.SheetError, KeyError)) else f"{type(e).__name__}: {e}"
+                selection_error = (f"{sel_path}: availability filter unreadable ({one_line(reason, 300)}); "
+                                   "provide Real_Selected.csv")
         out = []
         for row in rows.values():
             if selected is not None and row.clip_id not in selected:
                 out.append(GTClip("real", row.clip_id, "real", {"split": "real"}, declared_skip=True))
                 continue
-            c = self._real_clip(data_root, root, row, meta.get(row.clip_id), opts)
+            c = _guarded(self._real_clip, "real", row, "real", data_root, root, row,
+                         meta.get(row.clip_id), opts)
             if selection_error:  # a global problem outranks the clip's own
                 c.error = selection_error
             out.append(c)
@@ -261,8 +281,9 @@ class MemoBenchLoader(Loader):
             c.error = row.error
             return c
         try:
-            gt_dir = safe_join(root, clip, what="id")
-            npz_fallback = safe_join(data_root, f"mapanything/outputs/real/{clip}_mapanything.npz", what="id")
+            gt_dir = safe_join(root, clip, what=f"{sheets.REAL_SHEET}: id")
+            npz_fallback = safe_join(data_root, f"mapanything/outputs/real/{clip}_mapanything.npz",
+                                     what=f"{sheets.REAL_SHEET}: id")
         except CaseFailure as e:
             c.error = str(e)
             return c
@@ -287,7 +308,7 @@ class MemoBenchLoader(Loader):
             g, src = g_step1, "mp4_frame_count"
         first = list_frame_files(frames_dir)[0] if g_step2 else None
         try:  # every GT path must stay inside the data root (a symlinked folder may point elsewhere)
-            paths = {"gt_poses": _rel(npz, data_root), "first_frame": _first_frame(meta, data_root, first)}
+            paths = {"gt_poses": _rel(npz, data_root), "first_frame": _first_frame(meta, data_root, first, "real_metadata.csv")}
             _rel(mp4, data_root)
         except CaseFailure as e:
             c.error = str(e)
@@ -352,7 +373,12 @@ class MemoBenchLoader(Loader):
                         yield CaseError(BENCHMARK, c.clip_id, model, "load",
                                         f"{where}: no generated video for clip {c.clip_id}", dict(c.strata))
                     continue
-                yield self._case(request, model, c, gen, data_root, find_sidecars)
+                try:
+                    yield self._case(request, model, c, gen, data_root, find_sidecars)
+                except Exception as e:  # noqa: BLE001 - this (clip, model) only
+                    reason = one_line(e) if isinstance(e, CaseFailure) else \
+                        f"{type(e).__name__}: {one_line(e, 300)}"
+                    yield CaseError(BENCHMARK, c.clip_id, model, "load", f"{gen.path}: {reason}", dict(c.strata))
             if opts["unlisted_generation"] == "error":
                 # a generated clip the sheets do not list would silently go unscored: say so on its own row
                 listed = {(c.split, c.clip_id) for c in clips}

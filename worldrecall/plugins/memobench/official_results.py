@@ -21,13 +21,13 @@ Every per-clip value is copied as the official file holds it; the aggregator app
 from __future__ import annotations
 
 import io
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
 from worldrecall.core.data import CaseFailure, ScoreRow, finite_float
 from worldrecall.core.text import read_text
+from worldrecall.formats.safe_json import parse_json
 
 log = logging.getLogger(__name__)
 
@@ -160,8 +160,10 @@ def read_vqa_dir(vqa_dir: Path | str) -> dict[str, tuple[Path, list[dict[str, An
                 continue
             for i, r in df.iterrows():
                 try:
-                    scores = json.loads(r["score"])
-                except (json.JSONDecodeError, TypeError):
+                    if not isinstance(r["score"], str):
+                        raise CaseFailure("score is not text")
+                    scores = parse_json(r["score"], f"{p} row {int(i) + 2} score")
+                except CaseFailure:
                     log.warning("%s row %d: score is not JSON; row skipped (official rule)", p, int(i) + 2)
                     continue
                 if not isinstance(scores, dict):

@@ -13,6 +13,15 @@ on its row (:attr:`PhaseRow.warnings`):
 * two rows for one clip with different values               -> error (official: the later row wins);
   ``checks="official"``: the later row wins with a warning; identical duplicates are a warning either way
 * a clip id that is not a number (real sheet)               -> error on a case named by the raw cell
+* a boundary cell holding a boolean (``TRUE``/``FALSE``)       -> error (official: read as 1/0 silently);
+  ``checks="official"``: the official 1/0 with a warning
+* a CSV row with more cells than the header                -> error for the clip it names (official: the
+  whole sheet is unreadable)
+* a row that breaks the parser in any other way             -> error for that clip only
+
+An ``.xlsx`` is sized from its cells before pandas reads it: pandas fills every row up to the widest one,
+so a 5 KB file with one cell at ``XFD1048576`` would become 17 billion cells; past :data:`SHEET_MAX_CELLS`
+the sheet is refused (a sheet-level error naming the file and the limit).
 """
 
 from __future__ import annotations
@@ -23,7 +32,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from worldrecall.core.data import CaseFailure
+import numpy as np
+
+from worldrecall.core.data import CaseFailure, one_line
 from worldrecall.core.text import read_text
 
 log = logging.getLogger(__name__)
@@ -31,6 +42,9 @@ log = logging.getLogger(__name__)
 SYNTHETIC_SHEET = "Synthetic_ExitReenter"
 REAL_SHEET = "Real_ExitReenter"
 CHECKS = ("strict", "official")
+# the release's sheets hold a few hundred rows of six columns; a million cells is ~100 MB in pandas
+SHEET_MAX_CELLS = 1_000_000
+SHEET_MAX_XML_BYTES = 256 * 2**20  # inflated size of all xlsx members together (a zip bomb stops here)
 
 
 class SheetError(Exception):
@@ -76,14 +90,98 @@ def read_table(path: Path) -> Any:
             raise SheetError(str(e)) from None
     try:
         if path.suffix.lower() == ".csv":
-            return pd.read_csv(io.StringIO(text))
+            try:
+                return pd.read_csv(io.StringIO(text))
+            except pd.errors.ParserError:  # a row with surplus cells: that row fails its clip, not the sheet
+                return _read_csv_skipping_long_rows(text)
+        if path.suffix.lower() == ".xlsx":
+            check_xlsx_size(path)
         return pd.read_excel(path)
+    except SheetError:
+        raise
     except Exception as e:  # openpyxl/xlrd/csv errors are many; all mean "this sheet is unreadable"
         raise SheetError(f"{path}: cannot be read ({type(e).__name__}: {str(e).splitlines()[0][:160]})") from None
 
 
+def check_xlsx_size(path: Path, max_cells: int = SHEET_MAX_CELLS) -> None:
+    """Refuse an ``.xlsx`` whose first sheet spans more than ``max_cells`` cells (rows x columns as pandas
+    materialises them), or whose members inflate past :data:`SHEET_MAX_XML_BYTES`, before anything is
+    allocated; :class:`SheetError` naming the file and the limit. Cells are counted while streaming the sheet
+    (openpyxl read-only), not from its declared ``dimension``, which a file may understate."""
+    import zipfile
+
+    from openpyxl import load_workbook
+
+    with zipfile.ZipFile(path) as zf:
+        total = sum(i.file_size for i in zf.infolist())
+    if total > SHEET_MAX_XML_BYTES:
+        raise SheetError(f"{path}: members inflate to {total} bytes, past the limit of {SHEET_MAX_XML_BYTES} "
+                         "bytes for a phase sheet")
+    wb = load_workbook(path, read_only=True, data_only=True)
+    try:
+        if not wb.worksheets:
+            raise SheetError(f"{path}: no worksheet")
+        ws = wb.worksheets[0]  # the sheet pd.read_excel reads
+        ws.reset_dimensions()  # as pandas does: the declared dimension may understate (or overstate) the cells
+        rows = cols = 0
+        for r, row in enumerate(ws.iter_rows(values_only=True), start=1):
+            last = max((c for c, v in enumerate(row, start=1) if v is not None), default=0)
+            if last:  # pandas trims empty cells and rows at the ends; only cells with a value count
+                rows, cols = r, max(cols, last)
+                if rows * cols > max_cells:
+                    raise SheetError(f"{path}: sheet spans {rows} rows x {cols} columns (or more), past the "
+                                     f"limit of {max_cells} cells (sheets.SHEET_MAX_CELLS); remove the stray cells")
+    finally:
+        wb.close()
+
+
+def _read_csv_skipping_long_rows(text: str) -> Any:
+    """The CSV without its rows that hold more cells than the header; those rows (file line, cells) are kept in
+    ``df.attrs["long_rows"]`` so that the parsers fail the clip each one names."""
+    import csv
+
+    import pandas as pd
+
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader, [])
+    long_rows = [(reader.line_num, row) for row in reader if len(row) > len(header)]
+    df = pd.read_csv(io.StringIO(text), engine="python", on_bad_lines="skip")
+    df.attrs["long_rows"] = long_rows
+    return df
+
+
+def _long_rows(df: Any, id_col: str, source: str) -> list[tuple[str, str]]:
+    """(raw clip id, error) for each row with surplus cells (see :func:`_read_csv_skipping_long_rows`)."""
+    cols = [str(c) for c in df.columns]
+    k = cols.index(id_col) if id_col in cols else 0
+    out = []
+    for line, row in df.attrs.get("long_rows", []):
+        raw = row[k].strip() if k < len(row) else ""
+        out.append((raw[:200], f"{source} line {line}: {len(row)} cells for {len(cols)} columns"))
+    return out
+
+
 def _int(x: Any) -> int:
     return int(float(x))
+
+
+def _booleans(row: Any, cols: tuple[str, ...]) -> list[str]:
+    """The ``cols`` of a row that hold a boolean (an xlsx TRUE/FALSE cell; ``int(float(True))`` is 1)."""
+    return [c for c in cols if c in row and isinstance(row[c], (bool, np.bool_))]
+
+
+def _boolean_cells(row: Any, cols: tuple[str, ...], where: str, checks: str) -> tuple[str | None, tuple[str, ...]]:
+    """(error, warnings) for boolean boundary cells: an error under strict checks, the official 1/0 with a
+    warning under ``checks="official"``."""
+    hits = _booleans(row, cols)
+    if not hits:
+        return None, ()
+    cells = ", ".join(f"{c} {row[c]!r}" for c in hits)
+    if checks == "official":
+        note = f"{where}: {cells} is a boolean, read as {int(bool(row[hits[0]]))} as the official loader does"
+        return None, (note,)
+    return (f"{where}: {cells} is a boolean, not a frame number (set loader_options.phase_row_checks=official "
+            "to read it as 1/0)"), ()
 
 
 def _check_bounds(row: PhaseRow, where: str, checks: str) -> PhaseRow:
@@ -154,29 +252,52 @@ def parse_synthetic_sheet(df: Any, source: str = SYNTHETIC_SHEET, checks: str = 
     if skip_cols:
         df = df[df[skip_cols[0]].astype(str).str.lower() != "yes"]
     out: dict[str, PhaseRow] = {}
+    for clip, error in _long_rows(df, "video_folder", source):
+        if clip:
+            _add(out, PhaseRow(clip, -1, -1, error=error), error, checks)
     for i, row in df.iterrows():
-        where = f"{source} row {int(i) + 2}"
+        where = f"{source} row {_row_number(i)}"
         if "video_folder" not in row or str(row["video_folder"]).strip() in ("", "nan"):
             log.warning("%s: no video_folder; row ignored (it names no clip)", where)
             continue
         clip = str(row["video_folder"]).strip()
-        bad = _bad_cells(row, ("exits", "re-enter"))
-        if bad:
-            _add(out, PhaseRow(clip, -1, -1, error=f"{where}: {bad}"), where, checks)
-            continue
-        warnings: tuple[str, ...] = ()
-        frame_num = None
-        if "frame_num" in row and str(row["frame_num"]).strip() not in ("", "nan"):
-            try:
-                frame_num = _int(row["frame_num"])
-            except (ValueError, TypeError, OverflowError):
-                warnings = (f"{where}: frame_num {row['frame_num']!r} is not a number (ignored)",)
-        # str() of an empty cell is "nan": the official Step 1 then scores the prompt "nan"
-        prompt = str(row.get("prompt", "")).strip()
-        pr = PhaseRow(clip, _int(row["exits"]), _int(row["re-enter"]), prompt=prompt, frame_num=frame_num,
-                      warnings=warnings)
-        _add(out, _check_bounds(pr, where, checks), where, checks)
+        try:
+            _synthetic_row(out, row, clip, where, checks)
+        except Exception as e:  # noqa: BLE001 - one odd row fails its clip, never the sheet
+            _add(out, PhaseRow(clip, -1, -1, error=f"{where}: unreadable row ({type(e).__name__}: "
+                                                   f"{one_line(e, 200)})"), where, checks)
     return out
+
+
+def _row_number(i: Any) -> Any:
+    """The sheet row of DataFrame index ``i`` (header = row 1)."""
+    try:
+        return int(i) + 2
+    except (TypeError, ValueError):
+        return i
+
+
+def _synthetic_row(out: dict[str, PhaseRow], row: Any, clip: str, where: str, checks: str) -> None:
+    """One synthetic sheet row into ``out`` (see :func:`parse_synthetic_sheet`)."""
+    bad = _bad_cells(row, ("exits", "re-enter"))
+    if bad:
+        _add(out, PhaseRow(clip, -1, -1, error=f"{where}: {bad}"), where, checks)
+        return
+    booled, warnings = _boolean_cells(row, ("exits", "re-enter"), where, checks)
+    if booled:
+        _add(out, PhaseRow(clip, -1, -1, error=booled), where, checks)
+        return
+    frame_num = None
+    if "frame_num" in row and str(row["frame_num"]).strip() not in ("", "nan"):
+        try:
+            frame_num = _int(row["frame_num"])
+        except (ValueError, TypeError, OverflowError):
+            warnings = (*warnings, f"{where}: frame_num {row['frame_num']!r} is not a number (ignored)")
+    # str() of an empty cell is "nan": the official Step 1 then scores the prompt "nan"
+    prompt = str(row.get("prompt", "")).strip()
+    pr = PhaseRow(clip, _int(row["exits"]), _int(row["re-enter"]), prompt=prompt, frame_num=frame_num,
+                  warnings=warnings)
+    _add(out, _check_bounds(pr, where, checks), where, checks)
 
 
 def skipped_clips(df: Any) -> list[str]:
@@ -195,24 +316,45 @@ def parse_real_sheet(df: Any, source: str = REAL_SHEET, checks: str = "strict") 
         raise ValueError(f"phase_row_checks must be one of {CHECKS}, got {checks!r}")
     _require(df, ("id", "exit", "reenter"), source)
     out: dict[str, PhaseRow] = {}
+    for raw, error in _long_rows(df, "id", source):
+        try:
+            clip = str(_int(raw)).zfill(3)
+        except (ValueError, TypeError, OverflowError):
+            clip = raw
+        if clip:
+            _add(out, PhaseRow(clip, -1, -1, error=error), error, checks)
     for i, row in df.iterrows():
-        where = f"{source} row {int(i) + 2}"
+        where = f"{source} row {_row_number(i)}"
         if "id" not in row or str(row["id"]).strip() in ("", "nan"):
             log.warning("%s: no id; row ignored (it names no clip)", where)
             continue
         try:
-            clip = str(_int(row["id"])).zfill(3)
-        except (ValueError, TypeError, OverflowError):
-            raw = str(row["id"]).strip()
-            _add(out, PhaseRow(raw, -1, -1, error=f"{where}: id {raw!r} is not a number"), where, checks)
-            continue
-        bad = _bad_cells(row, ("exit", "reenter"))
-        if bad:
-            _add(out, PhaseRow(clip, -1, -1, error=f"{where}: {bad}"), where, checks)
-            continue
-        pr = PhaseRow(clip, _int(row["exit"]), _int(row["reenter"]), prompt=None)
-        _add(out, _check_bounds(pr, where, checks), where, checks)
+            _real_row(out, row, where, checks)
+        except Exception as e:  # noqa: BLE001 - one odd row fails its clip, never the sheet
+            raw = str(row["id"]).strip()[:120]
+            _add(out, PhaseRow(raw, -1, -1, error=f"{where}: unreadable row ({type(e).__name__}: "
+                                                  f"{one_line(e, 200)})"), where, checks)
     return out
+
+
+def _real_row(out: dict[str, PhaseRow], row: Any, where: str, checks: str) -> None:
+    """One real sheet row into ``out`` (see :func:`parse_real_sheet`)."""
+    try:
+        clip = str(_int(row["id"])).zfill(3)
+    except (ValueError, TypeError, OverflowError):
+        raw = str(row["id"]).strip()
+        _add(out, PhaseRow(raw, -1, -1, error=f"{where}: id {raw!r} is not a number"), where, checks)
+        return
+    bad = _bad_cells(row, ("exit", "reenter"))
+    if bad:
+        _add(out, PhaseRow(clip, -1, -1, error=f"{where}: {bad}"), where, checks)
+        return
+    booled, warnings = _boolean_cells(row, ("id", "exit", "reenter"), where, checks)
+    if booled:
+        _add(out, PhaseRow(clip, -1, -1, error=booled), where, checks)
+        return
+    pr = PhaseRow(clip, _int(row["exit"]), _int(row["reenter"]), prompt=None, warnings=warnings)
+    _add(out, _check_bounds(pr, where, checks), where, checks)
 
 
 def parse_real_selection(df: Any) -> set[str]:
@@ -222,7 +364,7 @@ def parse_real_selection(df: Any) -> set[str]:
     for v in keep["ID"]:
         try:
             ids.add(str(_int(v)).zfill(3))
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, OverflowError):  # "inf" or 1e400 name no clip either
             continue
     return ids
 

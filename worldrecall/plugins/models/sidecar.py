@@ -45,19 +45,22 @@ def _stamp(path: Path) -> tuple:
         return ()
 
 
-def load_sidecar(path: Path, *, need_depth: bool) -> Any:
-    """The parsed sidecar of ``path``, memoised (LRU of 4); a depth-bearing parse also serves pose reads."""
+def load_sidecar(path: Path, *, need_depth: bool, max_pixels: int | None = None) -> Any:
+    """The parsed sidecar of ``path``, memoised (LRU of 4); a depth-bearing parse also serves pose reads.
+    ``max_pixels``: the per-frame cap of native EXR depth (the case video's ``video.max_pixels``)."""
+    from worldrecall.formats.exr import MAX_EXR_PIXELS
     from worldrecall.formats.vipe import read_sidecar
 
     path = Path(path)
     stamp = _stamp(path)
+    cap = MAX_EXR_PIXELS if max_pixels is None else int(max_pixels)
     for nd in ((True,) if need_depth else (False, True)):
-        key = (str(path.resolve()), nd, stamp)
+        key = (str(path.resolve()), nd, stamp, cap)
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return _CACHE[key]
-    sc = read_sidecar(path, need_depth=need_depth)
-    _CACHE[(str(path.resolve()), need_depth, stamp)] = sc
+    sc = read_sidecar(path, need_depth=need_depth, **({} if cap == MAX_EXR_PIXELS else {"max_pixels": cap}))
+    _CACHE[(str(path.resolve()), need_depth, stamp, cap)] = sc
     while len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
     return sc
@@ -92,6 +95,17 @@ def preflight(case: Any) -> str | None:
     return None
 
 
+def report_notes(case: Any, sc: Any) -> None:
+    """Copy the sidecar reader's notes (e.g. a corrupt depth frame read as all-NaN) onto ``case.warnings``,
+    where the engine picks them up for the rows of the metric that used the data."""
+    warnings = getattr(case, "warnings", None)
+    if warnings is None:
+        return
+    for note in getattr(sc, "notes", ()):
+        if note not in warnings:
+            warnings.append(note)
+
+
 def _indices(frames: Sequence[np.ndarray], indices: Sequence[int] | None) -> list[int]:
     if indices is None:
         return list(range(len(frames)))
@@ -112,7 +126,8 @@ class SidecarDepth:
     def depth(self, frames: Sequence[np.ndarray], *, case: Any = None,
               indices: Sequence[int] | None = None) -> list[np.ndarray]:
         """One float32 ``[h, w]`` map per frame (sidecar resolution); 0 where the sidecar marks it invalid."""
-        sc = load_sidecar(sidecar_dir(case, self.opts.name), need_depth=True)
+        sc = load_sidecar(sidecar_dir(case, self.opts.name), need_depth=True,
+                          max_pixels=getattr(getattr(case, "video", None), "max_pixels", None))
         out = []
         for i in _indices(frames, indices):
             row = sc.row_for_frame(i)
@@ -122,6 +137,7 @@ class SidecarDepth:
                 d = np.divide(1.0, d, out=np.zeros_like(d), where=valid)
             d[~valid] = 0.0
             out.append(d)
+        report_notes(case, sc)
         return out
 
 

@@ -11,7 +11,6 @@ the video (OPIS has no return phase).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,7 +18,7 @@ import numpy as np
 
 from worldrecall.core.components import Value
 from worldrecall.core.data import Alignment, Case, CaseFailure, one_line
-from worldrecall.core.text import read_text
+from worldrecall.formats.safe_json import read_json
 from worldrecall.gates import camera as gate
 
 
@@ -29,9 +28,9 @@ def read_conditions(case: Case) -> dict[str, Any]:
     if p is None:
         return {}
     try:
-        doc = json.loads(read_text(Path(p)))
-    except (OSError, ValueError, RecursionError) as e:
-        raise CaseFailure(f"{p}: not valid JSON ({one_line(e)})") from None
+        doc = read_json(Path(p))
+    except OSError as e:
+        raise CaseFailure(f"{p}: not readable ({one_line(e)})") from None
     return doc if isinstance(doc, dict) else {}
 
 

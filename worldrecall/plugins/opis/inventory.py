@@ -6,7 +6,6 @@ Unknown enum values are *normalised* (to ``unknown`` / ``excluded``), never a fa
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -17,7 +16,7 @@ import numpy as np
 
 from worldrecall.core.data import CaseFailure
 from worldrecall.core.paths import safe_join
-from worldrecall.core.text import read_text
+from worldrecall.formats.safe_json import read_json
 from worldrecall.plugins.opis.records import (
     EVALUATION_TRACKS,
     KINEMATIC_CLASSES,
@@ -60,12 +59,9 @@ def _find_non_finite(v: Any, path: str) -> str | None:
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(read_text(path))
-    except FileNotFoundError:
-        raise CaseFailure(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CaseFailure(f"{path}: not readable JSON ({' '.join(str(e).split())})") from None
+    # core.text.read_json: one line naming the file for missing/undecodable/invalid JSON, and bounded nesting
+    # depth and integer size (a 100,000-deep array or a 5,000-digit frame_index is refused, not a crash)
+    return read_json(path)
 
 
 def _box(v: Any, where: str) -> tuple[float, float, float, float]:

@@ -24,8 +24,8 @@ Every problem with one case is a :class:`CaseError` with a one-line reason; the 
 
 from __future__ import annotations
 
-import json
 import logging
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -36,6 +36,7 @@ from worldrecall.core.paths import safe_join
 from worldrecall.plugins.opis.inventory import object_mask_path
 from worldrecall.core.text import read_csv_rows, read_text
 from worldrecall.core.video import IMAGE_SUFFIXES, VIDEO_SUFFIXES, Video
+from worldrecall.formats.safe_json import read_json
 
 log = logging.getLogger(__name__)
 
@@ -56,19 +57,35 @@ def read_domains(path: Path) -> dict[str, str]:
             rows = read_csv_rows(path)
             if rows and not {"subcategory", "domain"} <= set(rows[0]):
                 raise CaseFailure(f"{path}: CSV needs the columns subcategory,domain")
-            out = {str(r["subcategory"]).strip(): str(r["domain"]).strip() for r in rows}
+            # a short row gives None, which str() would turn into the domain "None"
+            out = {str(r["subcategory"] or "").strip(): str(r["domain"] or "").strip() for r in rows}
         else:
-            data = json.loads(read_text(path))
+            data = read_json(path)
             data = data.get("domains", data) if isinstance(data, dict) else data
             if not isinstance(data, dict):
                 raise CaseFailure(f"{path}: expected an object subcategory -> domain")
-            out = {str(k): str(v) for k, v in data.items()}
+            # null, blank or non-text domains are refused (O-A11): str(None) would become domain "None"
+            odd = next((k for k, v in data.items() if not isinstance(v, str)), None)
+            if odd is not None:
+                raise CaseFailure(f"{path}: domain of subcategory {odd!r} is {data[odd]!r}, not a name")
+            out = {str(k): v.strip() for k, v in data.items()}
     except (OSError, ValueError, KeyError) as e:
         raise CaseFailure(f"{path}: unreadable domain mapping ({one_line(e)})") from None
     empty = sorted(k for k, v in out.items() if not v)
     if empty:
         raise CaseFailure(f"{path}: empty domain for subcategory {empty[0]!r}")
     return out
+
+
+def _fps(conditions: Any, where: Path) -> float | None:
+    """``conditions.json`` ``fps``: a positive finite number, or None when absent; a boolean (``true`` would
+    read as 1 fps), a string or a non-positive value is refused."""
+    if not isinstance(conditions, dict) or conditions.get("fps") is None:
+        return None
+    fps = conditions["fps"]
+    if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not math.isfinite(fps) or fps <= 0:
+        raise CaseFailure(f"{where}: fps {fps!r} is not a positive number")
+    return fps
 
 
 def image_size(path: Path) -> tuple[int, int]:
@@ -174,13 +191,19 @@ class OpisLoader(Loader):
                 continue
             try:
                 gt = self._gt(d, subcategory, domains, domain_error)
-            except CaseFailure as e:
+            except Exception as e:  # noqa: BLE001 - any problem with one case folder fails that case only
                 strata = {"subcategory": subcategory}
+                reason = str(e) if isinstance(e, CaseFailure) else f"{d}: {type(e).__name__}: {one_line(e, 300)}"
                 for model in request.generations:
-                    yield CaseError(BENCHMARK, case_id, model, "load", str(e), strata)
+                    yield CaseError(BENCHMARK, case_id, model, "load", reason, strata)
                 continue
             for model, folder in request.generations.items():
-                case = self._case(request, opts, gt, model, Path(folder), d, case_id, flat)
+                try:
+                    case = self._case(request, opts, gt, model, Path(folder), d, case_id, flat)
+                except Exception as e:  # noqa: BLE001 - this (case, model) only
+                    reason = one_line(e) if isinstance(e, CaseFailure) else \
+                        f"{Path(folder) / case_id}: {type(e).__name__}: {one_line(e, 300)}"
+                    case = CaseError(BENCHMARK, case_id, model, "load", reason, dict(gt["strata"]))
                 if case is not None:
                     yield case
 
@@ -189,10 +212,7 @@ class OpisLoader(Loader):
         raw, scene_path = d / RAW, d / SCENE
         if not scene_path.is_file():
             raise CaseFailure(f"{scene_path}: missing")
-        try:
-            scene = json.loads(read_text(scene_path))
-        except (OSError, ValueError) as e:
-            raise CaseFailure(f"{scene_path}: not valid JSON ({one_line(e)})") from None
+        scene = read_json(scene_path)  # depth and integer size bounded; problems name the file
         if not isinstance(scene, dict):
             raise CaseFailure(f"{scene_path}: expected a JSON object")
         meta = scene.get("metadata") if isinstance(scene.get("metadata"), dict) else {}
@@ -219,10 +239,7 @@ class OpisLoader(Loader):
         prompt = read_text(d / PROMPT).strip() if (d / PROMPT).is_file() else None
         conditions: dict[str, Any] = {}
         if (d / CONDITIONS).is_file():
-            try:
-                conditions = json.loads(read_text(d / CONDITIONS))
-            except (OSError, ValueError) as e:
-                raise CaseFailure(f"{d / CONDITIONS}: not valid JSON ({one_line(e)})") from None
+            conditions = read_json(d / CONDITIONS)
         sidecars = {"reference_scene": scene_path, **({"raw": raw} if raw.is_file() else {})}
         for name, p in (("conditions", d / CONDITIONS), ("reference_geometry", d / REFERENCE_GEOMETRY),
                         ("masks", d / "masks")):
@@ -245,8 +262,7 @@ class OpisLoader(Loader):
                 "image_size": list(actual),
                 "n_objects": len(scene["objects"]),
                 "camera_task": camera_task if isinstance(camera_task, str) else None,
-                "fps": conditions.get("fps") if isinstance(conditions, dict) and
-                isinstance(conditions.get("fps"), (int, float)) else None,
+                "fps": _fps(conditions, d / CONDITIONS),
             },
         }
 

@@ -30,6 +30,7 @@ import numpy as np
 from worldrecall.core.components import MeasureContext, Metric, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure, one_line
 from worldrecall.core.paths import safe_join
+from worldrecall.core.video import VideoError, read_image
 from worldrecall.plugins.opis import geometry as geo
 from worldrecall.plugins.opis import observations as obs
 from worldrecall.plugins.opis.camera_motion import summarize_camera_motion
@@ -62,13 +63,12 @@ def backend_label(name: str | None) -> str | None:
 
 
 def read_rgb(path: Path) -> np.ndarray:
-    """An image file as uint8 RGB; CaseFailure naming it when unreadable."""
-    import cv2
-
-    img = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if img is None:
-        raise CaseFailure(f"{path}: unreadable image")
-    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+    """An image file as uint8 RGB, its size checked against the pixel cap before decoding (HDR/PFM saved as
+    .jpg included); CaseFailure naming it when unreadable or too large."""
+    try:
+        return read_image(Path(path))
+    except VideoError as e:
+        raise CaseFailure(one_line(e)) from None
 
 
 def raw_path(case: Case) -> Path:

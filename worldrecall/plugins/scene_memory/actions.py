@@ -8,7 +8,6 @@ itinerary. It is normalised to a JSON-able program and expanded to one *action-p
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ import numpy as np
 
 from worldrecall.core.data import CaseFailure
 from worldrecall.core.text import read_text
+from worldrecall.formats.safe_json import parse_json
 
 # Default closed itineraries of the memory-loop suite (B.2): one token per camera step.
 LOOP_ITINERARIES: dict[str, list[str]] = {
@@ -192,10 +192,11 @@ def normalise_program(raw: Any, where: str) -> dict[str, Any]:
 
 def read_program(path: Path) -> dict[str, Any]:
     """Read and normalise an ``<stem>_actions.json`` file."""
+    text = read_text(path)  # BOM tolerated; not UTF-8 -> CaseFailure naming file and line
     try:
-        raw = json.loads(read_text(path))  # BOM tolerated; not UTF-8 -> CaseFailure naming file and line
-    except (OSError, ValueError) as e:
-        raise CaseFailure(f"{path}: unreadable action JSON ({' '.join(str(e).split())})") from None
+        raw = parse_json(text, path)  # nesting depth and integer size bounded
+    except CaseFailure as e:
+        raise CaseFailure(f"{path}: unreadable action JSON ({str(e).removeprefix(f'{path}: ')})") from None
     return normalise_program(raw, str(path))
 
 

@@ -11,7 +11,6 @@ ranked view counts it.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,7 +18,7 @@ import numpy as np
 
 from worldrecall.core.components import Value
 from worldrecall.core.data import Alignment, Case, CaseFailure, one_line
-from worldrecall.core.text import read_text
+from worldrecall.formats.safe_json import read_json
 from worldrecall.gates import camera as gate
 
 
@@ -42,8 +41,8 @@ class SceneCameraGate(gate.CameraGateMetric):
         if path is None:
             return None, str(case.annotations.get("actions_error") or "no action program (<case>_actions.json)")
         try:
-            raw = json.loads(read_text(Path(path)))
-        except (OSError, ValueError, RecursionError) as e:
+            raw = read_json(Path(path))
+        except OSError as e:
             raise CaseFailure(f"{path}: unreadable action JSON ({one_line(e)})") from None
         tokens = raw.get("actions") if isinstance(raw, dict) else raw
         if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):

@@ -13,16 +13,16 @@ cases are listed explicitly instead: ``case_id`` plus optional ``model``, ``vide
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 from worldrecall.core.components import Loader, LoadRequest
-from worldrecall.core.data import Case, CaseError, CaseFailure
+from worldrecall.core.data import Case, CaseError, CaseFailure, one_line
 from worldrecall.core.paths import safe_join
-from worldrecall.core.text import read_csv_rows, read_text
+from worldrecall.core.text import read_csv_rows
 from worldrecall.core.video import IMAGE_SUFFIXES, VIDEO_SUFFIXES, Video, VideoError, list_frame_files
+from worldrecall.formats.safe_json import read_json
 from worldrecall.formats.vipe import find_sidecar_dir
 from worldrecall.plugins.scene_memory.actions import loop_name_of, read_program
 
@@ -61,13 +61,24 @@ def _read_manifest(path: Path) -> list[dict[str, Any]]:
             # utf-8-sig via core.text: a BOM would otherwise rename the first column; non-UTF-8 names the line
             rows = [{k: v for k, v in r.items() if v not in (None, "")} for r in read_csv_rows(path)]
         else:
-            data = json.loads(read_text(path))
+            data = read_json(path)
             rows = data.get("cases") if isinstance(data, dict) else data
     except (OSError, ValueError) as e:
         raise CaseFailure(f"{path}: unreadable manifest ({' '.join(str(e).split())})") from None
     if not isinstance(rows, list) or not all(isinstance(r, dict) and r.get("case_id") for r in rows):
         raise CaseFailure(f"{path}: expected a list of objects with a case_id")
     return rows
+
+
+def _guarded(case_id: str, model: str, folder: Path, build: Any, *args: Any) -> Case | CaseError:
+    """``build(*args)``; any unexpected problem with this one case (an unusable path, a reader's bug) is its
+    CaseError, never the end of the other cases."""
+    try:
+        return build(*args)
+    except Exception as e:  # noqa: BLE001 - whatever it is, it belongs to this case
+        reason = one_line(e) if isinstance(e, CaseFailure) else f"{folder}/{case_id[:120]}: {type(e).__name__}: " \
+            f"{one_line(e, 300)}"
+        return CaseError(BENCHMARK, case_id, model, "load", reason)
 
 
 def _probe_frame_count(path: Path) -> int | None:
@@ -108,12 +119,12 @@ class SceneMemoryLoader(Loader):
             folder = Path(folder)
             if rows is None:
                 for case_id, found in discover(folder).items():
-                    yield self._case(request, model, folder, case_id, found, {})
+                    yield _guarded(case_id, model, folder, self._case, request, model, folder, case_id, found, {})
             else:
                 for r in rows:
                     if r.get("model") not in (None, model):
                         continue
-                    yield self._manifest_case(request, model, folder, r)
+                    yield _guarded(str(r["case_id"]), model, folder, self._manifest_case, request, model, folder, r)
 
     # -- one case --------------------------------------------------------------------------------
     def _manifest_case(self, request: LoadRequest, model: str, folder: Path, r: dict[str, Any]) -> Case | CaseError:

@@ -27,6 +27,7 @@ import numpy as np
 
 from worldrecall.core.components import ConfigTypeError, MeasureContext, Metric
 from worldrecall.core.data import Alignment, Case, CaseFailure
+from worldrecall.formats.arrays import load_npz, npz_names
 from worldrecall.formats.vipe import Sidecar, read_points_file, read_sidecar
 from worldrecall.plugins.scene_memory.aligners import case_sidecar, has_precomputed
 from worldrecall.plugins.scene_memory.clouds import stack_cloud
@@ -61,19 +62,14 @@ def _load_precomputed(case: Case) -> tuple[np.ndarray, np.ndarray, str]:
     s = case.sidecars
     if "scene_memory_npz" in s:
         path = Path(s["scene_memory_npz"])
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                for ko, kr in _BUNDLE_KEYS:
-                    if ko in z.files and kr in z.files:
-                        o, r = np.asarray(z[ko]), np.asarray(z[kr])
-                        break
-                else:
-                    raise CaseFailure(f"{path}: needs keys pobs/prev or observation/revisit "
-                                      f"(found: {', '.join(z.files) or 'none'})")
-        except CaseFailure:
-            raise
-        except (ValueError, OSError, EOFError) as e:
-            raise CaseFailure(f"{path}: unreadable scene-memory NPZ ({' '.join(str(e).split())})") from None
+        for ko, kr in _BUNDLE_KEYS:  # member headers checked before inflating (formats.arrays)
+            z = load_npz(path, (ko, kr))
+            if ko in z and kr in z:
+                o, r = z[ko], z[kr]
+                break
+        else:
+            raise CaseFailure(f"{path}: needs keys pobs/prev or observation/revisit "
+                              f"(found: {', '.join(npz_names(path)) or 'none'})")
         for arr, k in ((o, "observation"), (r, "revisit")):
             if arr.ndim != 2 or arr.shape[1] < 3 or not np.issubdtype(arr.dtype, np.number):
                 raise CaseFailure(f"{path}: {k} cloud of shape {list(arr.shape)}; expected [N,>=3]")
@@ -166,12 +162,14 @@ class _SceneF1Base(Metric):
                    observation_counts=o_counts, revisit_counts=r_counts,
                    frames_observation=[int(sc.frame_indices[i]) for i in o_rows],
                    frames_revisit=[int(sc.frame_indices[i]) for i in r_rows])
-        out["notes"] = list(sc.notes)
         if self.params["per_leg"]:
             for j, (t, e) in enumerate(info.get("legs") or [], start=1):
                 out[f"leg{j}_observation"] = stack_cloud(depth, valid, K, poses, 0, int(t), **kw)[0]
                 out[f"leg{j}_revisit"] = stack_cloud(depth, valid, K, poses, int(t), int(e), **kw)[0]
                 out["legs"].append([int(t), int(e)])
+        out["notes"] = list(sc.notes)  # e.g. corrupt EXR frames read as NaN, after every row was read
+        # and on the case, where the engine copies them onto this metric's rows (kept with the measurement)
+        case.warnings.extend(n for n in sc.notes if n not in case.warnings)
         return out
 
     def _depth_inputs(self, sc: Sidecar) -> tuple[Any, Any, np.ndarray, str]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from worldrecall.core.data import CaseFailure
+from worldrecall.formats.safe_json import parse_json
 
 log = logging.getLogger(__name__)
 
@@ -93,20 +94,20 @@ def read_bank(path: Path | str) -> QuestionBank:
     if len(rows) != 1:
         raise CaseFailure(f"{path}: a question bank has exactly one row, found {len(rows)}")
     row = rows[0]
+    if None in row:  # csv.DictReader files surplus cells under the key None
+        raise CaseFailure(f"{path}: the row has {len(row) - 1 + len(row[None])} cells for {len(row) - 1} columns")
+    short = [k for k, v in row.items() if v is None]
+    if short:
+        raise CaseFailure(f"{path}: the row has no cell for column {short[0]!r} (fewer cells than columns)")
     if "Final questions" not in row:
-        raise CaseFailure(f"{path}: no 'Final questions' column (columns: {', '.join(row)})")
+        raise CaseFailure(f"{path}: no 'Final questions' column (columns: {', '.join(map(str, row))})"[:400])
     columns: dict[str, Any] = {}
     for col in BANK_COLUMNS[2:]:
         if row.get(col) is None:
             continue
-        try:
-            columns[col] = json.loads(row[col]) if row[col].strip() else []
-        except json.JSONDecodeError as e:
-            raise CaseFailure(f"{path}: column {col!r} is not valid JSON ({e.msg})") from None
-    try:
-        video_id = int(float(row.get("video_id") or ""))
-    except ValueError:
-        raise CaseFailure(f"{path}: video_id {row.get('video_id')!r} is not a number") from None
+        # bounded depth and integer size: a 100,000-deep list or a 5,000-digit ID is refused, not a crash
+        columns[col] = parse_json(row[col], f"{path}: column {col!r}") if row[col].strip() else []
+    video_id = _video_id(row.get("video_id"), path)
     questions = validate_questions(columns["Final questions"], path)
     return QuestionBank(
         path=path,
@@ -116,6 +117,14 @@ def read_bank(path: Path | str) -> QuestionBank:
         raw_final=row["Final questions"],
         columns=columns,
     )
+
+
+def _video_id(cell: Any, path: Path) -> int:
+    """The ``video_id`` cell as ``int(float(cell))`` (as before); empty, text, NaN or inf -> CaseFailure."""
+    try:
+        return int(float(cell or ""))
+    except (ValueError, OverflowError, TypeError):
+        raise CaseFailure(f"{path}: video_id {str(cell)[:60]!r} is not a number") from None
 
 
 def validate_questions(items: Any, path: Path | str) -> list[dict[str, Any]]:
@@ -134,16 +143,19 @@ def validate_questions(items: Any, path: Path | str) -> list[dict[str, Any]]:
             raise CaseFailure(f"{name}: question #{i + 1} is not a JSON object")
         qid = q.get("ID")
         if isinstance(qid, bool) or not isinstance(qid, int):
-            raise CaseFailure(f"{name}: question #{i + 1} has a non-integer ID {qid!r}")
+            raise CaseFailure(f"{name}: question #{i + 1} has a non-integer ID {str(qid)[:80]!r}")
         if qid in seen:
             raise CaseFailure(f"{name}: question ID {qid} appears twice")
         seen.add(qid)
-        if q.get("Dimension") not in DIMENSIONS:
+        if not isinstance(q.get("Dimension"), str) or q["Dimension"] not in DIMENSIONS:
             raise CaseFailure(
-                f"{name}: question ID {qid} has unknown Dimension {q.get('Dimension')!r} "
+                f"{name}: question ID {qid} has unknown Dimension {str(q.get('Dimension'))[:80]!r} "
                 f"(expected one of {', '.join(DIMENSIONS)})"
             )
         pol = q.get("Dimension Polarity")
+        if "Dimension Polarity" in q and not isinstance(pol, str):
+            raise CaseFailure(f"{name}: question ID {qid} has polarity {str(pol)[:80]!r} (expected Positive or "
+                              "Negative)")
         if "Dimension Polarity" not in q:
             # kept: the official scorer reads a missing field as Positive (official_parity); the default
             # scorer fails the case before asking the judge (VQAMetric.measure)

@@ -20,6 +20,7 @@ import numpy as np
 
 from worldrecall.core.data import CaseFailure, one_line
 from worldrecall.core.models import BackendUnavailable
+from worldrecall.formats.arrays import load_npz
 from worldrecall.plugins.opis.backends import hf, sidecar_cache
 from worldrecall.plugins.opis.geometry import MonoGeometry, normalized_k_to_pixels, rescale_k
 
@@ -66,10 +67,10 @@ class SidecarGeometry:
             p = case.sidecars.get("reference_geometry")
             if p is None:
                 raise CaseFailure(f"{case.case_id}: reference_geometry.npz missing (opis_sidecar_geometry)")
-            try:
-                with np.load(Path(p), allow_pickle=False) as z:
-                    depth, K = np.asarray(z["depth"], np.float32), np.asarray(z["K"], np.float64)
-                    valid = np.asarray(z["valid"], bool) if "valid" in z.files else None
+            try:  # member headers checked before inflating (formats.arrays)
+                z = load_npz(Path(p), ("depth", "K", "valid"))
+                depth, K = np.asarray(z["depth"], np.float32), np.asarray(z["K"], np.float64)
+                valid = np.asarray(z["valid"], bool) if "valid" in z else None
             except (OSError, ValueError, KeyError) as e:
                 raise CaseFailure(f"{p}: unreadable reference geometry ({one_line(e)})") from None
             if depth.ndim != 2 or K.shape != (3, 3):
@@ -84,7 +85,17 @@ class SidecarGeometry:
         row = sc.row_for_frame(int(index))
         depth = np.asarray(sc.depth[row], np.float32)
         valid = np.asarray(sc.valid[row], bool) if sc.valid is not None else np.isfinite(depth) & (depth > 0)
+        # reader notes (a corrupt depth frame read as NaN) go onto the rows of the metric using this depth
+        _note(case, sc.notes)
         return _at_size(depth, np.asarray(sc.intrinsics[row], np.float64), valid, w, h)
+
+
+def _note(case: Any, notes: list[str]) -> None:
+    """Reader notes (e.g. a corrupt depth frame read as NaN) onto ``case.warnings``, whence the engine moves
+    them onto the rows of the metric that used the data."""
+    warnings = getattr(case, "warnings", None)
+    if warnings is not None:
+        warnings.extend(n for n in notes if n not in warnings)
 
 
 class DepthAnythingMetricGeometry:

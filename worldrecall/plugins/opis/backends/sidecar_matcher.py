@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 
 from worldrecall.core.data import CaseFailure, one_line
+from worldrecall.formats.arrays import load_npz
 from worldrecall.plugins.opis.backends import sidecar_cache
-from worldrecall.plugins.opis.backends.geometry import resize_nearest
+from worldrecall.plugins.opis.backends.geometry import _note, resize_nearest
 from worldrecall.plugins.opis.geometry import rescale_k
 
 DEFAULTS: dict[str, Any] = {"stride": 4, "depth_tolerance": 0.05, "moved_fraction": 0.5}
@@ -32,13 +33,13 @@ def _reference(case: Any) -> dict[str, np.ndarray]:
     p = case.sidecars.get("reference_geometry") if case is not None else None
     if p is None:
         raise CaseFailure("opis_sidecar_matcher: the case has no reference_geometry.npz")
-    try:
-        with np.load(Path(p), allow_pickle=False) as z:
-            need = ("depth", "K", "c2w", "ids")
-            missing = [k for k in need if k not in z.files]
-            if missing:
-                raise CaseFailure(f"{p}: missing {', '.join(missing)} (opis_sidecar_matcher)")
-            return {k: np.asarray(z[k]) for k in need}
+    try:  # member headers checked before inflating (formats.arrays)
+        need = ("depth", "K", "c2w", "ids")
+        z = load_npz(Path(p), need)
+        missing = [k for k in need if k not in z]
+        if missing:
+            raise CaseFailure(f"{p}: missing {', '.join(missing)} (opis_sidecar_matcher)")
+        return z
     except (OSError, ValueError) as e:
         raise CaseFailure(f"{p}: unreadable reference geometry ({one_line(e)})") from None
 
@@ -70,6 +71,7 @@ class SidecarMatcher:
         c_depth = resize_nearest(np.asarray(sc.depth[row], np.float32), Wc, Hc)
         c_ids = resize_nearest(np.asarray(sc.instance_ids[row]), Wc, Hc)
         dh, dw = np.asarray(sc.depth[row]).shape
+        _note(case, sc.notes)  # reader notes onto the rows
         K_c = rescale_k(np.asarray(sc.intrinsics[row], np.float64), (dw, dh), (Wc, Hc))
         s = int(self.opts["stride"])
         ys, xs = np.mgrid[s // 2:Hr:s, s // 2:Wr:s]
