@@ -130,3 +130,65 @@ def test_cli_plugins_json_keeps_working_with_a_broken_plugin(monkeypatch, capsys
     host_mod._HOST = None
 
 
+
+
+def _two_impl_plugin(calls: list[str]) -> types.ModuleType:
+    """One plugin, two implementations of ``register_metrics`` (the second through ``specname=``)."""
+    mod = types.ModuleType("twice")
+
+    @hookimpl
+    def register_metrics(register):
+        calls.append("first")
+        register(_metric("twice.first"))
+
+    @hookimpl(specname="register_metrics")
+    def more_metrics(register):
+        calls.append("second")
+        register(_metric("twice.second"))
+
+    mod.register_metrics, mod.more_metrics = register_metrics, more_metrics
+    return mod
+
+
+def test_a_second_specname_implementation_registers_too():
+    calls: list[str] = []
+    h = PluginHost(strict=True)
+    h.add_plugin(_two_impl_plugin(calls))
+    h.add_plugin(_plugin("later.m"))  # a later plugin's call must not run the first plugin's hooks again
+    assert sorted(calls) == ["first", "second"]
+    assert h.owner[("metric", "twice.first")] == h.owner[("metric", "twice.second")] == "twice"
+    assert sorted(h.plugins["twice"].components["metric"]) == ["twice.first", "twice.second"]
+    assert h.owner[("metric", "later.m")] == "p_later_m"
+
+
+def test_a_raising_hook_is_reported_and_the_plugins_other_hooks_still_register():
+    mod = types.ModuleType("half")
+
+    @hookimpl
+    def register_metrics(register):
+        register(_metric("half.m"))
+        raise RuntimeError("boom")
+
+    @hookimpl
+    def register_aggregators(register):
+        from worldrecall.core.components import Aggregator
+        register(type("A", (Aggregator,), {"name": "half_agg"}))
+
+    mod.register_metrics, mod.register_aggregators = register_metrics, register_aggregators
+    h = PluginHost(strict=False)
+    h.add_plugin(mod)
+    assert h.failures == [("half", "register_metrics raised RuntimeError: boom")]
+    assert "half.m" not in h.metrics  # staged components of a hook that raised are discarded
+    assert h.owner[("aggregator", "half_agg")] == "half"
+
+
+def test_trace_env_prints_pluggys_trace_of_each_hook_call(monkeypatch, capsys):
+    monkeypatch.setenv("WORLDRECALL_TRACE_PLUGINS", "1")
+    h = PluginHost(strict=True)
+    h.add_plugin(_plugin("traced.m"))
+    err = capsys.readouterr().err
+    assert "register_metrics [hook]" in err and "<register for plugin 'p_traced_m'>" in err
+    assert "finish register_metrics" in err
+    monkeypatch.setenv("WORLDRECALL_TRACE_PLUGINS", "0")
+    PluginHost(strict=True).add_plugin(_plugin("quiet.m"))
+    assert capsys.readouterr().err == ""
