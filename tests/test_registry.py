@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from worldrecall.core.components import Metric
+from worldrecall.core.components import Metric, Value
 from worldrecall.core.hookspecs import hookimpl
 from worldrecall.registry import host as host_mod
 from worldrecall.registry.host import PluginError, PluginHost, load_plugins
+from worldrecall.registry.metadata import value_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,7 +28,8 @@ class _EP:
 
 
 def _metric(name):
-    return type("M", (Metric,), {"name": name, "benchmark": name.split(".")[0], "primary": "x"})
+    return type("M", (Metric,), {"name": name, "benchmark": name.split(".")[0], "primary": "x",
+                                 "values": {"x": Value(higher_is_better=True, range=(0.0, 1.0))}})
 
 
 def _plugin(*metric_names):
@@ -192,3 +194,32 @@ def test_trace_env_prints_pluggys_trace_of_each_hook_call(monkeypatch, capsys):
     monkeypatch.setenv("WORLDRECALL_TRACE_PLUGINS", "0")
     PluginHost(strict=True).add_plugin(_plugin("quiet.m"))
     assert capsys.readouterr().err == ""
+
+
+def test_a_metric_with_an_undeclared_value_is_refused_with_plugin_metric_and_value():
+    mod = types.ModuleType("vague")
+
+    class Vague(Metric):
+        name, benchmark, primary = "vague.m", "vague", "score"
+        values = {"score": Value(higher_is_better=True, range=(0.0, 1.0)), "shift": Value(range=None)}
+
+    @hookimpl
+    def register_metrics(register):
+        register(Vague)
+        register(_metric("vague.fine"))
+
+    mod.register_metrics = register_metrics
+    h = PluginHost(strict=False)
+    h.add_plugin(mod)
+    assert h.failures == [("vague", ("metric 'vague.m' of plugin 'vague' refused: value 'shift': no "
+                                     "higher_is_better (True, False, or None for a diagnostic)"))]
+    assert "vague.m" not in h.metrics and "vague.fine" in h.metrics  # only the vague metric is refused
+    with pytest.raises(PluginError, match="plugin 'vague'.*'vague.m'.*value 'shift'"):
+        PluginHost(strict=True).add_plugin(mod)
+
+
+def test_value_metadata_is_keyword_only_and_has_no_silent_default():
+    with pytest.raises(TypeError):
+        Value(True, (0.0, 1.0))  # positional: which field is which is not readable
+    assert value_problems(Value(higher_is_better=None, range=None)) == []  # a declared, unbounded diagnostic
+    assert value_problems(Value()) and not Value().higher_is_better and not Value().range

@@ -29,6 +29,7 @@ from worldrecall.core import hookspecs
 from worldrecall.core.components import Aggregator, Aligner, Benchmark, Command, Loader, Metric, Suite
 from worldrecall.core.judges import JudgeSpec
 from worldrecall.core.models import KINDS, ModelSpec, Role
+from worldrecall.registry.metadata import metric_problems
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +188,11 @@ class PluginHost:
         elif kind == "command" and cname in RESERVED_COMMANDS:
             self._fail(info, f"command {cname!r} is reserved by worldrecall itself")
             return
+        if kind == "metric":
+            problems = metric_problems(comp)
+            if problems:  # nothing is assumed about a value: its direction and range are declared, or no metric
+                self._fail(info, f"metric {cname!r} of plugin {info.name!r} refused: " + "; ".join(problems))
+                return
         if kind in ("loader", "aligner", "aggregator", "suite", "command") and isinstance(comp, type):
             comp = comp()  # stored as instances; metrics stay classes (built per run with params)
         prev = self.owner.get((kind, cname))
