@@ -402,3 +402,15 @@ def test_a_crashing_preflight_check_skips_nothing(tmp_path, host):
     assert _preflight_one(spec, case) is None  # cannot judge: the metric runs and each case reports itself
     spec.preflight = lambda c: "c0: no sidecar"
     assert _preflight_one(spec, case) == "c0: no sidecar"
+
+
+def test_a_score_with_an_undeclared_value_fails_the_case_with_the_reason(tmp_path, host, monkeypatch):
+    # registered with both values declared; a later version that forgets one must not be shown or ranked
+    monkeypatch.setattr(toy_plugin.BrightnessDrift, "values",
+                        {"stable": toy_plugin.BrightnessDrift.values["stable"]})
+    ds = make_dataset(tmp_path, {"good": [0]})
+    res = _run(toy_config(tmp_path, ds), host)
+    (row,) = res.rows
+    assert row.status == "failed" and row.values == {}
+    assert row.reason == ("score: toy.brightness emitted undeclared value(s) 'drift' "
+                          "(declare each in the metric's `values`)")
