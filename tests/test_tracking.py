@@ -203,8 +203,7 @@ def _log_job(args):
 
     t = Tracker({"tracking_uri": uri, "experiment": "par"}, Path(uri.replace("sqlite:///", "")).parent)
     rid = t.start_run(f"job{i}")
-    t.log_params(rid, {f"p{j}": j for j in range(30)})
-    t.log_metrics(rid, {f"m{j}": float(j) for j in range(50)})
+    t.log_batch(rid, metrics={f"m{j}": float(j) for j in range(50)}, params={f"p{j}": j for j in range(30)})
     t.end_run(rid)
     return rid
 
