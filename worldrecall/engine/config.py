@@ -86,6 +86,9 @@ class WorldrecallSchema:
     max_failure_rate: float = 0.5
     only: list[str] | None = None
     models_only: list[str] | None = None
+    # registered metrics to switch on by name (``colour_shift`` or ``memobench.colour_shift``) without
+    # knowing the config tree: each joins its own benchmark's node (see engine.plan.enable_metrics)
+    metrics: list[str] = field(default_factory=list)
     plugins: PluginsSchema = field(default_factory=PluginsSchema)
     shard: ShardSchema = field(default_factory=ShardSchema)
     suite: SuiteSchema = field(default_factory=SuiteSchema)
