@@ -189,12 +189,14 @@ def gate_values() -> dict[str, Value]:
                                  description="largest displacement of the reference from its start"),
         "gen_translation": Value(higher_is_better=None, range=None, unit="ref. units",
                                  description="largest displacement of the generated camera (scaled)"),
-        "return_rotation_error_deg": Value(higher_is_better=False, range=(0.0, 180.0), unit="deg",
-                                           description="median rotation from the reference pose over the return frames"),
+        "return_rotation_error_deg": Value(
+            higher_is_better=False, range=(0.0, 180.0), unit="deg",
+            description="median rotation from the reference pose over the return frames"),
         "return_rotation_tol_deg": Value(higher_is_better=None, range=None, unit="deg",
                                          description="return tolerance in rotation"),
-        "return_translation_error": Value(higher_is_better=False, range=None, unit="ref. units",
-                                          description="median distance from the reference position over the return frames"),
+        "return_translation_error": Value(
+            higher_is_better=False, range=None, unit="ref. units",
+            description="median distance from the reference position over the return frames"),
         "return_translation_tol": Value(higher_is_better=None, range=None, unit="ref. units",
                                         description="return tolerance in translation"),
         "translation_scale": Value(higher_is_better=None, range=None, unit="",

@@ -28,7 +28,8 @@ class GTRevisitSim(MemoBenchMetric):
     values: ClassVar[dict[str, Value]] = {
         "score": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
                        description="mean CLIP cosine of generated vs GT R-phase frames (4 dp)"),
-        "score_raw": Value(higher_is_better=True, range=(0.0, 1.0), unit="", description="GT revisit similarity unrounded"),
+        "score_raw": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                           description="GT revisit similarity unrounded"),
         "pct": Value(higher_is_better=True, range=(0.0, 100.0), unit="%",
                      description="GT revisit similarity x 100"),
     }

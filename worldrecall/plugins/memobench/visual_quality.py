@@ -37,7 +37,8 @@ class VisualQuality(MemoBenchMetric):
     values: ClassVar[dict[str, Value]] = {
         "score": Value(higher_is_better=True, range=(0.0, 100.0), unit="",
                        description="visual quality: mean of the two percentages (2 dp)"),
-        "score_raw": Value(higher_is_better=True, range=(0.0, 100.0), unit="", description="visual quality unrounded"),
+        "score_raw": Value(higher_is_better=True, range=(0.0, 100.0), unit="",
+                           description="visual quality unrounded"),
         "AestheticScore": Value(higher_is_better=True, range=None, unit="",
                                 description="mean LAION aesthetic score of the sampled frames (4 dp)"),
         "AestheticScore_pct": Value(higher_is_better=True, range=(0.0, 100.0), unit="%",
