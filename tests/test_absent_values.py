@@ -81,7 +81,7 @@ def test_values_null_on_every_scored_row_are_listed_once():
 
     class M(Metric):
         name, benchmark, primary = "b.m", "b", "score"
-        values: ClassVar[dict[str, Value]] = {"dyn": Value(True, (0.0, 1.0)), "diag": Value(None, None)}
+        values: ClassVar[dict[str, Value]] = {"dyn": Value(higher_is_better=True, range=(0.0, 1.0)), "diag": Value(higher_is_better=None, range=None)}
 
     rows = [ScoreRow("b", "x", "c1", "b.m", {"score": 0.5, "dyn": None, "diag": None}),
             ScoreRow("b", "y", "c1", "b.m", {"score": 0.7, "dyn": None, "diag": None}),

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from worldrecall.core import hookspecs
 from worldrecall.core.components import Metric, Value
 from worldrecall.engine.config import WorldrecallSchema
 from worldrecall.registry.host import load_plugins
+from worldrecall.registry.metadata import metric_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,8 +56,21 @@ def test_every_config_key_is_documented():
     assert not missing, f"docs/configuration.md lacks {missing}"
 
 
+EXAMPLE = ROOT / "examples" / "metric-plugin"
+
+
+def _example_metric() -> type[Metric]:
+    """The example plugin's metric, imported from its source tree (it is a separate distribution)."""
+    sys.path.insert(0, str(EXAMPLE))
+    try:
+        from worldrecall_colour_shift.metric import ColourShift
+    finally:
+        sys.path.remove(str(EXAMPLE))
+    return ColourShift
+
+
 def _metrics() -> list[type[Metric]]:
-    return sorted(load_plugins(fresh=True).metrics.values(), key=lambda m: m.name)
+    return [*sorted(load_plugins(fresh=True).metrics.values(), key=lambda m: m.name), _example_metric()]
 
 
 @pytest.mark.parametrize("metric", _metrics(), ids=lambda m: m.name)
@@ -62,9 +78,34 @@ def test_every_metric_declares_its_metadata(metric):
     assert re.fullmatch(r"[a-z_]+\.[a-z0-9_]+", metric.name) and metric.name.startswith(metric.benchmark + ".")
     assert metric.description, f"{metric.name}: no description"
     assert metric.primary, f"{metric.name}: no primary value"
+    assert metric_problems(metric) == [], f"{metric.name}: {metric_problems(metric)}"
     meta = metric.value_meta(metric.primary)
     assert isinstance(meta, Value) and meta.higher_is_better is not None, f"{metric.name}: primary has no direction"
-    for name, v in metric.values.items():
-        assert isinstance(v, Value), (metric.name, name)
-        if v.range is not None:
-            assert v.range[0] < v.range[1], (metric.name, name)
+
+
+def test_the_declared_check_fails_on_an_undeclared_value():
+    class Half(Metric):
+        name, benchmark, description, primary = "toy.half", "toy", "half declared", "score"
+        values = {"score": Value(higher_is_better=True, range=(0.0, 1.0)), "shift": Value(unit="px")}
+
+    assert metric_problems(Half) == [
+        "value 'shift': no higher_is_better (True, False, or None for a diagnostic)",
+        "value 'shift': no range ((lo, hi), or None when unbounded)"]
+    no_primary = type("NoPrimary", (Half,), {"values": {"shift": Value(higher_is_better=None, range=None)}})
+    assert metric_problems(no_primary) == ["value 'score' (its primary) is not declared in `values`"]
+
+
+def test_example_metric_declares_shift_as_lower_is_better():
+    colour = _example_metric()
+    assert colour.value_meta("shift").higher_is_better is False  # a distance: ranked the right way round
+    assert colour.value_meta("score").higher_is_better is True
+    assert colour.undeclared(["score", "shift"]) == []
+
+
+def test_example_plugin_imports_only_the_public_package():
+    for path in (EXAMPLE / "worldrecall_colour_shift").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            mods = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                    else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            bad = [m for m in mods if m.startswith("worldrecall.")]
+            assert not bad, f"{path.relative_to(ROOT)}: imports {bad}; use `from worldrecall import …`"

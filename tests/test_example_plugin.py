@@ -63,3 +63,14 @@ def test_discovered_run_and_logged(installed, tmp_path):
     assert parent.data.params["benchmarks.memobench.metrics.colour_shift.thresholds.max_shift"] == "30.0"
     cases = next((out_root / "results").glob("*/tables/cases.csv")).read_text()
     assert "memobench.colour_shift" in cases
+
+
+def test_plugin_config_groups_compose_without_hydra_warnings(installed):
+    # a conf/ folder without __init__.py is "not available" to Hydra's pkg:// search path: warned on every run
+    assert all((d / "__init__.py").is_file() for d in (EXAMPLE / "worldrecall_colour_shift" / "conf").rglob("*")
+               if d.is_dir() and d.name != "__pycache__")
+    proc = subprocess.run([str(BIN / "worldrecall"), "run", "--cfg", "job", "experiment=colour_shift"],
+                          capture_output=True, text=True, env=installed, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Warning" not in proc.stderr, proc.stderr[-2000:]
+    assert "colour_shift:" in proc.stdout  # the plugin's experiment did enable its metric

@@ -61,6 +61,8 @@ def test_plugin_registers_everything():
 def test_primary_and_range_metadata():
     for cls in plugin.METRICS:
         assert cls.primary, cls.name
-        if cls.range is not None:
-            lo, hi = cls.range
+        meta = cls.value_meta(cls.primary)
+        assert meta.higher_is_better is not None, cls.name
+        if meta.range is not None:
+            lo, hi = meta.range
             assert lo < hi

@@ -31,7 +31,7 @@ class Recall(Metric):
     benchmark = "toybench"
     description = "toy recall"
     primary = "recall"
-    values = {"recall": Value(True, (0.0, 1.0), "", "recall")}
+    values = {"recall": Value(higher_is_better=True, range=(0.0, 1.0), unit="", description="recall")}
 
 
 class ToyGate(Metric):
@@ -39,7 +39,8 @@ class ToyGate(Metric):
     benchmark = "toybench"
     description = "toy camera gate"
     primary = "passed"
-    values = {"passed": Value(True, (0.0, 1.0), "", "camera executed the path")}
+    values = {"passed": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                              description="camera executed the path")}
 
 
 class ToyPlugin:

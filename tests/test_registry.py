@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from worldrecall.core.components import Metric
+from worldrecall.core.components import Metric, Value
 from worldrecall.core.hookspecs import hookimpl
 from worldrecall.registry import host as host_mod
 from worldrecall.registry.host import PluginError, PluginHost, load_plugins
+from worldrecall.registry.metadata import value_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,7 +28,8 @@ class _EP:
 
 
 def _metric(name):
-    return type("M", (Metric,), {"name": name, "benchmark": name.split(".")[0], "primary": "x"})
+    return type("M", (Metric,), {"name": name, "benchmark": name.split(".")[0], "primary": "x",
+                                 "values": {"x": Value(higher_is_better=True, range=(0.0, 1.0))}})
 
 
 def _plugin(*metric_names):
@@ -130,3 +132,94 @@ def test_cli_plugins_json_keeps_working_with_a_broken_plugin(monkeypatch, capsys
     host_mod._HOST = None
 
 
+
+
+def _two_impl_plugin(calls: list[str]) -> types.ModuleType:
+    """One plugin, two implementations of ``register_metrics`` (the second through ``specname=``)."""
+    mod = types.ModuleType("twice")
+
+    @hookimpl
+    def register_metrics(register):
+        calls.append("first")
+        register(_metric("twice.first"))
+
+    @hookimpl(specname="register_metrics")
+    def more_metrics(register):
+        calls.append("second")
+        register(_metric("twice.second"))
+
+    mod.register_metrics, mod.more_metrics = register_metrics, more_metrics
+    return mod
+
+
+def test_a_second_specname_implementation_registers_too():
+    calls: list[str] = []
+    h = PluginHost(strict=True)
+    h.add_plugin(_two_impl_plugin(calls))
+    h.add_plugin(_plugin("later.m"))  # a later plugin's call must not run the first plugin's hooks again
+    assert sorted(calls) == ["first", "second"]
+    assert h.owner[("metric", "twice.first")] == h.owner[("metric", "twice.second")] == "twice"
+    assert sorted(h.plugins["twice"].components["metric"]) == ["twice.first", "twice.second"]
+    assert h.owner[("metric", "later.m")] == "p_later_m"
+
+
+def test_a_raising_hook_is_reported_and_the_plugins_other_hooks_still_register():
+    mod = types.ModuleType("half")
+
+    @hookimpl
+    def register_metrics(register):
+        register(_metric("half.m"))
+        raise RuntimeError("boom")
+
+    @hookimpl
+    def register_aggregators(register):
+        from worldrecall.core.components import Aggregator
+        register(type("A", (Aggregator,), {"name": "half_agg"}))
+
+    mod.register_metrics, mod.register_aggregators = register_metrics, register_aggregators
+    h = PluginHost(strict=False)
+    h.add_plugin(mod)
+    assert h.failures == [("half", "register_metrics raised RuntimeError: boom")]
+    assert "half.m" not in h.metrics  # staged components of a hook that raised are discarded
+    assert h.owner[("aggregator", "half_agg")] == "half"
+
+
+def test_trace_env_prints_pluggys_trace_of_each_hook_call(monkeypatch, capsys):
+    monkeypatch.setenv("WORLDRECALL_TRACE_PLUGINS", "1")
+    h = PluginHost(strict=True)
+    h.add_plugin(_plugin("traced.m"))
+    err = capsys.readouterr().err
+    assert "register_metrics [hook]" in err and "<register for plugin 'p_traced_m'>" in err
+    assert "finish register_metrics" in err
+    monkeypatch.setenv("WORLDRECALL_TRACE_PLUGINS", "0")
+    PluginHost(strict=True).add_plugin(_plugin("quiet.m"))
+    assert capsys.readouterr().err == ""
+
+
+def test_a_metric_with_an_undeclared_value_is_refused_with_plugin_metric_and_value():
+    mod = types.ModuleType("vague")
+
+    class Vague(Metric):
+        name, benchmark, primary = "vague.m", "vague", "score"
+        values = {"score": Value(higher_is_better=True, range=(0.0, 1.0)), "shift": Value(range=None)}
+
+    @hookimpl
+    def register_metrics(register):
+        register(Vague)
+        register(_metric("vague.fine"))
+
+    mod.register_metrics = register_metrics
+    h = PluginHost(strict=False)
+    h.add_plugin(mod)
+    assert h.failures == [("vague", ("metric 'vague.m' of plugin 'vague' refused: value 'shift': no "
+                                     "higher_is_better (True, False, or None for a diagnostic)"))]
+    assert "vague.m" not in h.metrics and "vague.fine" in h.metrics  # only the vague metric is refused
+    with pytest.raises(PluginError, match="plugin 'vague'.*'vague.m'.*value 'shift'"):
+        PluginHost(strict=True).add_plugin(mod)
+
+
+def test_value_metadata_is_keyword_only_and_has_no_silent_default():
+    with pytest.raises(TypeError):
+        Value(True, (0.0, 1.0))  # positional: which field is which is not readable
+    assert value_problems(Value(higher_is_better=None, range=None)) == []  # a declared, unbounded diagnostic
+    assert value_problems(Value()) and not Value().higher_is_better and not Value().range

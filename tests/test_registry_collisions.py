@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from worldrecall import Metric, hookimpl
+from worldrecall import Metric, Value, hookimpl
 from worldrecall.plugins.memobench import plugin as memobench_plugin
 from worldrecall.plugins.memobench.ors import ORS
 from worldrecall.registry.host import PluginError, PluginHost, PluginInfo
@@ -20,6 +20,7 @@ class FakeORS(Metric):
     name = "memobench.ors"
     benchmark = "memobench"
     primary = "ORS"
+    values = {"ORS": Value(higher_is_better=True, range=(0.0, 1.0), description="always 1")}
 
     def score(self, measurement, thresholds):
         return {"ORS": 1.0}

@@ -402,3 +402,63 @@ def test_a_crashing_preflight_check_skips_nothing(tmp_path, host):
     assert _preflight_one(spec, case) is None  # cannot judge: the metric runs and each case reports itself
     spec.preflight = lambda c: "c0: no sidecar"
     assert _preflight_one(spec, case) == "c0: no sidecar"
+
+
+def test_a_score_with_an_undeclared_value_fails_the_case_with_the_reason(tmp_path, host, monkeypatch):
+    # registered with both values declared; a later version that forgets one must not be shown or ranked
+    monkeypatch.setattr(toy_plugin.BrightnessDrift, "values",
+                        {"stable": toy_plugin.BrightnessDrift.values["stable"]})
+    ds = make_dataset(tmp_path, {"good": [0]})
+    res = _run(toy_config(tmp_path, ds), host)
+    (row,) = res.rows
+    assert row.status == "failed" and row.values == {}
+    assert row.reason == ("score: toy.brightness emitted undeclared value(s) 'drift' "
+                          "(declare each in the metric's `values`)")
+
+
+class _Extra(toy_plugin.BrightnessDrift):
+    """A second toy metric a plugin registers but no config names."""
+
+    name = "toy.extra"
+
+
+def _extra_plugin():
+    import types
+
+    from worldrecall.core.hookspecs import hookimpl
+
+    mod = types.ModuleType("toy_extra")
+    mod.register_metrics = hookimpl(lambda register: register(_Extra))
+    return mod
+
+
+def test_metrics_by_name_switch_on_a_registered_but_unconfigured_metric(tmp_path):
+    from worldrecall.core.components import ConfigTypeError
+    from worldrecall.engine.plan import enable_metrics
+
+    host = load_plugins(extra=[toy_plugin, _extra_plugin()], fresh=True)
+    ds = make_dataset(tmp_path, {"good": [0]})
+    plain = toy_config(tmp_path, ds)
+    res = _run({**plain, "metrics": ["extra"]}, host)
+    assert sorted(r.metric for r in res.rows) == ["toy.brightness", "toy.extra"]
+    assert res.results_dir != _run(plain, host).results_dir  # a different set of rows, a different folder
+    # a configured metric keeps its thresholds; `enabled: false` yields to the explicit name
+    plain["benchmarks"]["toy"]["metrics"]["brightness"]["enabled"] = False
+    on = enable_metrics({**plain, "metrics": ["toy.brightness"]}, host)["benchmarks"]["toy"]["metrics"]
+    assert on["brightness"] == {"params": {}, "thresholds": {"tolerance": 10.0}, "enabled": True}
+    assert plain["benchmarks"]["toy"]["metrics"]["brightness"]["enabled"] is False  # the input is not mutated
+    known = r"known: .*memobench\.ors, .*toy\.brightness, toy\.extra$"
+    with pytest.raises(ConfigTypeError, match=rf"unknown metric 'nope'; {known}"):
+        enable_metrics({**plain, "metrics": ["nope"]}, host)
+    with pytest.raises(ConfigTypeError, match=r"benchmark 'toy', which the config does not define \(defined: none"):
+        enable_metrics({**plain, "benchmarks": {}, "metrics": ["extra"]}, host)
+
+
+def test_a_short_metric_name_two_benchmarks_register_is_ambiguous():
+    from worldrecall.core.components import ConfigTypeError
+    from worldrecall.engine.plan import resolve_metric_name
+
+    host = load_plugins(fresh=True)  # the built-ins: memobench, opis and scene_memory each have a camera gate
+    with pytest.raises(ConfigTypeError, match=r"'camera_gate' is registered by several benchmarks \(memobench"):
+        resolve_metric_name("camera_gate", host)
+    assert resolve_metric_name("ors", host) == "memobench.ors"

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import toy_plugin
 from toy_plugin import make_dataset, toy_config
 
-from worldrecall.core.components import Metric
+from worldrecall.core.components import Metric, Value
 from worldrecall.core.data import CaseFailure
 from worldrecall.core.hookspecs import hookimpl
 from worldrecall.engine.app import run_plain
@@ -39,7 +39,7 @@ class Flaky(Metric):
     name = "toy.flaky"
     benchmark = "toy"
     primary = "score"
-    range = (0.0, 1.0)
+    values = {"score": Value(higher_is_better=True, range=(0.0, 1.0), description="toy score")}
 
     def measure(self, case, alignment, ctx):
         if case.model == "bad":
@@ -204,8 +204,7 @@ def _log_job(args):
 
     t = Tracker({"tracking_uri": uri, "experiment": "par"}, Path(uri.replace("sqlite:///", "")).parent)
     rid = t.start_run(f"job{i}")
-    t.log_params(rid, {f"p{j}": j for j in range(30)})
-    t.log_metrics(rid, {f"m{j}": float(j) for j in range(50)})
+    t.log_batch(rid, metrics={f"m{j}": float(j) for j in range(50)}, params={f"p{j}": j for j in range(30)})
     t.end_run(rid)
     return rid
 

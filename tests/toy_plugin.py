@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from worldrecall.core.components import Aligner, Loader, LoadRequest, MeasureContext, Metric
+from worldrecall.core.components import Aligner, Loader, LoadRequest, MeasureContext, Metric, Value
 from worldrecall.core.data import Alignment, Case, CaseError, CaseFailure, Phase
 from worldrecall.core.hookspecs import hookimpl
 from worldrecall.core.paths import safe_join
@@ -59,7 +59,9 @@ class BrightnessDrift(Metric):
     benchmark = "toy"
     version = "1"
     primary = "stable"
-    range = (0.0, 1.0)
+    values = {"stable": Value(higher_is_better=True, range=(0.0, 1.0), description="drift within tolerance"),
+              "drift": Value(higher_is_better=False, range=(0.0, 255.0), unit="levels",
+                             description="mean-brightness change from phase A to B")}
     params = {"max_side": 64}
     thresholds = {"tolerance": 10.0}
 

@@ -6,7 +6,7 @@ The core only ever reads the class-level metadata declared here; it never specia
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
@@ -75,17 +75,40 @@ class MeasureContext:
     batch_size: int = 8
 
 
-@dataclass(frozen=True)
-class Value:
-    """Metadata of one value a metric emits: direction, range, unit and meaning.
+class _Undeclared:
+    """The default of a :class:`Value` field nobody declared (registration refuses such a value)."""
 
-    ``higher_is_better=None`` marks a diagnostic (a count, a rate) that is never ranked.
+    def __repr__(self) -> str:
+        return "<undeclared>"
+
+    def __bool__(self) -> bool:  # never mistaken for a declared range or direction
+        return False
+
+
+UNDECLARED: Any = _Undeclared()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Value:
+    """Metadata of one value a metric emits: direction, range, unit and meaning, always by keyword.
+
+    ``higher_is_better`` (True / False, or None for a diagnostic — a count, a rate — that is never ranked) and
+    ``range`` (``(lo, hi)``, or None when unbounded) have no default: like torchmetrics' ``higher_is_better``,
+    they must be declared, and the plugin host refuses a metric whose value leaves either out
+    (:mod:`worldrecall.registry.metadata`).
     """
 
-    higher_is_better: bool | None = True
-    range: tuple[float, float] | None = (0.0, 1.0)
+    higher_is_better: bool | None = UNDECLARED
+    range: tuple[float, float] | None = UNDECLARED
     unit: str = ""
     description: str = ""
+
+
+class UndeclaredValue(KeyError):
+    """A metric was asked about (or emitted) a value it does not declare."""
+
+    def __str__(self) -> str:  # KeyError would print the message quoted
+        return str(self.args[0])
 
 
 @dataclass(frozen=True)
@@ -151,11 +174,10 @@ class Metric:
     benchmark: ClassVar[str]
     version: ClassVar[str] = "1"
     description: ClassVar[str] = ""
-    higher_is_better: ClassVar[bool] = True
-    range: ClassVar[tuple[float, float] | None] = (0.0, 1.0)
     primary: ClassVar[str] = ""              # the main value in the score dict
     aligner: ClassVar[str | None] = None     # the aligner this metric needs when not the benchmark's own
-    values: ClassVar[dict[str, Value]] = {}  # per-value metadata where values differ from the class defaults
+    values: ClassVar[dict[str, Value]] = {}  # every value the metric emits (the primary too) -> its metadata
+    other_values: ClassVar[Value | None] = None  # a declared diagnostic for every other emitted key (or None)
     models: ClassVar[tuple[str, ...]] = ()   # model roles the measure stage needs
     optional_models: ClassVar[tuple[str, ...]] = ()  # roles used when configured (e.g. LPIPS), else skipped
     judges: ClassVar[tuple[str, ...]] = ()   # judge names the measure stage needs
@@ -168,10 +190,26 @@ class Metric:
 
     @classmethod
     def value_meta(cls, value: str) -> Value:
-        """Metadata of one emitted value: its own entry in ``values``, else the metric's class defaults."""
+        """Metadata of one emitted value: its entry in ``values``, else ``other_values`` (a diagnostic).
+
+        Nothing is assumed: a value the metric does not declare raises :class:`UndeclaredValue`.
+        """
         if value in cls.values:
             return cls.values[value]
-        return Value(higher_is_better=cls.higher_is_better, range=cls.range, description=cls.description)
+        if cls.other_values is not None:
+            return cls.other_values
+        raise UndeclaredValue(f"metric {cls.name!r} does not declare value {value!r} (declare it in `values`)")
+
+    @classmethod
+    def undeclared(cls, emitted: Iterable[str]) -> list[str]:
+        """The emitted value names this metric declares no metadata for (as :meth:`value_meta` sees it)."""
+        out = []
+        for v in emitted:
+            try:
+                cls.value_meta(v)
+            except UndeclaredValue:
+                out.append(v)
+        return out
 
     def needs_models(self, case: Case) -> bool:
         """Whether measuring this case runs the ``models`` roles (False e.g. for a case that ships precomputed

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from worldrecall.core.components import Aggregator
+from worldrecall.core.components import Aggregator, UndeclaredValue
 from worldrecall.core.data import ScoreRow
 from worldrecall.registry.host import PluginHost
 
@@ -50,7 +50,10 @@ def value_meta(host: PluginHost, rows: Iterable[ScoreRow]) -> dict[str, dict[str
         per = out.setdefault(r.metric, {})
         for v in r.values:
             if v not in per:
-                m = host.metric(r.metric).value_meta(v)
+                try:
+                    m = host.metric(r.metric).value_meta(v)
+                except UndeclaredValue:  # rows read back from an older run: no metadata, so never ranked
+                    continue
                 per[v] = {"higher_is_better": m.higher_is_better, "range": list(m.range) if m.range else None,
                           "unit": m.unit, "description": m.description}
     return out

@@ -191,7 +191,7 @@ def _markdown(df: Any) -> str:
 
 
 def track(result: RunResult, plain: Mapping[str, Any], host: PluginHost, paths: list[Path],
-          overrides: list[str], sweep_dir: Path | None, report: Path | None = None) -> str:
+          overrides: list[str], sweep_dir: Path | None) -> str:
     """Log the job to MLflow (layout: :mod:`worldrecall.engine.track_runs`); returns the `mlflow ui` line."""
     from worldrecall.engine.track_runs import log_job, override_label
 
@@ -211,7 +211,7 @@ def track(result: RunResult, plain: Mapping[str, Any], host: PluginHost, paths: 
     params = flatten(dict(plain))
     t0 = time.perf_counter()
     run_id, reused = log_job(tracker, result, plain, host, paths, varying, parent, name,
-                             provenance_tags(result, plain, host, overrides), params, report)
+                             provenance_tags(result, plain, host, overrides), params)
     # not logged itself (it is measured after logging); benchmarks/pipeline.py reads it
     json_dump({"mlflow_s": round(time.perf_counter() - t0 + tracker.setup_s + tracker.import_s, 4),
                "setup_s": round(tracker.setup_s, 4),

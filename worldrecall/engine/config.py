@@ -87,6 +87,9 @@ class WorldrecallSchema:
     only: list[str] | None = None
     models_only: list[str] | None = None
     allow_empty: bool = False      # a run that selects no case is an error (exit 2) unless this is true
+    # registered metrics to switch on by name (``colour_shift`` or ``memobench.colour_shift``) without
+    # knowing the config tree: each joins its own benchmark's node (see engine.plan.enable_metrics)
+    metrics: list[str] = field(default_factory=list)
     plugins: PluginsSchema = field(default_factory=PluginsSchema)
     shard: ShardSchema = field(default_factory=ShardSchema)
     suite: SuiteSchema = field(default_factory=SuiteSchema)

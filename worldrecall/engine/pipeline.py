@@ -226,6 +226,10 @@ class CasePipeline:
             self._tick("measure", t0)
             stage, t0 = "score", time.perf_counter()
             values = metric.score(measurement, metric.thresholds)
+            undeclared = metric.undeclared(values)
+            if undeclared:  # a value without declared direction and range is never shown or ranked
+                raise CaseFailure(f"{metric.name} emitted undeclared value(s) {', '.join(map(repr, undeclared))} "
+                                  f"(declare each in the metric's `values`)")
             row.values = {k: _num(v) for k, v in values.items()}
             row.info = {"alignment": alignment.to_json(), "cache_hit": hit}
             row.info["videos"] = video_paths(case)  # the HTML report's frame thumbnails

@@ -63,10 +63,64 @@ def shard_of(case_id: str, count: int) -> int:
 
 
 def run_key(cfg: Mapping[str, Any]) -> str:
-    """What decides the rows: benchmarks (metrics, params, thresholds, data), backends, suite, filters."""
+    """What decides the rows: benchmarks (metrics, params, thresholds, data), backends, suite, filters.
+
+    Computed on the config as written (``metrics`` not yet expanded), so ``aggregate`` finds the same folder.
+    """
     parts = {k: cfg.get(k) for k in ("benchmarks", "models", "suite", "only", "models_only")}
+    if cfg.get("metrics"):  # only when used: every other run keeps its key
+        parts["metrics"] = list(cfg["metrics"])
     parts["shard_count"] = cfg["shard"]["count"]
     return cache_key(parts)[:16]
+
+
+def enable_metrics(cfg: Mapping[str, Any], host: PluginHost) -> dict[str, Any]:
+    """The config with each metric named in ``metrics`` switched on in its own benchmark's node.
+
+    A name is a registered metric's full name (``memobench.colour_shift``) or its short name when only one
+    benchmark registers it; the benchmark comes from the metric's declaration, never from the config tree. A
+    metric already configured keeps its params and thresholds (``enabled: false`` is overridden); an unknown,
+    ambiguous name, or one whose benchmark the config does not define, is a config error naming what is known.
+    """
+    names = list(cfg.get("metrics") or [])
+    if not names:
+        return dict(cfg)
+    out = {**cfg, "benchmarks": {k: dict(v or {}) for k, v in (cfg.get("benchmarks") or {}).items()}}
+    for name in names:
+        full = resolve_metric_name(str(name), host)
+        bench = host.metric(full).benchmark
+        node = out["benchmarks"].get(bench)
+        if node is None:
+            defined = ", ".join(sorted(out["benchmarks"])) or "none"
+            raise ConfigTypeError(f"metrics: {full!r} is a metric of benchmark {bench!r}, which the config does not "
+                                  f"define (defined: {defined})")
+        only = cfg.get("only")
+        if not node.get("enabled", True) or (only is not None and bench not in only):
+            log.warning("metrics: %s is switched on, but its benchmark %s does not run (enabled: false or `only`)",
+                        full, bench)
+        short = full[len(bench) + 1:]
+        metrics = node["metrics"] = dict(node.get("metrics") or {})
+        metrics[short] = {**dict(metrics.get(short) or {}), "enabled": True}
+    return out
+
+
+def resolve_metric_name(name: str, host: PluginHost) -> str:
+    """A registered metric's full name from its full or (unambiguous) short name."""
+    known = sorted(host.metrics)
+    if name in host.metrics:
+        full = name
+    else:
+        hits = [m for m in known if m.split(".", 1)[-1] == name]
+        if len(hits) > 1:
+            raise ConfigTypeError(f"metrics: {name!r} is registered by several benchmarks "
+                                  f"({', '.join(hits)}); name one in full")
+        if not hits:
+            raise ConfigTypeError(f"metrics: unknown metric {name!r}; known: {', '.join(known) or 'none'}")
+        full = hits[0]
+    bench = host.metric(full).benchmark
+    if not full.startswith(f"{bench}."):
+        raise ConfigTypeError(f"metrics: {full!r} is not named '<benchmark>.<metric>' for its benchmark {bench!r}")
+    return full
 
 
 def plan_benchmarks(cfg: Mapping[str, Any], host: PluginHost, hub: ModelHub, judges: JudgeHub,

@@ -13,6 +13,8 @@ from typing import Any
 
 import pandas as pd
 
+from worldrecall.core.components import UndeclaredValue
+
 SUMMARY_COLUMNS = ["benchmark", "model", "metric", "value", "mean", "ci_low", "ci_high", "n"]
 
 
@@ -80,9 +82,13 @@ def metric_key(metric: str, value: str, benchmark: str, host: Any) -> str:
 
 
 def value_meta(host: Any, metric: str, value: str) -> Any:
-    """The metric's declared metadata of one value (None for a metric no plugin registers any more)."""
+    """The metric's declared metadata of one value (None for a metric no plugin registers any more, or a value
+    it does not declare: shown as a diagnostic, never ranked)."""
     cls = host.metrics.get(metric) if hasattr(host, "metrics") else None
-    return cls.value_meta(value) if cls is not None and hasattr(cls, "value_meta") else None
+    try:
+        return cls.value_meta(value) if cls is not None and hasattr(cls, "value_meta") else None
+    except UndeclaredValue:
+        return None
 
 
 def direction_label(meta: Any) -> str:

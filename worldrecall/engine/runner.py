@@ -29,7 +29,7 @@ from worldrecall.engine.config import resolve_config
 from worldrecall.engine.executor import make_executor
 from worldrecall.engine.name_checks import check_names, check_selection
 from worldrecall.engine.pipeline import CasePipeline
-from worldrecall.engine.plan import BenchmarkPlan, load_cases, plan_benchmarks, preflight, run_key
+from worldrecall.engine.plan import BenchmarkPlan, enable_metrics, load_cases, plan_benchmarks, preflight, run_key
 from worldrecall.engine.progress import progress_bar
 from worldrecall.registry.host import PluginHost
 
@@ -73,7 +73,9 @@ class Runner:
     """Runs every enabled benchmark of a config (a plain dict; missing keys take the schema's defaults)."""
 
     def __init__(self, cfg: Mapping[str, Any], host: PluginHost):
-        self.cfg = cfg = resolve_config(cfg)
+        cfg = resolve_config(cfg)
+        self.results_dir = Path(cfg["output_root"]) / "results" / run_key(cfg)  # the config as written
+        self.cfg = cfg = enable_metrics(cfg, host)  # metrics=[name, …] joins each to its benchmark
         self.host = host
         cache_root = Path(cfg["cache_dir"])
         models_cfg = dict(cfg["models"])
@@ -88,7 +90,6 @@ class Runner:
                                      artifacts=cfg["artifacts"], device=cfg["device"], batch_size=cfg["batch_size"])
         self.digest_memo = cache_root / "file_digests.json"
         self.shard_count, self.shard_index = cfg["shard"]["count"], cfg["shard"]["index"]
-        self.results_dir = Path(cfg["output_root"]) / "results" / run_key(cfg)
         self.timing = self.pipeline.counters.timing
 
     def run(self) -> RunResult:

@@ -185,7 +185,7 @@ def supersede(tracker: Any, runs: list[Any], by: str) -> None:
 
 def log_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, files: list[Path],
             overrides: list[str], parent: str | None, run_name: str, job_tags: Mapping[str, str],
-            params: Mapping[str, Any], report: Path | None) -> tuple[str, bool]:
+            params: Mapping[str, Any]) -> tuple[str, bool]:
     """Log one job: its own run (under ``parent`` when given) and one child per (benchmark, model).
 
     Returns (run id, reused). A top-level invocation whose config hash and tables equal an earlier one's
@@ -217,8 +217,6 @@ def log_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, file
             if sub and p.exists():
                 # tables and the report are written atomically (a new file each time): safe to hard-link
                 tracker.log_file_once(job, p, sub, blobs, link=sub in ("tables", "report"))
-        if report is not None and report.exists() and report not in files:
-            tracker.log_file_once(job, report, "report", blobs, link=True)
         index = case_index(result, blobs, output_root)
         over = {f"override.{o.partition('=')[0].lstrip('+~')}": o.partition("=")[2] for o in overrides if "=" in o}
         for (bench, model), metrics in sorted(per_model_metrics(result, host).items()):

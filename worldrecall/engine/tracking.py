@@ -15,7 +15,7 @@ import os
 import random
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,10 +60,6 @@ def redact_override(override: str) -> str:
     return f"{key}={REDACTED}" if sep and is_secret(key.lstrip("+~")) else override
 
 
-def redact_overrides(overrides: list[str]) -> list[str]:
-    return [redact_override(o) for o in overrides]
-
-
 def scrub(text: str) -> str:
     """Free text (a run name, an overrides tag) with every ``secret_key=value`` token's value redacted."""
     import re
@@ -88,7 +84,7 @@ def redact_tree(d: Any) -> Any:
     return d
 
 
-def _retry(fn: Callable[[], T], what: str, attempts: int = 40) -> T:
+def _retry(fn: Callable[[], T], attempts: int = 40) -> T:
     for i in range(attempts):
         try:
             return fn()
@@ -232,7 +228,7 @@ class Tracker:
             db = sqlite_path(self.uri)
             fresh = db is not None and not db.exists()
             seeded = fresh and seed_store(db)
-            self.client = _retry(lambda: MlflowClient(tracking_uri=self.uri), "client")
+            self.client = _retry(lambda: MlflowClient(tracking_uri=self.uri))
             if fresh and not seeded:
                 save_template(db)  # the next fresh store is a copy, not ~50 migrations (~8 s)
             self.experiment_id = self._experiment()
@@ -255,7 +251,7 @@ class Tracker:
                 if "already exists" in str(e).lower() or "unique" in str(e).lower():
                     return self.client.get_experiment_by_name(self.experiment_name).experiment_id
                 raise
-        return _retry(get_or_create, "experiment")
+        return _retry(get_or_create)
 
     def close_stale_runs(self) -> list[str]:
         """Runs left RUNNING by a killed process of this host (its pid is gone) are marked KILLED."""
@@ -266,7 +262,7 @@ class Tracker:
         host, stale = socket.gethostname(), []
         runs = _retry(lambda: self.client.search_runs(
             [self.experiment_id], f"attributes.status = 'RUNNING' and tags.`{OWNER_HOST}` = '{host}'",
-            run_view_type=ViewType.ACTIVE_ONLY, max_results=1000), "search_runs")
+            run_view_type=ViewType.ACTIVE_ONLY, max_results=1000))
         for run in runs:
             pid = int(run.data.tags.get(OWNER_PID, "0") or 0)
             if pid and not _alive(pid):
@@ -288,8 +284,7 @@ class Tracker:
         if parent_id:
             t["mlflow.parentRunId"] = parent_id
         ms = int(start_time * 1000) if start_time is not None else None
-        run = _retry(lambda: self.client.create_run(self.experiment_id, start_time=ms, tags=t, run_name=name),
-                     "create_run")
+        run = _retry(lambda: self.client.create_run(self.experiment_id, start_time=ms, tags=t, run_name=name))
         self._artifact_uri[run.info.run_id] = run.info.artifact_uri
         return run.info.run_id
 
@@ -298,12 +293,15 @@ class Tracker:
         from mlflow.entities import ViewType
 
         return _retry(lambda: self.client.search_runs([self.experiment_id], filter_string,
-                                                      run_view_type=ViewType.ACTIVE_ONLY, max_results=max_results),
-                      "search_runs")
+                                                      run_view_type=ViewType.ACTIVE_ONLY, max_results=max_results))
 
     def end_run(self, run_id: str, status: str = "FINISHED", end_time: float | None = None) -> None:
         ms = int(end_time * 1000) if end_time is not None else None
-        _retry(lambda: self.client.set_terminated(run_id, status, end_time=ms), "end_run")
+        _retry(lambda: self.client.set_terminated(run_id, status, end_time=ms))
+
+    def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
+        """Tags on an existing run (a superseded or reused run of the same config)."""
+        self.log_batch(run_id, tags=tags)
 
     def log_batch(self, run_id: str, metrics: Mapping[str, float] | None = None,
                   params: Mapping[str, Any] | None = None, tags: Mapping[str, Any] | None = None) -> None:
@@ -320,7 +318,7 @@ class Tracker:
         while ms or ps or ts:  # MLflow: at most 1000 entries per call, 100 params, 100 tags
             mc, pc, tc = ms[:1000 - min(len(ps), 100) - min(len(ts), 100)], ps[:100], ts[:100]
             ms, ps, ts = ms[len(mc):], ps[100:], ts[100:]
-            _retry(lambda: self.client.log_batch(run_id, metrics=mc, params=pc, tags=tc), "log_batch")
+            _retry(lambda: self.client.log_batch(run_id, metrics=mc, params=pc, tags=tc))
 
     def log_file_once(self, run_id: str, path: Path, artifact_path: str, blobs: Any, link: bool = False) -> str:
         """Log ``path`` as ``artifact_path/<name>``, its bytes kept once: stored in ``blobs`` (a
@@ -330,48 +328,15 @@ class Tracker:
         from worldrecall.engine.blobs import link_or_copy
 
         digest, blob = blobs.put(path, link=link)
-        uri = self._artifact_uri.get(run_id) or _retry(lambda: self.client.get_run(run_id), "get_run").info.artifact_uri
+        uri = self._artifact_uri.get(run_id) or _retry(lambda: self.client.get_run(run_id)).info.artifact_uri
         if uri.startswith("file:") or "://" not in uri:
             from urllib.parse import unquote, urlparse
 
             local = Path(unquote(urlparse(uri).path)) if uri.startswith("file:") else Path(uri)
             link_or_copy(blob, local / artifact_path / Path(path).name)
         else:
-            _retry(lambda: self.client.log_artifact(run_id, str(path), artifact_path), "log_artifact")
+            _retry(lambda: self.client.log_artifact(run_id, str(path), artifact_path))
         return digest
-
-    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
-        from mlflow.entities import Param
-
-        items = [Param(k[:250], str(v)[:6000]) for k, v in redact(params).items()]
-        for i in range(0, len(items), 100):
-            chunk = items[i:i + 100]
-            _retry(lambda: self.client.log_batch(run_id, params=chunk), "log_params")
-
-    def log_metrics(self, run_id: str, metrics: Mapping[str, float]) -> None:
-        from mlflow.entities import Metric
-
-        now = int(time.time() * 1000)
-        items = [Metric(_metric_key(k), float("nan") if v is None else float(v), now, 0) for k, v in metrics.items()]
-        for i in range(0, len(items), 1000):
-            chunk = items[i:i + 1000]
-            _retry(lambda: self.client.log_batch(run_id, metrics=chunk), "log_metrics")
-
-    def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
-        from mlflow.entities import RunTag
-
-        items = [RunTag(k[:250], str(v)[:5000]) for k, v in tags.items()]
-        for i in range(0, len(items), 100):
-            chunk = items[i:i + 100]
-            _retry(lambda: self.client.log_batch(run_id, tags=chunk), "set_tags")
-
-    def log_artifacts(self, run_id: str, paths: Iterable[Path], artifact_path: str | None = None) -> None:
-        for p in paths:
-            p = Path(p)
-            if p.is_dir():
-                _retry(lambda: self.client.log_artifacts(run_id, str(p), artifact_path), "log_artifacts")
-            elif p.exists():
-                _retry(lambda: self.client.log_artifact(run_id, str(p), artifact_path), "log_artifact")
 
     def ui_command(self) -> str:
         """The line to start the UI (this environment's own ``mlflow``), and the address of the runs view.

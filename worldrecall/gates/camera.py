@@ -178,21 +178,33 @@ EVIDENCE = ("ref_rotation_deg", "gen_rotation_deg", "ref_translation", "gen_tran
 def gate_values() -> dict[str, Value]:
     """The values every camera gate emits (shared by the benchmarks' gate metrics' declarations)."""
     return {
-        "passed": Value(True, (0.0, 1.0), "", "the camera departed as the reference does and returned to the "
+        "passed": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                        description="the camera departed as the reference does and returned to the "
                         "reference's pose (1) or not (0); empty when not applicable"),
-        "ref_rotation_deg": Value(None, (0.0, 180.0), "deg", "largest rotation of the reference from its first frame"),
-        "gen_rotation_deg": Value(None, (0.0, 180.0), "deg", "largest rotation of the generated camera before the return"),
-        "ref_translation": Value(None, None, "ref. units", "largest displacement of the reference from its start"),
-        "gen_translation": Value(None, None, "ref. units", "largest displacement of the generated camera (scaled)"),
-        "return_rotation_error_deg": Value(False, (0.0, 180.0), "deg",
-                                           "median rotation from the reference pose over the return frames"),
-        "return_rotation_tol_deg": Value(None, None, "deg", "return tolerance in rotation"),
-        "return_translation_error": Value(False, None, "ref. units",
-                                          "median distance from the reference position over the return frames"),
-        "return_translation_tol": Value(None, None, "ref. units", "return tolerance in translation"),
-        "translation_scale": Value(None, None, "", "scale fitted from generated to reference translations"),
-        "tests_rotation": Value(None, (0.0, 1.0), "", "rotation is a departure motion of the reference"),
-        "tests_translation": Value(None, (0.0, 1.0), "", "translation is a departure motion of the reference"),
+        "ref_rotation_deg": Value(higher_is_better=None, range=(0.0, 180.0), unit="deg",
+                                  description="largest rotation of the reference from its first frame"),
+        "gen_rotation_deg": Value(higher_is_better=None, range=(0.0, 180.0), unit="deg",
+                                  description="largest rotation of the generated camera before the return"),
+        "ref_translation": Value(higher_is_better=None, range=None, unit="ref. units",
+                                 description="largest displacement of the reference from its start"),
+        "gen_translation": Value(higher_is_better=None, range=None, unit="ref. units",
+                                 description="largest displacement of the generated camera (scaled)"),
+        "return_rotation_error_deg": Value(
+            higher_is_better=False, range=(0.0, 180.0), unit="deg",
+            description="median rotation from the reference pose over the return frames"),
+        "return_rotation_tol_deg": Value(higher_is_better=None, range=None, unit="deg",
+                                         description="return tolerance in rotation"),
+        "return_translation_error": Value(
+            higher_is_better=False, range=None, unit="ref. units",
+            description="median distance from the reference position over the return frames"),
+        "return_translation_tol": Value(higher_is_better=None, range=None, unit="ref. units",
+                                        description="return tolerance in translation"),
+        "translation_scale": Value(higher_is_better=None, range=None, unit="",
+                                   description="scale fitted from generated to reference translations"),
+        "tests_rotation": Value(higher_is_better=None, range=(0.0, 1.0), unit="",
+                                description="rotation is a departure motion of the reference"),
+        "tests_translation": Value(higher_is_better=None, range=(0.0, 1.0), unit="",
+                                   description="translation is a departure motion of the reference"),
     }
 
 
@@ -323,7 +335,6 @@ class CameraGateMetric(Metric):
     trajectories and the frames are stored, so every threshold re-scores from the cache."""
 
     primary: ClassVar[str] = "passed"
-    range: ClassVar[tuple[float, float]] = (0.0, 1.0)
     models: ClassVar[tuple[str, ...]] = ("pose",)
     params: ClassVar[dict[str, Any]] = {"max_side": 640}
     thresholds: ClassVar[dict[str, Any]] = dict(GATE_THRESHOLDS)

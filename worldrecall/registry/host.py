@@ -2,7 +2,9 @@
 
 Built-in plugins are entry points of the ``worldrecall`` group in our own pyproject, so they take exactly
 the path a third-party plugin takes. A plugin that fails to import (or whose hooks raise) is reported with
-its name and error and skipped; ``WORLDRECALL_STRICT_PLUGINS=1`` turns that into an error.
+its name and error and skipped; ``WORLDRECALL_STRICT_PLUGINS=1`` turns that into an error. Hooks are called
+through pluggy, one plugin at a time (a subset hook caller per plugin), with a ``register`` callback that knows
+the calling plugin; ``WORLDRECALL_TRACE_PLUGINS=1`` prints pluggy's trace of those calls to stderr.
 
 Name collisions are decided by rule, never by load order: a third-party plugin cannot replace a built-in
 component (the built-in keeps the name, the collision is an error naming both plugins) unless the config
@@ -15,6 +17,7 @@ from __future__ import annotations
 import importlib.metadata as md
 import logging
 import os
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -27,6 +30,7 @@ from worldrecall.core.components import Aggregator, Aligner, Benchmark, Command,
 from worldrecall.core.judges import JudgeSpec
 from worldrecall.core.models import KINDS, ModelSpec, Role
 from worldrecall.registry.names import unknown_name
+from worldrecall.registry.metadata import metric_problems
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +38,7 @@ ENTRY_POINT_GROUP = "worldrecall"
 ENV_STRICT = "WORLDRECALL_STRICT_PLUGINS"
 ENV_ALLOW = "WORLDRECALL_PLUGINS"          # comma-separated allowlist; empty string = none
 ENV_BLOCK = "WORLDRECALL_DISABLE_PLUGINS"  # comma-separated blocklist
+ENV_TRACE = "WORLDRECALL_TRACE_PLUGINS"    # 1: print pluggy's trace of every hook call to stderr
 
 # hook name -> (component kind, base class or spec type)
 HOOKS: dict[str, tuple[str, type]] = {
@@ -71,6 +76,27 @@ class PluginInfo:
                 **({"error": self.error} if self.error else {})}
 
 
+class _Register:
+    """The ``register`` callback handed to one plugin's hook: it stages what that plugin registers.
+
+    Components are validated only after the hook returned, so a hook that raises half-way registers nothing.
+    """
+
+    def __init__(self, plugin: str):
+        self.plugin = plugin
+        self.staged: list[Any] = []
+
+    def __call__(self, component: Any) -> None:
+        self.staged.append(component)
+
+    def __repr__(self) -> str:  # what pluggy's trace prints for the argument
+        return f"<register for plugin {self.plugin!r}>"
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0", "false")
+
+
 def _env_list(name: str) -> list[str] | None:
     raw = os.environ.get(name)
     if raw is None:
@@ -87,7 +113,10 @@ class PluginHost:
         self._lost: set[tuple[str, str]] = set()  # names two third-party plugins both claimed
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
-        self.strict = os.environ.get(ENV_STRICT, "") not in ("", "0", "false") if strict is None else strict
+        if _env_flag(ENV_TRACE):
+            self.pm.trace.root.setwriter(lambda msg: sys.stderr.write(msg))  # looked up per write: capture-safe
+            self.pm.enable_tracing()
+        self.strict = _env_flag(ENV_STRICT) if strict is None else strict
         self.components: dict[str, dict[str, Any]] = {kind: {} for kind, _ in HOOKS.values()}
         self.components["role"] = {}
         self.owner: dict[tuple[str, str], str] = {}
@@ -130,16 +159,19 @@ class PluginHost:
             return
         info.hooks = sorted(h.name for h in self.pm.get_hookcallers(obj) or [])
         self.plugins[name] = info
+        others = [p for p in self.pm.get_plugins() if p is not obj]
         for hook in info.hooks:
             kind, typ = HOOKS[hook]
-            impl = next(i for i in getattr(self.pm.hook, hook).get_hookimpls() if i.plugin is obj)
-            staged: list[Any] = []
+            # through pluggy, restricted to this plugin: every implementation it has (``specname=`` ones too)
+            # runs, tracing sees the call, and the callback knows which plugin is registering
+            caller = self.pm.subset_hook_caller(hook, remove_plugins=others)
+            register = _Register(name)
             try:
-                impl.function(**{a: staged.append for a in impl.argnames})
+                caller(register=register)
             except Exception as e:
                 self._fail(info, f"{hook} raised {type(e).__name__}: {e}")
                 continue
-            for comp in staged:
+            for comp in register.staged:
                 self._add_component(info, kind, typ, comp)
 
     def _add_component(self, info: PluginInfo, kind: str, typ: type, comp: Any) -> None:
@@ -157,6 +189,11 @@ class PluginHost:
         elif kind == "command" and cname in RESERVED_COMMANDS:
             self._fail(info, f"command {cname!r} is reserved by worldrecall itself")
             return
+        if kind == "metric":
+            problems = metric_problems(comp)
+            if problems:  # nothing is assumed about a value: its direction and range are declared, or no metric
+                self._fail(info, f"metric {cname!r} of plugin {info.name!r} refused: " + "; ".join(problems))
+                return
         if kind in ("loader", "aligner", "aggregator", "suite", "command") and isinstance(comp, type):
             comp = comp()  # stored as instances; metrics stay classes (built per run with params)
         prev = self.owner.get((kind, cname))

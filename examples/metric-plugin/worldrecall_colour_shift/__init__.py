@@ -1,6 +1,6 @@
 """Example plugin: registers one MemoBench metric (see metric.py) and ships a config group in conf/."""
 
-from worldrecall.core.hookspecs import hookimpl
+from worldrecall import hookimpl
 
 from worldrecall_colour_shift.metric import ColourShift
 

@@ -4,15 +4,20 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from worldrecall.core.components import Metric
+from worldrecall import Metric, Value
 
 
 class ColourShift(Metric):
     name = "memobench.colour_shift"   # "<benchmark>.<metric>": it joins MemoBench's cases and phases
     benchmark = "memobench"
     version = "1"
+    description = "mean-RGB distance between the Visible and Reappear phases, as a 0-1 score"
     primary = "score"
-    range = (0.0, 1.0)
+    values = {  # every emitted value, with its direction and range (registration refuses an undeclared one)
+        "score": Value(higher_is_better=True, range=(0.0, 1.0), unit="", description="1 - shift / max_shift, ≥ 0"),
+        "shift": Value(higher_is_better=False, range=(0.0, 255 * 3 ** 0.5), unit="RGB levels",
+                       description="distance of the phases' mean colours"),
+    }
     params = {"max_side": 160}        # measurement parameters: part of the cache key
     thresholds = {"max_shift": 30.0}  # scoring parameters: sweeping them runs no measurement
 

@@ -53,18 +53,26 @@ class CameraControllability(MemoBenchMetric):
 
     name: ClassVar[str] = "memobench.camera_controllability"
     description: ClassVar[str] = "Rotation ATE vs GT poses after first-frame alignment, scaled by max(net GT rotation, 10°)"
-    range: ClassVar[tuple[float, float]] = (0.0, 1.0)
     primary: ClassVar[str] = "score"
     values: ClassVar[dict[str, Value]] = {
-        "score": Value(True, (0.0, 1.0), "", "camera controllability (1 - ATE / total GT rotation, clipped)"),
-        "score_raw": Value(True, (0.0, 1.0), "", "camera controllability unrounded"),
-        "pct": Value(True, (0.0, 100.0), "%", "camera controllability x 100"),
-        "ATE_RotDeg": Value(False, (0.0, 180.0), "deg", "rotation ATE after alignment"),
-        "ATE_RotDeg_raw": Value(False, (0.0, 180.0), "deg", "rotation ATE unrounded"),
-        "MeanRotErrorDeg": Value(False, (0.0, 180.0), "deg", "mean per-frame rotation error"),
-        "MeanRotErrorDeg_raw": Value(False, (0.0, 180.0), "deg", "mean rotation error unrounded"),
-        "TotalGT_RotDeg": Value(None, None, "deg", "total GT rotation (the normaliser)"),
-        "TotalGT_RotDeg_raw": Value(None, None, "deg", "total GT rotation unrounded"),
+        "score": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                       description="camera controllability (1 - ATE / total GT rotation, clipped)"),
+        "score_raw": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                           description="camera controllability unrounded"),
+        "pct": Value(higher_is_better=True, range=(0.0, 100.0), unit="%",
+                     description="camera controllability x 100"),
+        "ATE_RotDeg": Value(higher_is_better=False, range=(0.0, 180.0), unit="deg",
+                            description="rotation ATE after alignment"),
+        "ATE_RotDeg_raw": Value(higher_is_better=False, range=(0.0, 180.0), unit="deg",
+                                description="rotation ATE unrounded"),
+        "MeanRotErrorDeg": Value(higher_is_better=False, range=(0.0, 180.0), unit="deg",
+                                 description="mean per-frame rotation error"),
+        "MeanRotErrorDeg_raw": Value(higher_is_better=False, range=(0.0, 180.0), unit="deg",
+                                     description="mean rotation error unrounded"),
+        "TotalGT_RotDeg": Value(higher_is_better=None, range=None, unit="deg",
+                                description="total GT rotation (the normaliser)"),
+        "TotalGT_RotDeg_raw": Value(higher_is_better=None, range=None, unit="deg",
+                                    description="total GT rotation unrounded"),
     }
     models: ClassVar[tuple[str, ...]] = ("pose",)
     params: ClassVar[dict[str, Any]] = {"max_side": 640}

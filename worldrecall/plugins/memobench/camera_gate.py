@@ -47,7 +47,8 @@ class CameraGate(gate.CameraGateMetric, MemoBenchMetric):
                                   "over the R phase (camera only; target absence is a diagnostic)")
     values: ClassVar[dict[str, Value]] = {
         **gate.gate_values(),
-        "absence_fraction": Value(None, (0.0, 1.0), "", "diagnostic: fraction of D-phase frames without the target"),
+        "absence_fraction": Value(higher_is_better=None, range=(0.0, 1.0), unit="",
+                                  description="diagnostic: fraction of D-phase frames without the target"),
     }
     optional_models: ClassVar[tuple[str, ...]] = ("segmenter",)
     params: ClassVar[dict[str, Any]] = {"max_side": 640, "absence_check": True, "absence_max_frames": 16}

@@ -53,15 +53,18 @@ class Geo3D(MemoBenchMetric):
 
     name: ClassVar[str] = "memobench.geo3d"
     description: ClassVar[str] = "Depth-map cosine of consecutive V/R samples, 0.7 mean + 0.3 min"
-    range: ClassVar[tuple[float, float]] = (0.0, 100.0)
     primary: ClassVar[str] = "score"
     values: ClassVar[dict[str, Value]] = {
-        "score": Value(True, (0.0, 100.0), "%", "3-D geometry consistency (official scale, x100, rounded)"),
-        "score_raw": Value(True, (0.0, 100.0), "%", "3-D geometry consistency unrounded"),
-        **{k: Value(True, (0.0, 1.0), "", k) for k in ("GeoConsistencyMean", "GeoConsistencyMin", "R_mean", "R_min",
-                                                      "V_mean", "V_min")},
-        "GeoConsistencyMean_pct": Value(True, (0.0, 100.0), "%", "mean x 100"),
-        "GeoConsistencyMin_pct": Value(True, (0.0, 100.0), "%", "min x 100"),
+        "score": Value(higher_is_better=True, range=(0.0, 100.0), unit="%",
+                       description="3-D geometry consistency (official scale, x100, rounded)"),
+        "score_raw": Value(higher_is_better=True, range=(0.0, 100.0), unit="%",
+                           description="3-D geometry consistency unrounded"),
+        **{k: Value(higher_is_better=True, range=(0.0, 1.0), unit="", description=k)
+           for k in ("GeoConsistencyMean", "GeoConsistencyMin", "R_mean", "R_min", "V_mean", "V_min")},
+        "GeoConsistencyMean_pct": Value(higher_is_better=True, range=(0.0, 100.0), unit="%",
+                                        description="mean x 100"),
+        "GeoConsistencyMin_pct": Value(higher_is_better=True, range=(0.0, 100.0), unit="%",
+                                       description="min x 100"),
     }
     models: ClassVar[tuple[str, ...]] = ("depth",)
     params: ClassVar[dict[str, Any]] = {"max_side": 640, "n_sample": 3}

@@ -24,10 +24,14 @@ class GTRevisitSim(MemoBenchMetric):
 
     name: ClassVar[str] = "memobench.gt_revisit_sim"
     description: ClassVar[str] = "CLIP ViT-B/32 cosine of generated vs GT R-phase frames (3 pairs)"
-    range: ClassVar[tuple[float, float]] = (0.0, 1.0)
     primary: ClassVar[str] = "score"
     values: ClassVar[dict[str, Value]] = {
-        "pct": Value(True, (0.0, 100.0), "%", "GT revisit similarity x 100"),
+        "score": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                       description="mean CLIP cosine of generated vs GT R-phase frames (4 dp)"),
+        "score_raw": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                           description="GT revisit similarity unrounded"),
+        "pct": Value(higher_is_better=True, range=(0.0, 100.0), unit="%",
+                     description="GT revisit similarity x 100"),
     }
     models: ClassVar[tuple[str, ...]] = ("image_embedder",)
     params: ClassVar[dict[str, Any]] = {"max_side": 640}

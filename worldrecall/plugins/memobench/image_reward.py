@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import MeasureContext
+from worldrecall.core.components import MeasureContext, Value
 from worldrecall.core.data import Alignment, Case
 from worldrecall.plugins.memobench import rounding, sampling
 from worldrecall.plugins.memobench.base import MemoBenchMetric, capped_frames, pick
@@ -36,8 +36,13 @@ class ImageRewardScore(MemoBenchMetric):
 
     name: ClassVar[str] = "memobench.image_reward"
     description: ClassVar[str] = "ImageReward of 5 evenly spaced frames for the prompt, sigmoid, mean"
-    range: ClassVar[tuple[float, float]] = (0.0, 1.0)
     primary: ClassVar[str] = "score"
+    values: ClassVar[dict[str, Value]] = {
+        "score": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                       description="mean sigmoid ImageReward of the sampled frames (4 dp)"),
+        "score_raw": Value(higher_is_better=True, range=(0.0, 1.0), unit="", description="ImageReward unrounded"),
+        "pct": Value(higher_is_better=True, range=(0.0, 100.0), unit="%", description="ImageReward x 100"),
+    }
     models: ClassVar[tuple[str, ...]] = ("text_image_reward",)
     params: ClassVar[dict[str, Any]] = {"max_side": 640, "n_sample": 5, "prompt_source": "sheet"}
     thresholds: ClassVar[dict[str, Any]] = {}

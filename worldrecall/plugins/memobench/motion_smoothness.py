@@ -59,15 +59,18 @@ class MotionSmoothness(MemoBenchMetric):
 
     name: ClassVar[str] = "memobench.motion_smoothness"
     description: ClassVar[str] = "Flow warp error over V and R samples (RAFT in the paper), exp(-err/0.15)"
-    range: ClassVar[tuple[float, float]] = (0.0, 100.0)
     primary: ClassVar[str] = "score"
     values: ClassVar[dict[str, Value]] = {
-        "score": Value(True, (0.0, 100.0), "%", "motion smoothness (official scale, x100, rounded)"),
-        "score_raw": Value(True, (0.0, 100.0), "%", "motion smoothness unrounded"),
-        "TemporalScore": Value(True, (0.0, 1.0), "", "temporal score"),
-        "TemporalScore_pct": Value(True, (0.0, 100.0), "%", "temporal score x 100"),
-        "V_score": Value(True, (0.0, 1.0), "", "V-phase smoothness"),
-        "R_score": Value(True, (0.0, 1.0), "", "R-phase smoothness"),
+        "score": Value(higher_is_better=True, range=(0.0, 100.0), unit="%",
+                       description="motion smoothness (official scale, x100, rounded)"),
+        "score_raw": Value(higher_is_better=True, range=(0.0, 100.0), unit="%",
+                           description="motion smoothness unrounded"),
+        "TemporalScore": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                               description="temporal score"),
+        "TemporalScore_pct": Value(higher_is_better=True, range=(0.0, 100.0), unit="%",
+                                   description="temporal score x 100"),
+        "V_score": Value(higher_is_better=True, range=(0.0, 1.0), unit="", description="V-phase smoothness"),
+        "R_score": Value(higher_is_better=True, range=(0.0, 1.0), unit="", description="R-phase smoothness"),
     }
     models: ClassVar[tuple[str, ...]] = ("flow",)
     params: ClassVar[dict[str, Any]] = {"max_side": 640, "sample_step": 4}

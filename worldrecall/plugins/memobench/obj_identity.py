@@ -47,15 +47,20 @@ class ObjIdentity(MemoBenchMetric):
 
     name: ClassVar[str] = "memobench.obj_identity"
     description: ClassVar[str] = "Top-40% positional patch similarity of 9 R frames to frame 0, 0.7 mean + 0.3 min"
-    range: ClassVar[tuple[float, float]] = (0.0, 100.0)
     primary: ClassVar[str] = "score"
     values: ClassVar[dict[str, Value]] = {
-        "score": Value(True, (0.0, 100.0), "%", "object identity consistency (official scale, x100, rounded)"),
-        "score_raw": Value(True, (0.0, 100.0), "%", "object identity consistency unrounded"),
-        "ObjIdentityMean": Value(True, (0.0, 1.0), "", "mean patch similarity to frame 0"),
-        "ObjIdentityMean_pct": Value(True, (0.0, 100.0), "%", "mean x 100"),
-        "ObjIdentityMin": Value(True, (0.0, 1.0), "", "min patch similarity to frame 0"),
-        "ObjIdentityMin_pct": Value(True, (0.0, 100.0), "%", "min x 100"),
+        "score": Value(higher_is_better=True, range=(0.0, 100.0), unit="%",
+                       description="object identity consistency (official scale, x100, rounded)"),
+        "score_raw": Value(higher_is_better=True, range=(0.0, 100.0), unit="%",
+                           description="object identity consistency unrounded"),
+        "ObjIdentityMean": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                                 description="mean patch similarity to frame 0"),
+        "ObjIdentityMean_pct": Value(higher_is_better=True, range=(0.0, 100.0), unit="%",
+                                     description="mean x 100"),
+        "ObjIdentityMin": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                                description="min patch similarity to frame 0"),
+        "ObjIdentityMin_pct": Value(higher_is_better=True, range=(0.0, 100.0), unit="%",
+                                    description="min x 100"),
     }
     models: ClassVar[tuple[str, ...]] = ("patch_embedder",)
     params: ClassVar[dict[str, Any]] = {"max_side": 640, "n_sample": 9}

@@ -70,15 +70,19 @@ class ORS(MemoBenchMetric):
 
     name: ClassVar[str] = "memobench.ors"
     description: ClassVar[str] = "Object Revisit Score: detection rate × mean confidence of the target over R"
-    range: ClassVar[tuple[float, float]] = (0.0, 1.0)
     primary: ClassVar[str] = "score"
     values: ClassVar[dict[str, Value]] = {
-        "score": Value(True, (0.0, 1.0), "", "object revisit score: detection rate x mean confidence over R"),
-        "score_raw": Value(True, (0.0, 1.0), "", "ORS unrounded"),
-        "detection_rate": Value(True, (0.0, 1.0), "", "fraction of R-phase frames where the object is detected"),
-        "mean_confidence": Value(True, (0.0, 1.0), "", "mean detection confidence over detected R frames"),
-        "n_detected": Value(None, None, "frames", "R-phase frames with a detection"),
-        "n_r_frames": Value(None, None, "frames", "R-phase frames scored"),
+        "score": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                       description="object revisit score: detection rate x mean confidence over R"),
+        "score_raw": Value(higher_is_better=True, range=(0.0, 1.0), unit="", description="ORS unrounded"),
+        "detection_rate": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                                description="fraction of R-phase frames where the object is detected"),
+        "mean_confidence": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                                 description="mean detection confidence over detected R frames"),
+        "n_detected": Value(higher_is_better=None, range=None, unit="frames",
+                            description="R-phase frames with a detection"),
+        "n_r_frames": Value(higher_is_better=None, range=None, unit="frames",
+                            description="R-phase frames scored"),
     }
     models: ClassVar[tuple[str, ...]] = ("segmenter",)
     params: ClassVar[dict[str, Any]] = {

@@ -74,13 +74,13 @@ class PixelFidelity(MemoBenchMetric):
 
     name: ClassVar[str] = "memobench.pixel_fidelity"
     description: ClassVar[str] = "PSNR / SSIM / LPIPS of every generated frame vs resampled GT, per phase"
-    range: ClassVar[tuple[float, float] | None] = None
     primary: ClassVar[str] = "ALL_PSNR"
     values: ClassVar[dict[str, Value]] = {
-        f"{phase}_{kind}{raw}": Value(*spec, description=f"{kind} over phase {phase}" + (" (unrounded)" if raw else ""))
+        f"{phase}_{kind}{raw}": Value(higher_is_better=better, range=bounds, unit=unit,
+                                      description=f"{kind} over phase {phase}" + (" (unrounded)" if raw else ""))
         for phase in ("V", "D", "R", "ALL") for raw in ("", "_raw")
-        for kind, spec in (("PSNR", (True, None, "dB")), ("SSIM", (True, (0.0, 1.0), "")),
-                           ("LPIPS", (False, (0.0, 1.0), "")))
+        for kind, better, bounds, unit in (("PSNR", True, None, "dB"), ("SSIM", True, (0.0, 1.0), ""),
+                                           ("LPIPS", False, (0.0, 1.0), ""))
     }
     models: ClassVar[tuple[str, ...]] = ()
     optional_models: ClassVar[tuple[str, ...]] = ("perceptual",)

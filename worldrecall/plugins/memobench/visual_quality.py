@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import MeasureContext
+from worldrecall.core.components import MeasureContext, Value
 from worldrecall.core.data import Alignment, Case
 from worldrecall.plugins.memobench import rounding, sampling
 from worldrecall.plugins.memobench.base import MemoBenchMetric, batched, capped_frames, pick
@@ -33,8 +33,21 @@ class VisualQuality(MemoBenchMetric):
 
     name: ClassVar[str] = "memobench.visual_quality"
     description: ClassVar[str] = "LAION aesthetic + CLIP-IQA+ on every 4th frame, fixed-range normalised"
-    range: ClassVar[tuple[float, float]] = (0.0, 100.0)
     primary: ClassVar[str] = "score"
+    values: ClassVar[dict[str, Value]] = {
+        "score": Value(higher_is_better=True, range=(0.0, 100.0), unit="",
+                       description="visual quality: mean of the two percentages (2 dp)"),
+        "score_raw": Value(higher_is_better=True, range=(0.0, 100.0), unit="",
+                           description="visual quality unrounded"),
+        "AestheticScore": Value(higher_is_better=True, range=None, unit="",
+                                description="mean LAION aesthetic score of the sampled frames (4 dp)"),
+        "AestheticScore_pct": Value(higher_is_better=True, range=(0.0, 100.0), unit="%",
+                                    description="aesthetic score on the fixed aesthetic_range, x 100"),
+        "ImageQuality": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                              description="mean CLIP-IQA+ of the sampled frames, clipped per frame (4 dp)"),
+        "ImageQuality_pct": Value(higher_is_better=True, range=(0.0, 100.0), unit="%",
+                                  description="image quality on the fixed iqa_range, x 100"),
+    }
     models: ClassVar[tuple[str, ...]] = ("aesthetic", "iqa")
     params: ClassVar[dict[str, Any]] = {"max_side": 640, "sample_step": 4}
     thresholds: ClassVar[dict[str, Any]] = {"aesthetic_range": [0.0, 10.0], "iqa_range": [0.0, 1.0]}

@@ -137,26 +137,42 @@ class OpisMetric(Metric):
     benchmark = "opis"
     version = "2"   # 2: release query draw, border erosion, four camera candidates, motion fraction
     description = "OPIS: object Presence / Identity / Structure against the input frame's fixed inventory"
-    higher_is_better = True
-    range = (0.0, 100.0)
     primary = "opis"
     values: ClassVar[dict[str, Value]] = {
-        "opis": Value(True, (0.0, 100.0), "points", "composite 100 x (wP P + wI I + wS S) (A.12)"),
-        "presence": Value(True, (0.0, 1.0), "", "strict frame presence: mean of per-window all-present flags (A.9)"),
-        "identity": Value(True, (0.0, 1.0), "", "mean over matched objects of max(0, cos) of crop embeddings (A.10)"),
-        "structure": Value(True, (0.0, 1.0), "", "Structure entering the composite (coverage-adjusted by default)"),
-        "structure_coverage_adjusted": Value(True, (0.0, 1.0), "", "S_cov: windows without evidence count 0"),
-        "structure_raw": Value(True, (0.0, 1.0), "", "S_raw: mean of valid rows per object"),
-        "structure_shrunk": Value(True, (0.0, 1.0), "", "S_shr: Beta(prior 0.5, strength 2) shrunk"),
-        "structure_in_composite": Value(True, (0.0, 1.0), "", "the Structure variant the composite used"),
-        "structure_static_raw": Value(True, (0.0, 1.0), "", "static-geometry track only, raw"),
-        "structure_static_coverage_adjusted": Value(True, (0.0, 1.0), "", "static-geometry track only, S_cov"),
-        "structure_dynamic_raw": Value(True, (0.0, 1.0), "", "dynamic track only, raw"),
-        "structure_dynamic_coverage_adjusted": Value(True, (0.0, 1.0), "", "dynamic track only, S_cov"),
-        "opis_arithmetic": Value(True, (0.0, 100.0), "points", "100 x (0.2 P + 0.4 I + 0.4 S) (paper/README)"),
-        "opis_geometric": Value(True, (0.0, 100.0), "points", "100 x P^0.2 I^0.4 S^0.4 (released code's form)"),
-        "core2d": Value(True, (0.0, 100.0), "points", "Core-2D = 100 x sqrt(P I)"),
+        "opis": Value(higher_is_better=True, range=(0.0, 100.0), unit="points",
+                      description="composite 100 x (wP P + wI I + wS S) (A.12)"),
+        "presence": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                          description="strict frame presence: mean of per-window all-present flags (A.9)"),
+        "identity": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                          description="mean over matched objects of max(0, cos) of crop embeddings (A.10)"),
+        "structure": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                           description="Structure entering the composite (coverage-adjusted by default)"),
+        "structure_coverage_adjusted": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                                             description="S_cov: windows without evidence count 0"),
+        "structure_raw": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                               description="S_raw: mean of valid rows per object"),
+        "structure_shrunk": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                                  description="S_shr: Beta(prior 0.5, strength 2) shrunk"),
+        "structure_in_composite": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                                        description="the Structure variant the composite used"),
+        "structure_static_raw": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                                      description="static-geometry track only, raw"),
+        "structure_static_coverage_adjusted": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                                                    description="static-geometry track only, S_cov"),
+        "structure_dynamic_raw": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                                       description="dynamic track only, raw"),
+        "structure_dynamic_coverage_adjusted": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                                                     description="dynamic track only, S_cov"),
+        "opis_arithmetic": Value(higher_is_better=True, range=(0.0, 100.0), unit="points",
+                                 description="100 x (0.2 P + 0.4 I + 0.4 S) (paper/README)"),
+        "opis_geometric": Value(higher_is_better=True, range=(0.0, 100.0), unit="points",
+                                description="100 x P^0.2 I^0.4 S^0.4 (released code's form)"),
+        "core2d": Value(higher_is_better=True, range=(0.0, 100.0), unit="points",
+                        description="Core-2D = 100 x sqrt(P I)"),
     }
+    # every other emitted key (the released JSON's counts, rates, coverages and track copies) is a diagnostic
+    other_values: ClassVar[Value | None] = Value(higher_is_better=None, range=None, unit="",
+                                                 description="OPIS diagnostic (not ranked)")
     models: ClassVar[tuple[str, ...]] = ("segmenter", "opis_embedder", "opis_geometry", "opis_matcher")
     optional_models: ClassVar[tuple[str, ...]] = ("pose_landmarks",)
     params: ClassVar[dict[str, Any]] = {
@@ -172,13 +188,6 @@ class OpisMetric(Metric):
         "judge": "",                            # VLM structure claims: judge name ("" = not measured)
     }
     thresholds: ClassVar[dict[str, Any]] = dict(DEFAULT_THRESHOLDS)
-
-    @classmethod
-    def value_meta(cls, value: str) -> Value:
-        """Declared values as above; every other emitted key (counts, rates, coverages) is a diagnostic."""
-        if value in cls.values:
-            return cls.values[value]
-        return Value(higher_is_better=None, range=None, description="OPIS diagnostic (not ranked)")
 
     # -- measure --------------------------------------------------------------------------------------
     def needs_models(self, case: Case) -> bool:

@@ -196,19 +196,3 @@ def classify_visibility(
         return Visibility(v.state, v.presence_eligible, False, v.reason + "_dynamic_projection", v.diagnostics,
                           v.confidence)
     return _fail("missing_instance_visibility_evidence")
-
-
-def prematch_visibility(
-    *,
-    projection: ObjectProjection | None,
-    camera_confidence: float | None,
-    frame_size: tuple[int, int] | None,
-    geometry_required: bool,
-    frame_scored: bool,
-    th: OpisThresholds,
-) -> Visibility:
-    """Visibility with no detection (A.6 step 1 / 3 / 4); FINAL_STATES remove the object from matching."""
-    return classify_visibility(
-        projection=projection, camera_confidence=camera_confidence, frame_size=frame_size,
-        observed_bbox=None, geometry_required=geometry_required, frame_scored=frame_scored, th=th,
-    )

@@ -19,13 +19,14 @@ lists every remaining difference.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import ConfigTypeError, MeasureContext, Metric
+from worldrecall.core.components import ConfigTypeError, MeasureContext, Metric, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.formats.arrays import load_npz, npz_names
 from worldrecall.formats.vipe import Sidecar, read_points_file, read_sidecar
@@ -85,8 +86,47 @@ class _SceneF1Base(Metric):
     benchmark = "scene_memory"
     version = "1"
     primary = "f1"
-    higher_is_better = True
-    range = (0.0, 1.0)
+    values: ClassVar[dict[str, Value]] = {
+        "f1": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                    description="harmonic mean of retention and precision under this variant's gate"),
+        "f1_gate_zeroed": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                                description="F1 with a failed gate counted as 0"),
+        "f1_ungated": Value(higher_is_better=True, range=(0.0, 1.0), unit="", description="kernel F1, gate ignored"),
+        "retention": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                           description="observation points the revisit reproduces within tau"),
+        "precision": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                           description="revisit points within tau of the observation"),
+        "hallucination": Value(higher_is_better=False, range=(0.0, 1.0), unit="",
+                               description="revisit points with no observation point within tau"),
+        "gate": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                      description="the camera left and returned (1) or not (0)"),
+        "gate_official": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                               description="the published protocol's return gate"),
+        "leg_f1_min": Value(higher_is_better=True, range=(0.0, 1.0), unit="", description="lowest per-leg F1"),
+        "leg_f1_mean": Value(higher_is_better=True, range=(0.0, 1.0), unit="", description="mean per-leg F1"),
+        "applicable": Value(higher_is_better=None, range=(0.0, 1.0), unit="",
+                            description="F1 is defined for this case (1) or not (0)"),
+        "n_obs": Value(higher_is_better=None, range=None, unit="points", description="observation cloud size"),
+        "n_rev": Value(higher_is_better=None, range=None, unit="points", description="revisit cloud size"),
+        "tau": Value(higher_is_better=None, range=None, unit="scene units", description="distance threshold"),
+        "diagonal": Value(higher_is_better=None, range=None, unit="scene units",
+                          description="scene bounding-box diagonal (tau's reference)"),
+        "icp_accepted": Value(higher_is_better=None, range=(0.0, 1.0), unit="",
+                              description="the ICP alignment was accepted (1) or rejected (0)"),
+        "icp_iterations": Value(higher_is_better=None, range=None, unit="", description="ICP iterations run"),
+        "icp_translation": Value(higher_is_better=None, range=None, unit="scene units",
+                                 description="translation of the ICP alignment"),
+        "icp_rotation_deg": Value(higher_is_better=None, range=(0.0, 180.0), unit="deg",
+                                  description="rotation of the ICP alignment"),
+        "split_row": Value(higher_is_better=None, range=None, unit="rows",
+                           description="first row of the revisit leg"),
+        "n_pairs": Value(higher_is_better=None, range=None, unit="", description="revisit pose pairs"),
+        "departure": Value(higher_is_better=None, range=None, unit="scene units",
+                           description="distance of the turnaround pose from the start"),
+        "n_legs": Value(higher_is_better=None, range=None, unit="legs", description="per-leg clouds scored"),
+    }
+    LEG_F1: ClassVar[Value] = Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                                    description="F1 of one leg of a multi-loop program (leg<j>_f1)")
     models = ()
     params: ClassVar[dict[str, Any]] = {
         "frames_per_segment": 8,       # B.6: evenly spaced rows per leg
@@ -109,6 +149,13 @@ class _SceneF1Base(Metric):
         for key in ("frames_per_segment", "points_per_frame"):
             if self.params[key] < 1:
                 raise ConfigTypeError(f"{self.name}.params.{key}: must be ≥ 1, got {self.params[key]}")
+
+    @classmethod
+    def value_meta(cls, value: str) -> Value:
+        """Declared values as above, plus the per-leg family ``leg<j>_f1`` (one per leg the program has)."""
+        if re.fullmatch(r"leg[1-9][0-9]*_f1", value):
+            return cls.LEG_F1
+        return super().value_meta(value)
 
     # -- measure ---------------------------------------------------------------------------------
     # how this variant reads its sidecar (the two released paths differ): the poses' dtype in the

@@ -80,12 +80,12 @@ class MemoryReturnGate(_SuiteMetric):
                    "all; not averaged into memory scores)")
     primary = "passed"
     values: ClassVar[dict[str, Value]] = {
-        "passed": Value(True, (0.0, 1.0), description="gate of memory_scene_f1 (official without the floor "
+        "passed": Value(higher_is_better=True, range=(0.0, 1.0), description="gate of memory_scene_f1 (official without the floor "
                                                        "under official_parity)"),
-        "passed_official": Value(True, (0.0, 1.0), description="departed and returned, as released"),
-        "departed": Value(True, (0.0, 1.0), description="d_0k* ≥ departure_factor × radius"),
-        "returned": Value(True, (0.0, 1.0), description="at least one revisit pair"),
-        "n_pairs": Value(None, None, description="revisit pairs found"),
+        "passed_official": Value(higher_is_better=True, range=(0.0, 1.0), description="departed and returned, as released"),
+        "departed": Value(higher_is_better=True, range=(0.0, 1.0), description="d_0k* ≥ departure_factor × radius"),
+        "returned": Value(higher_is_better=True, range=(0.0, 1.0), description="at least one revisit pair"),
+        "n_pairs": Value(higher_is_better=None, range=None, description="revisit pairs found"),
     }
 
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
@@ -131,10 +131,10 @@ class MemoryRevisitFidelity(_SuiteMetric):
     primary = "fidelity"
     models = ("revisit_embedder",)
     values: ClassVar[dict[str, Value]] = {
-        "fidelity": Value(True, (0.0, 1.0), description="mean pair fidelity"),
-        "semantic": Value(True, (0.0, 1.0), description="mean clamp((cos + 1)/2)"),
-        "ssim": Value(True, (0.0, 1.0), description="mean RGB SSIM of the pairs"),
-        "n_pairs": Value(None, None, description="pairs scored"),
+        "fidelity": Value(higher_is_better=True, range=(0.0, 1.0), description="mean pair fidelity"),
+        "semantic": Value(higher_is_better=True, range=(0.0, 1.0), description="mean clamp((cos + 1)/2)"),
+        "ssim": Value(higher_is_better=True, range=(0.0, 1.0), description="mean RGB SSIM of the pairs"),
+        "n_pairs": Value(higher_is_better=None, range=None, description="pairs scored"),
     }
     thresholds: ClassVar[dict[str, Any]] = {"official_parity": False, "semantic_weight": 0.7, "ssim_weight": 0.3}
 
@@ -164,11 +164,11 @@ class MemoryHalfLife(_SuiteMetric):
     range = None
     models = ("revisit_embedder",)
     values: ClassVar[dict[str, Value]] = {
-        "half_life_s": Value(True, None, unit="s", description="τ·ln 2 of the fit"),
-        "score": Value(True, (0.0, 1.0), description="clamp(half-life / reference seconds), the released raw"),
-        "tau_s": Value(True, None, unit="s", description="decay constant of the fit"),
-        "r_squared": Value(None, None, description="fit quality R²"),
-        "n_points": Value(None, None, description="pairs in the fit"),
+        "half_life_s": Value(higher_is_better=True, range=None, unit="s", description="τ·ln 2 of the fit"),
+        "score": Value(higher_is_better=True, range=(0.0, 1.0), description="clamp(half-life / reference seconds), the released raw"),
+        "tau_s": Value(higher_is_better=True, range=None, unit="s", description="decay constant of the fit"),
+        "r_squared": Value(higher_is_better=None, range=None, description="fit quality R²"),
+        "n_points": Value(higher_is_better=None, range=None, description="pairs in the fit"),
     }
     thresholds: ClassVar[dict[str, Any]] = {"official_parity": False, "semantic_weight": 0.7, "ssim_weight": 0.3,
                                             "min_points": 5, "min_r_squared": 0.3, "reference_s": 60.0}
@@ -201,10 +201,10 @@ class MemoryGeometricClosure(_SuiteMetric):
                    "exp(−median epipolar error / 4 px), averaged with exp(−reprojection / 8 px) with a baseline")
     primary = "closure"
     values: ClassVar[dict[str, Value]] = {
-        "closure": Value(True, (0.0, 1.0), description="mean pair score over pairs with enough matches"),
-        "epipolar_error_px": Value(False, None, unit="px", description="mean pair median epipolar error"),
-        "n_scored": Value(None, None, description="pairs with ≥ min_matches SIFT matches"),
-        "n_pairs": Value(None, None, description="pairs measured"),
+        "closure": Value(higher_is_better=True, range=(0.0, 1.0), description="mean pair score over pairs with enough matches"),
+        "epipolar_error_px": Value(higher_is_better=False, range=None, unit="px", description="mean pair median epipolar error"),
+        "n_scored": Value(higher_is_better=None, range=None, description="pairs with ≥ min_matches SIFT matches"),
+        "n_pairs": Value(higher_is_better=None, range=None, description="pairs measured"),
     }
     thresholds: ClassVar[dict[str, Any]] = {"official_parity": False, "min_matches": 12, "epipolar_tau_px": 4.0,
                                             "reprojection_tau_px": 8.0}
@@ -253,13 +253,13 @@ class MemoryRenderingRecovery(_SuiteMetric):
     primary = "recovery"
     optional_models = ("texture",)
     values: ClassVar[dict[str, Value]] = {
-        "recovery": Value(True, (0.0, 1.0), description="mean pair score"),
-        "lighting": Value(True, (0.0, 1.0), description="mean exp(−ΔL/τ)"),
-        "chroma": Value(True, (0.0, 1.0), description="mean exp(−Δab/τ)"),
-        "texture": Value(True, (0.0, 1.0), description="mean exp(−gram/τ)"),
-        "texture_fallback": Value(None, (0.0, 1.0), description="1: no texture backend, colour-only score "
+        "recovery": Value(higher_is_better=True, range=(0.0, 1.0), description="mean pair score"),
+        "lighting": Value(higher_is_better=True, range=(0.0, 1.0), description="mean exp(−ΔL/τ)"),
+        "chroma": Value(higher_is_better=True, range=(0.0, 1.0), description="mean exp(−Δab/τ)"),
+        "texture": Value(higher_is_better=True, range=(0.0, 1.0), description="mean exp(−gram/τ)"),
+        "texture_fallback": Value(higher_is_better=None, range=(0.0, 1.0), description="1: no texture backend, colour-only score "
                                                                    "(the release's fallback, official_parity)"),
-        "n_pairs": Value(None, None, description="pairs scored"),
+        "n_pairs": Value(higher_is_better=None, range=None, description="pairs scored"),
     }
     thresholds: ClassVar[dict[str, Any]] = {"official_parity": False, "lightness_tau": 6.0, "chroma_tau": 8.0,
                                             "gram_tau": 0.002}

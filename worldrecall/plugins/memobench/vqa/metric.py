@@ -13,9 +13,9 @@ import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from worldrecall.core.components import MeasureContext, Metric
+from worldrecall.core.components import MeasureContext, Metric, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.core.judges import JudgeError, MissingAnswers
 from worldrecall.core.models import BackendUnavailable
@@ -56,9 +56,21 @@ class VQAMetric(Metric):
         "VLM-judged yes/no questions per clip (45 synthetic MemoBench clips); pass rate per "
         "dimension on 0-1, polarity from the question bank, judge verdicts ignored."
     )
-    higher_is_better = True
-    range = (0.0, 1.0)
     primary = "ContinuityOfMemory"
+    values: ClassVar[dict[str, Value]] = {
+        **{key: Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                      description=f"{dim}: pass rate of the clip's questions (4 dp)")
+           for dim, key in DIMENSIONS.items()},
+        **{f"{key}_{n}": Value(higher_is_better=None, range=None, unit="questions",
+                               description=f"{dim}: questions {n}")
+           for dim, key in DIMENSIONS.items() for n in ("count", "passed")},
+        **{k: Value(higher_is_better=None, range=None, unit="questions", description=d) for k, d in (
+            ("n_questions", "questions in the clip's bank"), ("n_answered", "bank questions the judge answered"),
+            ("n_omitted", "bank questions the judge left out"),
+            ("n_unexpected", "answers to no question of the bank"), ("n_duplicate", "repeated answers"),
+            ("n_unrecognised_answers", "answers that are neither yes nor no"),
+            ("n_other_dimension", "answers in a dimension the leaderboard does not read"))},
+    }
     judges = ("gemini",)
     params = {
         "judge": "gemini",  # registered judge name

@@ -1,0 +1,1 @@
+"""The ``experiment`` config group: ``worldrecall run experiment=colour_shift``."""
