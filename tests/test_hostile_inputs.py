@@ -18,7 +18,7 @@ import pytest
 
 from tests.helpers.scene_memory_fixtures import write_converted_sidecar
 from tests.test_trust_inputs import CLIPS, _one_line, _release, _row
-from worldrecall.core.components import Metric
+from worldrecall.core.components import Metric, Value
 from worldrecall.core.data import CaseError, CaseFailure
 from worldrecall.core.paths import safe_join
 from worldrecall.formats import arrays, exr
@@ -435,6 +435,7 @@ class NotingMetric(Metric):
     name = "toy.noting"
     benchmark = "toy"
     primary = "v"
+    values = {"v": Value(higher_is_better=True, range=(0.0, 10.0), description="0.5 x k")}  # noqa: RUF012
     thresholds = {"k": 1.0}  # noqa: RUF012
     runs = 0
     fail_with: type[BaseException] | None = None

@@ -160,4 +160,5 @@ def test_layer_report(capsys):
 def test_core_stays_small(layer):
     lines = sum(len(p.read_text().splitlines()) for p in (PKG / layer).rglob("*.py"))
     print(f"{layer}: {lines} lines")
-    assert lines < 1900, f"{layer}/ has {lines} lines; it is the contract and should stay small"
+    # 1,766 lines before the declared verdict (Benchmark), declared metadata and bounded readers joined it
+    assert lines < 2000, f"{layer}/ has {lines} lines; it is the contract and should stay small"
