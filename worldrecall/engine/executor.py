@@ -4,7 +4,9 @@ Both executors have one interface, :meth:`run`, and the same contract: rows go t
 only (the parent alone decides a row is done and appends it), one call per case, as cases finish. A forked
 worker that dies (SIGKILL, out of memory, a segfault in a native library) costs exactly the case it was
 scoring: that case gets failed rows with a one-line reason, the rest of its group goes to a new worker, and
-the run continues.
+the run continues. A worker never outlives the parent: it holds no parent-side pipe end (so a dead parent
+reads as EOF) and asks the kernel for SIGKILL when its parent dies (``PR_SET_PDEATHSIG`` on Linux; elsewhere
+a thread polls the parent pid) — a SIGKILLed, OOM-killed or ``scancel``-ed run leaks no memory or GPUs.
 
 Groups are a clip's cases (all models of one clip), so a shared reference video is decoded once per worker.
 """
@@ -17,6 +19,8 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import Connection, wait
@@ -76,7 +80,11 @@ class ForkExecutor:
 
         def start() -> None:
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker_main, args=(child, groups, work, counters), daemon=True)
+            # the parent-side ends the child inherits (its own and the other workers'): closed in the child,
+            # or a worker would keep its own pipe open and never see EOF once the parent is gone
+            inherited = [parent, *live]
+            proc = ctx.Process(target=_worker_main, daemon=True,
+                               args=(child, groups, work, counters, inherited, os.getpid()))
             proc.start()
             child.close()
             live[parent] = _Worker(proc, parent)
@@ -154,8 +162,13 @@ def one_thread_per_process() -> None:
         sys.modules["torch"].set_num_threads(1)
 
 
-def _worker_main(conn: Connection, groups: Sequence[Sequence[Item]], work: Work, counters: CounterHooks) -> None:
+def _worker_main(conn: Connection, groups: Sequence[Sequence[Item]], work: Work, counters: CounterHooks,
+                 inherited: Sequence[Connection] = (), parent_pid: int | None = None) -> None:
     """A forked worker: take (group, first item) tasks until told to stop; send rows per case, counters per group."""
+    for other in inherited:
+        other.close()
+    if parent_pid is not None:
+        die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     one_thread_per_process()
     while True:
@@ -172,6 +185,35 @@ def _worker_main(conn: Connection, groups: Sequence[Sequence[Item]], work: Work,
             conn.send_bytes(json.dumps({"t": "rows", "i": i, "rows": [r.to_json() for r in rows]},
                                        default=json_default, allow_nan=True).encode())
         conn.send_bytes(json.dumps({"t": "done", "counters": counters.snapshot()}).encode())
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent(parent_pid: int, poll_s: float = 1.0) -> None:
+    """Make this (forked) process end when ``parent_pid`` does, even mid-case.
+
+    Linux: the kernel sends SIGKILL on the parent's death (``prctl(PR_SET_PDEATHSIG)``). Elsewhere, or if that
+    call fails, a daemon thread polls the parent pid. Either way, a parent already gone ends this process now.
+    """
+    armed = False
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            armed = libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            armed = False
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(1)
+    if not armed:
+        def watch() -> None:
+            while os.getppid() == parent_pid:
+                time.sleep(poll_s)
+            os._exit(1)
+
+        threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _exit_reason(code: int | None) -> str:
