@@ -13,9 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import toy_plugin
-from toy_plugin import make_dataset, toy_config
-
 from helpers.procs import descendants, wait_gone
+from toy_plugin import make_dataset, toy_config
 
 from worldrecall.core.tables import case_table
 from worldrecall.core.video import write_video
