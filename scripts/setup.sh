@@ -22,6 +22,16 @@ if [ ! -x /usr/bin/chromium ]; then
     || echo "note: could not install chromium (apt-get); the browser check of the HTML report will be skipped" >&2
 fi
 
+# A one-node SLURM cluster for tests/test_slurm_cluster.py (Debian's slurm-wlm + munge), when asked:
+# WORLDRECALL_SETUP_CLUSTER=1 (./run-tests.sh asks). Optional: the test skips with a reason where it is missing.
+if [ "${WORLDRECALL_SETUP_CLUSTER:-0}" = "1" ] && { [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/munged ]; }; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && SUDO="sudo"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends slurm-wlm munge >/dev/null 2>&1 || {
+    $SUDO apt-get update >/dev/null 2>&1 &&
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends slurm-wlm munge >/dev/null 2>&1; } \
+    || echo "note: could not install slurm-wlm/munge (apt-get); the SLURM cluster test will be skipped" >&2
+fi
+
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 . "$VENV/bin/activate"
 python -m pip install -q -U pip
