@@ -79,6 +79,7 @@ class WorldrecallSchema:
     output_root: str = "${oc.env:WORLDRECALL_OUTPUT,worldrecall_out}"
     cache_dir: str = "${output_root}/cache"
     device: str = "cpu"
+    devices: list[int] | None = None  # local GPUs: one worker per index, each seeing only its own (see runner)
     batch_size: int = 8
     workers: int = 0
     progress: bool = True

@@ -66,11 +66,14 @@ class ForkExecutor:
     """Up to ``workers`` forked processes, each taking one group at a time from the parent.
 
     Fork (not spawn): workers inherit the planned run — registry, hubs, caches, the groups — without
-    pickling anything. Messages are JSON over pipes.
+    pickling anything. Messages are JSON over pipes. Each worker has a slot (0 … workers-1, kept by the
+    worker that replaces a dead one); ``on_start(slot)`` runs in the worker right after the fork (the runner
+    gives each slot its own GPU there).
     """
 
-    def __init__(self, workers: int):
+    def __init__(self, workers: int, on_start: Callable[[int], None] | None = None):
         self.workers = max(1, int(workers))
+        self.on_start = on_start
 
     def run(self, groups: Sequence[Sequence[Item]], work: Work, emit: Emit, dead: Dead,
             counters: CounterHooks) -> None:
@@ -78,16 +81,16 @@ class ForkExecutor:
         todo: deque[tuple[int, int]] = deque((g, 0) for g in range(len(groups)))  # (group, first item)
         live: dict[Connection, _Worker] = {}
 
-        def start() -> None:
+        def start(slot: int) -> None:
             parent, child = ctx.Pipe()
             # the parent-side ends the child inherits (its own and the other workers'): closed in the child,
             # or a worker would keep its own pipe open and never see EOF once the parent is gone
             inherited = [parent, *live]
             proc = ctx.Process(target=_worker_main, daemon=True,
-                               args=(child, groups, work, counters, inherited, os.getpid()))
+                               args=(child, groups, work, counters, inherited, os.getpid(), self.on_start, slot))
             proc.start()
             child.close()
-            live[parent] = _Worker(proc, parent)
+            live[parent] = _Worker(proc, parent, slot)
 
         def assign(w: _Worker) -> None:
             if todo:
@@ -97,8 +100,8 @@ class ForkExecutor:
                 w.group = None
                 w.conn.send_bytes(b"null")  # no more work: the worker exits
 
-        for _ in range(min(self.workers, len(todo))):
-            start()
+        for slot in range(min(self.workers, len(todo))):
+            start(slot)
         for w in list(live.values()):
             assign(w)
         try:
@@ -113,7 +116,7 @@ class ForkExecutor:
                         conn.close()
                         del live[conn]
                         if todo:
-                            start()
+                            start(w.slot)
                             assign(list(live.values())[-1])
                         continue
                     if msg["t"] == "rows":
@@ -148,8 +151,8 @@ class ForkExecutor:
 
 
 class _Worker:
-    def __init__(self, proc: Any, conn: Connection):
-        self.proc, self.conn = proc, conn
+    def __init__(self, proc: Any, conn: Connection, slot: int = 0):
+        self.proc, self.conn, self.slot = proc, conn, slot
         self.group: int | None = None
         self.next_item = 0
 
@@ -163,7 +166,8 @@ def one_thread_per_process() -> None:
 
 
 def _worker_main(conn: Connection, groups: Sequence[Sequence[Item]], work: Work, counters: CounterHooks,
-                 inherited: Sequence[Connection] = (), parent_pid: int | None = None) -> None:
+                 inherited: Sequence[Connection] = (), parent_pid: int | None = None,
+                 on_start: Callable[[int], None] | None = None, slot: int = 0) -> None:
     """A forked worker: take (group, first item) tasks until told to stop; send rows per case, counters per group."""
     for other in inherited:
         other.close()
@@ -171,6 +175,8 @@ def _worker_main(conn: Connection, groups: Sequence[Sequence[Item]], work: Work,
         die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     one_thread_per_process()
+    if on_start is not None:
+        on_start(slot)
     while True:
         try:
             task = json.loads(conn.recv_bytes())
@@ -227,6 +233,9 @@ def _exit_reason(code: int | None) -> str:
     return f"exit code {code}"
 
 
-def make_executor(workers: int) -> Executor:
-    """The serial executor for one worker, else the forked one."""
+def make_executor(workers: int, on_start: Callable[[int], None] | None = None) -> Executor:
+    """The serial executor for one worker, else the forked one; ``on_start`` (per-worker setup, e.g. its GPU)
+    always forks, so the parent itself never takes a worker's place."""
+    if on_start is not None:
+        return ForkExecutor(workers, on_start)
     return SerialExecutor() if workers <= 1 else ForkExecutor(workers)
