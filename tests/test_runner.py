@@ -17,9 +17,9 @@ from helpers.procs import descendants, wait_gone
 from toy_plugin import make_dataset, toy_config
 
 from worldrecall.core.tables import case_table
-from worldrecall.core.video import write_video
 from worldrecall.engine.plan import shard_of
 from worldrecall.engine.runner import Runner
+from worldrecall.formats.mp4 import write_video
 from worldrecall.registry.host import load_plugins
 
 sys.path.insert(0, str(Path(__file__).parent))

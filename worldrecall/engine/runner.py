@@ -81,7 +81,8 @@ class Runner:
         self.hub = ModelHub(host.models, models_cfg, options, device=cfg["device"], roles=host.roles,
                             backend_set=backend_set)
         self.judges = JudgeHub(host.judges, cfg["judge_options"], cache_dir=cache_root / "judge_answers")
-        self.pool = VideoPool(facts_dir=cache_root / "video_facts", max_pixels=cfg["video"]["max_pixels"],
+        self.pool = VideoPool(cfg["video"]["max_bytes"], facts_dir=cache_root / "video_facts",
+                              max_pixels=cfg["video"]["max_pixels"],
                               max_frames=cfg["video"]["max_frames"])
         self.pipeline = CasePipeline(host, self.hub, self.judges, self.pool, cache_root,
                                      artifacts=cfg["artifacts"], device=cfg["device"], batch_size=cfg["batch_size"])
@@ -158,7 +159,6 @@ class Runner:
         def dead(item: Case | CaseError, reason: str) -> list[ScoreRow]:
             return self.pipeline.failure_rows(plan, item, "worker", reason, is_final)
 
-        work = lambda item: self.pipeline.rows(plan, item, is_final)
         workers = min(self.workers(), len(todo))
         devices = self.cfg["devices"]
         if workers > 1 or (devices and todo):
@@ -168,6 +168,14 @@ class Runner:
             todo = [g for g in ([it for it in group if not self._from_memo(plan, it, is_final, emit)]
                                 for group in todo) if g]
             workers = min(workers, len(todo))
+        uses = video_uses(todo)
+
+        def work(item: Case | CaseError) -> list[ScoreRow]:
+            try:
+                return self.pipeline.rows(plan, item, is_final)
+            finally:  # memory follows the case: a video no later case of this run reads is dropped now
+                done_with(item, uses)
+
         if devices and todo:
             check_fork_safe_for_devices()
         make_executor(workers, self._use_device if devices and todo else None).run(
@@ -214,6 +222,35 @@ class Runner:
             return 1
         kinds = {self.hub.specs[name].kind for name in self.hub.selection.values() if name in self.hub.specs}
         return 1 if "reference" in kinds else max(1, min(os.cpu_count() or 1, 8))
+
+
+def video_uses(groups: list[list[Case | CaseError]]) -> dict[int, int]:
+    """How many of these cases read each video (generated or reference), by object identity."""
+    uses: dict[int, int] = {}
+    for group in groups:
+        for it in group:
+            for v in _videos(it):
+                uses[id(v)] = uses.get(id(v), 0) + 1
+    return uses
+
+
+def done_with(item: Case | CaseError, uses: dict[int, int]) -> None:
+    """``item`` is scored: release each of its videos that no case left in ``uses`` reads.
+
+    In a forked worker the counts cover the whole run, so a video shared with a clip another worker scores
+    is kept until that worker's pool budget drops it; clips group a reference's cases, so that is rare.
+    """
+    for v in _videos(item):
+        n = uses.get(id(v), 0) - 1
+        uses[id(v)] = n
+        if n <= 0:
+            v.release()
+
+
+def _videos(item: Case | CaseError) -> list[Any]:
+    if not isinstance(item, Case):
+        return []
+    return [v for v in (item.video, item.reference) if v is not None]
 
 
 def check_fork_safe_for_devices() -> None:

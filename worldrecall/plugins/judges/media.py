@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from worldrecall.core.judges import JudgeError, as_frames, media_digest
-from worldrecall.core.video import IMAGE_SUFFIXES, VIDEO_SUFFIXES, Video, VideoError, write_video
+from worldrecall.core.video import IMAGE_SUFFIXES, VIDEO_SUFFIXES, Video, VideoError
+from worldrecall.formats.mp4 import write_video
 
 MIME_TYPES = {
     ".mp4": "video/mp4",
