@@ -158,7 +158,7 @@ def main() -> None:
         report["runs"].append(r)
     print(json.dumps(report, indent=2))
     code = 0
-    text = lambda rows: json.dumps(rows, sort_keys=True, allow_nan=True)  # noqa: E731
+    text = lambda rows: json.dumps(rows, sort_keys=True, allow_nan=True)
     if args.save_scores:
         Path(args.save_scores).write_text(json.dumps({w: text(r) for w, r in scores.items()}))
     if args.compare:  # per worker count: one process and forked workers differ in float-reduction threads
