@@ -51,7 +51,7 @@ def test_one_worker_per_device_each_sees_only_its_own(tmp_path, seen, device):
     # two workers (`workers=7` is overridden by the device list), one GPU each; under cuda the only
     # visible GPU is cuda:0 inside each worker
     want = "cuda:0" if device == "cuda" else "cpu"
-    assert sorted(by_pid.values()) == [{("3", want)}, {("5", want)}]
+    assert sorted(sorted(v) for v in by_pid.values()) == [[("3", want)], [("5", want)]]
     assert os.environ.get("CUDA_VISIBLE_DEVICES") is None  # the parent's own environment is untouched
     assert [(r.row_key[1:], r.values) for r in res.rows] == [(r.row_key[1:], r.values) for r in serial.rows]
 
