@@ -28,6 +28,8 @@ def missing_reason() -> str | None:
                 f"(WORLDRECALL_SETUP_CLUSTER=1 scripts/setup.sh)")
     if os.geteuid() != 0:
         return "starting slurmd needs root (it launches jobs as the submitting user)"
+    if shutil.which("runuser") is None:
+        return "no runuser (util-linux) to start munged as the munge user"
     try:
         pwd.getpwnam("munge")
     except KeyError:
