@@ -21,6 +21,7 @@ fi
 STAMP="$VENV/.worldrecall-setup.sha256"
 WANT=$( { cat pyproject.toml scripts/setup.sh; pwd; python -V; } | sha256sum | cut -d' ' -f1)
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] \
+   && { [ "${WORLDRECALL_SETUP_CLUSTER:-0}" != "1" ] || { [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/munged ]; }; } \
    && python -c "import worldrecall, sys; sys.exit(not worldrecall.__file__.startswith('$(pwd)/'))" 2>/dev/null; then
   echo "setup: $VENV is current (pyproject.toml and scripts/setup.sh unchanged since the last setup); nothing to install"
   exit 0
@@ -33,6 +34,16 @@ if [ ! -x /usr/bin/chromium ]; then
   $SUDO apt-get install -y --no-install-recommends chromium >/dev/null 2>&1 || {
     $SUDO apt-get update >/dev/null 2>&1 && $SUDO apt-get install -y --no-install-recommends chromium >/dev/null 2>&1; } \
     || echo "note: could not install chromium (apt-get); the browser check of the HTML report will be skipped" >&2
+fi
+
+# A one-node SLURM cluster for tests/test_slurm_cluster.py (Debian's slurm-wlm + munge), when asked:
+# WORLDRECALL_SETUP_CLUSTER=1 (./run-tests.sh asks). Optional: the test skips with a reason where it is missing.
+if [ "${WORLDRECALL_SETUP_CLUSTER:-0}" = "1" ] && { [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/munged ]; }; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && SUDO="sudo"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends slurm-wlm munge >/dev/null 2>&1 || {
+    $SUDO apt-get update >/dev/null 2>&1 &&
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends slurm-wlm munge >/dev/null 2>&1; } \
+    || echo "note: could not install slurm-wlm/munge (apt-get); the SLURM cluster test will be skipped" >&2
 fi
 
 python -m pip install -q -U pip

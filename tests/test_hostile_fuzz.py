@@ -693,7 +693,7 @@ def test_fuzz_scene_memory_actions(tmp_path, data):
 def _mp4() -> bytes:
     import tempfile
 
-    from worldrecall.core.video import write_video
+    from worldrecall.formats.mp4 import write_video
 
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "g.mp4"

@@ -14,7 +14,7 @@ from fake_gemini import FakeGemini, Reply, answer_items, questions_in, truth_ans
 
 from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable
-from worldrecall.core.video import write_video
+from worldrecall.formats.mp4 import write_video
 from worldrecall.plugins.judges.errors import JudgeUnavailable
 from worldrecall.plugins.judges.gemini import GeminiJudge, MissingAnswers, make_gemini_judge
 from worldrecall.plugins.judges.media import official_fps

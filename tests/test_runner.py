@@ -13,12 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import toy_plugin
+from helpers.procs import descendants, wait_gone
 from toy_plugin import make_dataset, toy_config
 
 from worldrecall.core.tables import case_table
-from worldrecall.core.video import write_video
 from worldrecall.engine.plan import shard_of
 from worldrecall.engine.runner import Runner
+from worldrecall.formats.mp4 import write_video
 from worldrecall.registry.host import load_plugins
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -229,9 +230,15 @@ def test_kill_minus_9_then_rerun_resumes_without_duplicates(tmp_path, host, work
             results = files[0]
             break
         time.sleep(0.05)
+    workers_alive = descendants(proc.pid)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert results is not None, "the child never wrote rows"
+    assert len(workers_alive) == (2 if workers == 2 else 0)
+    survivors = wait_gone(workers_alive, 10.0)
+    for pid in survivors:  # leave no orphan behind even when this fails
+        os.kill(pid, signal.SIGKILL)
+    assert survivors == set(), "forked workers outlived their killed parent"
     n_before = len([ln for ln in results.read_text().splitlines() if ln.strip()])
     assert 3 <= n_before < 10
     with open(results, "a") as f:

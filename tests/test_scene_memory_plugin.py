@@ -15,7 +15,8 @@ from worldrecall.core.cache import MeasurementCache
 from worldrecall.core.components import LoadRequest, MeasureContext
 from worldrecall.core.data import Case, CaseError, CaseFailure
 from worldrecall.core.models import ModelHub
-from worldrecall.core.video import VideoPool, write_video
+from worldrecall.core.video import VideoPool
+from worldrecall.formats.mp4 import write_video
 from worldrecall.plugins.scene_memory import plugin as sm_plugin
 from worldrecall.plugins.scene_memory.aligners import ActionsAligner, TurnaroundAligner
 from worldrecall.plugins.scene_memory.camera_gate import SceneCameraGate

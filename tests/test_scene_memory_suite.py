@@ -13,7 +13,8 @@ from helpers.scene_memory_fixtures import loop_poses, pose, room_rollout, yaw
 
 from worldrecall.core.components import LoadRequest, MeasureContext
 from worldrecall.core.models import BackendUnavailable, ModelHub
-from worldrecall.core.video import VideoPool, write_video
+from worldrecall.core.video import VideoPool
+from worldrecall.formats.mp4 import write_video
 from worldrecall.plugins.scene_memory.aligners import TurnaroundAligner
 from worldrecall.plugins.scene_memory.closure import (
     epipolar_error,

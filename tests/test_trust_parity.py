@@ -86,7 +86,8 @@ def test_vqa_missing_polarity_fails_the_case_by_default():
 def test_vqa_bank_without_polarity_fails_before_the_judge_unless_official(tmp_path):
     from worldrecall.core.components import MeasureContext
     from worldrecall.core.data import Alignment, Case
-    from worldrecall.core.video import Video, write_video
+    from worldrecall.core.video import Video
+    from worldrecall.formats.mp4 import write_video
     from worldrecall.plugins.memobench.vqa.bank import read_bank, write_bank_csv
     from worldrecall.plugins.memobench.vqa.metric import VQAMetric
 

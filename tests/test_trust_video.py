@@ -18,8 +18,8 @@ from worldrecall.core.video import (
     VideoError,
     VideoLimitError,
     VideoPool,
-    write_video,
 )
+from worldrecall.formats.mp4 import write_video
 
 
 def _png_claiming(path: Path, width: int, height: int) -> Path:

@@ -6,7 +6,15 @@ import cv2
 import numpy as np
 import pytest
 
-from worldrecall.core.video import Video, VideoError, VideoPool, resize_max_side, write_video
+from worldrecall.core.video import (
+    FrameIndexError,
+    Video,
+    VideoError,
+    VideoLimitError,
+    VideoPool,
+    resize_max_side,
+)
+from worldrecall.formats.mp4 import write_video
 
 
 def _frames(n=6, h=48, w=64):
@@ -75,14 +83,64 @@ def test_pool_shares_one_video_and_counts_decodes(tmp_path):
     assert a.resized(32) is b.resized(32) and a.resized(32).shape[2] == 32
 
 
-def test_pool_budget_releases_least_recent(tmp_path):
-    p1 = write_video(tmp_path / "a.mp4", _frames())
-    p2 = write_video(tmp_path / "b.mp4", _frames())
-    pool = VideoPool(max_bytes=1)
-    v1, v2 = pool.get(p1), pool.get(p2)
+def test_pool_budget_releases_least_recently_used(tmp_path):
+    paths = [write_video(tmp_path / f"{n}.mp4", _frames()) for n in "abc"]
+    one = _frames().nbytes  # 6 x 48 x 64 x 3 = 55296 bytes decoded
+    pool = VideoPool(max_bytes=int(2.5 * one))
+    v1, v2, v3 = (pool.get(p) for p in paths)
     v1.frames()
     v2.frames()
-    assert v1.nbytes == 0 and v2.nbytes > 0
+    v1.frames()  # used again: now the most recent
+    v3.frames()  # 3 videos = 165888 bytes > 138240: the least recently used (v2) goes
+    assert (v1.nbytes, v2.nbytes, v3.nbytes) == (one, 0, one) and pool.held_bytes == 2 * one
+
+
+def test_a_video_over_the_budget_fails_before_it_is_decoded(tmp_path):
+    p = write_video(tmp_path / "a.mp4", _frames())
+    pool = VideoPool(max_bytes=_frames().nbytes - 1)
+    with pytest.raises(VideoLimitError) as e:
+        pool.get(p).frames()
+    # 6 frames x 64 x 48 x 3 bytes = 54.0 KiB = 0.05 MiB, one byte over the budget
+    assert str(e.value) == (f"{p}: decoding 6 declared frames of 64x48 needs 0.1 MiB, over the per-worker frame "
+                            f"budget of 0.1 MiB (video.max_bytes=55295); raise video.max_bytes (and run fewer "
+                            f"workers if memory is short)")
+    assert pool.decode_counts == {}
+    folder = tmp_path / "frames"
+    folder.mkdir()
+    for i, f in enumerate(_frames()):
+        cv2.imwrite(str(folder / f"{i:03d}.png"), f)
+    with pytest.raises(VideoLimitError, match=r"decoding 6 frame files of 64x48 needs .*video.max_bytes=55295"):
+        pool.get(folder).frames()
+
+
+@pytest.mark.parametrize("kind", ["folder", "mp4"])
+def test_frames_at_reads_only_the_asked_frames_at_the_compared_size(tmp_path, kind):
+    frames = _frames()
+    if kind == "folder":
+        src = tmp_path / "gt"
+        src.mkdir()
+        for i, f in enumerate(frames):
+            cv2.imwrite(str(src / f"frame.{i:04d}.jpg"), cv2.cvtColor(f, cv2.COLOR_RGB2BGR))
+    else:
+        src = write_video(tmp_path / "gt.mp4", frames)
+    whole = Video(src).frames()  # what the whole decode gives: the reference pixels
+    pool = VideoPool()
+    v = pool.get(src)
+    got = v.frames_at([4, 1, 4], size=(32, 20))
+    want = [cv2.resize(whole[i], (32, 20), interpolation=cv2.INTER_AREA) for i in (4, 1, 4)]
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))  # byte-identical to resizing native frames
+    if kind == "folder":  # only the two asked files were read, and are held at the compared size only
+        assert v._frames is None and v.nbytes == 2 * 32 * 20 * 3 and pool.decode_counts == {}
+    else:  # a video is decoded whole, once; the resized frames come on top
+        assert v.nbytes == whole.nbytes + 2 * 32 * 20 * 3 and pool.decode_counts == {str(src.resolve()): 1}
+    native = v.frames_at([2])
+    assert np.array_equal(native[0], whole[2])
+    with pytest.raises(FrameIndexError) as e:
+        v.frames_at([6])
+    assert (e.value.index, e.value.count, e.value.decodable) == (6, 6, kind == "mp4")
+    assert str(e.value) == f"{src}: frame 6 out of range (6 {'decodable ' * (kind == 'mp4')}frames)"
+    v.release()
+    assert v.nbytes == 0 and pool.held_bytes == 0
 
 
 def test_content_hash_changes_with_bytes(tmp_path):

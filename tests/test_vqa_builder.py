@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from fake_gemini import FakeGemini, GenerateCall, Reply, questions_in
 
-from worldrecall.core.video import write_video
 from worldrecall.engine.cli import main as cli_main
+from worldrecall.formats.mp4 import write_video
 from worldrecall.plugins.judges.gemini import GeminiJudge
 from worldrecall.plugins.memobench.vqa.bank import BANK_COLUMNS, read_bank
 from worldrecall.plugins.memobench.vqa.builder import BankBuildError, build_bank, tidy_generated

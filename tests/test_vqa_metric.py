@@ -18,7 +18,8 @@ from worldrecall.core.components import MeasureContext
 from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.core.judges import JudgeHub
 from worldrecall.core.models import BackendUnavailable
-from worldrecall.core.video import Video, write_video
+from worldrecall.core.video import Video
+from worldrecall.formats.mp4 import write_video
 from worldrecall.plugins.judges import plugin as judges_plugin
 from worldrecall.plugins.memobench.vqa import plugin as vqa_plugin
 from worldrecall.plugins.memobench.vqa.bank import write_bank_csv

@@ -19,7 +19,7 @@ from worldrecall.core.components import Aligner, Loader, LoadRequest, MeasureCon
 from worldrecall.core.data import Alignment, Case, CaseError, CaseFailure, Phase
 from worldrecall.core.hookspecs import hookimpl
 from worldrecall.core.paths import safe_join
-from worldrecall.core.video import write_video
+from worldrecall.formats.mp4 import write_video
 
 MEASURE_CALLS: list[str] = []
 

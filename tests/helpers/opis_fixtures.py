@@ -42,7 +42,7 @@ def write_release(root: Path, *, cases: dict[str, str] | None = None, size: tupl
     ``root/generations/<model>/<case>.mp4``; ``cases`` maps case id -> subcategory."""
     from PIL import Image
 
-    from worldrecall.core.video import write_video
+    from worldrecall.formats.mp4 import write_video
 
     cases = cases or {"c1": "home"}
     domains = {"home": "real-world"} if domains is None else domains

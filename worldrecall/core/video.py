@@ -2,7 +2,8 @@
 
 Every metric asks the same :class:`Video` object for frames; the first request decodes, later ones
 reuse the array (and the resized views derived from it). :class:`VideoPool` hands out one ``Video``
-per path for the whole run and counts decodes, so "decoded at most once" is measurable.
+per path for the whole run and counts decodes, so "decoded at most once" is measurable. Memory follows
+what is compared (:meth:`Video.frames_at`) within a per-process budget (``video.max_bytes``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +27,7 @@ IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg"}
 # either would kill a worker instead of failing one case. 40 Mpx ≈ 8K×5K; 100000 frames ≈ 55 min at 30 fps.
 DEFAULT_MAX_PIXELS = 40_000_000
 DEFAULT_MAX_FRAMES = 100_000
+DEFAULT_MAX_BYTES = 2 << 30  # decoded frames a process holds: a 1080p x 345-frame or 720p x 776-frame video
 
 
 class VideoError(Exception):
@@ -32,12 +35,28 @@ class VideoError(Exception):
 
 
 class VideoLimitError(VideoError):
-    """A video over the pixel or frame cap (``video.max_pixels`` / ``video.max_frames``); never decoded."""
+    """A video over the pixel, frame or byte cap (``video.max_pixels`` / ``max_frames`` / ``max_bytes``)."""
+
+
+class FrameIndexError(VideoError):
+    def __init__(self, path: Path, index: int, count: int, decodable: bool):
+        """A frame index outside ``[0, count)`` (``decodable``: a count of decoded frames, else of files)."""
+        self.index, self.count, self.decodable = index, count, decodable
+        super().__init__(f"{path}: frame {index} out of range ({count} {'decodable ' * decodable}frames)")
 
 
 def list_frame_files(folder: Path, suffixes: set[str] = IMAGE_SUFFIXES) -> list[Path]:
     """Image files of a frame folder, sorted lexicographically (the official convention)."""
     return sorted(p for p in Path(folder).iterdir() if p.is_file() and p.suffix.lower() in suffixes)
+
+
+def fit_size(frame: np.ndarray, size: tuple[int, int] | None) -> np.ndarray:
+    """``frame`` stretched to ``size`` = (width, height), INTER_AREA, no crop; unchanged at that size already."""
+    import cv2
+
+    if size is None or frame.shape[1::-1] == tuple(size):
+        return frame
+    return cv2.resize(frame, (int(size[0]), int(size[1])), interpolation=cv2.INTER_AREA)
 
 
 def resize_max_side(frame: np.ndarray, max_side: int) -> np.ndarray:
@@ -56,15 +75,16 @@ class Video:
     """A generated or reference video, decoded lazily into an ``[N, H, W, 3]`` uint8 RGB array."""
 
     def __init__(self, path: Path | str, *, fps: float | None = None, pool: VideoPool | None = None,
-                 max_pixels: int = DEFAULT_MAX_PIXELS, max_frames: int = DEFAULT_MAX_FRAMES):
-        """``max_pixels`` (per frame) and ``max_frames`` are checked before decoding; 0 or less = no limit."""
+                 max_pixels: int = DEFAULT_MAX_PIXELS, max_frames: int = DEFAULT_MAX_FRAMES, max_bytes: int = 0):
+        """Checked before decoding (0 or less: none): ``max_pixels`` per frame, ``max_frames``, ``max_bytes`` decoded."""
         self.path = Path(path)
         self._fps = fps
         self._pool = pool
         self.max_pixels = int(max_pixels)
-        self.max_frames = int(max_frames)
+        self.max_frames, self.max_bytes = int(max_frames), int(max_bytes)
         self._frames: np.ndarray | None = None
         self._resized: dict[int, np.ndarray] = {}
+        self._at: dict[tuple[int, int] | None, dict[int, np.ndarray]] = {}  # frames_at: size -> index -> frame
         self._hash: str | None = None
         self._lock = threading.Lock()
 
@@ -100,7 +120,26 @@ class Video:
                 self._frames = self._decode()
                 if self._pool is not None:
                     self._pool._decoded(self)
+            if self._pool is not None:
+                self._pool._grew(self)
             return self._frames
+
+    def frames_at(self, indices: Sequence[int], size: tuple[int, int] | None = None) -> list[np.ndarray]:
+        """Frames at ``indices``, native or stretched to ``size`` = (width, height) (INTER_AREA), kept at that
+        size only; a frame folder reads just these files, a video is decoded whole once (:meth:`frames`).
+        Pixels equal ``fit_size(frames()[i], size)``; :class:`FrameIndexError` outside the video."""
+        memo = self._at.setdefault(None if size is None else (int(size[0]), int(size[1])), {})
+        if missing := sorted({int(i) for i in indices} - set(memo)):
+            whole = None if self.is_frame_folder and self._frames is None else self.frames()
+            files = list_frame_files(self.path) if whole is None else []
+            n = len(files) if whole is None else len(whole)
+            if bad := [i for i in missing if not 0 <= i < n]:
+                raise FrameIndexError(self.path, bad[0], n, decodable=whole is not None)
+            lim = _Limits(self.max_pixels, self.max_frames)
+            memo.update({i: fit_size(_read_image(files[i], lim) if whole is None else whole[i], size) for i in missing})
+        if self._pool is not None:
+            self._pool._grew(self)
+        return [memo[int(i)] for i in indices]
 
     def frame(self, i: int) -> np.ndarray:
         """Frame ``i``, clamped to ``[0, N-1]`` as the official readers do."""
@@ -115,6 +154,8 @@ class Video:
                 self._resized[max_side] = fr
             else:
                 self._resized[max_side] = np.stack([resize_max_side(f, max_side) for f in fr])
+                if self._pool is not None:
+                    self._pool._grew(self)
         return self._resized[max_side]
 
     @property
@@ -152,21 +193,25 @@ class Video:
         return self._fps
 
     def release(self) -> None:
-        """Drop decoded frames (the pool calls this when its memory budget is exceeded)."""
+        """Drop decoded frames (past the pool's budget, or once the run needs this video no more)."""
         with self._lock:
             self._frames = None
             self._resized.clear()
+            self._at.clear()
+        if self._pool is not None:
+            self._pool._lru.pop(self.path, None)
 
     @property
     def nbytes(self) -> int:
         n = 0 if self._frames is None else self._frames.nbytes
+        n += sum(f.nbytes for memo in self._at.values() for f in memo.values())
         return n + sum(a.nbytes for k, a in self._resized.items() if a is not self._frames)
 
     def _decode(self) -> np.ndarray:
         p = self.path
         if not p.exists():
             raise VideoError(f"{p}: does not exist")
-        limits = _Limits(self.max_pixels, self.max_frames)
+        limits = _Limits(self.max_pixels, self.max_frames, self.max_bytes)
         if p.is_dir():
             return _decode_folder(p, limits)
         if p.stat().st_size == 0:
@@ -184,10 +229,18 @@ class Video:
 
 
 class _Limits:
-    """The per-frame pixel cap and per-video frame cap of one decode (<= 0: unlimited)."""
+    """The per-frame pixel cap, per-video frame cap and decoded-bytes cap of one decode (<= 0: unlimited)."""
 
-    def __init__(self, max_pixels: int, max_frames: int):
-        self.max_pixels, self.max_frames = int(max_pixels), int(max_frames)
+    def __init__(self, max_pixels: int, max_frames: int, max_bytes: int = 0):
+        self.max_pixels, self.max_frames, self.max_bytes = int(max_pixels), int(max_frames), int(max_bytes)
+
+    def nbytes(self, where: Path, n: int, w: int, h: int, what: str) -> None:
+        if self.max_bytes > 0 and n * w * h * 3 > self.max_bytes:
+            gib = lambda b: f"{b / 2**30:.2f} GiB" if b >= 2**30 else f"{b / 2**20:.1f} MiB"
+            raise VideoLimitError(
+                f"{where}: decoding {n} {what} of {w}x{h} needs {gib(n * w * h * 3)}, over the per-worker frame "
+                f"budget of {gib(self.max_bytes)} (video.max_bytes={self.max_bytes}); raise video.max_bytes "
+                f"(and run fewer workers if memory is short)")
 
     def pixels(self, where: Path, w: int, h: int) -> None:
         if self.max_pixels > 0 and w * h > self.max_pixels:
@@ -211,6 +264,7 @@ def _check_container(p: Path, limits: _Limits) -> None:
             n = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
             limits.pixels(p, w, h)
             limits.frames(p, n, "declared frames")
+            limits.nbytes(p, n, w, h, "declared frames")
             return
     finally:
         cap.release()
@@ -226,6 +280,7 @@ def _check_container(p: Path, limits: _Limits) -> None:
         return
     limits.pixels(p, w, h)
     limits.frames(p, n, "declared frames")
+    limits.nbytes(p, n, w, h, "declared frames")
 
 
 def _decode_cv2(p: Path, limits: _Limits | None = None) -> np.ndarray:
@@ -244,8 +299,9 @@ def _decode_cv2(p: Path, limits: _Limits | None = None) -> np.ndarray:
             if not out:  # the header may have hidden the size: check the first decoded frame too
                 limits.pixels(p, int(fr.shape[1]), int(fr.shape[0]))
             out.append(cv2.cvtColor(fr, cv2.COLOR_BGR2RGB))
-            # a container may under-declare its frames: stop as soon as the cap is passed
+            # a container may under-declare its frames: stop as soon as a cap is passed
             limits.frames(p, len(out), "decoded frames (or more)")
+            limits.nbytes(p, len(out), int(fr.shape[1]), int(fr.shape[0]), "decoded frames (or more)")
     finally:
         cap.release()
     if not out:
@@ -266,6 +322,7 @@ def _decode_pyav(p: Path, limits: _Limits | None = None) -> np.ndarray:
                 limits.pixels(p, int(f.width), int(f.height))
                 out.append(f.to_ndarray(format="rgb24"))
                 limits.frames(p, len(out), "decoded frames (or more)")
+                limits.nbytes(p, len(out), int(f.width), int(f.height), "decoded frames (or more)")
     except VideoError:
         raise
     except Exception as e:  # PyAV raises many error types; all mean "unreadable"
@@ -331,6 +388,11 @@ def read_image(f: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
     return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
 
 
+def _read_image(f: Path, limits: _Limits) -> np.ndarray:
+    """One frame file as RGB under the run's pixel cap (:func:`read_image`)."""
+    return read_image(f, limits.max_pixels)
+
+
 def _decode_folder(p: Path, limits: _Limits | None = None) -> np.ndarray:
     limits = limits or _Limits(0, 0)
     files = list_frame_files(p)
@@ -340,21 +402,21 @@ def _decode_folder(p: Path, limits: _Limits | None = None) -> np.ndarray:
     if limits.max_pixels > 0:
         for f in files:  # headers first: one oversized file must not be decoded at all
             _check_header(f, limits)
+    if limits.max_bytes > 0 and (first := _image_size(files[0])) is not None:
+        limits.nbytes(p, len(files), *first, "frame files")
     out = [read_image(f, limits.max_pixels) for f in files]
-    shapes = {a.shape for a in out}
-    if len(shapes) > 1:
-        first = out[0].shape
-        bad = next(f for f, a in zip(files, out) if a.shape != first)
-        raise VideoError(f"{p}: mixed frame sizes ({first[1]}x{first[0]} vs {bad.name})")
+    if bad := next((f for f, a in zip(files, out) if a.shape != out[0].shape), None):
+        raise VideoError(f"{p}: mixed frame sizes ({out[0].shape[1]}x{out[0].shape[0]} vs {bad.name})")
     return np.stack(out)
 
 
 class VideoPool:
-    """One :class:`Video` per path for a run; frees the least recently decoded ones past a byte budget."""
+    """One :class:`Video` per path for a run; releases the least recently used ones past ``max_bytes``
+    (``video.max_bytes``, per process), never the two last used (a case's generated and reference video)."""
 
-    def __init__(self, max_bytes: int = 4 << 30, facts_dir: Path | str | None = None, *,
+    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES, facts_dir: Path | str | None = None, *,
                  max_pixels: int = DEFAULT_MAX_PIXELS, max_frames: int = DEFAULT_MAX_FRAMES):
-        """``max_pixels`` / ``max_frames``: the limits every :class:`Video` of the pool checks before decoding."""
+        """``max_pixels`` / ``max_frames`` / ``max_bytes``: limits every :class:`Video` checks before decoding."""
         self.max_bytes = max_bytes
         self.facts_dir = Path(facts_dir) if facts_dir else None
         self.max_pixels = int(max_pixels)
@@ -368,7 +430,7 @@ class VideoPool:
         v = self._videos.get(key)
         if v is None:
             v = self._videos[key] = Video(key, fps=fps, pool=self, max_pixels=self.max_pixels,
-                                          max_frames=self.max_frames)
+                                          max_frames=self.max_frames, max_bytes=self.max_bytes)
         return v
 
     def facts(self, video: Video) -> dict[str, int] | None:
@@ -389,47 +451,20 @@ class VideoPool:
 
         atomic_write_text(self.facts_dir / f"{video.content_hash()}.json", json.dumps(facts))
 
+    @property
+    def held_bytes(self) -> int:
+        """Decoded frames (whole, resized, or read one by one) the pool's videos hold now."""
+        return sum(v.nbytes for v in self._lru.values())
+
     def _decoded(self, video: Video) -> None:
-        k = str(video.path)
-        self.decode_counts[k] = self.decode_counts.get(k, 0) + 1
+        self.decode_counts[str(video.path)] = self.decode_counts.get(str(video.path), 0) + 1
+
+    def _grew(self, video: Video) -> None:
+        """``video`` was used and may hold more: it becomes the most recent; older ones go past the budget."""
         self._lru[video.path] = video
         self._lru.move_to_end(video.path)
-        total = sum(v.nbytes for v in self._lru.values())
-        while total > self.max_bytes and len(self._lru) > 1:
-            _, old = self._lru.popitem(last=False)
+        total = self.held_bytes
+        while self.max_bytes > 0 and total > self.max_bytes and len(self._lru) > 2:
+            old = next(iter(self._lru.values()))
             total -= old.nbytes
-            old.release()
-
-
-def write_video(path: Path | str, frames: np.ndarray | list[np.ndarray], fps: float = 16.0, *,
-                crf: int = 18, codec: str = "libx264", preset: str = "veryfast", threads: int | None = None) -> Path:
-    """Write uint8 RGB frames as an H.264 mp4 (yuv420p) with PyAV — no system ffmpeg needed.
-
-    Odd sizes are padded by edge replication to even ones (yuv420p needs even dimensions). ``threads=1``
-    makes the bitstream byte-identical from run to run; ``preset="ultrafast"`` costs ~2.5x less CPU than
-    ``veryfast`` for ~2x the bytes.
-    """
-    import av
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frames = [np.asarray(f, dtype=np.uint8) for f in frames]
-    if not frames:
-        raise ValueError(f"{path}: no frames to write")
-    h, w = frames[0].shape[:2]
-    ph, pw = h + (h % 2), w + (w % 2)
-    with av.open(str(path), mode="w") as container:
-        stream = container.add_stream(codec, rate=int(round(fps)) if float(fps).is_integer() else fps)
-        stream.width, stream.height, stream.pix_fmt = pw, ph, "yuv420p"
-        opts = {"crf": str(crf), "preset": preset} if codec == "libx264" else {"crf": str(crf)}
-        if threads:
-            opts["threads"] = str(threads)
-        stream.options = opts
-        for f in frames:
-            if (ph, pw) != (h, w):
-                f = np.pad(f, ((0, ph - h), (0, pw - w), (0, 0)), mode="edge")
-            for packet in stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(f), format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    return path
+            old.release()  # leaves the LRU

@@ -14,6 +14,7 @@ from typing import Any
 
 from worldrecall.core.components import Aggregator, UndeclaredValue
 from worldrecall.core.data import ScoreRow
+from worldrecall.engine.plan import enabled_benchmarks
 from worldrecall.registry.host import PluginHost
 
 EXIT_OK, EXIT_FAILURE_RATE = 0, 3
@@ -68,7 +69,8 @@ def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any
     meta = value_meta(host, rows)
     declared = {name: b.to_json() for name, b in getattr(host, "benchmarks", {}).items()}
     if per_benchmark is None:
-        per_benchmark = {n: list((b or {}).get("aggregators") or []) for n, b in (cfg["benchmarks"] or {}).items()}
+        # what the run itself aggregated (`worldrecall aggregate` and a shard merge give the same tables)
+        per_benchmark = {n: list(b.get("aggregators") or []) for n, b in enabled_benchmarks(cfg).items()}
 
     def run(name: str, subset: list[ScoreRow]) -> dict[str, Any]:
         agg = host.aggregator(name)

@@ -10,6 +10,7 @@ import sys
 import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,14 @@ from worldrecall.engine.config import resolve_config
 from worldrecall.engine.leaderboard_view import leaderboard_text, print_leaderboard
 from worldrecall.engine.pipe_table import pipe_table
 from worldrecall.engine.runner import ResultsNotWritable, Runner, RunResult, build_result, load_rows
+from worldrecall.engine.shards import (
+    already_logged,
+    finish_shard,
+    mark_logged,
+    partial_dir,
+    partial_note,
+    rows_digest,
+)
 from worldrecall.engine.sweep_summary import current_swept_keys, write_job_summary
 from worldrecall.engine.track_runs import override_label
 from worldrecall.engine.tracking import PARENT_ENV, Tracker, flatten, git_commit, redact_tree
@@ -99,6 +108,8 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
         print(f"error: {e}", file=sys.stderr)
         EXIT_CODES.append(EXIT_BAD_CONFIG)
         return EXIT_BAD_CONFIG
+    if plain["shard"]["count"] > 1:
+        return _end_shard_job(result, plain, host, job_dir, overrides or [], sweep_dir)
     out = write_outputs(result, plain, host, job_dir, overrides or [], sweep_dir)
     uri_line = track(result, plain, host, out, overrides or [], sweep_dir)
     if sweep_dir is None:
@@ -114,8 +125,29 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
     return result.exit_code
 
 
+def _end_shard_job(result: RunResult, plain: Mapping[str, Any], host: PluginHost, job_dir: Path | None,
+                   overrides: list[str], sweep_dir: Path | None) -> int:
+    """A shard's own outputs are partial (:mod:`worldrecall.engine.shards`); the multirun's last shard merges."""
+    index, count = plain["shard"]["index"], plain["shard"]["count"]
+    pdir = partial_dir(result.results_dir, index, count)
+    write_outputs(replace(result, results_dir=pdir), plain, host, job_dir, overrides, sweep_dir, partial=True)
+    (pdir / "PARTIAL.md").write_text(partial_note(index, count, result.n_cases))
+    print(f"\nshard {index + 1}/{count} done: {result.n_cases} case(s) written so far, {result.n_failed_cases} "
+          f"failed; partial tables in {pdir}")
+    EXIT_CODES.append(result.exit_code)
+    if sweep_dir is not None and finish_shard(result.results_dir, sweep_dir, index, count):
+        print(f"last of {count} shards: merging")
+        code = merge_shards(result.results_dir, plain, host, job_dir, overrides, sweep_dir)
+        EXIT_CODES.append(code)
+        return code
+    if sweep_dir is None:
+        print(f"merge the shards with: worldrecall aggregate shard.count={count} (same overrides)")
+    return result.exit_code
+
+
 def write_outputs(result: RunResult, plain: Mapping[str, Any], host: PluginHost, job_dir: Path | None,
-                  overrides: list[str] | None = None, sweep_dir: Path | None = None) -> list[Path]:
+                  overrides: list[str] | None = None, sweep_dir: Path | None = None,
+                  partial: bool = False) -> list[Path]:
     """Tables (CSV + Markdown), the per-case table, config, plugin manifest, timing and plots."""
     t0 = time.perf_counter()
     tdir = result.results_dir / "tables"
@@ -155,7 +187,7 @@ def write_outputs(result: RunResult, plain: Mapping[str, Any], host: PluginHost,
         job_dir.mkdir(parents=True, exist_ok=True)
         (job_dir / "results_dir.txt").write_text(str(result.results_dir))
         if sweep_dir is not None:  # what the sweep summary reads at on_multirun_end
-            write_job_summary(job_dir, result, host, overrides or [], current_swept_keys(sweep_dir))
+            write_job_summary(job_dir, result, host, overrides or [], current_swept_keys(sweep_dir), partial=partial)
     return paths
 
 
@@ -191,7 +223,7 @@ def _markdown(df: Any) -> str:
 
 
 def track(result: RunResult, plain: Mapping[str, Any], host: PluginHost, paths: list[Path],
-          overrides: list[str], sweep_dir: Path | None) -> str:
+          overrides: list[str], sweep_dir: Path | None, run_name: str | None = None) -> str:
     """Log the job to MLflow (layout: :mod:`worldrecall.engine.track_runs`); returns the `mlflow ui` line."""
     from worldrecall.engine.track_runs import log_job, override_label
 
@@ -207,7 +239,7 @@ def track(result: RunResult, plain: Mapping[str, Any], host: PluginHost, paths: 
     swept = set(current_swept_keys(sweep_dir)) if parent else set()
     varying = [o for o in overrides if o.partition("=")[0].lstrip("+~") in swept]  # names say what a job varies
     benches = ",".join(sorted({r.benchmark for r in result.rows})) or "no benchmark"
-    name = (override_label(varying) or "job") if parent else (tcfg["run_name"] or f"worldrecall · {benches}")
+    name = run_name or ((override_label(varying) or "job") if parent else (tcfg["run_name"] or f"worldrecall · {benches}"))
     params = flatten(dict(plain))
     t0 = time.perf_counter()
     run_id, reused = log_job(tracker, result, plain, host, paths, varying, parent, name,
@@ -251,14 +283,33 @@ def provenance_tags(result: RunResult, plain: Mapping[str, Any], host: PluginHos
 def aggregate_command(results_dir: Path, cfg: Mapping[str, Any]) -> int:
     """Merge every shard under ``results_dir`` into the final tables and one MLflow run."""
     cfg = resolve_config(cfg)
-    host = host_for(cfg)
+    return merge_shards(Path(results_dir), cfg, host_for(cfg), None, ["aggregate"], None)
+
+
+def merge_shards(results_dir: Path, cfg: Mapping[str, Any], host: PluginHost, job_dir: Path | None,
+                 overrides: list[str], sweep_dir: Path | None) -> int:
+    """The merged result of every shard's rows: tables, report, leaderboard, and (once per set of rows) MLflow.
+
+    Called by ``worldrecall aggregate`` and by the last shard job of a multirun (then the run goes under the
+    sweep's parent and the job's ``summary.json`` is the merged one the sweep summary reads).
+    """
+    digest = rows_digest(results_dir)
     rows = load_rows(results_dir)
     result = build_result(Path(results_dir), rows, aggregate_rows(host, rows, cfg), cfg)
     n, nf = result.n_cases, result.n_failed_cases
-    paths = write_outputs(result, cfg, host, None)
-    line = track(result, cfg, host, paths, ["aggregate"], None)
+    paths = write_outputs(result, cfg, host, job_dir, overrides, sweep_dir)
+    line = ""
+    if already_logged(results_dir, digest):
+        print("MLflow: these merged rows are already logged (by the last shard or an earlier aggregate)")
+    else:
+        count = cfg["shard"]["count"]
+        line = track(result, cfg, host, paths, overrides, sweep_dir,
+                     run_name=f"merged · {count} shards" if sweep_dir is not None and count > 1 else None)
+        if line:  # logged (tracking on and MLflow installed)
+            mark_logged(results_dir, digest)
     print_leaderboard(result, host)
     print(f"\nmerged {len(list(Path(results_dir).glob('rows-shard-*.jsonl')))} shard file(s), {n} cases, {nf} failed")
+    print(f"results: {results_dir}")
     if line:
         print(line)
     return result.exit_code

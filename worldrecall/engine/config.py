@@ -32,6 +32,8 @@ class PluginsSchema:
 class VideoSchema:
     max_pixels: int = 40_000_000   # per frame; a larger frame is a per-case error, checked before decoding
     max_frames: int = 100_000      # per video; a longer (declared) video is a per-case error
+    # decoded frames one process (each worker) holds; a video that alone exceeds it is a per-case error
+    max_bytes: int = 2 << 30
 
 
 @dataclass
@@ -79,6 +81,7 @@ class WorldrecallSchema:
     output_root: str = "${oc.env:WORLDRECALL_OUTPUT,worldrecall_out}"
     cache_dir: str = "${output_root}/cache"
     device: str = "cpu"
+    devices: list[int] | None = None  # local GPUs: one worker per index, each seeing only its own (see runner)
     batch_size: int = 8
     workers: int = 0
     progress: bool = True

@@ -4,7 +4,9 @@ Both executors have one interface, :meth:`run`, and the same contract: rows go t
 only (the parent alone decides a row is done and appends it), one call per case, as cases finish. A forked
 worker that dies (SIGKILL, out of memory, a segfault in a native library) costs exactly the case it was
 scoring: that case gets failed rows with a one-line reason, the rest of its group goes to a new worker, and
-the run continues.
+the run continues. A worker never outlives the parent: it holds no parent-side pipe end (so a dead parent
+reads as EOF) and asks the kernel for SIGKILL when its parent dies (``PR_SET_PDEATHSIG`` on Linux; elsewhere
+a thread polls the parent pid) — a SIGKILLed, OOM-killed or ``scancel``-ed run leaks no memory or GPUs.
 
 Groups are a clip's cases (all models of one clip), so a shared reference video is decoded once per worker.
 """
@@ -17,6 +19,8 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import Connection, wait
@@ -63,11 +67,14 @@ class ForkExecutor:
     """Up to ``workers`` forked processes, each taking one group at a time from the parent.
 
     Fork (not spawn): workers inherit the planned run — registry, hubs, caches, the groups — without
-    pickling anything. Messages are JSON over pipes.
+    pickling anything. Messages are JSON over pipes. Each worker has a slot (0 … workers-1, kept by the
+    worker that replaces a dead one); ``on_start(slot)`` runs in the worker right after the fork (the runner
+    gives each slot its own GPU there).
     """
 
-    def __init__(self, workers: int):
+    def __init__(self, workers: int, on_start: Callable[[int], None] | None = None):
         self.workers = max(1, int(workers))
+        self.on_start = on_start
 
     def run(self, groups: Sequence[Sequence[Item]], work: Work, emit: Emit, dead: Dead,
             counters: CounterHooks) -> None:
@@ -75,12 +82,16 @@ class ForkExecutor:
         todo: deque[tuple[int, int]] = deque((g, 0) for g in range(len(groups)))  # (group, first item)
         live: dict[Connection, _Worker] = {}
 
-        def start() -> None:
+        def start(slot: int) -> None:
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker_main, args=(child, groups, work, counters), daemon=True)
+            # the parent-side ends the child inherits (its own and the other workers'): closed in the child,
+            # or a worker would keep its own pipe open and never see EOF once the parent is gone
+            inherited = [parent, *live]
+            proc = ctx.Process(target=_worker_main, daemon=True,
+                               args=(child, groups, work, counters, inherited, os.getpid(), self.on_start, slot))
             proc.start()
             child.close()
-            live[parent] = _Worker(proc, parent)
+            live[parent] = _Worker(proc, parent, slot)
 
         def assign(w: _Worker) -> None:
             if todo:
@@ -90,8 +101,8 @@ class ForkExecutor:
                 w.group = None
                 w.conn.send_bytes(b"null")  # no more work: the worker exits
 
-        for _ in range(min(self.workers, len(todo))):
-            start()
+        for slot in range(min(self.workers, len(todo))):
+            start(slot)
         for w in list(live.values()):
             assign(w)
         try:
@@ -106,7 +117,7 @@ class ForkExecutor:
                         conn.close()
                         del live[conn]
                         if todo:
-                            start()
+                            start(w.slot)
                             assign(list(live.values())[-1])
                         continue
                     if msg["t"] == "rows":
@@ -141,8 +152,8 @@ class ForkExecutor:
 
 
 class _Worker:
-    def __init__(self, proc: Any, conn: Connection):
-        self.proc, self.conn = proc, conn
+    def __init__(self, proc: Any, conn: Connection, slot: int = 0):
+        self.proc, self.conn, self.slot = proc, conn, slot
         self.group: int | None = None
         self.next_item = 0
 
@@ -158,10 +169,18 @@ def one_thread_per_process() -> None:
         sys.modules["cv2"].setNumThreads(1)
 
 
-def _worker_main(conn: Connection, groups: Sequence[Sequence[Item]], work: Work, counters: CounterHooks) -> None:
+def _worker_main(conn: Connection, groups: Sequence[Sequence[Item]], work: Work, counters: CounterHooks,
+                 inherited: Sequence[Connection] = (), parent_pid: int | None = None,
+                 on_start: Callable[[int], None] | None = None, slot: int = 0) -> None:
     """A forked worker: take (group, first item) tasks until told to stop; send rows per case, counters per group."""
+    for other in inherited:
+        other.close()
+    if parent_pid is not None:
+        die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     one_thread_per_process()
+    if on_start is not None:
+        on_start(slot)
     while True:
         try:
             task = json.loads(conn.recv_bytes())
@@ -178,6 +197,35 @@ def _worker_main(conn: Connection, groups: Sequence[Sequence[Item]], work: Work,
         conn.send_bytes(json.dumps({"t": "done", "counters": counters.snapshot()}).encode())
 
 
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent(parent_pid: int, poll_s: float = 1.0) -> None:
+    """Make this (forked) process end when ``parent_pid`` does, even mid-case.
+
+    Linux: the kernel sends SIGKILL on the parent's death (``prctl(PR_SET_PDEATHSIG)``). Elsewhere, or if that
+    call fails, a daemon thread polls the parent pid. Either way, a parent already gone ends this process now.
+    """
+    armed = False
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            armed = libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            armed = False
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(1)
+    if not armed:
+        def watch() -> None:
+            while os.getppid() == parent_pid:
+                time.sleep(poll_s)
+            os._exit(1)
+
+        threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def _exit_reason(code: int | None) -> str:
     if code is not None and code < 0:
         try:
@@ -189,6 +237,9 @@ def _exit_reason(code: int | None) -> str:
     return f"exit code {code}"
 
 
-def make_executor(workers: int) -> Executor:
-    """The serial executor for one worker, else the forked one."""
+def make_executor(workers: int, on_start: Callable[[int], None] | None = None) -> Executor:
+    """The serial executor for one worker, else the forked one; ``on_start`` (per-worker setup, e.g. its GPU)
+    always forks, so the parent itself never takes a worker's place."""
+    if on_start is not None:
+        return ForkExecutor(workers, on_start)
     return SerialExecutor() if workers <= 1 else ForkExecutor(workers)

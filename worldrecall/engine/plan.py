@@ -126,13 +126,14 @@ def resolve_metric_name(name: str, host: PluginHost) -> str:
 def plan_benchmarks(cfg: Mapping[str, Any], host: PluginHost, hub: ModelHub, judges: JudgeHub,
                     pool: VideoPool) -> list[BenchmarkPlan]:
     """A plan per enabled benchmark (``only`` filters by name)."""
-    only = cfg["only"]
-    plans = []
-    for name, b in (cfg["benchmarks"] or {}).items():
-        if not b or not b.get("enabled", True) or (only is not None and name not in only):
-            continue
-        plans.append(_plan_one(cfg, name, b, host, hub, judges, pool))
-    return plans
+    return [_plan_one(cfg, name, b, host, hub, judges, pool) for name, b in enabled_benchmarks(cfg).items()]
+
+
+def enabled_benchmarks(cfg: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The benchmarks a run scores: enabled, and named by ``only`` when it is set (runs and merges agree)."""
+    only = cfg.get("only")
+    return {name: b for name, b in (cfg["benchmarks"] or {}).items()
+            if b and b.get("enabled", True) and (only is None or name in only)}
 
 
 def _plan_one(cfg: Mapping[str, Any], name: str, node: Mapping[str, Any], host: PluginHost, hub: ModelHub,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -84,7 +85,8 @@ class Runner:
         self.hub = ModelHub(host.models, models_cfg, options, device=cfg["device"], roles=host.roles,
                             backend_set=backend_set)
         self.judges = JudgeHub(host.judges, cfg["judge_options"], cache_dir=cache_root / "judge_answers")
-        self.pool = VideoPool(facts_dir=cache_root / "video_facts", max_pixels=cfg["video"]["max_pixels"],
+        self.pool = VideoPool(cfg["video"]["max_bytes"], facts_dir=cache_root / "video_facts",
+                              max_pixels=cfg["video"]["max_pixels"],
                               max_frames=cfg["video"]["max_frames"])
         self.pipeline = CasePipeline(host, self.hub, self.judges, self.pool, cache_root,
                                      artifacts=cfg["artifacts"], device=cfg["device"], batch_size=cfg["batch_size"])
@@ -174,17 +176,36 @@ class Runner:
         def dead(item: Case | CaseError, reason: str) -> list[ScoreRow]:
             return self.pipeline.failure_rows(plan, item, "worker", reason, is_final)
 
-        work = lambda item: self.pipeline.rows(plan, item, is_final)
         workers = min(self.workers(), len(todo))
-        if workers > 1:
+        devices = self.cfg["devices"]
+        if workers > 1 or (devices and todo):
             # cases whose every row is in the score memo (a warm rerun, a re-score job of a sweep) are taken
             # here, without forking; only cases that need a measurement or a score go to the workers (the
             # parent never runs a metric itself, so forking stays safe)
             todo = [g for g in ([it for it in group if not self._from_memo(plan, it, is_final, emit)]
                                 for group in todo) if g]
             workers = min(workers, len(todo))
-        make_executor(workers).run(todo, work, emit, dead, self.pipeline)
+        uses = video_uses(todo)
+
+        def work(item: Case | CaseError) -> list[ScoreRow]:
+            try:
+                return self.pipeline.rows(plan, item, is_final)
+            finally:  # memory follows the case: a video no later case of this run reads is dropped now
+                done_with(item, uses)
+
+        if devices and todo:
+            check_fork_safe_for_devices()
+        make_executor(workers, self._use_device if devices and todo else None).run(
+            todo, work, emit, dead, self.pipeline)
         bar.close()
+
+    def _use_device(self, slot: int) -> None:
+        """In worker ``slot`` (just forked): see only GPU ``devices[slot]``, which CUDA then calls ``cuda:0``."""
+        dev = self.cfg["devices"][slot]
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(dev)
+        if str(self.cfg["device"]).startswith("cuda"):
+            self.hub.device = self.pipeline.device = "cuda:0"
+        log.debug("worker %d (pid %d): CUDA_VISIBLE_DEVICES=%s", slot, os.getpid(), dev)
 
     def _from_memo(self, plan: BenchmarkPlan, item: Case | CaseError, is_final: Any, emit: Any) -> bool:
         """Emit a case's rows when all of them come from the score memo; False when it needs work."""
@@ -209,6 +230,8 @@ class Runner:
     def workers(self) -> int:
         """``workers``; 0 = auto: one process per core (max 8) for CPU runs on classical/sidecar backends only
         (forking after a reference model or CUDA is initialised is unsafe, so those run in one process)."""
+        if self.cfg["devices"]:  # one worker per listed GPU
+            return len(self.cfg["devices"])
         n = int(self.cfg["workers"])
         if n > 0:
             return n
@@ -216,6 +239,44 @@ class Runner:
             return 1
         kinds = {self.hub.specs[name].kind for name in self.hub.selection.values() if name in self.hub.specs}
         return 1 if "reference" in kinds else max(1, min(os.cpu_count() or 1, 8))
+
+
+def video_uses(groups: list[list[Case | CaseError]]) -> dict[int, int]:
+    """How many of these cases read each video (generated or reference), by object identity."""
+    uses: dict[int, int] = {}
+    for group in groups:
+        for it in group:
+            for v in _videos(it):
+                uses[id(v)] = uses.get(id(v), 0) + 1
+    return uses
+
+
+def done_with(item: Case | CaseError, uses: dict[int, int]) -> None:
+    """``item`` is scored: release each of its videos that no case left in ``uses`` reads.
+
+    In a forked worker the counts cover the whole run, so a video shared with a clip another worker scores
+    is kept until that worker's pool budget drops it; clips group a reference's cases, so that is rare.
+    """
+    for v in _videos(item):
+        n = uses.get(id(v), 0) - 1
+        uses[id(v)] = n
+        if n <= 0:
+            v.release()
+
+
+def _videos(item: Case | CaseError) -> list[Any]:
+    if not isinstance(item, Case):
+        return []
+    return [v for v in (item.video, item.reference) if v is not None]
+
+
+def check_fork_safe_for_devices() -> None:
+    """``devices`` forks one worker per GPU: CUDA must not be initialised in the parent (a forked child
+    cannot use it), so the run stops with the reason instead of hanging in the workers."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        raise ConfigTypeError("devices: CUDA was already initialised in the launching process, so the per-GPU "
+                              "workers cannot be forked; start a fresh `worldrecall run devices=[…]`")
 
 
 def load_rows(results_dir: Path) -> list[ScoreRow]:

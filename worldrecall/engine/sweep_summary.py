@@ -5,6 +5,10 @@ value per benchmark x model, with direction and unit from ``value_meta``). At ``
 Hydra callback reads them all: a metric is *affected* when some model's mean differs between swept
 values. The summary is printed, written under the sweep folder (``sweep_summary.md`` / ``.csv``, one PNG
 per affected metric with CI bands) and logged to the sweep's parent run.
+
+Shards are not swept values: ``shard.index``/``shard.count`` are never swept keys, a shard job's own summary
+is marked partial and skipped, and the merged result (written by the last shard, see
+:mod:`worldrecall.engine.shards`) stands for its configuration.
 """
 
 from __future__ import annotations
@@ -21,17 +25,21 @@ from worldrecall.core.atomic import atomic_write_text
 from worldrecall.core.data import finite_float
 from worldrecall.engine.pipe_table import pipe_table
 from worldrecall.engine.results_view import direction_label, summary, unit_label, value_meta
+from worldrecall.engine.shards import is_shard_key
 
 SWEPT_FILE = "swept_keys.json"
 SWEPT_ENV = "WORLDRECALL_SWEPT_KEYS"
 
 
 def swept_keys(task_overrides: Iterable[str]) -> list[str]:
-    """Keys a Hydra multirun sweeps: ``k=a,b``, ``k=range(..)``, ``k=choice(..)``, ``k=glob(..)``."""
+    """Keys a Hydra multirun sweeps: ``k=a,b``, ``k=range(..)``, ``k=choice(..)``, ``k=glob(..)``.
+
+    Shard keys never count: shards split one configuration's cases, they are not values to compare.
+    """
     out = []
     for o in task_overrides:
         k, eq, v = str(o).partition("=")
-        if not eq:
+        if not eq or is_shard_key(k):
             continue
         depth, comma = 0, False
         for ch in v:  # a comma inside [..] / {..} / (..) is a list value, not a sweep
@@ -43,8 +51,9 @@ def swept_keys(task_overrides: Iterable[str]) -> list[str]:
     return out
 
 
-def job_summary(result: Any, host: Any, swept: Mapping[str, str]) -> dict[str, Any]:
-    """What ``summary.json`` holds for one job: swept values and primary values' means and CIs."""
+def job_summary(result: Any, host: Any, swept: Mapping[str, str], partial: bool = False) -> dict[str, Any]:
+    """What ``summary.json`` holds for one job: swept values and primary values' means and CIs
+    (``partial``: a shard job's own tables, skipped by :func:`collect`)."""
     s = summary(host, result.tables)
     recs = []
     for r in s.itertuples(index=False):
@@ -56,12 +65,14 @@ def job_summary(result: Any, host: Any, swept: Mapping[str, str]) -> dict[str, A
                      "mean": finite_float(r.mean), "ci_low": finite_float(r.ci_low),
                      "ci_high": finite_float(r.ci_high),
                      "direction": direction_label(meta), "unit": unit_label(meta)})
-    return {"swept": dict(swept), "results_dir": str(result.results_dir), "rows": recs}
+    return {"swept": dict(swept), "results_dir": str(result.results_dir), "partial": partial, "rows": recs}
 
 
-def write_job_summary(job_dir: Path, result: Any, host: Any, overrides: list[str], keys: list[str]) -> Path:
+def write_job_summary(job_dir: Path, result: Any, host: Any, overrides: list[str], keys: list[str],
+                      partial: bool = False) -> Path:
     swept = {k.lstrip("+~"): v for k, _, v in (o.partition("=") for o in overrides) if k.lstrip("+~") in keys}
-    return atomic_write_text(Path(job_dir) / "summary.json", json.dumps(job_summary(result, host, swept), indent=1))
+    return atomic_write_text(Path(job_dir) / "summary.json",
+                             json.dumps(job_summary(result, host, swept, partial), indent=1))
 
 
 
@@ -71,10 +82,12 @@ def collect(sweep_dir: Path) -> pd.DataFrame:
     recs = []
     for p in sorted(Path(sweep_dir).glob("*/summary.json"), key=lambda p: (len(p.parent.name), p.parent.name)):
         d = json.loads(p.read_text())
+        if d.get("partial"):  # a shard's own tables: its configuration's merged summary stands for it
+            continue
         label = " ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in d["swept"].items()) or p.parent.name
         x = next(iter(d["swept"].values()), p.parent.name) if len(d["swept"]) == 1 else label
         for r in d["rows"]:
-            recs.append({"job": p.parent.name, "swept": label, "x": x, **r})
+            recs.append({"job": p.parent.name, "swept": label, "x": x, "results_dir": d.get("results_dir", ""), **r})
     return pd.DataFrame(recs)
 
 
@@ -175,7 +188,12 @@ def summarise(sweep_dir: Path, keys: list[str]) -> tuple[str, list[Path]]:
     """Text to print and files written (``sweep_summary.md``/``.csv``, plots) for the sweep in ``sweep_dir``."""
     df = collect(sweep_dir)
     if df.empty:
+        if any(Path(sweep_dir).glob("*/summary.json")):  # only shards' partial summaries: no merge happened
+            return ("sweep summary: the shards ended without a merge (did one fail?); merge what they wrote with "
+                    "`worldrecall aggregate shard.count=<n>` and the same overrides"), []
         return "sweep summary: no job summaries found", []
+    if not keys:  # only shards were swept: one merged configuration, nothing to compare
+        return _merged_summary(sweep_dir, df)
     label = ", ".join(k.rsplit(".", 1)[-1] for k in keys) or "job"
     aff = affected(df)
     n_vals = df["x"].nunique()
@@ -193,6 +211,16 @@ def summarise(sweep_dir: Path, keys: list[str]) -> tuple[str, list[Path]]:
                                f"# Sweep summary: {label}\n\n" + pipe_table(wide)),
              atomic_write_text(Path(sweep_dir) / "sweep_summary.csv", aff.to_csv(index=False))]
     files += plots(aff, Path(sweep_dir) / "sweep_plots", label)
+    return text, files
+
+
+def _merged_summary(sweep_dir: Path, df: pd.DataFrame) -> tuple[str, list[Path]]:
+    """A multirun that only split cases into shards: the merged result's primary values, one column."""
+    dirs = sorted(set(df["results_dir"])) if "results_dir" in df else []
+    wide = table(df.assign(x="merged"))
+    text = (f"== shards merged: {', '.join(dirs) or sweep_dir} ==\nmean [95% CI] of each metric's primary value "
+            f"(all shards):\n{wide.to_string(index=False)}")
+    files = [atomic_write_text(Path(sweep_dir) / "sweep_summary.md", "# Merged shards\n\n" + pipe_table(wide))]
     return text, files
 
 

@@ -1,6 +1,6 @@
 """What a judge is shown: a video file, a frame folder or in-memory frames, turned into one media file.
 
-Frame folders and frame arrays are encoded to H.264 mp4 (``core.video.write_video``), at 24 fps when
+Frame folders and frame arrays are encoded to H.264 mp4 (``formats.mp4.write_video``), at 24 fps when
 there are more than 100 frames and 16 fps otherwise (the official VQA step re-encodes image folders
 with the same rule, with OpenCV's mp4v codec). The digest that keys the answer cache is taken from the
 *source* (file bytes or frame pixels), so a cache hit never needs the encoder.
@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from worldrecall.core.judges import JudgeError, as_frames, media_digest
-from worldrecall.core.video import IMAGE_SUFFIXES, VIDEO_SUFFIXES, Video, VideoError, write_video
+from worldrecall.core.video import IMAGE_SUFFIXES, VIDEO_SUFFIXES, Video, VideoError
+from worldrecall.formats.mp4 import write_video
 
 MIME_TYPES = {
     ".mp4": "video/mp4",

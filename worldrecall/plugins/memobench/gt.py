@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from worldrecall.core.data import Case, CaseFailure, one_line
+from worldrecall.core.data import Case, CaseFailure
 from worldrecall.core.text import read_text
-from worldrecall.core.video import VideoError, list_frame_files, read_image
+from worldrecall.core.video import FrameIndexError, list_frame_files
 from worldrecall.formats.arrays import load_npy, load_npz
 from worldrecall.formats.vipe import intrinsics_to_k, validate_intrinsics, validate_poses
 
@@ -124,31 +124,19 @@ def load_gt_intrinsics(path: Path) -> np.ndarray:
     return validate_intrinsics(intrinsics_to_k(arr, None, path), f"{path} (GT intrinsics)")
 
 
-def read_gt_frames(case: Case, indices: Sequence[int]) -> list[np.ndarray]:
-    """GT frames (uint8 RGB, native size) at ``indices``; an index outside [0, G_decoded) fails the case.
+def read_gt_frames(case: Case, indices: Sequence[int], size: tuple[int, int] | None = None) -> list[np.ndarray]:
+    """GT frames (uint8 RGB) at ``indices``, native or stretched to ``size`` = (width, height) on read.
 
-    A frame folder is read file by file (only what is asked for); a video is decoded once through the
-    shared :class:`~worldrecall.core.video.Video`.
+    Only the asked frames are read (a frame folder file by file, a video in one streaming pass) and only
+    the resized copy is kept when ``size`` is given (:meth:`~worldrecall.core.video.Video.frames_at`: a
+    1080p GT compared at 832x480 is held at 832x480; pixels equal resizing the native frame). An index
+    outside [0, G_decoded) fails the case.
     """
-
     ref = case.reference
     if ref is None:
         raise CaseFailure(f"{case.case_id}: no GT reference video/frames")
-    if ref.is_frame_folder:
-        files = list_frame_files(ref.path)
-        out, memo = [], {}
-        for i in indices:
-            if not 0 <= i < len(files):
-                raise CaseFailure(f"{ref.path}: GT frame {i} out of range ({len(files)} frames)")
-            if i not in memo:  # size checked against the pixel cap before decoding (HDR/PFM included)
-                try:
-                    memo[i] = read_image(files[i], ref.max_pixels)
-                except VideoError as e:
-                    raise CaseFailure(f"{files[i]}: unreadable GT frame ({one_line(e)})") from None
-            out.append(memo[i])
-        return out
-    frames = ref.frames()
-    for i in indices:
-        if not 0 <= i < len(frames):
-            raise CaseFailure(f"{ref.path}: GT frame {i} out of range ({len(frames)} decodable frames)")
-    return [frames[i] for i in indices]
+    try:
+        return ref.frames_at([int(i) for i in indices], size)
+    except FrameIndexError as e:
+        what = "decodable frames" if e.decodable else "frames"
+        raise CaseFailure(f"{ref.path}: GT frame {e.index} out of range ({e.count} {what})") from None

@@ -59,16 +59,6 @@ def ssim(a: np.ndarray, b: np.ndarray) -> float:
     return float(m.mean())
 
 
-def fit_to(gt_frame: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Stretch a GT frame to the generated frame's size (INTER_AREA, no crop)."""
-    import cv2
-
-    h, w = shape[:2]
-    if gt_frame.shape[:2] == (h, w):
-        return gt_frame
-    return cv2.resize(gt_frame, (w, h), interpolation=cv2.INTER_AREA)
-
-
 class PixelFidelity(MemoBenchMetric):
     """``{V,D,R,ALL}_{PSNR,SSIM,LPIPS}`` (official 4 dp) and ``…_raw``; the leaderboard uses ``ALL_*``."""
 
@@ -98,10 +88,12 @@ class PixelFidelity(MemoBenchMetric):
         info = alignment.info
         defs = sampling.pixel_phase_indices(h, r, n, int(info["h_gt"]), int(info["r_gt"]), int(info["G"]))
         gt_needed = sorted({j for _, gts in defs.values() for j in gts})
-        gt_frames = dict(zip(gt_needed, gt_io.read_gt_frames(case, gt_needed)))
+        # GT frames stretched to the generated size as they are read (one video, one frame size): a 1080p GT
+        # is never held at 1080p; INTER_AREA, no crop, as the official code stretches GT
+        size = (int(frames.shape[2]), int(frames.shape[1]))
+        fitted = dict(zip(gt_needed, gt_io.read_gt_frames(case, gt_needed, size)))
         pairs = sorted({(i, j) for gens, gts in defs.values() for i, j in zip(gens, gts)})
         gen_of = {p: pick(frames, [p[0]])[0] for p in pairs}
-        fitted = {j: fit_to(f, frames.shape[1:]) for j, f in gt_frames.items()}  # one video, one frame size
         gt_of = {p: fitted[p[1]] for p in pairs}
         p_val = {p: psnr(gen_of[p], gt_of[p]) for p in pairs}
         s_val = {p: ssim(gen_of[p], gt_of[p]) for p in pairs}

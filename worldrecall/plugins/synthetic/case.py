@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from worldrecall.core.video import write_video
+from worldrecall.formats.mp4 import write_video
 from worldrecall.plugins.synthetic import memobench_layout as mb
 from worldrecall.plugins.synthetic import opis_layout, scene_memory_layout, vqa_bank
 from worldrecall.plugins.synthetic.annotate import ExitReenter, Visibility, exit_reenter, visibility

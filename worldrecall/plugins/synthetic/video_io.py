@@ -1,4 +1,4 @@
-"""Encoding the suite's stills: JPEG frames and PNG masks (videos go through ``core.video.write_video``)."""
+"""Encoding the suite's stills: JPEG frames and PNG masks (videos go through ``formats.mp4.write_video``)."""
 
 from __future__ import annotations
 
