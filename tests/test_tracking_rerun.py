@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shlex
 import signal
 import socket
@@ -122,6 +123,47 @@ def test_printed_ui_command_uses_the_venv_and_starts_the_ui(tmp_path, toy_host, 
         assert ok, (proc.poll(), proc.stdout.read().decode(errors="replace")[-2000:] if proc.poll() is not None else "")
     finally:
         os.killpg(proc.pid, signal.SIGTERM)  # the server and the workers it started: this test's own group
+        proc.wait(timeout=30)
+
+
+def test_printed_link_opens_the_runs_of_this_invocation_in_a_real_browser(tmp_path, toy_host, capsys):
+    """The real `mlflow ui`, the link the run prints, headless Chromium: the page lists this invocation's
+    per-model runs of the benchmark (not the collapsed parent); a screenshot is kept in the test's folder."""
+    chromium = Path("/usr/bin/chromium")
+    if not chromium.exists() or tracking.ui_missing_module():
+        pytest.skip("needs Debian's chromium and the ui extra")
+    ds = make_dataset(tmp_path, {"good": [0], "bad": [40]})
+    assert main(_args(tmp_path, ds)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    ui = next(x for x in lines if " ui --backend-store-uri " in x)
+    link = next(x for x in lines if x.startswith("  toy, this run's models by rank: ")).split(": ", 1)[1]
+    assert "searchFilter=tags.mlflow.parentRunId" in link and "orderByKey=metrics.%60rank%60" in link
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([*shlex.split(ui), "--port", str(port), "--workers", "1"], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, ok = time.time() + 120, False
+        while time.time() < deadline and not ok:
+            try:
+                ok = urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).status == 200
+            except OSError:
+                time.sleep(1)
+        assert ok
+        url = link.replace("127.0.0.1:5000", f"127.0.0.1:{port}")
+        shot = tmp_path / "mlflow_runs.png"
+        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000", "--window-size=1400,900"]
+        dom = subprocess.run([str(chromium), *flags, "--dump-dom", url], capture_output=True, text=True,
+                             timeout=180).stdout
+        subprocess.run([str(chromium), *flags, f"--screenshot={shot}", url], capture_output=True, timeout=180)
+        print(f"screenshot: {shot}")
+        text = " ".join(re.sub(r"<[^>]+>", " ", dom).split())  # what the page shows, without its markup
+        assert "good · toy" in text and "bad · toy" in text, text[-3000:]
+        assert "2 matching runs" in text, text[-3000:]  # the two per-model runs, not the invocation's parent
+        assert shot.is_file() and shot.stat().st_size > 10_000
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
 
 

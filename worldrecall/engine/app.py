@@ -251,7 +251,8 @@ def track(result: RunResult, plain: Mapping[str, Any], host: PluginHost, paths: 
               result.results_dir / "meta" / "tracking.json")
     note = (f"MLflow: same config and same numbers as run {run_id}; nothing logged again (that run is reused)\n"
             if reused else "")
-    return note + tracker.ui_command()
+    benchmarks = sorted({r.benchmark for r in result.rows})
+    return note + tracker.ui_command(run_id if parent is None else None, benchmarks)
 
 
 def _parent_from_file(sweep_dir: Path | None) -> str | None:

@@ -15,7 +15,7 @@ import os
 import random
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -338,7 +338,21 @@ class Tracker:
             _retry(lambda: self.client.log_artifact(run_id, str(path), artifact_path))
         return digest
 
-    def ui_command(self) -> str:
+    def runs_view(self, parent_run: str | None = None, benchmark: str | None = None) -> str:
+        """The runs view's address; with ``parent_run`` it lists that invocation's per-model runs (of one
+        ``benchmark``), best rank first (the UI takes filter and sort from the URL, not the columns)."""
+        import urllib.parse
+
+        q: dict[str, str] = {}
+        if parent_run:
+            f = f"tags.mlflow.parentRunId = '{parent_run}'"
+            q["searchFilter"] = f + (f" and params.benchmark = '{benchmark}'" if benchmark else "")
+            q["orderByKey"], q["orderByAsc"] = "metrics.`rank`", "true"
+        q["workflowType"] = "machine_learning"
+        query = urllib.parse.urlencode(q, quote_via=urllib.parse.quote, safe="")
+        return f"http://127.0.0.1:5000/#/experiments/{self.experiment_id}/runs?{query}"
+
+    def ui_command(self, parent_run: str | None = None, benchmarks: Sequence[str] = ()) -> str:
         """The line to start the UI (this environment's own ``mlflow``), and the address of the runs view.
 
         The command names the venv's executable, so it works without activating the venv; where the UI's
@@ -352,9 +366,10 @@ class Tracker:
             lines.append(f"the MLflow UI needs the ui extra ({missing} is not installed): "
                          f"{venv_tool('pip')} install 'worldrecall[ui]'")
         lines.append(f"{venv_tool('mlflow')} ui --backend-store-uri {self.uri}")
-        lines.append(f"then open http://127.0.0.1:5000/#/experiments/{self.experiment_id}/runs?"
-                     "workflowType=machine_learning  (runs table: one run per benchmark x model; select runs -> "
+        lines.append(f"then open {self.runs_view()}  (runs table: one run per benchmark x model; select runs -> "
                      "Compare)")
+        for bench in benchmarks if parent_run else ():
+            lines.append(f"  {bench}, this run's models by rank: {self.runs_view(parent_run, bench)}")
         return "\n".join(lines)
 
 
