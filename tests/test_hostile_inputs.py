@@ -564,3 +564,22 @@ def test_opis_input_image_follows_the_pixel_cap(tmp_path):
 def test_real_selection_ids_past_every_range_name_no_clip():
     df = pd.DataFrame({"ID": ["1", "inf", "1e400", "x", 2.0], "Availability": ["yes"] * 5})
     assert sheets.parse_real_selection(df) == {"001", "002"}
+
+
+def test_opis_masks_and_report_thumbnails_follow_the_pixel_cap(tmp_path, monkeypatch):
+    import cv2
+
+    from worldrecall.core import video as video_mod
+    from worldrecall.engine.report.images import image_thumb
+    from worldrecall.plugins.opis.metric import load_mask
+
+    mask = np.zeros((20, 30), np.uint8)
+    mask[5:10, 5:15] = 255
+    cv2.imwrite(str(tmp_path / "m.png"), mask)
+    assert load_mask(tmp_path, "m.png", (30, 20)).sum() == 50
+    monkeypatch.setattr(video_mod, "DEFAULT_MAX_PIXELS", 100)  # 30 x 20 = 600 px > 100
+    monkeypatch.setattr(video_mod.read_image, "__defaults__", (100,))
+    with pytest.raises(CaseFailure, match=r"m\.png: unreadable mask .*exceeds the limit"):
+        load_mask(tmp_path, "m.png", (30, 20))
+    with pytest.raises(ValueError, match="exceeds the limit"):
+        image_thumb(tmp_path / "m.png", 64)

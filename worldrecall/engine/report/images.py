@@ -35,17 +35,19 @@ def _memo_path(memo_dir: Path | None, parts: list) -> Path | None:
 
 def image_thumb(path: Path, max_side: int, memo_dir: Path | None = None) -> bytes:
     """A PNG/JPEG file scaled down to ``max_side`` (never up), re-encoded as JPEG (memoised per file state)."""
-    import cv2
 
     path = Path(path)
     st = path.stat()
     memo = _memo_path(memo_dir, [str(path.resolve()), st.st_size, st.st_mtime_ns, max_side, "img"])
     if memo is not None and memo.exists():
         return memo.read_bytes()
-    img = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if img is None:
-        raise ValueError(f"{path}: not a readable image")
-    data = jpeg(resize_max_side(img[..., ::-1], max_side), 68)
+    from worldrecall.core.video import VideoError, read_image
+
+    try:  # sized from its header against the pixel cap before decoding
+        rgb = read_image(path)
+    except VideoError as e:
+        raise ValueError(f"{path}: not a readable image ({e})") from None
+    data = jpeg(resize_max_side(rgb, max_side), 68)
     if memo is not None:
         from worldrecall.core.atomic import atomic_write
 

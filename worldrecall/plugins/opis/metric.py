@@ -98,9 +98,10 @@ def load_mask(case_dir: Path, rel: str | None, size: tuple[int, int]) -> np.ndar
     import cv2
 
     p = safe_join(case_dir, rel, what="reference_scene.json mask_path")
-    m = cv2.imread(str(p), cv2.IMREAD_GRAYSCALE)
-    if m is None:
-        raise CaseFailure(f"{p}: unreadable mask")
+    try:  # sized from its header against the pixel cap before decoding, like every image we read
+        m = cv2.cvtColor(read_image(p), cv2.COLOR_RGB2GRAY)
+    except VideoError as e:
+        raise CaseFailure(f"{p}: unreadable mask ({one_line(e)})") from None
     if (m.shape[1], m.shape[0]) != tuple(size):
         raise CaseFailure(f"{p}: mask is {m.shape[1]}x{m.shape[0]}, reference image is {size[0]}x{size[1]}")
     return m > 0
