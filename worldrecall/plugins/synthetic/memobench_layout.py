@@ -72,8 +72,30 @@ def write_sheets(root: Path, rows: list[dict[str, Any]]) -> list[str]:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "Synthetic_ExitReenter.csv").write_text(_csv_text(SHEET_COLUMNS, rows))
     df = pd.DataFrame([{k: r[k] for k in SHEET_COLUMNS} for r in rows], columns=list(SHEET_COLUMNS))
-    df.to_excel(folder / "Synthetic_ExitReenter.xlsx", index=False, engine="openpyxl")
+    (folder / "Synthetic_ExitReenter.xlsx").write_bytes(reproducible_xlsx(df))
     return [f"{rel_dir}/Synthetic_ExitReenter.xlsx", f"{rel_dir}/Synthetic_ExitReenter.csv"]
+
+
+def reproducible_xlsx(df: Any) -> bytes:
+    """``df`` as .xlsx bytes that depend on the data only: openpyxl stamps the save time into
+    ``docProps/core.xml`` and every zip entry, which made two builds of the same suite differ."""
+    import io
+    import re
+    import zipfile
+
+    raw = io.BytesIO()
+    df.to_excel(raw, index=False, engine="openpyxl")
+    src = zipfile.ZipFile(io.BytesIO(raw.getvalue()))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for info in src.infolist():
+            data = src.read(info.filename)
+            if info.filename == "docProps/core.xml":
+                data = re.sub(rb"(<dcterms:(?:created|modified)[^>]*>)[^<]*", rb"\g<1>2000-01-01T00:00:00Z", data)
+            entry = zipfile.ZipInfo(info.filename, date_time=(1980, 1, 1, 0, 0, 0))
+            entry.compress_type, entry.external_attr = zipfile.ZIP_DEFLATED, info.external_attr
+            z.writestr(entry, data)
+    return out.getvalue()
 
 
 def write_metadata(root: Path, rows: list[dict[str, Any]]) -> str:
