@@ -148,3 +148,15 @@ def test_a_sweep_job_nests_parent_job_model_runs_named_by_the_swept_value(tmp_pa
     wide = table(affected(collect(sweep)))
     bad = wide[wide["model"] == "bad"].iloc[0]
     assert bad["10.0"].startswith("0 [") and bad["50.0"].startswith("0.5 [")
+
+
+def test_identical_series_share_one_labelled_line():
+    import pandas as pd
+
+    from worldrecall.engine.sweep_summary import series_groups
+
+    rows = [{"model": m, "x": x, "mean": v, "ci_low": v, "ci_high": v}
+            for m, vals in (("a", [0.5, 0.6]), ("b", [0.5, 0.6]), ("c", [0.5, 0.7]))
+            for x, v in zip((1, 2), vals)]
+    groups = series_groups(pd.DataFrame(rows), [1, 2])
+    assert [label for label, _ in groups] == ["a = b", "c"]

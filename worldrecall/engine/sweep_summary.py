@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from worldrecall.core.atomic import atomic_write_text
@@ -148,14 +149,13 @@ def plots(df: pd.DataFrame, out_dir: Path, swept_label: str) -> list[Path]:
     xs = _sort_x(df["x"])
     numeric = all(_isnum(x) for x in xs)
     for (bench, metric), g in df.groupby(["benchmark", "metric"]):
-        fig, ax = plt.subplots(figsize=(6.4, 3.8))
-        for model, gm in g.groupby("model"):
-            gm = gm.set_index("x").reindex(xs)
-            xv = [float(x) for x in xs] if numeric else list(range(len(xs)))
+        fig, ax = plt.subplots(figsize=(8.4, 3.8))
+        xv = [float(x) for x in xs] if numeric else list(range(len(xs)))
+        for label, gm in series_groups(g, xs):
             m = gm["mean"].astype(float).to_numpy()
-            ax.plot(xv, m, marker="o", ms=3, label=model)
+            (line,) = ax.plot(xv, m, marker="o", ms=3, label=label)
             lo, hi = gm["ci_low"].astype(float).to_numpy(), gm["ci_high"].astype(float).to_numpy()
-            ax.fill_between(xv, lo, hi, alpha=0.15)
+            ax.fill_between(xv, lo, hi, alpha=0.07, color=line.get_color(), linewidth=0)  # light: 8 bands overlap
         if not numeric:
             ax.set_xticks(range(len(xs)), [str(x) for x in xs], rotation=30, ha="right", fontsize=7)
         elif min(map(float, xs)) > 0 and max(map(float, xs)) / min(map(float, xs)) >= 20:
@@ -166,14 +166,29 @@ def plots(df: pd.DataFrame, out_dir: Path, swept_label: str) -> list[Path]:
         ax.set_xlabel(swept_label)
         ax.set_ylabel(f"{metric.split('.', 1)[-1]} ({first['unit']} {first['direction']})")
         ax.set_title(f"{bench}: {metric.split('.', 1)[-1]} vs {swept_label} (mean, 95% CI band)", fontsize=9)
-        ax.legend(fontsize=7, ncol=2)
-        fig.tight_layout()
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
         p = Path(out_dir) / f"sweep_{metric.replace('.', '_')}.png"
         p.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(p, dpi=100)
+        fig.savefig(p, dpi=100, bbox_inches="tight")  # the canvas grows to the legend outside the axes
         plt.close(fig)
         out.append(p)
     return out
+
+
+def series_groups(g: pd.DataFrame, xs: list[Any]) -> list[tuple[str, pd.DataFrame]]:
+    """One plotted series per distinct curve: models whose means agree at every swept value share one line,
+    labelled ``a = b`` (eight overlapping lines read as one otherwise)."""
+    groups: list[tuple[list[str], pd.DataFrame, Any]] = []
+    for model, gm in g.groupby("model"):
+        gm = gm.set_index("x").reindex(xs)
+        m = gm["mean"].astype(float).to_numpy()
+        for names, _, ref in groups:
+            if np.allclose(m, ref, rtol=0.0, atol=1e-12, equal_nan=True):
+                names.append(str(model))
+                break
+        else:
+            groups.append(([str(model)], gm, m))
+    return [(" = ".join(names), gm) for names, gm, _ in groups]
 
 
 def _isnum(x: Any) -> bool:
