@@ -162,3 +162,22 @@ def test_reference_model_opens_first_and_values_show_headline_first(tmp_path):
     assert page.index('<details open id="model-good">') < page.index('<details id="model-bad">')
     # brightness emits "stable" (primary) and "drift": the non-headline value is folded, never dropped
     assert "<summary class=note>1 more values</summary><span class=note>drift=" in page
+
+
+def test_png_artifacts_open_at_full_size(tmp_path):
+    from types import SimpleNamespace
+
+    import cv2
+
+    from worldrecall.core.data import ScoreRow
+    from worldrecall.engine.report import html
+
+    png = tmp_path / "cloud.png"
+    cv2.imwrite(str(png), np.full((464, 840, 3), 128, np.uint8))
+    row = ScoreRow("toy", "m", "c0", "toy.brightness", {"stable": 1.0}, info={"artifacts": [str(png)]})
+    imgs = html._Images()
+    page = html._case("m", "c0", [row], SimpleNamespace(metrics={}), imgs, None,
+                      {"image_side": 360, "frames_per_phase": 0, "max_cases_per_model": 0, "thumb_side": 96})
+    sizes = re.findall(r'style="width:(\d+)px;height:(\d+)px"', page)
+    assert ("360", "199") in sizes and ("840", "464") in sizes  # the thumbnail, and the figure behind it
+    assert "<details class=zoom>" in page and "click: full size" in page

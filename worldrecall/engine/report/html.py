@@ -53,7 +53,7 @@ margin:4px 0 6px;border-radius:3px;overflow:hidden;background:#eee;max-width:900
 .vals th{background:#f6f6f6;text-align:left} .failed{color:#b00} .skipped{color:#888}
 .arts{display:flex;flex-wrap:wrap;gap:8px;align-items:flex-start} .arts figure{margin:0;font-size:10px;color:#555}
 .badge{display:inline-block;padding:1px 6px;border-radius:8px;font-size:11px;color:#fff}
-.pass{background:#2ca02c} .fail{background:#d62728} details>summary{cursor:pointer;font-weight:bold;margin:8px 0}
+.pass{background:#2ca02c} .fail{background:#d62728} details>summary{cursor:pointer;font-weight:bold;margin:8px 0} details.zoom>summary{list-style:none}
 """
 
 
@@ -209,8 +209,12 @@ def _case(model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, memo:
                 continue
             label = f"{short_metric(r.metric, r.benchmark)} · {p.name}"
             if p.suffix.lower() in (".png", ".jpg", ".jpeg"):
-                arts.append(f"<figure>{imgs.div(image_thumb(p, int(opts['image_side']), memo), label)}"
-                            f"<figcaption>{esc(label)}</figcaption></figure>")
+                # the thumbnail opens the figure at its own size (legends of point-cloud renders are small)
+                full = imgs.div(image_thumb(p, 4096, memo), label)
+                arts.append(f"<figure><details class=zoom><summary>"
+                            f"{imgs.div(image_thumb(p, int(opts['image_side']), memo), label)}</summary>{full}"
+                            f"</details><figcaption>{esc(label)} <span class=note>(click: full size)</span>"
+                            f"</figcaption></figure>")
             elif p.suffix.lower() == ".json":
                 try:
                     t = json.loads(p.read_text())
