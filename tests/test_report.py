@@ -181,3 +181,28 @@ def test_png_artifacts_open_at_full_size(tmp_path):
     sizes = re.findall(r'style="width:(\d+)px;height:(\d+)px"', page)
     assert ("360", "199") in sizes and ("840", "464") in sizes  # the thumbnail, and the figure behind it
     assert "<details class=zoom>" in page and "click: full size" in page
+
+
+def test_a_crashing_output_is_reported_the_others_still_run_and_the_exit_code_says_so(tmp_path, capsys,
+                                                                                      monkeypatch):
+    from worldrecall.engine import report as report_pkg
+    from worldrecall.engine.outputs import EXIT_OUTPUT_FAILED
+    from worldrecall.engine.report import html as report_html
+
+    def boom(*a, **k):
+        raise RuntimeError("renderer exploded")
+
+    monkeypatch.setattr(report_html, "write_report", boom)
+    assert report_pkg is not None
+    host = load_plugins(extra=[toy_plugin], fresh=True)
+    ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
+    cfg = toy_config(tmp_path, ds)
+    cfg["workers"] = 1  # in-process: this test is about the outputs, not the executor
+    assert run_plain(cfg, host=host) == EXIT_OUTPUT_FAILED
+    out, err = capsys.readouterr()
+    assert "error: output report failed: RuntimeError: renderer exploded" in err
+    results = next((tmp_path / "out" / "results").iterdir())
+    # every other output is there: tables, the leaderboard (file and console), the submission bundle
+    assert (results / "tables" / "mean.csv").is_file() and (results / "tables" / "leaderboard.txt").is_file()
+    assert (results / "submission" / "aggregate.json").is_file() and "== toy" in out
+    assert not (results / "report" / "index.html").exists()

@@ -24,6 +24,7 @@ from worldrecall.engine.aggregate import aggregate_rows
 from worldrecall.engine.blobs import write_if_changed
 from worldrecall.engine.config import resolve_config
 from worldrecall.engine.leaderboard_view import leaderboard_text, print_leaderboard
+from worldrecall.engine.outputs import Outputs
 from worldrecall.engine.pipe_table import pipe_table
 from worldrecall.engine.runner import ResultsNotWritable, Runner, RunResult, build_result, load_rows
 from worldrecall.engine.shards import (
@@ -110,10 +111,11 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
         return EXIT_BAD_CONFIG
     if plain["shard"]["count"] > 1:
         return _end_shard_job(result, plain, host, job_dir, overrides or [], sweep_dir)
-    out = write_outputs(result, plain, host, job_dir, overrides or [], sweep_dir)
-    uri_line = track(result, plain, host, out, overrides or [], sweep_dir)
+    outputs = Outputs()
+    out = write_outputs(result, plain, host, job_dir, overrides or [], sweep_dir, outputs=outputs)
+    uri_line = outputs.run("mlflow", track, result, plain, host, out, overrides or [], sweep_dir, default="")
     if sweep_dir is None:
-        print_leaderboard(result, host)
+        outputs.run("console", print_leaderboard, result, host)
     else:  # a sweep job: its leaderboard is a file; the sweep prints one summary across jobs at the end
         print(f"\n[{override_label(overrides or [])}] leaderboard: {result.results_dir / 'tables' / 'leaderboard.txt'}")
     print(f"\nresults: {result.results_dir}")
@@ -121,8 +123,9 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
           f" (max_failure_rate {plain['max_failure_rate']})")
     if uri_line:
         print(uri_line)
-    EXIT_CODES.append(result.exit_code)
-    return result.exit_code
+    code = outputs.exit_code(result.exit_code)
+    EXIT_CODES.append(code)
+    return code
 
 
 def _end_shard_job(result: RunResult, plain: Mapping[str, Any], host: PluginHost, job_dir: Path | None,
@@ -147,8 +150,10 @@ def _end_shard_job(result: RunResult, plain: Mapping[str, Any], host: PluginHost
 
 def write_outputs(result: RunResult, plain: Mapping[str, Any], host: PluginHost, job_dir: Path | None,
                   overrides: list[str] | None = None, sweep_dir: Path | None = None,
-                  partial: bool = False) -> list[Path]:
-    """Tables (CSV + Markdown), the per-case table, config, plugin manifest, timing and plots."""
+                  partial: bool = False, outputs: Outputs | None = None) -> list[Path]:
+    """Tables (CSV + Markdown), the per-case table, config, plugin manifest, timing, plots, the HTML report and
+    the submission bundle; plots, report and bundle each isolated (``outputs`` keeps those that failed)."""
+    outputs = outputs or Outputs()
     t0 = time.perf_counter()
     tdir = result.results_dir / "tables"
     tdir.mkdir(parents=True, exist_ok=True)
@@ -164,19 +169,17 @@ def write_outputs(result: RunResult, plain: Mapping[str, Any], host: PluginHost,
     paths.append(json_dump(redact_tree(plain), meta / "resolved_config.json"))
     paths.append(json_dump(host.manifest(), meta / "plugin_manifest.json"))
     t1 = time.perf_counter()
-    paths.extend(make_plots(result, result.results_dir / "plots", host))
+    paths.extend(outputs.run("plots", make_plots, result, result.results_dir / "plots", host, default=[]))
     t2 = time.perf_counter()
-    report = _write_report(result, plain, host, paths)
+    report = outputs.run("report", _write_report, result, plain, host, paths)
     if report is not None:
         paths.append(report)
     t3 = time.perf_counter()
-    try:  # an output that crashes is reported; the others are already written
-        from worldrecall.engine.submission import write_submission
-        from worldrecall.engine.track_runs import config_hash
+    from worldrecall.engine.submission import write_submission
+    from worldrecall.engine.track_runs import config_hash
 
-        paths.extend(write_submission(result, plain, host, config_hash(plain), git_commit()))
-    except Exception as e:  # noqa: BLE001
-        print(f"warning: submission bundle not written: {type(e).__name__}: {e}", file=sys.stderr)
+    paths.extend(outputs.run("submission", write_submission, result, plain, host, config_hash(plain), git_commit(),
+                             default=[]))
     out_s = {"outputs.tables": t1 - t0, "outputs.plots": t2 - t1, "outputs.report": t3 - t2,
              "outputs.submission": time.perf_counter() - t3}
     timing = {**{k: round(v, 4) for k, v in {**result.timing, **out_s}.items()},
@@ -208,13 +211,9 @@ def _write_report(result: RunResult, plain: Mapping[str, Any], host: PluginHost,
     """The self-contained HTML report (never fatal: the tables are already written)."""
     if not plain["report"]["enabled"]:
         return None
-    try:
-        from worldrecall.engine.report.html import write_report
+    from worldrecall.engine.report.html import write_report
 
-        return write_report(result, host, [p for p in paths if p.suffix == ".png"], plain)
-    except Exception as e:  # noqa: BLE001  (tables are written; a report failure must not lose them)
-        log.warning("could not write the HTML report: %s", one_line(e))
-        return None
+    return write_report(result, host, [p for p in paths if p.suffix == ".png"], plain)
 
 
 def _markdown(df: Any) -> str:
