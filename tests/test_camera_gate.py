@@ -122,3 +122,40 @@ def test_target_absence_never_passes_the_gate():
     none = {**ok, "has_reference": False, "reference": "no GT trajectory for this clip"}
     assert m.score(none, m.thresholds)["passed"] is None
     assert m.verdict(none, m.thresholds) == "n/a: no GT trajectory for this clip"
+
+
+def test_a_misspelled_translation_scale_is_a_config_error_not_a_failure_per_case():
+    from worldrecall.core.components import ConfigTypeError
+
+    with pytest.raises(ConfigTypeError, match=r"memobench.camera_gate.thresholds.translation_scale: expected "
+                                              r"'fit' or 'as_is', got 'fitt'"):
+        CameraGate(thresholds={"translation_scale": "fitt"})
+
+
+def test_batched_angles_equal_the_single_rotation_formula():
+    a, b = yaw_path([0, 30, 90, 180])[:, :3, :3], yaw_path([10, 30, 0, 0])[:, :3, :3]
+    assert gate.angles_deg(a, b) == pytest.approx([10.0, 0.0, 90.0, 180.0], abs=1e-6)
+
+
+def test_opis_reference_from_conditions(tmp_path):
+    import json
+
+    from worldrecall.core.data import Alignment, Case, CaseFailure
+    from worldrecall.plugins.opis.camera_gate import OpisCameraGate
+
+    g, al = OpisCameraGate(), Alignment()
+    case = Case("opis", "c", "m", None)
+    assert g.reference(case, al, 4) == (None, "no camera instruction in conditions.json")
+    cond = tmp_path / "conditions.json"
+    case.sidecars["conditions"] = cond
+    cond.write_text(json.dumps({"camera_path": ["pan_right", "pan_left"], "frames_per_action": 2}))
+    ref, label = g.reference(case, al, 4)
+    # 36° per step over 2 frames: frames 0..3 at yaw 0, 18, 36, 18 (frame i's token moves i -> i + 1)
+    yaw = [math.degrees(math.atan2(p[0, 2], p[2, 2])) for p in ref]
+    assert label == "instructed path (2 steps)" and yaw == pytest.approx([0, 18, 36, 18])
+    cond.write_text(json.dumps({"camera_poses_c2w": yaw_path([0, 10, 20]).tolist()}))
+    with pytest.raises(CaseFailure, match="camera_poses_c2w has 3 poses, the video 4 frames"):
+        g.reference(case, al, 4)
+    cond.write_text(json.dumps({"camera_path": ["orbit_left"]}))
+    ref, label = g.reference(case, al, 4)
+    assert ref is None and "unknown camera instruction 'orbit_left'" in label

@@ -183,8 +183,9 @@ def test_png_artifacts_open_at_full_size(tmp_path):
     assert "<details class=zoom>" in page and "click: full size" in page
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 def test_a_crashing_output_is_reported_the_others_still_run_and_the_exit_code_says_so(tmp_path, capsys,
-                                                                                      monkeypatch):
+                                                                                      monkeypatch, workers):
     from worldrecall.engine import report as report_pkg
     from worldrecall.engine.outputs import EXIT_OUTPUT_FAILED
     from worldrecall.engine.report import html as report_html
@@ -197,7 +198,7 @@ def test_a_crashing_output_is_reported_the_others_still_run_and_the_exit_code_sa
     host = load_plugins(extra=[toy_plugin], fresh=True)
     ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
     cfg = toy_config(tmp_path, ds)
-    cfg["workers"] = 1  # in-process: this test is about the outputs, not the executor
+    cfg["workers"] = workers
     assert run_plain(cfg, host=host) == EXIT_OUTPUT_FAILED
     out, err = capsys.readouterr()
     assert "error: output report failed: RuntimeError: renderer exploded" in err

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import MeasureContext, Metric, Value
+from worldrecall.core.components import ConfigTypeError, MeasureContext, Metric, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure
 
 # Defaults every gate shares; a plugin's gate metric exposes them as its thresholds (re-scored from cache).
@@ -70,10 +70,11 @@ def known_tokens() -> tuple[str, ...]:
     return tuple(_TOKEN_MOTION)
 
 
-def geodesic_deg(a: np.ndarray, b: np.ndarray) -> float:
-    """Angle of the rotation between two 3x3 rotations, degrees."""
-    c = (float(np.trace(a.T @ b)) - 1.0) / 2.0
-    return math.degrees(math.acos(min(1.0, max(-1.0, c))))
+def angles_deg(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per row, the angle of the rotation between two stacks of 3x3 rotations [n, 3, 3], degrees:
+    ``arccos(clip((trace(aᵀ b) - 1) / 2, -1, 1))``, the trace taken as an element-wise sum."""
+    c = (np.einsum("nij,nij->n", np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)) - 1.0) / 2.0
+    return np.degrees(np.arccos(np.clip(c, -1.0, 1.0)))
 
 
 def relative_to_first(poses_c2w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -109,12 +110,17 @@ def instructed_trajectory(tokens_per_frame: Sequence[Sequence[str]], deg_per_fra
     return out
 
 
+def frames_each(n_frames: int, n_tokens: int, frames_per_action: int | None) -> int:
+    """Frames per instruction token: the stated count, else ``ceil(frames / tokens)`` (the release's rule)."""
+    return int(frames_per_action) if frames_per_action and frames_per_action > 0 else math.ceil(n_frames / n_tokens)
+
+
 def expand_tokens(tokens: Sequence[Any], n_frames: int, frames_per_action: int | None = None) -> list[list[str]]:
     """One instruction per frame: each token of ``tokens`` holds ``frames_per_action`` frames (default
     ``ceil(n_frames / len(tokens))``), the last one to the end; a token ``"a+b"`` or a list is several parts."""
     if not tokens or n_frames <= 0:
         return [[] for _ in range(max(n_frames, 0))]
-    k = int(frames_per_action) if frames_per_action and frames_per_action > 0 else math.ceil(n_frames / len(tokens))
+    k = frames_each(n_frames, len(tokens), frames_per_action)
     out = []
     for i in range(n_frames):
         tok = tokens[min(i // k, len(tokens) - 1)]
@@ -134,7 +140,7 @@ def instruction_reference(tokens: Sequence[Any], n_frames: int, frames_per_actio
     """(instructed reference path, label) from per-action tokens, or (None, why not)."""
     if not tokens:
         return None, "no camera instruction"
-    k = int(frames_per_action) if frames_per_action and frames_per_action > 0 else math.ceil(n_frames / len(tokens))
+    k = frames_each(n_frames, len(tokens), frames_per_action)
     try:
         ref = instructed_trajectory(expand_tokens(tokens, n_frames, k),
                                     float(params["instruction_deg_per_step"]) / k,
@@ -232,9 +238,8 @@ def evaluate(gen_c2w: np.ndarray, ref_c2w: np.ndarray, return_frames: Sequence[i
         return not_applicable(f"no return frame inside the video's {n} frames")
     g_rot, g_t = relative_to_first(gen[:n])
     r_rot, r_t = relative_to_first(ref[:n])
-    eye = np.eye(3)
-    r_ang = np.array([geodesic_deg(eye, r) for r in r_rot])
-    g_ang = np.array([geodesic_deg(eye, r) for r in g_rot])
+    eye = np.broadcast_to(np.eye(3), r_rot.shape)
+    r_ang, g_ang = angles_deg(eye, r_rot), angles_deg(eye, g_rot)
     r_dist = np.linalg.norm(r_t, axis=1)
     ref_rot_exc, ref_tr_exc = float(r_ang.max()), float(r_dist.max())
     tests_rot = ref_rot_exc >= float(th["rotation_motion_min_deg"])
@@ -253,7 +258,7 @@ def evaluate(gen_c2w: np.ndarray, ref_c2w: np.ndarray, return_frames: Sequence[i
     before = slice(0, back[0]) if back[0] > 0 else slice(0, n)
     gen_rot_exc = float(g_ang[before].max())
     gen_tr_exc = float(g_dist[before].max())
-    rot_err = float(np.median([geodesic_deg(g_rot[i], r_rot[i]) for i in back]))
+    rot_err = float(np.median(angles_deg(g_rot[back], r_rot[back])))
     tr_err = float(np.median([np.linalg.norm(g_t[i] - r_t[i]) for i in back]))
     closes = float(r_dist[back].max()) < float(th["translation_motion_min"])
     tests_tr_return = tests_tr and (closes or not instructed)
@@ -297,12 +302,12 @@ def trace(gen_c2w: np.ndarray, ref_c2w: np.ndarray, return_frames: Sequence[int]
     verdict (a ``worldrecall.trace`` JSON document)."""
     th = {**GATE_THRESHOLDS, **dict(thresholds)}
     n = min(len(gen_c2w), len(ref_c2w))
-    eye = np.eye(3)
     series = []
     if n >= 1:
         for label, poses in (("generated camera", gen_c2w), ("reference camera", ref_c2w)):
             rot, _ = relative_to_first(np.asarray(poses, dtype=np.float64)[:n])
-            series.append({"label": label, "y": [round(geodesic_deg(eye, r), 2) for r in rot]})
+            y = angles_deg(np.broadcast_to(np.eye(3), rot.shape), rot)
+            series.append({"label": label, "y": [round(float(v), 2) for v in y]})
     tol = result.values.get("return_rotation_tol_deg")
     hlines = [] if tol is None else [{"y": float(tol), "label": "return tolerance"}]
     back = [int(i) for i in return_frames if 0 <= int(i) < n]
@@ -372,14 +377,25 @@ class CameraGateMetric(Metric):
                 "return_frames": np.asarray([] if back is None else back, dtype=np.int64),
                 "return_from_phase": back is not None}
 
+    def __init__(self, params: Mapping[str, Any] | None = None, thresholds: Mapping[str, Any] | None = None):
+        super().__init__(params, thresholds)
+        if self.thresholds["translation_scale"] not in ("fit", "as_is"):  # a typo ends the run, not every case
+            raise ConfigTypeError(f"{self.name}.thresholds.translation_scale: expected 'fit' or 'as_is', got "
+                                  f"{self.thresholds['translation_scale']!r}")
+
+    @staticmethod
+    def _return_frames(m: Mapping[str, Any], th: Mapping[str, Any]) -> list[int]:
+        """The measured return phase, else the last ``return_tail`` of the frames both trajectories have."""
+        if bool(m["return_from_phase"]):
+            return np.asarray(m["return_frames"]).tolist()
+        return tail_frames(min(len(m["gen_c2w"]), len(m["ref_c2w"])), th["return_tail"])
+
     def gate(self, m: Mapping[str, Any], th: Mapping[str, Any]) -> GateResult:
         """The gate of one measurement under ``th``."""
         if not bool(m["has_reference"]):
             return not_applicable(str(m["reference"]))
-        gen = np.asarray(m["gen_c2w"])
-        back = (np.asarray(m["return_frames"]).tolist() if bool(m["return_from_phase"])
-                else tail_frames(min(len(gen), len(m["ref_c2w"])), th["return_tail"]))
-        return evaluate(gen, np.asarray(m["ref_c2w"]), back, th, self.return_label, bool(m.get("instructed", False)))
+        return evaluate(np.asarray(m["gen_c2w"]), np.asarray(m["ref_c2w"]), self._return_frames(m, th), th,
+                        self.return_label, bool(m.get("instructed", False)))
 
     def score(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> dict[str, float | None]:
         """``passed`` (None = not applicable) and the departure / return evidence."""
@@ -393,11 +409,8 @@ class CameraGateMetric(Metric):
     def artifacts(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any], out_dir: Path) -> list[Path]:
         """``gate_trace.json`` for the report: both cameras' rotation from frame 0, return frames, verdict."""
         res = self.gate(measurement, thresholds)
-        gen = np.asarray(measurement["gen_c2w"])
-        n = min(len(gen), len(measurement["ref_c2w"]))
-        back = (np.asarray(measurement["return_frames"]).tolist() if bool(measurement["return_from_phase"])
-                else tail_frames(n, thresholds["return_tail"]))
-        doc = trace(gen, np.asarray(measurement["ref_c2w"]), back, res, thresholds)
+        doc = trace(np.asarray(measurement["gen_c2w"]), np.asarray(measurement["ref_c2w"]),
+                    self._return_frames(measurement, thresholds), res, thresholds)
         if not bool(measurement["has_reference"]):
             doc["series"] = doc["series"][:0]
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -42,7 +42,7 @@ class CameraGate(gate.CameraGateMetric, MemoBenchMetric):
     """``passed`` (0/1; None = no GT trajectory), departure and return evidence, target absence as a diagnostic."""
 
     name: ClassVar[str] = "memobench.camera_gate"
-    version: ClassVar[str] = "2"
+    version: ClassVar[str] = "3"  # 3: batched angles (last-digit changes in diagnostics): cached scores are not mixed in
     description: ClassVar[str] = ("The generated camera departs as the GT camera does and is back at the GT pose "
                                   "over the R phase (camera only; target absence is a diagnostic)")
     values: ClassVar[dict[str, Value]] = {

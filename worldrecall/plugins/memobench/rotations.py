@@ -14,10 +14,3 @@ def geodesic_deg(r1: np.ndarray, r2: np.ndarray) -> float:
 def relative_rotations(rots: np.ndarray) -> list[np.ndarray]:
     """Consecutive relative rotations ``R_iᵀ R_{i+1}`` of a sequence of c2w rotations."""
     return [rots[i].T @ rots[i + 1] for i in range(len(rots) - 1)]
-
-
-def forward_angles_deg(rots: np.ndarray) -> np.ndarray:
-    """Angle between each frame's viewing direction and frame 0's (OpenCV: camera +z = third column of c2w)."""
-    fwd = np.asarray(rots, dtype=np.float64)[:, :, 2]
-    fwd = fwd / np.maximum(np.linalg.norm(fwd, axis=1, keepdims=True), 1e-12)
-    return np.degrees(np.arccos(np.clip(fwd @ fwd[0], -1.0, 1.0)))

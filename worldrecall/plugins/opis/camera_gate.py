@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from worldrecall.core.components import Value
-from worldrecall.core.data import Alignment, Case, CaseFailure, one_line
+from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.formats.safe_json import read_json
 from worldrecall.gates import camera as gate
 
@@ -27,10 +27,7 @@ def read_conditions(case: Case) -> dict[str, Any]:
     p = case.sidecars.get("conditions")
     if p is None:
         return {}
-    try:
-        doc = read_json(Path(p))
-    except OSError as e:
-        raise CaseFailure(f"{p}: not readable ({one_line(e)})") from None
+    doc = read_json(Path(p))  # unreadable, not UTF-8, not JSON or too deep: a CaseFailure naming the file
     return doc if isinstance(doc, dict) else {}
 
 
@@ -39,7 +36,7 @@ class OpisCameraGate(gate.CameraGateMetric):
 
     name: ClassVar[str] = "opis.camera_gate"
     benchmark: ClassVar[str] = "opis"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: batched angles (last-digit changes in diagnostics)
     description: ClassVar[str] = ("The generated camera executes the conditions' camera path (departs as it does, "
                                   "ends at its pose); n/a without a camera instruction")
     values: ClassVar[dict[str, Value]] = gate.gate_values()

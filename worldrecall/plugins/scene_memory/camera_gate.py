@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from worldrecall.core.components import Value
-from worldrecall.core.data import Alignment, Case, CaseFailure, one_line
+from worldrecall.core.data import Alignment, Case
 from worldrecall.formats.safe_json import read_json
 from worldrecall.gates import camera as gate
 
@@ -27,7 +27,7 @@ class SceneCameraGate(gate.CameraGateMetric):
 
     name: ClassVar[str] = "scene_memory.camera_gate"
     benchmark: ClassVar[str] = "scene_memory"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: batched angles (last-digit changes in diagnostics)
     description: ClassVar[str] = ("The generated camera executes the action program (departs as it does, ends at "
                                   "its pose); n/a without actions")
     values: ClassVar[dict[str, Value]] = gate.gate_values()
@@ -40,10 +40,7 @@ class SceneCameraGate(gate.CameraGateMetric):
         path = case.sidecars.get("actions")
         if path is None:
             return None, str(case.annotations.get("actions_error") or "no action program (<case>_actions.json)")
-        try:
-            raw = read_json(Path(path))
-        except OSError as e:
-            raise CaseFailure(f"{path}: unreadable action JSON ({one_line(e)})") from None
+        raw = read_json(Path(path))  # a CaseFailure naming the file when it cannot be read or parsed
         tokens = raw.get("actions") if isinstance(raw, dict) else raw
         if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):
             return None, f"{Path(path).name}: no camera instruction words (only per-frame controls)"

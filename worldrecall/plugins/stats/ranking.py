@@ -172,7 +172,8 @@ def _benchmark_views(rows: list[ScoreRow], decl: Mapping[str, Any], meta: Mappin
         return test
 
     out: list[dict[str, Any]] = []
-    gate_ran = bool(gate) and any(r.metric == split_ref(gate)[0] for r in rows)
+    ran = {r.metric for r in rows}  # metrics with rows: a gate that did not run has no view and no pass rate
+    gate_ran = bool(gate) and split_ref(gate)[0] in ran
     variants = (["gated"] if gate_ran else []) + ["all"]  # no gate rows (not run): no gated view to show
     for k, variant in enumerate(variants):
         pool = {m: sorted(passed[m]) if variant == "gated" else cases[m] for m in models}
@@ -226,7 +227,7 @@ def _benchmark_views(rows: list[ScoreRow], decl: Mapping[str, Any], meta: Mappin
                             "unit": unit, "direction": _direction(vm), "digits": _digits(unit),
                             "mean": mean, "ci_low": lo, "ci_high": hi})
             for ref, what in ((gate, "camera gate"), (protocol, "protocol gate")):
-                if not ref or not any(r.metric == split_ref(ref)[0] for r in rows):
+                if not ref or split_ref(ref)[0] not in ran:
                     continue  # a gate that did not run has no pass rate (not 0)
                 by = vals.get(ref, {}).get(m, {})
                 rate = sum(1 for c in cases[m] if by.get(c) == 1.0) / len(cases[m]) if cases[m] else math.nan
