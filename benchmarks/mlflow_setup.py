@@ -27,8 +27,8 @@ from pathlib import Path
 
 PROBE = """
 import json, sys
-import numpy, pandas, worldrecall.engine.app  # a run has these loaded before it tracks
-from worldrecall.engine.tracking import Tracker
+import numpy, pandas, worldrecall.engine.job  # a run has these loaded before it tracks
+from worldrecall.engine.sinks.tracking.tracker import Tracker
 t = Tracker({"experiment": "worldrecall"}, sys.argv[1])
 print(json.dumps({"import_s": t.import_s, "setup_s": t.setup_s}))
 """

@@ -77,7 +77,7 @@ def test_missing_real_sheet_is_still_warned_where_the_release_has_a_real_folder(
 def test_values_null_on_every_scored_row_are_listed_once():
     from worldrecall.core.components import Metric, Value
     from worldrecall.core.data import ScoreRow
-    from worldrecall.engine.absence import all_null_values
+    from worldrecall.engine.stages.absence import all_null_values
 
     class M(Metric):
         name, benchmark, primary = "b.m", "b", "score"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import cv2
 
-from worldrecall.engine.executor import SerialExecutor
+from worldrecall.engine.stages.executor import SerialExecutor
 
 
 def test_serial_executor_scores_with_one_thread_like_a_worker():

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import toy_plugin
 from toy_plugin import make_dataset, toy_config
 
-from worldrecall.engine.runner import Runner
+from worldrecall.engine.stages.runner import Runner
 from worldrecall.registry.host import load_plugins
 
 

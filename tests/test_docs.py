@@ -14,7 +14,7 @@ import pytest
 
 from worldrecall.core import hookspecs
 from worldrecall.core.components import Metric, Value
-from worldrecall.engine.config import WorldrecallSchema
+from worldrecall.engine.stages.config import WorldrecallSchema
 from worldrecall.registry.host import load_plugins
 from worldrecall.registry.metadata import metric_problems
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from worldrecall.engine.cli import compose
-from worldrecall.engine.runner import Runner
+from worldrecall.engine.stages.runner import Runner
 from worldrecall.registry.host import load_plugins
 
 pytest.importorskip("open3d")

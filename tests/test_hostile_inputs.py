@@ -56,7 +56,7 @@ def test_unusable_paths_are_case_failures(tmp_path):
 # -- MemoBench: one bad clip of three, end to end ---------------------------------------------------------
 
 def _run_memobench(root: Path, out: Path) -> dict[str, object]:
-    from worldrecall.engine.runner import Runner
+    from worldrecall.engine.stages.runner import Runner
     from worldrecall.registry.host import load_plugins
 
     cfg = {"output_root": str(out), "cache_dir": str(out / "cache"), "device": "cpu",
@@ -453,7 +453,7 @@ class NotingMetric(Metric):
 
 def _pipeline(tmp_path: Path):
     from worldrecall.core.models import ModelHub
-    from worldrecall.engine.pipeline import CasePipeline
+    from worldrecall.engine.stages.pipeline import CasePipeline
 
     return CasePipeline(None, ModelHub({}, {}), None, None, tmp_path / "cache", artifacts=False, device="cpu",
                         batch_size=1)
@@ -494,7 +494,7 @@ def test_a_failure_that_names_no_file_names_the_case_inputs(tmp_path):
 def test_corrupt_depth_frame_note_reaches_the_geo3d_row_end_to_end(tmp_path):
     # memobench.geo3d over the sidecar depth backend: clip 003's native ViPE sidecar has a corrupt depth
     # frame (read as NaN, as ViPE's reader does); its row must say so, also when served from the cache
-    from worldrecall.engine.runner import Runner
+    from worldrecall.engine.stages.runner import Runner
     from worldrecall.plugins.models.sidecar import clear_cache
     from worldrecall.registry.host import load_plugins
 
@@ -533,7 +533,7 @@ def test_corrupt_depth_frame_note_reaches_the_geo3d_row_end_to_end(tmp_path):
 def test_a_crashing_loader_keeps_the_cases_it_yielded():
     from worldrecall.core.components import LoadRequest
     from worldrecall.core.data import Case
-    from worldrecall.engine.plan import BenchmarkPlan, load_cases
+    from worldrecall.engine.stages.plan import BenchmarkPlan, load_cases
 
     class Crashing:
         name = "crashing"
@@ -570,7 +570,7 @@ def test_opis_masks_and_report_thumbnails_follow_the_pixel_cap(tmp_path, monkeyp
     import cv2
 
     from worldrecall.core import video as video_mod
-    from worldrecall.engine.report.images import image_thumb
+    from worldrecall.engine.sinks.report.images import image_thumb
     from worldrecall.plugins.opis.metric import load_mask
 
     mask = np.zeros((20, 30), np.uint8)

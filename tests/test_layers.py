@@ -162,3 +162,30 @@ def test_core_stays_small(layer):
     print(f"{layer}: {lines} lines")
     # 1,766 lines before the declared verdict (Benchmark), declared metadata and bounded readers joined it
     assert lines < 2000, f"{layer}/ has {lines} lines; it is the contract and should stay small"
+
+
+def _engine_part(module: str) -> str:
+    """``engine.stages`` / ``engine.sinks`` / the top-level job and Hydra glue (``engine``)."""
+    parts = module.split(".")
+    return ".".join(parts[:3]) if len(parts) > 3 and parts[2] in ("stages", "sinks") else "engine"
+
+
+def test_the_run_stages_never_import_the_sinks_and_sinks_never_the_job():
+    """Run stages produce the one result; sinks read it. Stages import no sink and no job-level module;
+    sinks import stages (the result type, shard bookkeeping) but never the job, the CLI or the Hydra entry."""
+    bad = []
+    for mod, deps in sorted(_graph().items()):
+        if _layer(mod) != "engine":
+            continue
+        part = _engine_part(mod)
+        for d in sorted(deps):
+            if _layer(d) != "engine":
+                continue
+            dpart = _engine_part(d)
+            if part == "worldrecall.engine.stages" and dpart != part:
+                bad.append(f"{mod} (stage) imports {d}")
+            if part == "worldrecall.engine.sinks" and dpart == "engine" and d != "worldrecall.engine.redaction":
+                bad.append(f"{mod} (sink) imports {d}")
+    assert not bad, "\n".join(bad)
+    assert {_engine_part(m) for m in _graph() if _layer(m) == "engine"} == {
+        "engine", "worldrecall.engine.stages", "worldrecall.engine.sinks"}

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pandas as pd
 
 from worldrecall.core.data import ScoreRow
-from worldrecall.engine.aggregate import aggregate_rows
-from worldrecall.engine.leaderboard_view import leaderboard_views, print_leaderboard
-from worldrecall.engine.pipe_table import pipe_table
+from worldrecall.engine.sinks.leaderboard_view import leaderboard_views, print_leaderboard
+from worldrecall.engine.sinks.pipe_table import pipe_table
+from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.registry.host import load_plugins
 
 

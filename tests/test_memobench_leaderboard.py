@@ -40,7 +40,7 @@ def _rows() -> list[ScoreRow]:
 def _agg(**params):
     # canonical_models off: these tests pin the table maths on the models' names as given ("A", "B");
     # directions come from the metrics' declared metadata, passed by the engine as value_meta
-    from worldrecall.engine.aggregate import value_meta
+    from worldrecall.engine.stages.aggregate import value_meta
     from worldrecall.registry.host import load_plugins
 
     rows = _rows()

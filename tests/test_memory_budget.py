@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import toy_plugin
 from toy_plugin import make_dataset, toy_config
 
-from worldrecall.engine.runner import Runner
+from worldrecall.engine.stages.runner import Runner
 from worldrecall.formats.mp4 import write_video
 from worldrecall.registry.host import load_plugins
 

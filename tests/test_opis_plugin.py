@@ -12,7 +12,7 @@ import pytest
 from helpers.opis_fixtures import write_release
 
 from worldrecall.engine.cli import compose
-from worldrecall.engine.runner import Runner
+from worldrecall.engine.stages.runner import Runner
 from worldrecall.registry.host import load_plugins
 
 

@@ -6,7 +6,7 @@ import io
 
 from tqdm import tqdm
 
-from worldrecall.engine.progress import progress_bar
+from worldrecall.engine.stages.progress import progress_bar
 
 
 def test_resumed_run_rate_counts_only_new_cases():

@@ -9,8 +9,8 @@ import pytest
 
 from worldrecall import Benchmark, Metric, Value, hookimpl
 from worldrecall.core.data import ScoreRow
-from worldrecall.engine.aggregate import aggregate_rows
-from worldrecall.engine.leaderboard_view import leaderboard_views
+from worldrecall.engine.sinks.leaderboard_view import leaderboard_views
+from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.plugins.stats.ranking import RankingAggregator, tie_ranks
 from worldrecall.registry.host import load_plugins
 
@@ -138,16 +138,19 @@ def test_submission_bundle_round_trips_and_equals_the_tables(tmp_path):
 
     import jsonschema
 
-    from worldrecall.engine.submission import SCHEMA, write_submission
+    from worldrecall.engine.sinks import SinkContext
+    from worldrecall.engine.sinks.submission import SCHEMA, SubmissionSink
+    from worldrecall.engine.stages.config import resolve_config
+    from worldrecall.engine.stages.provenance import config_hash
+    from worldrecall.engine.stages.result import build_result
 
     rows = _rows({"oracle": [(0.9, 1), (0.8, 1)], "frozen": [(1.0, 0), (1.0, 0)]})
     host = load_plugins(fresh=True, extra=[ToyPlugin()])
     cfg = {"suite": {}, "aggregator_params": {"ranking": {"replicates": 200}}, "aggregators": ["mean", "ranking"],
            "benchmarks": {}}
     tables = aggregate_rows(host, rows, cfg)
-    result = SimpleNamespace(rows=rows, tables=tables, results_dir=tmp_path, backends={}, n_cases=4,
-                             n_failed_cases=0)
-    paths = write_submission(result, cfg, host, "abc123", "deadbeef")
+    result = build_result(tmp_path, rows, tables, resolve_config(cfg), host.plugins.values())
+    paths = SubmissionSink().write(result, SinkContext(host))
     assert sorted(p.name for p in paths) == ["aggregate.json", "cases.jsonl", "provenance.json", "schema.json"]
     doc = json.loads((tmp_path / "submission" / "aggregate.json").read_text())
     jsonschema.validate(doc, SCHEMA)
@@ -164,6 +167,7 @@ def test_submission_bundle_round_trips_and_equals_the_tables(tmp_path):
     lines = (tmp_path / "submission" / "cases.jsonl").read_text().splitlines()
     assert len(lines) == len(rows) and json.loads(lines[0])["benchmark"] == "toybench"
     prov = json.loads((tmp_path / "submission" / "provenance.json").read_text())
-    assert prov["config_hash"] == "abc123" and prov["plugins"]["stats"]["version"]
+    assert prov["config_hash"] == config_hash(resolve_config(cfg)) and prov["plugins"]["stats"]["version"]
+    assert prov["n_cases"] == 4 and prov["n_failed_cases"] == 0
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**doc, "schema": "other"}, SCHEMA)

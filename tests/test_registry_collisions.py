@@ -84,13 +84,15 @@ def test_strict_mode_makes_a_collision_an_exception():
 
 
 def test_the_engine_refuses_to_run_with_an_unresolved_collision(monkeypatch, capsys):
-    from worldrecall.engine import app
+    from worldrecall.engine import job as app
 
     host = _host(["aaa_collide", "memobench"])
     monkeypatch.setattr(app, "load_plugins", lambda **kw: host)
-    with pytest.raises(SystemExit) as e:
+    with pytest.raises(app.PluginCollision, match="metric name collision: 'memobench.ors'"):
         app.host_for({"plugins": {"allow": None, "block": [], "override": {}}})
-    assert e.value.code == 2 and "metric name collision: 'memobench.ors'" in capsys.readouterr().err
+    # on the job's path: one line per collision, exit code 2, nothing run
+    assert app.run_plain({"plugins": {"allow": None, "block": [], "override": {}}}) == 2
+    assert "error: metric name collision: 'memobench.ors'" in capsys.readouterr().err
 
 
 def test_typed_lookup_names_the_known_components():

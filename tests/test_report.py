@@ -15,9 +15,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 import toy_plugin
 from toy_plugin import make_dataset, toy_config
 
-from worldrecall.engine.app import run_plain
-from worldrecall.engine.report import images
-from worldrecall.engine.report.svg import line_chart
+from worldrecall.engine.job import run_plain
+from worldrecall.engine.sinks.report import images
+from worldrecall.engine.sinks.report.svg import line_chart
 from worldrecall.registry.host import load_plugins
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -37,7 +37,7 @@ def test_line_chart_places_points_thresholds_and_verdict():
 
 
 def test_jpeg_size_reads_the_frame_header_without_decoding():
-    from worldrecall.engine.report.html import jpeg_size
+    from worldrecall.engine.sinks.report.html import jpeg_size
 
     assert jpeg_size(images.jpeg(np.zeros((37, 53, 3), np.uint8))) == (37, 53)
     assert jpeg_size(b"not a jpeg") is None
@@ -84,13 +84,13 @@ def test_report_thumbnails_are_memoised(tmp_path, monkeypatch):
             raise AssertionError("a warm report must not decode a video")
 
     monkeypatch.setattr(images, "Video", NoDecode)
-    from worldrecall.engine.report.html import write_report
+    from worldrecall.engine.sinks.report.html import write_report
 
     class R:  # the run's result as the report reads it
         pass
 
     host = load_plugins(extra=[toy_plugin], fresh=True)
-    from worldrecall.engine.runner import load_rows
+    from worldrecall.engine.stages.runner import load_rows
 
     res = R()
     res.results_dir = report.parent.parent
@@ -170,7 +170,7 @@ def test_png_artifacts_open_at_full_size(tmp_path):
     import cv2
 
     from worldrecall.core.data import ScoreRow
-    from worldrecall.engine.report import html
+    from worldrecall.engine.sinks.report import html
 
     png = tmp_path / "cloud.png"
     cv2.imwrite(str(png), np.full((464, 840, 3), 128, np.uint8))
@@ -186,9 +186,9 @@ def test_png_artifacts_open_at_full_size(tmp_path):
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_crashing_output_is_reported_the_others_still_run_and_the_exit_code_says_so(tmp_path, capsys,
                                                                                       monkeypatch, workers):
-    from worldrecall.engine import report as report_pkg
-    from worldrecall.engine.outputs import EXIT_OUTPUT_FAILED
-    from worldrecall.engine.report import html as report_html
+    from worldrecall.engine.sinks import report as report_pkg
+    from worldrecall.engine.sinks.base import EXIT_OUTPUT_FAILED
+    from worldrecall.engine.sinks.report import html as report_html
 
     def boom(*a, **k):
         raise RuntimeError("renderer exploded")

@@ -17,8 +17,8 @@ from helpers.procs import descendants, wait_gone
 from toy_plugin import make_dataset, toy_config
 
 from worldrecall.core.tables import case_table
-from worldrecall.engine.plan import shard_of
-from worldrecall.engine.runner import Runner
+from worldrecall.engine.stages.plan import shard_of
+from worldrecall.engine.stages.runner import Runner
 from worldrecall.formats.mp4 import write_video
 from worldrecall.registry.host import load_plugins
 
@@ -189,8 +189,8 @@ def test_sharding_partitions_cases_and_aggregate_merges(tmp_path, host):
     assert parts[0].results_dir == parts[1].results_dir
     ids = [{r.case_id for r in p.rows if shard_of(r.case_id, 2) == i} for i, p in enumerate(parts)]
     assert not ids[0] & ids[1] and ids[0] | ids[1] == {f"c{i}" for i in range(6)}
-    from worldrecall.engine.aggregate import aggregate_rows
-    from worldrecall.engine.runner import load_rows
+    from worldrecall.engine.stages.aggregate import aggregate_rows
+    from worldrecall.engine.stages.runner import load_rows
 
     merged = load_rows(parts[0].results_dir)
     assert [(r.row_key, r.values) for r in merged] == [(r.row_key, r.values) for r in whole.rows]
@@ -207,7 +207,7 @@ def slow(self, *a, **k):
     time.sleep(0.4)
     return orig(self, *a, **k)
 toy_plugin.BrightnessDrift.measure = slow
-from worldrecall.engine.runner import Runner
+from worldrecall.engine.stages.runner import Runner
 from worldrecall.registry.host import load_plugins
 import json
 cfg = json.loads(open({cfg!r}).read())
@@ -336,7 +336,7 @@ def test_disk_full_stops_the_run_with_one_message_and_a_rerun_resumes(tmp_path, 
     import errno
 
     from worldrecall.core.results import ResultStore
-    from worldrecall.engine import app
+    from worldrecall.engine import job as app
 
     ds = make_dataset(tmp_path, {"good": [0, 1, 2], "bad": [50, 51, 52]})
     cfg = toy_config(tmp_path, ds, workers=workers_)
@@ -386,7 +386,7 @@ def test_video_caps_are_config_keys_and_fail_one_case_each(tmp_path, host):
 
 
 def test_a_config_error_is_one_line_and_exit_code_2(tmp_path, host, capsys):
-    from worldrecall.engine import app
+    from worldrecall.engine import job as app
 
     ds = make_dataset(tmp_path, {"m": [0]})
     cfg = toy_config(tmp_path, ds)
@@ -399,7 +399,7 @@ def test_a_config_error_is_one_line_and_exit_code_2(tmp_path, host, capsys):
 def test_a_crashing_preflight_check_skips_nothing(tmp_path, host):
     import types
 
-    from worldrecall.engine.plan import _preflight_one
+    from worldrecall.engine.stages.plan import _preflight_one
 
     def boom(case):
         raise RuntimeError("plugin bug")
@@ -441,7 +441,7 @@ def _extra_plugin():
 
 def test_metrics_by_name_switch_on_a_registered_but_unconfigured_metric(tmp_path):
     from worldrecall.core.components import ConfigTypeError
-    from worldrecall.engine.plan import enable_metrics
+    from worldrecall.engine.stages.plan import enable_metrics
 
     host = load_plugins(extra=[toy_plugin, _extra_plugin()], fresh=True)
     ds = make_dataset(tmp_path, {"good": [0]})
@@ -463,7 +463,7 @@ def test_metrics_by_name_switch_on_a_registered_but_unconfigured_metric(tmp_path
 
 def test_a_short_metric_name_two_benchmarks_register_is_ambiguous():
     from worldrecall.core.components import ConfigTypeError
-    from worldrecall.engine.plan import resolve_metric_name
+    from worldrecall.engine.stages.plan import resolve_metric_name
 
     host = load_plugins(fresh=True)  # the built-ins: memobench, opis and scene_memory each have a camera gate
     with pytest.raises(ConfigTypeError, match=r"'camera_gate' is registered by several benchmarks \(memobench"):

@@ -376,7 +376,7 @@ def test_artifacts(layout, tmp_path):
 
 # -- through the runner ----------------------------------------------------------------------------------
 def test_runner_with_shipped_config(layout, tmp_path):
-    from worldrecall.engine.runner import Runner
+    from worldrecall.engine.stages.runner import Runner
     from worldrecall.registry.host import load_plugins
 
     bench = OmegaConf.to_container(OmegaConf.load(CONF), resolve=False)

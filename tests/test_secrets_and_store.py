@@ -54,7 +54,7 @@ def test_a_planted_secret_appears_in_no_file_under_the_output_root(tmp_path, toy
 
 
 def _open_store(uri: str, q: mp.Queue) -> None:
-    from worldrecall.engine.tracking import Tracker
+    from worldrecall.engine.sinks.tracking.tracker import Tracker
 
     try:
         t = Tracker({"tracking_uri": uri}, Path(uri[len("sqlite:///"):]).parent)
@@ -86,10 +86,10 @@ def test_four_jobs_starting_together_on_a_new_store_all_get_their_runs(tmp_path)
 def test_a_killed_run_is_closed_by_the_next_invocation(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from worldrecall.engine.tracking import Tracker
+    from worldrecall.engine.sinks.tracking.tracker import Tracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    script = (f"import os, sys, time; from pathlib import Path; from worldrecall.engine.tracking import Tracker; "
+    script = (f"import os, sys, time; from pathlib import Path; from worldrecall.engine.sinks.tracking.tracker import Tracker; "
               f"t = Tracker({{'tracking_uri': {uri!r}}}, Path({str(tmp_path)!r})); "
               f"print(t.start_run('doomed'), flush=True); time.sleep(120)")
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)

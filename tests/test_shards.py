@@ -13,8 +13,8 @@ import toy_plugin
 from toy_plugin import make_dataset
 
 from worldrecall.engine.cli import hydra_run
-from worldrecall.engine.shards import finish_shard
-from worldrecall.engine.sweep_summary import collect, swept_keys
+from worldrecall.engine.sinks.sweep_summary import collect, swept_keys
+from worldrecall.engine.stages.shards import finish_shard
 from worldrecall.registry import host as host_mod
 
 

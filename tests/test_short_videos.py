@@ -10,7 +10,7 @@ from worldrecall.core.data import Case, CaseFailure
 from worldrecall.core.judges import JudgeHub
 from worldrecall.core.models import ModelHub
 from worldrecall.core.video import VideoPool
-from worldrecall.engine.pipeline import CasePipeline
+from worldrecall.engine.stages.pipeline import CasePipeline
 from worldrecall.formats.mp4 import write_video
 from worldrecall.plugins.memobench.aligner import PhaseAligner
 from worldrecall.registry.host import load_plugins

@@ -32,7 +32,7 @@ SLOW = """
 import os
 if os.environ.get("WR_TEST_CASE_DELAY_S"):
     import time
-    from worldrecall.engine import pipeline
+    from worldrecall.engine.stages import pipeline
     _rows = pipeline.CasePipeline.rows
     def rows(self, *a, **k):
         time.sleep(float(os.environ["WR_TEST_CASE_DELAY_S"]))

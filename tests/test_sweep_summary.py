@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from worldrecall.engine.sweep_summary import affected, collect, summarise, swept_keys, table
+from worldrecall.engine.sinks.sweep_summary import affected, collect, summarise, swept_keys, table
 
 
 def test_swept_keys_follow_hydra_sweep_syntax():
@@ -75,7 +75,7 @@ def test_summarise_says_when_nothing_changes(tmp_path):
 def test_callback_logs_the_summary_to_the_sweep_parent(tmp_path, capsys):
     mlflow = pytest.importorskip("mlflow")
     from worldrecall.engine.hydra_callbacks import MlflowSweepCallback
-    from worldrecall.engine.tracking import PARENT_ENV
+    from worldrecall.engine.sinks.tracking.sink import PARENT_ENV
 
     sweep = tmp_path / "sweep"
     cfg = OmegaConf.create({"output_root": str(tmp_path / "out"),
@@ -112,9 +112,10 @@ def test_a_sweep_job_nests_parent_job_model_runs_named_by_the_swept_value(tmp_pa
     import toy_plugin
     from toy_plugin import make_dataset, toy_config
 
-    from worldrecall.engine.app import run_plain
-    from worldrecall.engine.sweep_summary import SWEPT_ENV
-    from worldrecall.engine.tracking import PARENT_ENV, Tracker
+    from worldrecall.engine.job import run_plain
+    from worldrecall.engine.sinks.sweep_summary import SWEPT_ENV
+    from worldrecall.engine.sinks.tracking.sink import PARENT_ENV
+    from worldrecall.engine.sinks.tracking.tracker import Tracker
     from worldrecall.registry.host import load_plugins
 
     host = load_plugins(extra=[toy_plugin], fresh=True)
@@ -153,7 +154,7 @@ def test_a_sweep_job_nests_parent_job_model_runs_named_by_the_swept_value(tmp_pa
 def test_identical_series_share_one_labelled_line():
     import pandas as pd
 
-    from worldrecall.engine.sweep_summary import series_groups
+    from worldrecall.engine.sinks.sweep_summary import series_groups
 
     rows = [{"model": m, "x": x, "mean": v, "ci_low": v, "ci_high": v}
             for m, vals in (("a", [0.5, 0.6]), ("b", [0.5, 0.6]), ("c", [0.5, 0.7]))

@@ -79,7 +79,7 @@ def rows_fixture() -> list[ScoreRow]:
 
 
 def test_fractions_and_direction():
-    from worldrecall.engine.aggregate import value_meta
+    from worldrecall.engine.stages.aggregate import value_meta
     from worldrecall.registry.host import load_plugins
 
     rows = rows_fixture()  # directions come from the metrics' declared metadata, as the engine passes them

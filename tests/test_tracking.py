@@ -19,8 +19,9 @@ from toy_plugin import make_dataset, toy_config
 from worldrecall.core.components import Metric, Value
 from worldrecall.core.data import CaseFailure
 from worldrecall.core.hookspecs import hookimpl
-from worldrecall.engine.app import run_plain
-from worldrecall.engine.tracking import EXPERIMENT_KIND_TAG, flatten, redact
+from worldrecall.engine.job import run_plain
+from worldrecall.engine.redaction import flatten, redact
+from worldrecall.engine.sinks.tracking.tracker import EXPERIMENT_KIND_TAG
 from worldrecall.registry.host import load_plugins
 
 mlflow = pytest.importorskip("mlflow")
@@ -200,7 +201,7 @@ def test_rerun_and_warm_store_add_references_not_copies(tmp_path, capsys):
 
 def _log_job(args):
     uri, i = args
-    from worldrecall.engine.tracking import Tracker
+    from worldrecall.engine.sinks.tracking.tracker import Tracker
 
     t = Tracker({"tracking_uri": uri, "experiment": "par"}, Path(uri.replace("sqlite:///", "")).parent)
     rid = t.start_run(f"job{i}")
@@ -211,7 +212,7 @@ def _log_job(args):
 
 def test_parallel_jobs_on_one_sqlite_store_do_not_fail(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    from worldrecall.engine.tracking import Tracker
+    from worldrecall.engine.sinks.tracking.tracker import Tracker
 
     Tracker({"tracking_uri": uri, "experiment": "par"}, tmp_path)  # the sweep callback creates it first
     with mp.get_context("spawn").Pool(4) as pool:

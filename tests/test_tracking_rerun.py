@@ -28,10 +28,10 @@ import toy_plugin
 from toy_plugin import make_dataset
 
 from worldrecall.core.data import ScoreRow
-from worldrecall.engine import tracking
 from worldrecall.engine.cli import main
-from worldrecall.engine.leaderboard_view import leaderboard_views
-from worldrecall.engine.track_runs import per_model_metrics
+from worldrecall.engine.sinks.leaderboard_view import leaderboard_views
+from worldrecall.engine.sinks.tracking import tracker as tracking
+from worldrecall.engine.sinks.tracking.runs import per_model_metrics
 from worldrecall.registry import host as host_mod
 
 mlflow = pytest.importorskip("mlflow")

@@ -313,7 +313,7 @@ def test_sheet_boundary_past_the_gt_clip(tmp_path):
 
 def test_row_warnings_reach_the_score_rows(tmp_path):
     # end to end through the engine: the duplicate-row warning of the sheet is on the case's score row
-    from worldrecall.engine.runner import Runner
+    from worldrecall.engine.stages.runner import Runner
     from worldrecall.registry.host import load_plugins
 
     rows = [_row("Barnyard_001", 1, 2), _row("Barnyard_001", 1, 2), _row("Barnyard_002", 1, 2),

@@ -94,7 +94,7 @@ def _failure_run(tmp_path: Path, limit: float):
     import toy_plugin
     from toy_plugin import make_dataset, toy_config
 
-    from worldrecall.engine.runner import Runner
+    from worldrecall.engine.stages.runner import Runner
     from worldrecall.registry.host import load_plugins
 
     ds = make_dataset(tmp_path, {"m": [0, 0]}, n_frames=4)

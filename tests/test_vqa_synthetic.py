@@ -139,7 +139,7 @@ def test_runner_and_leaderboard_on_the_suite(suite, tmp_path, monkeypatch):
                 }
             },
         }
-        from worldrecall.engine.runner import Runner
+        from worldrecall.engine.stages.runner import Runner
 
         res = Runner(cfg, load_plugins(fresh=True)).run()
         rows = [r for r in res.rows if r.metric == "memobench.vqa"]

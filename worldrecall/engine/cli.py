@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+from worldrecall.engine.hydra_entry import CONF_DIR
 
 
 def _plugin_conf_dirs() -> dict[str, Path]:
@@ -75,43 +75,21 @@ def cmd_version() -> int:
 
 
 def hydra_run(argv: Sequence[str]) -> int:
-    """Run the Hydra app with ``argv`` as its command line; returns the worst job exit code."""
-    import hydra
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import DictConfig
-
-    from worldrecall.engine import app
-    from worldrecall.engine.config import store_schemas
-
-    store_schemas()
-    app.register_resolvers()
-    app.EXIT_CODES.clear()
-
-    @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
-    def _main(cfg: DictConfig) -> int:
-        hc = HydraConfig.get()
-        job_dir = Path(hc.runtime.output_dir)
-        sweep_dir = Path(hc.sweep.dir) if hc.mode.name == "MULTIRUN" else None
-        return app.run_job(cfg, job_dir=job_dir, overrides=list(hc.overrides.task), sweep_dir=sweep_dir)
+    """``worldrecall run``: check the group options, add the plugins' config folders, launch; returns the
+    worst job exit code."""
+    from worldrecall.engine.hydra_entry import launch
 
     conf_dirs = _plugin_conf_dirs()
     extra = list(conf_dirs)
-    args = list(argv)
     # roles come from plugins, so `models` is an open mapping: `models.flow=dis_flow` adds or replaces a key
-    args = [f"++{a}" if a.startswith("models.") else a for a in args]
+    args = [f"++{a}" if a.startswith("models.") else a for a in argv]
     bad = check_group_options(args, [Path(CONF_DIR), *conf_dirs.values()])
     if bad:
         print(f"error: {bad}", file=sys.stderr)
-        return app.EXIT_BAD_CONFIG
+        return 2
     if extra and not any(a.startswith("hydra.searchpath") for a in args):
         args.append("hydra.searchpath=[" + ",".join(extra) + "]")
-    old = sys.argv
-    sys.argv = ["worldrecall run", *args]
-    try:
-        _main()
-    finally:
-        sys.argv = old
-    return max(app.EXIT_CODES, default=0)
+    return launch(args)
 
 
 def compose(overrides: Sequence[str]) -> dict:
@@ -119,14 +97,14 @@ def compose(overrides: Sequence[str]) -> dict:
     from hydra import compose as hcompose
     from hydra import initialize_config_dir
 
-    from worldrecall.engine import app
-    from worldrecall.engine.config import store_schemas
+    from worldrecall.engine.hydra_entry import register_resolvers, to_plain
+    from worldrecall.engine.stages.config import store_schemas
 
     store_schemas()
-    app.register_resolvers()
+    register_resolvers()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = hcompose("config", overrides=list(overrides))
-    return app.to_plain(cfg)
+    return to_plain(cfg)
 
 
 def cmd_plugins(ns: argparse.Namespace) -> int:
@@ -149,8 +127,8 @@ def cmd_plugins(ns: argparse.Namespace) -> int:
 
 
 def cmd_aggregate(ns: argparse.Namespace) -> int:
-    from worldrecall.engine.app import aggregate_command
-    from worldrecall.engine.plan import run_key
+    from worldrecall.engine.job import aggregate_command
+    from worldrecall.engine.stages.plan import run_key
 
     cfg = compose(ns.overrides)
     results_dir = Path(ns.results_dir) if ns.results_dir else Path(cfg["output_root"]) / "results" / run_key(cfg)

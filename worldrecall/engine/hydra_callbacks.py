@@ -24,9 +24,9 @@ class MlflowSweepCallback(Callback):
         self.keys: list[str] = []
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from worldrecall.engine.app import PARENT_FILE
-        from worldrecall.engine.sweep_summary import SWEPT_ENV, SWEPT_FILE, swept_keys
-        from worldrecall.engine.tracking import PARENT_ENV, Tracker
+        from worldrecall.engine.sinks.sweep_summary import SWEPT_ENV, SWEPT_FILE, swept_keys
+        from worldrecall.engine.sinks.tracking.sink import PARENT_ENV, PARENT_FILE
+        from worldrecall.engine.sinks.tracking.tracker import Tracker
 
         sweep = Path(config.hydra.sweep.dir)
         sweep.mkdir(parents=True, exist_ok=True)
@@ -50,9 +50,9 @@ class MlflowSweepCallback(Callback):
         (sweep / PARENT_FILE).write_text(self.parent)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from worldrecall.engine.blobs import BlobStore
-        from worldrecall.engine.sweep_summary import SWEPT_ENV, summarise
-        from worldrecall.engine.tracking import PARENT_ENV
+        from worldrecall.engine.sinks.blobs import BlobStore
+        from worldrecall.engine.sinks.sweep_summary import SWEPT_ENV, summarise
+        from worldrecall.engine.sinks.tracking.sink import PARENT_ENV
 
         os.environ.pop(PARENT_ENV, None)  # a later run in this process must not attach to this sweep
         os.environ.pop(SWEPT_ENV, None)

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from worldrecall.core.atomic import atomic_write_text
-from worldrecall.engine.tracking import redact_tree
+from worldrecall.engine.redaction import redact_tree
 
 
 def redact_hydra_files(*folders: Path | None) -> list[Path]:

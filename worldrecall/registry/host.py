@@ -29,8 +29,8 @@ from worldrecall.core import hookspecs
 from worldrecall.core.components import Aggregator, Aligner, Benchmark, Command, Loader, Metric, Suite
 from worldrecall.core.judges import JudgeSpec
 from worldrecall.core.models import KINDS, ModelSpec, Role
-from worldrecall.registry.names import unknown_name
 from worldrecall.registry.metadata import metric_problems
+from worldrecall.registry.names import unknown_name
 
 log = logging.getLogger(__name__)
 

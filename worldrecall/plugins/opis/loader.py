@@ -33,10 +33,10 @@ from typing import Any, ClassVar
 from worldrecall.core.components import Loader, LoadRequest, merge_typed
 from worldrecall.core.data import Case, CaseError, CaseFailure, one_line
 from worldrecall.core.paths import safe_join
-from worldrecall.plugins.opis.inventory import object_mask_path
 from worldrecall.core.text import read_csv_rows, read_text
 from worldrecall.core.video import IMAGE_SUFFIXES, VIDEO_SUFFIXES, Video
 from worldrecall.formats.safe_json import read_json
+from worldrecall.plugins.opis.inventory import object_mask_path
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ per affected metric with CI bands) and logged to the sweep's parent run.
 
 Shards are not swept values: ``shard.index``/``shard.count`` are never swept keys, a shard job's own summary
 is marked partial and skipped, and the merged result (written by the last shard, see
-:mod:`worldrecall.engine.shards`) stands for its configuration.
+:mod:`worldrecall.engine.stages.shards`) stands for its configuration.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import pandas as pd
 
 from worldrecall.core.atomic import atomic_write_text
 from worldrecall.core.data import finite_float
-from worldrecall.engine.pipe_table import pipe_table
-from worldrecall.engine.results_view import direction_label, summary, unit_label, value_meta
-from worldrecall.engine.shards import is_shard_key
+from worldrecall.engine.sinks.pipe_table import pipe_table
+from worldrecall.engine.sinks.results_view import direction_label, summary, unit_label, value_meta
+from worldrecall.engine.stages.shards import is_shard_key
 
 SWEPT_FILE = "swept_keys.json"
 SWEPT_ENV = "WORLDRECALL_SWEPT_KEYS"
@@ -76,6 +76,24 @@ def write_job_summary(job_dir: Path, result: Any, host: Any, overrides: list[str
                              json.dumps(job_summary(result, host, swept, partial), indent=1))
 
 
+
+
+class JobSummarySink:
+    """A Hydra job's own files: ``results_dir.txt`` and, in a sweep, ``summary.json`` (what the sweep
+    summary reads at ``on_multirun_end``; a shard's is marked partial)."""
+
+    name = "job_summary"
+
+    def write(self, result: Any, ctx: Any) -> list[Path]:
+        if ctx.job_dir is None:
+            return []
+        job_dir = Path(ctx.job_dir)
+        job_dir.mkdir(parents=True, exist_ok=True)
+        paths = [atomic_write_text(job_dir / "results_dir.txt", str(result.results_dir))]
+        if ctx.sweep_dir is not None:
+            paths.append(write_job_summary(job_dir, result, ctx.host, list(ctx.overrides),
+                                           current_swept_keys(ctx.sweep_dir), partial=result.partial))
+        return paths
 
 
 def collect(sweep_dir: Path) -> pd.DataFrame:

@@ -16,16 +16,15 @@ Secrets never reach it: the bundle holds numbers, names and digests, not the con
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from worldrecall import __version__
-from worldrecall.engine.blobs import write_if_changed
-from worldrecall.engine.results_view import tables_of_kind
+from worldrecall.engine.sinks.base import SinkContext
+from worldrecall.engine.sinks.blobs import write_if_changed
+from worldrecall.engine.sinks.results_view import tables_of_kind
+from worldrecall.engine.stages.result import RunResult
 
 SCHEMA_ID = "worldrecall.submission/1"
 
@@ -94,23 +93,17 @@ def aggregate_doc(result: Any, host: Any) -> dict[str, Any]:
     return {"schema": SCHEMA_ID, "benchmarks": benches}
 
 
-def provenance_doc(result: Any, plain: Mapping[str, Any], host: Any, config_hash: str, git_commit: str) -> dict:
+def provenance_doc(result: RunResult) -> dict[str, Any]:
     """``provenance.json``: code, plugin and backend versions, config hash, input and suite digests."""
-    cases = sorted({(r.benchmark, r.model, r.case_id) for r in result.rows})
+    prov = result.provenance
     doc: dict[str, Any] = {
-        "worldrecall_version": __version__, "git_commit": git_commit, "config_hash": config_hash,
-        "plugins": {p.name: {"version": p.version, "distribution": p.distribution}
-                    for p in sorted(host.plugins.values(), key=lambda p: p.name)},
-        "backends": {k: v for k, v in sorted(result.backends.items()) if v},
-        "input_manifest_sha256": hashlib.sha256(json.dumps(cases).encode()).hexdigest(),
+        "worldrecall_version": prov.worldrecall_version, "git_commit": prov.git_commit,
+        "config_hash": prov.config_hash, "plugins": {k: dict(v) for k, v in prov.plugins.items()},
+        "backends": dict(prov.backends), "input_manifest_sha256": prov.input_manifest_sha256,
         "n_cases": result.n_cases, "n_failed_cases": result.n_failed_cases,
     }
-    root = (plain.get("suite") or {}).get("root")
-    manifest = Path(root) / "manifest.json" if root else None
-    if manifest is not None and manifest.is_file():
-        m = json.loads(manifest.read_text())
-        doc["suite"] = {"root_name": Path(root).name, "params_digest": m.get("params_digest"),
-                        "content_digest": m.get("content_digest")}
+    if prov.suite:
+        doc["suite"] = dict(prov.suite)
     return doc
 
 
@@ -122,15 +115,17 @@ def cases_lines(result: Any) -> str:
     return "".join(json.dumps({k: getattr(r, k) for k in keys}, sort_keys=True, default=str) + "\n" for r in rows)
 
 
-def write_submission(result: Any, plain: Mapping[str, Any], host: Any, config_hash: str,
-                     git_commit: str) -> list[Path]:
-    """Write the bundle under ``results/<key>/submission/``; returns the files written."""
-    out = Path(result.results_dir) / "submission"
-    out.mkdir(parents=True, exist_ok=True)
-    docs = {"aggregate.json": aggregate_doc(result, host),
-            "provenance.json": provenance_doc(result, plain, host, config_hash, git_commit),
-            "schema.json": SCHEMA}
-    paths = [write_if_changed(out / name, json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
-             for name, doc in docs.items()]
-    paths.append(write_if_changed(out / "cases.jsonl", cases_lines(result)))
-    return paths
+class SubmissionSink:
+    """Writes the bundle under ``results/<key>/submission/``."""
+
+    name = "submission"
+
+    def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
+        out = Path(result.results_dir) / "submission"
+        out.mkdir(parents=True, exist_ok=True)
+        docs = {"aggregate.json": aggregate_doc(result, ctx.host), "provenance.json": provenance_doc(result),
+                "schema.json": SCHEMA}
+        paths = [write_if_changed(out / name, json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+                 for name, doc in docs.items()]
+        paths.append(write_if_changed(out / "cases.jsonl", cases_lines(result)))
+        return paths

@@ -108,11 +108,18 @@ class WorldrecallSchema:
     aggregator_params: dict[str, Any] = field(default_factory=dict)
 
 
-def resolve_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+class ResolvedConfig(dict):
+    """A config :func:`resolve_config` returned: complete, typed and resolved, so it is never resolved again."""
+
+
+def resolve_config(cfg: Mapping[str, Any]) -> ResolvedConfig:
     """A plain config with every missing key set to the schema's default, types checked, interpolations resolved.
 
-    Idempotent: a config Hydra already composed comes back unchanged.
+    A :class:`ResolvedConfig` comes back as it is (a job resolves its config once; the stages and sinks
+    that also accept a partial dict — tests, the Python API — do not resolve it again).
     """
+    if isinstance(cfg, ResolvedConfig):
+        return cfg
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
@@ -120,7 +127,7 @@ def resolve_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
 
     try:
         merged = OmegaConf.merge(OmegaConf.structured(WorldrecallSchema), OmegaConf.create(dict(cfg)))
-        return OmegaConf.to_container(merged, resolve=True)  # type: ignore[return-value]
+        return ResolvedConfig(OmegaConf.to_container(merged, resolve=True))  # type: ignore[arg-type]
     except OmegaConfBaseException as e:
         raise ConfigTypeError(" ".join(str(e).split())) from None
 

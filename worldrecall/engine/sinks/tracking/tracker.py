@@ -1,6 +1,6 @@
 """MLflow tracking: the client wrapper (runs, batched params/metrics/tags, artifacts stored once).
 
-How runs nest is decided in :mod:`worldrecall.engine.track_runs`.
+How runs nest is decided in :mod:`worldrecall.engine.sinks.tracking.runs`.
 
 SQLite under the output root by default (``MLFLOW_TRACKING_URI`` or ``tracking.tracking_uri`` override it).
 Every call goes through :func:`_retry`, so parallel sweep jobs sharing one SQLite file wait out
@@ -9,79 +9,22 @@ Every call goes through :func:`_retry`, so parallel sweep jobs sharing one SQLit
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from worldrecall.engine.redaction import redact, redact_tags, scrub
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-SECRET_WORDS = ("key", "token", "secret", "password")
-REDACTED = "***"
-PARENT_ENV = "WORLDRECALL_MLFLOW_PARENT"
 # MLflow 3's UI opens an experiment on the view its kind names; without it, it infers "GenAI" and shows traces.
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
-
-
-def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested mapping -> ``a.b.c`` keys (lists kept as JSON strings)."""
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, Mapping) and v:
-            out.update(flatten(v, key + "."))
-        else:
-            out[key] = json.dumps(v) if isinstance(v, (list, tuple, Mapping)) else v
-    return out
-
-
-def is_secret(key: str) -> bool:
-    last = key.lower().rsplit(".", 1)[-1]
-    return any(w in last for w in SECRET_WORDS)
-
-
-def redact(flat: Mapping[str, Any]) -> dict[str, Any]:
-    """Replace values whose (last) key names a key, token, secret or password, and scrub ``key=value``
-    secrets inside other string values (a run name, an override list)."""
-    return {k: (REDACTED if is_secret(k) and v not in (None, "") else scrub(v) if isinstance(v, str) else v)
-            for k, v in flat.items()}
-
-
-def redact_override(override: str) -> str:
-    """``[+~]key=value`` with the value replaced when the key names a secret (overrides tags, run names)."""
-    key, sep, _ = override.partition("=")
-    return f"{key}={REDACTED}" if sep and is_secret(key.lstrip("+~")) else override
-
-
-def scrub(text: str) -> str:
-    """Free text (a run name, an overrides tag) with every ``secret_key=value`` token's value redacted."""
-    import re
-
-    return re.sub(r"[^\s,]+=[^\s,]*", lambda m: redact_override(m.group(0)), str(text))
-
-
-def redact_tags(tags: Mapping[str, Any]) -> dict[str, str]:
-    """Tag values redacted by key (``tracking.tags.api_token``) and by content (overrides in a tag)."""
-    return {str(k): (REDACTED if is_secret(str(k)) and v not in (None, "") else scrub(str(v))) for k, v in tags.items()}
-
-
-def redact_tree(d: Any) -> Any:
-    """A nested config with secret keys' values replaced and ``key=value`` secrets scrubbed from strings."""
-    if isinstance(d, Mapping):
-        return {k: (REDACTED if is_secret(str(k)) and v not in (None, "") and not isinstance(v, (Mapping, list))
-                    else redact_tree(v)) for k, v in d.items()}
-    if isinstance(d, list):
-        return [redact_tree(x) for x in d]
-    if isinstance(d, str) and "=" in d:
-        return scrub(d)
-    return d
 
 
 def _retry(fn: Callable[[], T], attempts: int = 40) -> T:
@@ -194,14 +137,6 @@ def save_template(db: Path) -> None:
 
 def default_uri(output_root: Path) -> str:
     return f"sqlite:///{(Path(output_root).resolve() / 'mlflow.db')}"
-
-
-def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                              cwd=Path(__file__).parent).stdout.strip()
-    except Exception:
-        return ""
 
 
 class Tracker:
@@ -322,10 +257,10 @@ class Tracker:
 
     def log_file_once(self, run_id: str, path: Path, artifact_path: str, blobs: Any, link: bool = False) -> str:
         """Log ``path`` as ``artifact_path/<name>``, its bytes kept once: stored in ``blobs`` (a
-        :class:`~worldrecall.engine.blobs.BlobStore`) and hard-linked into a local artifact store; a remote
+        :class:`~worldrecall.engine.sinks.blobs.BlobStore`) and hard-linked into a local artifact store; a remote
         store gets an upload. ``link``: the file is never rewritten in place (written atomically), so the blob
         may be a hard link to it. Returns the blob digest."""
-        from worldrecall.engine.blobs import link_or_copy
+        from worldrecall.engine.sinks.blobs import link_or_copy
 
         digest, blob = blobs.put(path, link=link)
         uri = self._artifact_uri.get(run_id) or _retry(lambda: self.client.get_run(run_id)).info.artifact_uri

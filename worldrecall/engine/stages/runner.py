@@ -3,7 +3,7 @@
 Each stage is its own module (``plan``, ``pipeline``, ``executor``, ``aggregate``); this one only wires them
 for one resolved config. Rows are appended as cases finish (by this process alone), so a rerun of the same
 config resumes; aggregation happens after all rows are written, and ``max_failure_rate`` decides the exit
-code last (see :func:`worldrecall.engine.aggregate.outcome`).
+code last (see :func:`worldrecall.engine.stages.aggregate.outcome`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,46 +23,25 @@ from worldrecall.core.judges import JudgeHub
 from worldrecall.core.models import ModelHub
 from worldrecall.core.results import ResultStore, read_rows
 from worldrecall.core.video import VideoError, VideoPool
-from worldrecall.engine.absence import all_null_values
-from worldrecall.engine.aggregate import aggregate_rows, outcome
-from worldrecall.engine.config import resolve_config
-from worldrecall.engine.executor import make_executor
-from worldrecall.engine.name_checks import check_names, check_selection
-from worldrecall.engine.pipeline import CasePipeline
-from worldrecall.engine.plan import BenchmarkPlan, enable_metrics, load_cases, plan_benchmarks, preflight, run_key
-from worldrecall.engine.progress import progress_bar
+from worldrecall.engine.stages.absence import all_null_values
+from worldrecall.engine.stages.aggregate import aggregate_rows
+from worldrecall.engine.stages.config import ResolvedConfig, resolve_config
+from worldrecall.engine.stages.executor import make_executor
+from worldrecall.engine.stages.name_checks import check_names, check_selection
+from worldrecall.engine.stages.pipeline import CasePipeline
+from worldrecall.engine.stages.plan import (
+    BenchmarkPlan,
+    enable_metrics,
+    load_cases,
+    plan_benchmarks,
+    preflight,
+    run_key,
+)
+from worldrecall.engine.stages.progress import progress_bar
+from worldrecall.engine.stages.result import RunResult, build_result
 from worldrecall.registry.host import PluginHost
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class RunResult:
-    results_dir: Path
-    rows: list[ScoreRow]
-    tables: dict[str, Any]
-    timing: dict[str, float]
-    failure_rate: float
-    n_cases: int
-    n_failed_cases: int
-    exit_code: int
-    decode_counts: dict[str, int] = field(default_factory=dict)
-    cache_stats: dict[str, int] = field(default_factory=dict)
-    model_seconds: dict[str, float] = field(default_factory=dict)
-    backends: dict[str, str] = field(default_factory=dict)
-    started_at: float | None = None  # epoch seconds when the runner started (MLflow run start times)
-
-
-def build_result(results_dir: Path, rows: list[ScoreRow], tables: dict[str, Any], cfg: Mapping[str, Any],
-                 totals: Mapping[str, Mapping[str, float]] | None = None,
-                 backends: Mapping[str, str] | None = None, started_at: float | None = None) -> RunResult:
-    """The one result builder (``run`` and ``aggregate``): failure rate and exit code from :func:`outcome`."""
-    o = outcome(rows, float(cfg["max_failure_rate"]))
-    totals = totals or {}
-    return RunResult(Path(results_dir), rows, tables, dict(totals.get("timing", {})), o.rate, o.n_cases,
-                     o.n_failed, o.exit_code, {k: int(v) for k, v in totals.get("decodes", {}).items()},
-                     {k: int(v) for k, v in totals.get("cache", {}).items()},
-                     dict(totals.get("model_seconds", {})), dict(backends or {}), started_at)
 
 
 class ResultsNotWritable(RuntimeError):
@@ -74,9 +52,9 @@ class Runner:
     """Runs every enabled benchmark of a config (a plain dict; missing keys take the schema's defaults)."""
 
     def __init__(self, cfg: Mapping[str, Any], host: PluginHost):
-        cfg = resolve_config(cfg)
+        cfg = resolve_config(cfg)  # a no-op for the job's config, which is resolved already
         self.results_dir = Path(cfg["output_root"]) / "results" / run_key(cfg)  # the config as written
-        self.cfg = cfg = enable_metrics(cfg, host)  # metrics=[name, …] joins each to its benchmark
+        self.cfg = cfg = ResolvedConfig(enable_metrics(cfg, host))  # metrics=[name, …] joins each to its benchmark
         self.host = host
         cache_root = Path(cfg["cache_dir"])
         models_cfg = dict(cfg["models"])
@@ -125,7 +103,8 @@ class Runner:
         self.timing["aggregate"] += time.perf_counter() - t0
         self.timing["total"] = time.perf_counter() - t_start
         backends = {r: self.hub.selection.get(r, "") for p in plans for m in p.metrics.values() for r in m.models}
-        return build_result(self.results_dir, rows, tables, self.cfg, self.pipeline.totals(), backends, started_at)
+        return build_result(self.results_dir, rows, tables, self.cfg, self.host.plugins.values(), self.pipeline.totals(),
+                            backends, started_at)
 
     def build_suite(self) -> None:
         """Build the configured suite (a registered name; config never names a callable)."""

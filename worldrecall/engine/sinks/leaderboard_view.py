@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from worldrecall.engine.results_view import (
+from worldrecall.engine.sinks.results_view import (
     direction_label,
     short_metric,
     summary,

@@ -13,7 +13,7 @@ A benchmark that prints its own leaderboard (MemoBench) also gets that leaderboa
 Each (benchmark, model) run carries ``model``, ``benchmark``, ``backends``, ``config_hash`` and the
 sweep's overrides as params, so MLflow's runs table, compare view and parallel coordinates put models
 and swept values side by side. Durations are the job's real wall time. Every file is stored once in
-the content-addressed blob store (:mod:`worldrecall.engine.blobs`); per-case files are listed by a
+the content-addressed blob store (:mod:`worldrecall.engine.sinks.blobs`); per-case files are listed by a
 small ``cases/index.json`` per run, never copied.
 """
 
@@ -30,8 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from worldrecall.core.tables import backend_signature
-from worldrecall.engine.blobs import BlobStore
-from worldrecall.engine.results_view import direction_label, metric_key, summary, tables_of_kind, value_meta, view_ranks
+from worldrecall.engine.sinks.blobs import BlobStore
+from worldrecall.engine.sinks.results_view import (
+    direction_label,
+    metric_key,
+    summary,
+    tables_of_kind,
+    value_meta,
+    view_ranks,
+)
 
 RUN_KEYS = ("n_cases", "n_failed_cases", "failure_rate")
 
@@ -151,12 +158,6 @@ def case_index(result: Any, blobs: BlobStore, output_root: Path) -> dict[tuple[s
     return out
 
 
-def config_hash(plain: Mapping[str, Any]) -> str:
-    """Short hash of the resolved config (without the output location)."""
-    d = {k: v for k, v in plain.items() if k not in ("output_root", "cache_dir", "progress", "tracking")}
-    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
 def results_digest(files: list[Path]) -> str:
     """Hash of the job's tables (every CSV it wrote): equal digests = the same numbers, case by case."""
     h = hashlib.sha256()
@@ -193,7 +194,7 @@ def log_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, file
     logged and the earlier runs of that config are tagged ``worldrecall.superseded_by=<new run>`` and
     ``worldrecall.current=false`` (sweep jobs always log: their sweep parent is new each time).
     """
-    chash = config_hash(plain)
+    chash = result.provenance.config_hash
     digest = results_digest(files)
     earlier = earlier_invocations(tracker, chash) if parent is None else []
     for run in earlier:

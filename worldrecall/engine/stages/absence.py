@@ -1,7 +1,7 @@
 """Values that came out null on every scored row: said once after evaluating, so none is missing silently.
 
 What a run can know beforehand (a metric skipped, an optional role without a backend) is said before
-evaluating (:mod:`worldrecall.engine.plan`); this catches what only the data decides — e.g. a value of
+evaluating (:mod:`worldrecall.engine.stages.plan`); this catches what only the data decides — e.g. a value of
 dynamic objects on a suite that has none. Diagnostics (``higher_is_better=None``) are not listed: their
 null is part of what they report.
 """

@@ -4,7 +4,7 @@ Sections: the leaderboard views with CIs (camera-gated first), the run's figures
 plots, e.g. the validity matrix), then per model and case: the phases of the alignment recorded on the
 rows (V/D/R …) as a bar, reference and generated frame thumbnails side by side at each phase's first and
 last frame, every metric's values with unit and direction, and each metric's per-case files — PNGs as
-thumbnails, ``worldrecall.trace`` JSON as inline charts (see :mod:`worldrecall.engine.report.svg`).
+thumbnails, ``worldrecall.trace`` JSON as inline charts (see :mod:`worldrecall.engine.sinks.report.svg`).
 The engine names no plugin: everything comes from rows, tables and ``value_meta``.
 
 Identical images (e.g. one reference frame shown for eight models) are stored once, as a CSS class.
@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from worldrecall.engine.blobs import write_if_changed
-from worldrecall.engine.config import resolve_config
-from worldrecall.engine.leaderboard_view import leaderboard_views
-from worldrecall.engine.report.images import frame_thumbs, image_thumb
-from worldrecall.engine.report.svg import line_chart
-from worldrecall.engine.results_view import direction_label, short_metric, unit_label, value_meta
+from worldrecall.engine.sinks.blobs import write_if_changed
+from worldrecall.engine.sinks.leaderboard_view import leaderboard_views
+from worldrecall.engine.sinks.report.images import frame_thumbs, image_thumb
+from worldrecall.engine.sinks.report.svg import line_chart
+from worldrecall.engine.sinks.results_view import direction_label, short_metric, unit_label, value_meta
+from worldrecall.engine.stages.config import resolve_config
 
 log = logging.getLogger(__name__)
 esc = html.escape

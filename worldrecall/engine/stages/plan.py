@@ -21,7 +21,7 @@ from worldrecall.core.data import Case, CaseError, one_line
 from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.video import VideoPool
-from worldrecall.engine.config import validate_benchmark
+from worldrecall.engine.stages.config import validate_benchmark
 from worldrecall.registry.host import PluginHost
 from worldrecall.registry.names import unknown_name
 

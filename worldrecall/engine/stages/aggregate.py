@@ -14,7 +14,7 @@ from typing import Any
 
 from worldrecall.core.components import Aggregator, UndeclaredValue
 from worldrecall.core.data import ScoreRow
-from worldrecall.engine.plan import enabled_benchmarks
+from worldrecall.engine.stages.plan import enabled_benchmarks
 from worldrecall.registry.host import PluginHost
 
 EXIT_OK, EXIT_FAILURE_RATE = 0, 3

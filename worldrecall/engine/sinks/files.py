@@ -1,0 +1,59 @@
+"""The file sinks: tables (CSV + Markdown, the per-case table, the printed leaderboard), meta files
+(resolved config, plugin manifest) and timing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from worldrecall.core.tables import case_table
+from worldrecall.engine.redaction import redact_tree
+from worldrecall.engine.sinks.base import SinkContext
+from worldrecall.engine.sinks.blobs import write_if_changed
+from worldrecall.engine.sinks.leaderboard_view import leaderboard_text
+from worldrecall.engine.sinks.pipe_table import pipe_table
+from worldrecall.engine.stages.result import RunResult
+
+
+def json_dump(obj: Any, path: Path) -> Path:
+    """Write ``obj`` as indented JSON (meta files), creating the folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
+    return path
+
+
+class TablesSink:
+    """``tables/``: every aggregated table as CSV and Markdown, ``cases.csv``, ``leaderboard.txt``; ``meta/``:
+    the resolved config (secrets redacted) and the plugin manifest."""
+
+    name = "tables"
+
+    def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
+        tdir = result.results_dir / "tables"
+        tdir.mkdir(parents=True, exist_ok=True)
+        # never rewritten in place (atomic, and only when changed): a file logged to MLflow earlier is a hard link
+        paths = [write_if_changed(tdir / "cases.csv", case_table(list(result.rows)).to_csv(index=False))]
+        for name, df in result.tables.items():
+            if hasattr(df, "to_csv"):
+                paths.append(write_if_changed(tdir / f"{name}.csv", df.to_csv(index=False)))
+                paths.append(write_if_changed(tdir / f"{name}.md", pipe_table(df)))
+        paths.append(write_if_changed(tdir / "leaderboard.txt", leaderboard_text(result, ctx.host)))
+        meta = result.results_dir / "meta"
+        paths.append(json_dump(redact_tree(dict(result.config)), meta / "resolved_config.json"))
+        paths.append(json_dump(ctx.host.manifest(), meta / "plugin_manifest.json"))
+        return paths
+
+
+class TimingSink:
+    """``meta/timing.json``: the run's stage seconds, each earlier sink's seconds (``outputs.<sink>``), model
+    forward seconds, decode counts and cache statistics (``benchmarks/pipeline.py`` reads it)."""
+
+    name = "timing"
+
+    def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
+        out_s = {f"outputs.{name}": s for name, s in ctx.seconds.items()}
+        timing = {**{k: round(v, 4) for k, v in {**result.timing, **out_s}.items()},
+                  "model_forward_seconds": {k: round(v, 4) for k, v in result.model_seconds.items()},
+                  "decode_counts": dict(result.decode_counts), "cache": dict(result.cache_stats)}
+        return [json_dump(timing, result.results_dir / "meta" / "timing.json")]

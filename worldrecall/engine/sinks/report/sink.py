@@ -1,0 +1,19 @@
+"""The HTML report sink (``report.enabled``): one self-contained page, with the plots written before it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from worldrecall.engine.sinks.base import SinkContext
+from worldrecall.engine.stages.result import RunResult
+
+
+class ReportSink:
+    name = "report"
+
+    def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
+        if not result.config["report"]["enabled"]:
+            return []
+        from worldrecall.engine.sinks.report.html import write_report  # jinja-free but large: only when used
+
+        return [write_report(result, ctx.host, [p for p in ctx.written if p.suffix == ".png"], result.config)]

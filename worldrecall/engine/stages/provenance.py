@@ -1,0 +1,78 @@
+"""Where a result comes from: code, plugins, backends, config and inputs — recorded once, on the result.
+
+Every output that states provenance (the submission bundle, MLflow tags) reads :class:`Provenance`, so they
+cannot disagree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import subprocess
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from worldrecall import __version__
+
+# keys that say where results go or how a run looks, not what it computes: left out of the config hash
+_NOT_HASHED = ("output_root", "cache_dir", "progress", "tracking")
+
+
+def git_commit() -> str:
+    """The checkout's commit, or "" outside a git checkout (an installed wheel)."""
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                              cwd=Path(__file__).parent).stdout.strip()
+    except Exception:
+        return ""
+
+
+def config_hash(cfg: Mapping[str, Any]) -> str:
+    """Short hash of the resolved config, without the output location (equal hash = same computation)."""
+    d = {k: v for k, v in cfg.items() if k not in _NOT_HASHED}
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def input_manifest_sha256(cases: Iterable[tuple[str, str, str]]) -> str:
+    """Hash of the sorted (benchmark, model, case) triples a result covers."""
+    return hashlib.sha256(json.dumps(sorted(set(cases)), default=str).encode()).hexdigest()
+
+
+def suite_digests(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The built suite's params and content digests from its manifest (empty for a dataset without one)."""
+    root = (cfg.get("suite") or {}).get("root")
+    manifest = Path(root) / "manifest.json" if root else None
+    if manifest is None or not manifest.is_file():
+        return {}
+    try:
+        m = json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {"root_name": Path(root).name, "params_digest": m.get("params_digest"),
+            "content_digest": m.get("content_digest")}
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Code, plugin and backend versions, config hash, input and suite digests of one result."""
+
+    worldrecall_version: str
+    git_commit: str
+    config_hash: str
+    input_manifest_sha256: str
+    python: str
+    plugins: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)
+    backends: Mapping[str, str] = field(default_factory=dict)
+    suite: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, cfg: Mapping[str, Any], plugins: Iterable[Any], cases: Iterable[tuple[str, str, str]],
+           backends: Mapping[str, str]) -> Provenance:
+        return cls(__version__, git_commit(), config_hash(cfg), input_manifest_sha256(cases),
+                   platform.python_version(),
+                   {p.name: {"version": p.version, "distribution": p.distribution}
+                    for p in sorted(plugins, key=lambda p: p.name)},
+                   {k: v for k, v in sorted(backends.items()) if v}, suite_digests(cfg))
