@@ -99,3 +99,12 @@ def test_models_list_and_fetch_offline(capsys):
     err = capsys.readouterr().err
     assert "raft_large" in err and "offline" in err
     assert main(["models", "fetch", "no_such_backend"]) == 1
+
+
+def test_experiments_compose_as_a_list_as_the_readme_shows():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "worldrecall run 'experiment=[smoke,quiet]'" in readme
+    cfg = compose(["experiment=[smoke,quiet]"])
+    assert cfg["suite"]["params"]["n_cases"] == 2 and cfg["aggregator_params"]["bootstrap"]["replicates"] == 200
+    assert cfg["tracking"]["enabled"] is False and cfg["report"]["enabled"] is False and cfg["progress"] is False
+    assert compose(["experiment=[smoke]"])["tracking"]["enabled"] is True  # quiet alone turns tracking off

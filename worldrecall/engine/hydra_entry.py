@@ -95,7 +95,8 @@ def launch(args: Sequence[str]) -> int:
             run = hydra.multirun if multirun else hydra.run
             returns = run(config_name="config", task_function=hydra_job, overrides=overrides)
     except HydraException as e:  # a bad override, an unknown group option: Hydra's own one-line message
-        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+        cause = f": {e.__cause__}" if e.__cause__ is not None and str(e.__cause__) not in str(e) else ""
+        print(f"error: {' '.join((str(e) + cause).split())}", file=sys.stderr)
         return 2
     except Exception:  # noqa: BLE001  (a job raised: Hydra re-raises it here; the traceback is the report)
         traceback.print_exc()
@@ -109,7 +110,7 @@ def _inspect(args: list[str]) -> int:
 
     main = hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")(hydra_job)
     old = sys.argv
-    sys.argv = ["worldrecall run", *args]  # hydra.main reads its command line from sys.argv only
+    sys.argv = ["worldrecall run", *args, "hydra.job.name=worldrecall"]  # hydra.main reads sys.argv only
     try:
         main()
     finally:
