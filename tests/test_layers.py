@@ -162,3 +162,19 @@ def test_core_stays_small(layer):
     print(f"{layer}: {lines} lines")
     # 1,766 lines before the declared verdict (Benchmark), declared metadata and bounded readers joined it
     assert lines < 2000, f"{layer}/ has {lines} lines; it is the contract and should stay small"
+
+
+def test_test_helpers_live_in_tests_helpers():
+    """Only test files and conftest sit at the top of tests/; shared helpers (toy plugin, fake Gemini,
+    official data paths, fixtures) are modules of tests/helpers/ and no test imports them by a bare name."""
+    tests = Path(__file__).resolve().parent
+    loose = sorted(p.name for p in tests.glob("*.py") if p.name != "conftest.py" and not p.name.startswith("test_"))
+    assert loose == [], f"helper modules at the top of tests/: {loose}"
+    helpers = {p.stem for p in (tests / "helpers").glob("*.py")} - {"__init__"}
+    assert {"toy_plugin", "fake_gemini", "official_data"} <= helpers
+    for path in tests.glob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            bare = [n for n in names if n.split(".")[0] in helpers]
+            assert not bare, f"{path.name}:{node.lineno} imports {bare[0]} (use helpers.{bare[0]})"

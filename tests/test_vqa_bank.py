@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from official_data import OFFICIAL_ROOT as OFFICIAL
+from helpers.official_data import OFFICIAL_ROOT as OFFICIAL
 
 from worldrecall.core.data import CaseFailure
 from worldrecall.plugins.memobench.vqa.bank import (

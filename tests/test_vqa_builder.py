@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from fake_gemini import FakeGemini, GenerateCall, Reply, questions_in
+from helpers.fake_gemini import FakeGemini, GenerateCall, Reply, questions_in
 
 from worldrecall.engine.cli import main as cli_main
 from worldrecall.formats.mp4 import write_video
