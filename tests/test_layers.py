@@ -1,7 +1,8 @@
 """The layer rules, checked from the code's own imports (every `import`, also inside functions).
 
 core -> nothing else in worldrecall; registry -> core; formats -> core; gates -> core; engine -> core, registry
-(never a plugin); each plugin -> core, formats, gates and its own package only. No import cycle between files or folders.
+(never a plugin); testing (the pytest fixture) -> engine, registry, core; each plugin -> core, formats, gates
+and its own package only. No import cycle between files or folders.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ ALLOWED = {
     "formats": {"formats", "core", "worldrecall"},
     "gates": {"gates", "core", "worldrecall"},
     "engine": {"engine", "registry", "core", "worldrecall"},
+    "testing": {"testing", "engine", "registry", "core", "worldrecall"},  # the plugin authors' pytest fixture
     "conf": set(),
     "plugins": {"core", "worldrecall"},  # worldrecall/plugins/__init__.py itself
 }
