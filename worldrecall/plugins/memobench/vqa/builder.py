@@ -146,88 +146,24 @@ def build_bank(
     for attempt in range(1, max(1, max_attempts) + 1):
         step_dir = audit / f"attempt-{attempt}"
         gen_prompt = generation_prompt(prompt, questions_per_dimension, attempt, short, min_per_dimension)
-        generated = _ask(
-            judge,
-            first_frame,
-            GEN_SYSTEM,
-            [],
-            GEN_SCHEMA,
-            gen_prompt,
-            step_dir / "01_generate.json",
-            "generate",
-        )
-        start = tidy_generated(generated, questions_per_dimension)
-        summary: dict[str, Any] = {"attempt": attempt, "generated": len(generated), "start": len(start)}
-        final: list[dict[str, Any]] = []
-        gt_ans: list[Any] = []
-        fail_ans: list[Any] = []
-        hint_ans: list[Any] = []
-        if start and not short_dimensions(start, min_per_dimension):
-            gt_ans = _ask(
-                eval_judge,
-                reference_video,
-                EVAL_SYSTEM,
-                start,
-                EVAL_SCHEMA,
-                EVAL_USER,
-                step_dir / "02_reference.json",
-                "reference",
-            )
-            kept = select_reference_passes(start, gt_ans, pass_rule)
-            summary["reference_pass"] = len(kept)
-            if kept and not short_dimensions(kept, min_per_dimension):
-                fail_ans = _ask(
-                    eval_judge,
-                    failure_video,
-                    EVAL_SYSTEM,
-                    kept,
-                    EVAL_SCHEMA,
-                    EVAL_USER,
-                    step_dir / "03_failure.json",
-                    "failure",
-                )
-                hint_ans = _ask(
-                    eval_judge,
-                    failure_video,
-                    EVAL_SYSTEM,
-                    kept,
-                    EVAL_SCHEMA,
-                    EVAL_USER + HINT_SUFFIX.format(hint=hint.strip().strip('"')),
-                    step_dir / "04_failure_hinted.json",
-                    "failure_hinted",
-                )
-                final = select_consistent(kept, fail_ans, hint_ans, pass_rule)
-            else:
-                final = kept
-        else:
-            final = start
-        short = short_dimensions(final, min_per_dimension)
-        summary.update({"final": len(final), "short_dimensions": short})
+        tried = _attempt(judge, eval_judge, step_dir, gen_prompt, first_frame, reference_video, failure_video,
+                         hint, questions_per_dimension, min_per_dimension, pass_rule)
+        summary = {"attempt": attempt, **tried.summary}
+        short = short_dimensions(tried.final, min_per_dimension)
+        summary.update({"final": len(tried.final), "short_dimensions": short})
         _write_json(
             step_dir / "05_select.json",
             {
                 "step": "select",
                 "pass_rule": pass_rule,
                 "min_per_dimension": min_per_dimension,
-                "final_questions": final,
+                "final_questions": tried.final,
                 **summary,
             },
         )
         history.append(summary)
         if not short:
-            kept_ids = [q["ID"] for q in select_reference_passes(start, gt_ans, pass_rule)]
-            kept_q = [q for q in start if q["ID"] in kept_ids]
-            bank_path = write_bank_csv(
-                out_dir / bank_filename(scene, video_id),
-                scene,
-                int(video_id),
-                start,
-                merge_evaluation(start, gt_ans, pass_rule),
-                merge_evaluation(kept_q, fail_ans, pass_rule),
-                merge_evaluation(kept_q, hint_ans, pass_rule),
-                final,
-            )
-            counts = {d: sum(q["Dimension"] == d for q in final) for d in DIMENSIONS}
+            bank_path, counts = _write_bank(out_dir, scene, int(video_id), tried, pass_rule)
             _write_json(
                 audit / "build.json",
                 {
@@ -246,7 +182,7 @@ def build_bank(
                     "prompt": prompt,
                 },
             )
-            return BuildResult(bank_path, audit, final, attempt, counts)
+            return BuildResult(bank_path, audit, tried.final, attempt, counts)
         log.info(
             "%s-%s attempt %d: dimensions short of %d questions: %s",
             scene,
@@ -269,6 +205,94 @@ def build_bank(
         f"{scene}-{video_id}: after {max_attempts} attempts, dimension(s) {', '.join(short)} "
         f"kept fewer than {min_per_dimension} questions (audit: {audit})"
     )
+
+
+@dataclass
+class _Attempt:
+    """One attempt's questions and judge answers: generated (``start``), surviving (``final``)."""
+
+    start: list[dict[str, Any]]
+    final: list[dict[str, Any]]
+    gt_ans: list[Any] = field(default_factory=list)
+    fail_ans: list[Any] = field(default_factory=list)
+    hint_ans: list[Any] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def _attempt(judge: Judge, eval_judge: Judge, step_dir: Path, gen_prompt: str, first_frame: Any,
+             reference_video: Any, failure_video: Any, hint: str, questions_per_dimension: int,
+             min_per_dimension: int, pass_rule: str) -> _Attempt:
+    """Steps 1-3 of one attempt; a step whose input already leaves a dimension short is not asked."""
+    generated = _ask(
+        judge,
+        first_frame,
+        GEN_SYSTEM,
+        [],
+        GEN_SCHEMA,
+        gen_prompt,
+        step_dir / "01_generate.json",
+        "generate",
+    )
+    start = tidy_generated(generated, questions_per_dimension)
+    out = _Attempt(start=start, final=start, summary={"generated": len(generated), "start": len(start)})
+    if not start or short_dimensions(start, min_per_dimension):
+        return out
+    out.gt_ans = _ask(
+        eval_judge,
+        reference_video,
+        EVAL_SYSTEM,
+        start,
+        EVAL_SCHEMA,
+        EVAL_USER,
+        step_dir / "02_reference.json",
+        "reference",
+    )
+    kept = select_reference_passes(start, out.gt_ans, pass_rule)
+    out.summary["reference_pass"] = len(kept)
+    out.final = kept
+    if not kept or short_dimensions(kept, min_per_dimension):
+        return out
+    out.fail_ans = _ask(
+        eval_judge,
+        failure_video,
+        EVAL_SYSTEM,
+        kept,
+        EVAL_SCHEMA,
+        EVAL_USER,
+        step_dir / "03_failure.json",
+        "failure",
+    )
+    out.hint_ans = _ask(
+        eval_judge,
+        failure_video,
+        EVAL_SYSTEM,
+        kept,
+        EVAL_SCHEMA,
+        EVAL_USER + HINT_SUFFIX.format(hint=hint.strip().strip('"')),
+        step_dir / "04_failure_hinted.json",
+        "failure_hinted",
+    )
+    out.final = select_consistent(kept, out.fail_ans, out.hint_ans, pass_rule)
+    return out
+
+
+def _write_bank(out_dir: Path, scene: str, video_id: int, tried: _Attempt, pass_rule: str) -> tuple[Path, dict[str, int]]:
+    """The official bank CSV of a successful attempt and its per-dimension question counts."""
+    start, final = tried.start, tried.final
+    kept_ids = [q["ID"] for q in select_reference_passes(start, tried.gt_ans, pass_rule)]
+    kept_q = [q for q in start if q["ID"] in kept_ids]
+    bank_path = write_bank_csv(
+        out_dir / bank_filename(scene, video_id),
+        scene,
+        video_id,
+        start,
+        merge_evaluation(start, tried.gt_ans, pass_rule),
+        merge_evaluation(kept_q, tried.fail_ans, pass_rule),
+        merge_evaluation(kept_q, tried.hint_ans, pass_rule),
+        final,
+    )
+    counts = {d: sum(q["Dimension"] == d for q in final) for d in DIMENSIONS}
+    return bank_path, counts
 
 
 def _write_json(path: Path, obj: Any) -> None:
