@@ -353,7 +353,7 @@ def test_vipe_package_keeps_its_public_names_and_small_modules():
     import importlib
     import pkgutil
 
-    import worldrecall.formats.vipe as vipe
+    from worldrecall.formats import vipe
 
     for name in vipe.__all__:
         obj = getattr(vipe, name)

@@ -239,8 +239,7 @@ def test_cli(media, tmp_path, monkeypatch, capsys):
 def test_bank_command_is_registered_and_kept_apart_from_the_builder(capsys):
     """The builder holds the recipe, ``vqa/command.py`` the command line; ``worldrecall vqa-bank`` (the
     memobench_vqa plugin's registered command) still gets every builder argument."""
-    import worldrecall.plugins.memobench.vqa.builder as builder
-    import worldrecall.plugins.memobench.vqa.command as command
+    from worldrecall.plugins.memobench.vqa import builder, command
 
     assert not hasattr(builder, "argparse") and not hasattr(builder, "run_builder")
     assert command.build_bank is build_bank
