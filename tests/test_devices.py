@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-import toy_plugin
-from toy_plugin import make_dataset, toy_config
+from helpers import toy_plugin
+from helpers.toy_plugin import make_dataset, toy_config
 
 from worldrecall.engine.stages.runner import Runner
 from worldrecall.registry.host import load_plugins

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fake_gemini import FakeGemini, Reply, answer_items, questions_in, truth_answerer
+from helpers.fake_gemini import FakeGemini, Reply, answer_items, questions_in, truth_answerer
 
 from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable

@@ -1,7 +1,8 @@
 """The layer rules, checked from the code's own imports (every `import`, also inside functions).
 
 core -> nothing else in worldrecall; registry -> core; formats -> core; gates -> core; engine -> core, registry
-(never a plugin); each plugin -> core, formats, gates and its own package only. No import cycle between files or folders.
+(never a plugin); testing (the pytest fixture) -> engine, registry, core; each plugin -> core, formats, gates
+and its own package only. No import cycle between files or folders.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ ALLOWED = {
     "formats": {"formats", "core", "worldrecall"},
     "gates": {"gates", "core", "worldrecall"},
     "engine": {"engine", "registry", "core", "worldrecall"},
+    "testing": {"testing", "engine", "registry", "core", "worldrecall"},  # the plugin authors' pytest fixture
     "conf": set(),
     "plugins": {"core", "worldrecall"},  # worldrecall/plugins/__init__.py itself
 }
@@ -189,3 +191,40 @@ def test_the_run_stages_never_import_the_sinks_and_sinks_never_the_job():
     assert not bad, "\n".join(bad)
     assert {_engine_part(m) for m in _graph() if _layer(m) == "engine"} == {
         "engine", "worldrecall.engine.stages", "worldrecall.engine.sinks"}
+
+
+def test_test_helpers_live_in_tests_helpers():
+    """Only test files and conftest sit at the top of tests/; shared helpers (toy plugin, fake Gemini,
+    official data paths, fixtures) are modules of tests/helpers/ and no test imports them by a bare name."""
+    tests = Path(__file__).resolve().parent
+    loose = sorted(p.name for p in tests.glob("*.py") if p.name != "conftest.py" and not p.name.startswith("test_"))
+    assert loose == [], f"helper modules at the top of tests/: {loose}"
+    helpers = {p.stem for p in (tests / "helpers").glob("*.py")} - {"__init__"}
+    assert {"toy_plugin", "fake_gemini", "official_data"} <= helpers
+    for path in tests.glob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            bare = [n for n in names if n.split(".")[0] in helpers]
+            assert not bare, f"{path.name}:{node.lineno} imports {bare[0]} (use helpers.{bare[0]})"
+
+
+# Functions allowed past ~80 lines: their length is a flat record, not logic.
+LONG_FLAT_TABLES = {
+    "worldrecall/plugins/synthetic/case.py:build_case",          # the case's manifest record, field by field
+    "worldrecall/plugins/synthetic/sidecars.py:write_sidecars",  # one line per sidecar file written
+    "worldrecall/plugins/memobench/vqa/builder.py:build_bank",   # keyword signature + the audit JSON records
+}
+
+
+def test_functions_stay_short():
+    """A function over 80 lines is split into named helpers unless it is a flat table (listed above)."""
+    long = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG.parent).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > 80 and f"{rel}:{node.name}" not in LONG_FLAT_TABLES:
+                    long.append(f"{rel}:{node.name} ({n} lines)")
+    assert not long, long

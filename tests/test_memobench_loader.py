@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 import pandas as pd
 import pytest
-from official_data import SAM3_METADATA as OFFICIAL  # vendored, unchanged MemoBench release files
+from helpers.official_data import SAM3_METADATA as OFFICIAL  # vendored, unchanged MemoBench release files
 
 from worldrecall.core.components import LoadRequest
 from worldrecall.core.data import Case, CaseError

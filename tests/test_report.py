@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-import toy_plugin
-from toy_plugin import make_dataset, toy_config
+from helpers import toy_plugin
+from helpers.toy_plugin import make_dataset, toy_config
 
 from worldrecall.engine.job import run_plain
 from worldrecall.engine.sinks.report import images

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import toy_plugin
+from helpers import toy_plugin
 from helpers.procs import descendants, wait_gone
-from toy_plugin import make_dataset, toy_config
+from helpers.toy_plugin import make_dataset, toy_config
 
 from worldrecall.core.tables import case_table
 from worldrecall.engine.stages.plan import shard_of
@@ -201,7 +201,7 @@ def test_sharding_partitions_cases_and_aggregate_merges(tmp_path, host):
 KILL_SCRIPT = r"""
 import sys, time
 sys.path.insert(0, {tests!r})
-import toy_plugin
+from helpers import toy_plugin
 orig = toy_plugin.BrightnessDrift.measure
 def slow(self, *a, **k):
     time.sleep(0.4)

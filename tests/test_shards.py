@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-import toy_plugin
-from toy_plugin import make_dataset
+from helpers import toy_plugin
+from helpers.toy_plugin import make_dataset
 
 from worldrecall.engine.cli import hydra_run
 from worldrecall.engine.sinks.sweep_summary import collect, swept_keys

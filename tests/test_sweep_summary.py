@@ -109,8 +109,8 @@ def test_a_sweep_job_nests_parent_job_model_runs_named_by_the_swept_value(tmp_pa
     import sys
 
     sys.path.insert(0, str(Path(__file__).parent))
-    import toy_plugin
-    from toy_plugin import make_dataset, toy_config
+    from helpers import toy_plugin
+    from helpers.toy_plugin import make_dataset, toy_config
 
     from worldrecall.engine.job import run_plain
     from worldrecall.engine.sinks.sweep_summary import SWEPT_ENV

@@ -24,8 +24,8 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-import toy_plugin
-from toy_plugin import make_dataset
+from helpers import toy_plugin
+from helpers.toy_plugin import make_dataset
 
 from worldrecall.core.data import ScoreRow
 from worldrecall.engine.cli import main

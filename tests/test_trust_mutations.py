@@ -91,8 +91,8 @@ def test_bootstrap_tiny_resample_set_by_hand():
 def _failure_run(tmp_path: Path, limit: float):
     import json
 
-    import toy_plugin
-    from toy_plugin import make_dataset, toy_config
+    from helpers import toy_plugin
+    from helpers.toy_plugin import make_dataset, toy_config
 
     from worldrecall.engine.stages.runner import Runner
     from worldrecall.registry.host import load_plugins

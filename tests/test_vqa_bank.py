@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from official_data import OFFICIAL_ROOT as OFFICIAL
+from helpers.official_data import OFFICIAL_ROOT as OFFICIAL
 
 from worldrecall.core.data import CaseFailure
 from worldrecall.plugins.memobench.vqa.bank import (
@@ -22,7 +22,7 @@ from worldrecall.plugins.memobench.vqa.bank import (
     split_clip,
     write_bank_csv,
 )
-from worldrecall.plugins.memobench.vqa.builder import select_consistent, select_reference_passes
+from worldrecall.plugins.memobench.vqa.selection import select_consistent, select_reference_passes
 
 BANKS = OFFICIAL / "data" / "vqa_questions"
 

@@ -8,13 +8,14 @@ import json
 
 import numpy as np
 import pytest
-from fake_gemini import FakeGemini, GenerateCall, Reply, questions_in
+from helpers.fake_gemini import FakeGemini, GenerateCall, Reply, questions_in
 
 from worldrecall.engine.cli import main as cli_main
 from worldrecall.formats.mp4 import write_video
 from worldrecall.plugins.judges.gemini import GeminiJudge
 from worldrecall.plugins.memobench.vqa.bank import BANK_COLUMNS, read_bank
-from worldrecall.plugins.memobench.vqa.builder import BankBuildError, build_bank, tidy_generated
+from worldrecall.plugins.memobench.vqa.builder import BankBuildError, build_bank
+from worldrecall.plugins.memobench.vqa.selection import tidy_generated
 
 KEY = "wr-builder-key-55aa01"
 DIMS = ["Instruction Following", "Object and Background", "Continuity of Memory", "Physics Adherence"]
@@ -233,3 +234,18 @@ def test_cli(media, tmp_path, monkeypatch, capsys):
     for p in (tmp_path / "out").rglob("*"):
         if p.is_file():
             assert KEY.encode() not in p.read_bytes()
+
+
+def test_bank_command_is_registered_and_kept_apart_from_the_builder(capsys):
+    """The builder holds the recipe, ``vqa/command.py`` the command line; ``worldrecall vqa-bank`` (the
+    memobench_vqa plugin's registered command) still gets every builder argument."""
+    from worldrecall.plugins.memobench.vqa import builder, command
+
+    assert not hasattr(builder, "argparse") and not hasattr(builder, "run_builder")
+    assert command.build_bank is build_bank
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["vqa-bank", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--first-frame", "--failure-cases", "--pass-rule", "--judge"):
+        assert flag in out

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from fake_gemini import FakeGemini, Reply, answer_items, questions_in, truth_answerer
+from helpers.fake_gemini import FakeGemini, Reply, answer_items, questions_in, truth_answerer
 
 from worldrecall.core.cache import MeasurementCache, cache_key
 from worldrecall.core.components import MeasureContext

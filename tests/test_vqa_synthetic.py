@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fake_gemini import FakeGemini, truth_answerer
+from helpers.fake_gemini import FakeGemini, truth_answerer
 
 from worldrecall.core.components import MeasureContext
 from worldrecall.core.data import Alignment, Case

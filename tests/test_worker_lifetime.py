@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from helpers.procs import alive, descendants, wait_gone
-from toy_plugin import make_dataset
+from helpers.toy_plugin import make_dataset
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc to list workers")
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="ne
 CLI = r"""
 import sys, time
 sys.path.insert(0, {tests!r})
-import toy_plugin
+from helpers import toy_plugin
 orig = toy_plugin.BrightnessDrift.measure
 def slow(self, *a, **k):
     time.sleep(0.5)

@@ -337,27 +337,51 @@ def fit_window(ref: ReferenceGeometry, cur: MonoGeometry, ref_px: np.ndarray, cu
     if inlier_support(ref_px, cur_px, train, hold, inlier, (Wr, Hr), (Wc, Hc)) < MIN_SUPPORT:
         geo.failure_reason = f"background inliers cover < {MIN_SUPPORT} of an image (train or holdout)"
         return geo
-    # depth alignment: scale = median(z_cam / current depth) over train inliers with valid depth
+    scale = _depth_scale(geo, z, cur_depth, cur_ok, train, hold, inlier)
+    if scale is None:
+        return geo
+    geo.scored, geo.depth_scale = True, scale
+    _camera_motion(geo, proj, ref_px, hold, inlier, (Wr, Hr), (Wc, Hc))
+    _project_objects(geo, ref, cur, rvec, tvec, K, scale, object_ids, (Wc, Hc))
+    return geo
+
+
+def _depth_scale(geo: WindowGeometry, z: np.ndarray, cur_depth: np.ndarray, cur_ok: np.ndarray,
+                 train: np.ndarray, hold: np.ndarray, inlier: np.ndarray) -> float | None:
+    """Depth alignment: scale = median(z_cam / current depth) over train inliers with valid depth, checked
+    on the holdout; None (and ``geo.failure_reason``) when a gate fails."""
     tr = train[inlier[train] & cur_ok[train]]
     ho = hold[inlier[hold] & cur_ok[hold]]
     if len(tr) < MIN_DEPTH_SAMPLES or len(ho) < MIN_DEPTH_SAMPLES:
         geo.failure_reason = f"{len(tr)} train / {len(ho)} holdout depth samples (< {MIN_DEPTH_SAMPLES})"
-        return geo
+        return None
     scale = float(np.median(z[tr] / cur_depth[tr]))
     if not (SCALE_RANGE[0] <= scale <= SCALE_RANGE[1]):
         geo.failure_reason = f"depth scale {scale:.3f} outside [{SCALE_RANGE[0]}, {SCALE_RANGE[1]}]"
-        return geo
+        return None
     p90 = float(np.percentile(np.abs(np.log(cur_depth[ho] * scale / z[ho])), 90))
     if not p90 <= DEPTH_LOG_P90_MAX:
         geo.failure_reason = f"holdout depth disagreement p90 |log| {p90:.3f} (> {DEPTH_LOG_P90_MAX})"
-        return geo
-    geo.scored, geo.depth_scale = True, scale
-    # diagnostic camera motion (A.5 step 9): not a gate
+        return None
+    return scale
+
+
+def _camera_motion(geo: WindowGeometry, proj: np.ndarray, ref_px: np.ndarray, hold: np.ndarray,
+                   inlier: np.ndarray, ref_size: tuple[int, int], cur_size: tuple[int, int]) -> None:
+    """Diagnostic camera motion (A.5 step 9, not a gate): median holdout-inlier displacement / diagonal."""
+    (Wr, Hr), (Wc, Hc) = ref_size, cur_size
     hin = hold[inlier[hold]]
     initial = np.stack([(ref_px[hin, 0] + 0.5) * Wc / Wr - 0.5, (ref_px[hin, 1] + 0.5) * Hc / Hr - 0.5], axis=1)
     disp = np.linalg.norm(proj[hin] - initial, axis=1) / float(np.hypot(Wc, Hc)) if len(hin) else np.zeros(0)
     geo.displacement_fraction = float(np.median(disp)) if len(disp) else None
     geo.moves = bool(geo.displacement_fraction is not None and geo.displacement_fraction >= MOVE_THRESHOLD)
+
+
+def _project_objects(geo: WindowGeometry, ref: ReferenceGeometry, cur: MonoGeometry, rvec: np.ndarray,
+                     tvec: np.ndarray, K: np.ndarray, scale: float, object_ids: list[str] | None,
+                     cur_size: tuple[int, int]) -> None:
+    """Every object's reference queries projected into the current frame, with the scaled current depth."""
+    Wc, Hc = cur_size
     for oid in object_ids if object_ids is not None else list(ref.queries):
         P = ref.query_points.get(oid)
         if P is None:
@@ -377,5 +401,4 @@ def fit_window(ref: ReferenceGeometry, cur: MonoGeometry, ref_px: np.ndarray, cu
             object_id=oid, in_view=in_view, projected_px=np.nan_to_num(ppx, nan=-1.0, posinf=-1.0, neginf=-1.0),
             projected_depth=pz, current_depth=np.where(d_ok, d * scale, 0.0), depth_valid=d_ok,
             depth_confidence=np.where(d_ok, c, 0.0))
-    return geo
 

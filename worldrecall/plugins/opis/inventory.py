@@ -221,6 +221,19 @@ def parse_reference_scene(
     ``image_size``: the actual (W, H) of ``raw.jpg``; ``metadata.image_size`` must equal it. ``base_dir``:
     the case folder, to check ``mask_path`` files (safe join). Embeddings must all have one dimension.
     """
+    scene_id, wh, backend, objects_doc = _scene_header(doc, source, image_size)
+    base = None if base_dir is None else Path(base_dir)
+    dims: set[int] = set()
+    seen: set[str] = set()
+    objects = [_parse_object(k, od, source, wh, base, dims, seen, allow_unlabeled_geometry)
+               for k, od in enumerate(objects_doc)]
+    return Inventory(scene_id=str(scene_id), image_size=wh, objects=objects,
+                     embedding_backend=None if backend is None else str(backend))
+
+
+def _scene_header(doc: Any, source: str,
+                  image_size: tuple[int, int] | Sequence[int] | None) -> tuple[Any, tuple[int, int], Any, list]:
+    """scene_id, metadata.image_size (W, H), the embedding backend and the objects list, each checked."""
     if not isinstance(doc, Mapping):
         raise CaseFailure(f"{source}: top level must be a JSON object")
     scene_id = doc.get("scene_id")
@@ -241,65 +254,65 @@ def parse_reference_scene(
     objects_doc = doc.get("objects")
     if not isinstance(objects_doc, list) or not objects_doc:
         raise CaseFailure(f"{source}: objects must be a non-empty list")
-    base = None if base_dir is None else Path(base_dir)
-    objects: list[InventoryObject] = []
-    dims: set[int] = set()
-    seen: set[str] = set()
+    return scene_id, wh, backend, objects_doc
+
+
+def _parse_object(k: int, od: Any, source: str, wh: tuple[int, int], base: Path | None, dims: set[int],
+                  seen: set[str], allow_unlabeled_geometry: bool) -> InventoryObject:
+    """``objects[k]`` as an :class:`InventoryObject`; ``seen`` (object ids) and ``dims`` (embedding sizes)
+    collect what earlier objects had, so duplicates and mixed dimensions are refused."""
     w, h = wh
-    for k, od in enumerate(objects_doc):
-        where = f"{source}: objects[{k}]"
-        if not isinstance(od, Mapping):
-            raise CaseFailure(f"{where}: must be a JSON object")
-        oid = od.get("object_id")
-        if not isinstance(oid, (str, int)) or str(oid).strip() == "":
-            raise CaseFailure(f"{where}.object_id: missing or empty")
-        oid = str(oid)
-        where = f"{source}: object {oid}"
-        if oid in seen:
-            raise CaseFailure(f"{where}: duplicate object_id")
-        seen.add(oid)
-        bad = _find_non_finite(dict(od), "")
-        if bad:
-            raise CaseFailure(f"{where}: non-finite value at {bad.lstrip('.')}")
-        bbox = _box(od.get("bbox"), f"{where}.bbox")
-        x0, y0, x1, y1 = bbox
-        if not (0 <= x0 < x1 <= w and 0 <= y0 < y1 <= h):
-            raise CaseFailure(f"{where}.bbox {list(bbox)} is empty or outside the {w}x{h} image")
-        emb = _vector(od.get("embedding"), f"{where}.embedding")
-        if emb is not None:
-            if float(np.linalg.norm(emb)) <= 1e-12:
-                raise CaseFailure(f"{where}.embedding: is all zeros")
-            dims.add(int(emb.size))
-            if len(dims) > 1:
-                raise CaseFailure(f"{where}.embedding: dimension {emb.size} differs from other objects' {sorted(dims - {emb.size})}")
-        attrs = od.get("attributes") or {}
-        if not isinstance(attrs, Mapping):
-            raise CaseFailure(f"{where}.attributes: must be a JSON object")
-        support = _mask_support(od, where, wh, base)
-        ometa = od.get("metadata") if isinstance(od.get("metadata"), Mapping) else {}
-        kind = legacy_kind(od, ometa)
-        mob = normalise_mobility(
-            ometa.get("mobility") if isinstance(ometa.get("mobility"), Mapping) else None,
-            kind, allow_unlabeled_geometry=allow_unlabeled_geometry,
-        )
-        group = ometa.get("ambiguity_group", od.get("ambiguity_group"))
-        if isinstance(group, (list, tuple)):
-            # a set of interchangeable look-alikes: name the group by its sorted members
-            group = "|".join(sorted(str(g) for g in group)) if group else None
-        objects.append(InventoryObject(
-            object_id=oid,
-            category=str(od.get("category") or ""),
-            bbox=bbox,
-            embedding=emb,
-            attributes=dict(attrs),
-            ambiguity_group=None if group in (None, "") else str(group),
-            has_support=support is not False,
-            mask_path=object_mask_path(od),
-            instance_kind=None if kind is None else str(kind),
-            **mob,
-        ))
-    return Inventory(scene_id=str(scene_id), image_size=wh, objects=objects,
-                     embedding_backend=None if backend is None else str(backend))
+    where = f"{source}: objects[{k}]"
+    if not isinstance(od, Mapping):
+        raise CaseFailure(f"{where}: must be a JSON object")
+    oid = od.get("object_id")
+    if not isinstance(oid, (str, int)) or str(oid).strip() == "":
+        raise CaseFailure(f"{where}.object_id: missing or empty")
+    oid = str(oid)
+    where = f"{source}: object {oid}"
+    if oid in seen:
+        raise CaseFailure(f"{where}: duplicate object_id")
+    seen.add(oid)
+    bad = _find_non_finite(dict(od), "")
+    if bad:
+        raise CaseFailure(f"{where}: non-finite value at {bad.lstrip('.')}")
+    bbox = _box(od.get("bbox"), f"{where}.bbox")
+    x0, y0, x1, y1 = bbox
+    if not (0 <= x0 < x1 <= w and 0 <= y0 < y1 <= h):
+        raise CaseFailure(f"{where}.bbox {list(bbox)} is empty or outside the {w}x{h} image")
+    emb = _vector(od.get("embedding"), f"{where}.embedding")
+    if emb is not None:
+        if float(np.linalg.norm(emb)) <= 1e-12:
+            raise CaseFailure(f"{where}.embedding: is all zeros")
+        dims.add(int(emb.size))
+        if len(dims) > 1:
+            raise CaseFailure(f"{where}.embedding: dimension {emb.size} differs from other objects' {sorted(dims - {emb.size})}")
+    attrs = od.get("attributes") or {}
+    if not isinstance(attrs, Mapping):
+        raise CaseFailure(f"{where}.attributes: must be a JSON object")
+    support = _mask_support(od, where, wh, base)
+    ometa = od.get("metadata") if isinstance(od.get("metadata"), Mapping) else {}
+    kind = legacy_kind(od, ometa)
+    mob = normalise_mobility(
+        ometa.get("mobility") if isinstance(ometa.get("mobility"), Mapping) else None,
+        kind, allow_unlabeled_geometry=allow_unlabeled_geometry,
+    )
+    group = ometa.get("ambiguity_group", od.get("ambiguity_group"))
+    if isinstance(group, (list, tuple)):
+        # a set of interchangeable look-alikes: name the group by its sorted members
+        group = "|".join(sorted(str(g) for g in group)) if group else None
+    return InventoryObject(
+        object_id=oid,
+        category=str(od.get("category") or ""),
+        bbox=bbox,
+        embedding=emb,
+        attributes=dict(attrs),
+        ambiguity_group=None if group in (None, "") else str(group),
+        has_support=support is not False,
+        mask_path=object_mask_path(od),
+        instance_kind=None if kind is None else str(kind),
+        **mob,
+    )
 
 
 def load_reference_scene(path: Path | str, *, image_size: tuple[int, int] | Sequence[int] | None = None,

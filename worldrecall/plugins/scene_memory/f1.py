@@ -115,21 +115,9 @@ def score_point_clouds(observation: np.ndarray, revisit: np.ndarray, *, voxel_si
     if len(O) == 0 or len(V) == 0:
         raise NotApplicable(f"empty point cloud (observation {len(O)} points, revisit {len(V)} points)")
     n_o, n_v = len(O), len(V)
-    icp_res, accepted, how = None, None, "none"
     icp_kw = {"max_iterations": icp_max_iterations, "trim": icp_trim, "tolerance": icp_tolerance,
               "max_translation_ratio": icp_max_translation_ratio, "max_rotation_deg": icp_max_rotation_deg}
-    if alignment == "trimmed_icp" and float32:
-        # parity: the released ICP on the full clouds in input order (ties at the trim cut included)
-        try:
-            icp_res, V = trimmed_icp_release(V, O, **icp_kw)
-        except ICPError as e:
-            raise NotApplicable(str(e)) from None
-        accepted = icp_res.accepted
-        how = "trimmed_icp" if accepted else "none"
-    elif alignment != "trimmed_icp" and centroid_align:
-        # the release's shift: mean(O) − mean(V) in the clouds' own dtype, added to every revisit point
-        V = (V + (np.mean(O, axis=0) - np.mean(V, axis=0))).astype(dt, copy=False)
-        how = "centroid"
+    icp_res, accepted, how, V = _release_alignment(O, V, dt, alignment, centroid_align, float32, icp_kw)
     # Repeated points (a static camera renders the same pixels again) only add kd-tree work: score the
     # distinct points, each counted with its multiplicity — the same numbers as the full clouds.
     Ou, inv_o, w_o = unique_rows(O)
@@ -154,14 +142,7 @@ def score_point_clouds(observation: np.ndarray, revisit: np.ndarray, *, voxel_si
             Vu = Vu @ icp_res.R.T + icp_res.t
             how = "trimmed_icp"
 
-    both_lo = np.minimum(Ou.min(axis=0), Vu.min(axis=0))
-    both_hi = np.maximum(Ou.max(axis=0), Vu.max(axis=0))
-    diag = float(np.linalg.norm((both_hi - both_lo).astype(dt)))
-    if distance_threshold is not None:
-        tau = float(distance_threshold)
-    else:
-        tau = max(distance_threshold_ratio * diag, 1e-6)
-    tau = max(tau, 1e-8)
+    diag, tau = _threshold(Ou, Vu, dt, distance_threshold, distance_threshold_ratio)
     tau_c = dt(tau)
 
     # only "closer than τ or not" matters: distances beyond a hair above τ come back as inf (exact for
@@ -181,6 +162,40 @@ def score_point_clouds(observation: np.ndarray, revisit: np.ndarray, *, voxel_si
         res.obs, res.retained = Ou[inv_o], retained[inv_o]
         res.rev, res.hallucinated = Vu[inv_v], halluc[inv_v]
     return res
+
+
+def _release_alignment(O: np.ndarray, V: np.ndarray, dt: type, alignment: str, centroid_align: bool,
+                       float32: bool, icp_kw: dict) -> tuple[Any, bool | None, str, np.ndarray]:
+    """The alignments done before de-duplication: the released float32 ICP on the full clouds, or the
+    released centroid shift; returns (ICP result, accepted, how, moved revisit cloud)."""
+    icp_res, accepted, how = None, None, "none"
+    if alignment == "trimmed_icp" and float32:
+        # parity: the released ICP on the full clouds in input order (ties at the trim cut included)
+        try:
+            icp_res, V = trimmed_icp_release(V, O, **icp_kw)
+        except ICPError as e:
+            raise NotApplicable(str(e)) from None
+        accepted = icp_res.accepted
+        how = "trimmed_icp" if accepted else "none"
+    elif alignment != "trimmed_icp" and centroid_align:
+        # the release's shift: mean(O) − mean(V) in the clouds' own dtype, added to every revisit point
+        V = (V + (np.mean(O, axis=0) - np.mean(V, axis=0))).astype(dt, copy=False)
+        how = "centroid"
+    return icp_res, accepted, how, V
+
+
+def _threshold(Ou: np.ndarray, Vu: np.ndarray, dt: type, distance_threshold: float | None,
+               ratio: float) -> tuple[float, float]:
+    """(D, τ): D the bbox diagonal of O ∪ V (in the clouds' dtype), τ the given threshold or
+    max(ratio·D, 1e-6), never below 1e-8."""
+    both_lo = np.minimum(Ou.min(axis=0), Vu.min(axis=0))
+    both_hi = np.maximum(Ou.max(axis=0), Vu.max(axis=0))
+    diag = float(np.linalg.norm((both_hi - both_lo).astype(dt)))
+    if distance_threshold is not None:
+        tau = float(distance_threshold)
+    else:
+        tau = max(ratio * diag, 1e-6)
+    return diag, max(tau, 1e-8)
 
 
 def unique_rows(p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

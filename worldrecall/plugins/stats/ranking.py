@@ -123,36 +123,59 @@ def _case_values(rows: list[ScoreRow], refs: list[str]) -> tuple[dict, dict, dic
 
 def _benchmark_views(rows: list[ScoreRow], decl: Mapping[str, Any], meta: Mapping[str, Any],
                      p: Mapping[str, Any], order: int) -> list[dict[str, Any]]:
-    name = decl["name"]
-    headline = list(decl["headline"])
-    rank_by, gate, protocol = decl["rank_by"], decl.get("gate"), decl.get("protocol_gate")
-    levels = list(decl.get("levels") or [])
-    labels = dict(decl.get("labels") or {})
-    refs = list(dict.fromkeys([*headline, *([gate] if gate else []), *([protocol] if protocol else [])]))
-    vals, strata, backends, gate_na = _case_values(rows, refs)
-    models = sorted({r.model for r in rows})
-    cases = {m: sorted({r.case_id for r in rows if r.model == m}) for m in models}
-    passed = {m: {c for c, x in vals.get(gate, {}).get(m, {}).items() if x == 1.0} for m in models} if gate else {}
-    rank_meta = (meta.get(split_ref(rank_by)[0]) or {}).get(split_ref(rank_by)[1], {})
-    hib = rank_meta.get("higher_is_better")
-    rng = rank_meta.get("range")
-    worst = None if hib is None or not rng else float(rng[0] if hib else rng[1])
+    """One declared benchmark's view cells: the camera-gated view (when its gate ran) then all cases."""
+    views = _Views(rows, decl, meta, p)
+    out: list[dict[str, Any]] = []
+    for k, variant in enumerate(views.variants):
+        out += views.cells(variant, order + k)
+    return out
 
-    def keys(case_ids: list[str]) -> list[np.ndarray]:
-        return [np.asarray([strata.get(c, {}).get(lv, "") for c in case_ids], dtype=object) for lv in levels]
 
-    def stat(ref: str, model: str, case_ids: list[str], variant: str) -> tuple[float, float, float]:
-        by_case = vals.get(ref, {}).get(model, {})
+class _Views:
+    """Per-case values of one benchmark's declared refs, and the statistics its ranked views are made of."""
+
+    def __init__(self, rows: list[ScoreRow], decl: Mapping[str, Any], meta: Mapping[str, Any],
+                 p: Mapping[str, Any]):
+        self.decl, self.meta, self.p = decl, meta, p
+        self.name = decl["name"]
+        self.headline = list(decl["headline"])
+        self.rank_by, gate, protocol = decl["rank_by"], decl.get("gate"), decl.get("protocol_gate")
+        self.gate, self.protocol = gate, protocol
+        self.levels = list(decl.get("levels") or [])
+        self.labels = dict(decl.get("labels") or {})
+        refs = list(dict.fromkeys([*self.headline, *([gate] if gate else []), *([protocol] if protocol else [])]))
+        self.vals, self.strata, self.backends, self.gate_na = _case_values(rows, refs)
+        models = self.models = sorted({r.model for r in rows})
+        self.cases = {m: sorted({r.case_id for r in rows if r.model == m}) for m in models}
+        self.passed = ({m: {c for c, x in self.vals.get(gate, {}).get(m, {}).items() if x == 1.0} for m in models}
+                       if gate else {})
+        rank_meta = self.rank_meta = (meta.get(split_ref(self.rank_by)[0]) or {}).get(split_ref(self.rank_by)[1], {})
+        hib = self.hib = rank_meta.get("higher_is_better")
+        rng = rank_meta.get("range")
+        self.worst = None if hib is None or not rng else float(rng[0] if hib else rng[1])
+        self.ran = {r.metric for r in rows}  # metrics with rows: a gate that did not run has no view and no pass rate
+        self.gate_ran = bool(gate) and split_ref(gate)[0] in self.ran
+        self.variants = (["gated"] if self.gate_ran else []) + ["all"]  # no gate rows (not run): no gated view
+
+    def keys(self, case_ids: list[str]) -> list[np.ndarray]:
+        return [np.asarray([self.strata.get(c, {}).get(lv, "") for c in case_ids], dtype=object)
+                for lv in self.levels]
+
+    def stat(self, ref: str, model: str, case_ids: list[str], variant: str) -> tuple[float, float, float]:
+        """Macro mean of ``ref`` over ``case_ids`` with its bootstrap CI (seeded per view, model and ref)."""
+        p = self.p
+        by_case = self.vals.get(ref, {}).get(model, {})
         use = [c for c in case_ids if c in by_case]
         v = np.asarray([by_case[c] for c in use], dtype=float)
         if not len(v):
             return math.nan, math.nan, math.nan
-        seed = zlib.crc32(f"{p['seed']}|{name}|{variant}|{model}|{ref}".encode())
-        lo, hi = bootstrap_macro(v, keys(use), int(p["replicates"]), seed, float(p["level"]))
-        return macro_mean(v, keys(use)), lo, hi
+        seed = zlib.crc32(f"{p['seed']}|{self.name}|{variant}|{model}|{ref}".encode())
+        lo, hi = bootstrap_macro(v, self.keys(use), int(p["replicates"]), seed, float(p["level"]))
+        return macro_mean(v, self.keys(use)), lo, hi
 
-    def tied(variant: str, pool: dict[str, list[str]], ref: str):
-        by = vals.get(ref, {})
+    def tied(self, variant: str, pool: dict[str, list[str]], ref: str):
+        """The tie test of two models on ``ref``: a paired bootstrap CI of their difference containing 0."""
+        p, by = self.p, self.vals.get(ref, {})
 
         def test(a: str, b: str) -> bool:
             shared = [c for c in pool[a] if c in set(pool[b]) and c in by.get(a, {}) and c in by.get(b, {})]
@@ -160,87 +183,103 @@ def _benchmark_views(rows: list[ScoreRow], decl: Mapping[str, Any], meta: Mappin
                 d = np.asarray([by[a][c] - by[b][c] for c in shared], dtype=float)
                 if np.all(d == 0):
                     return True
-                seed = zlib.crc32(f"{p['seed']}|{name}|{variant}|{a}|{b}".encode())
-                lo, hi = bootstrap_macro(d, keys(shared), int(p["replicates"]), seed, float(p["level"]))
+                seed = zlib.crc32(f"{p['seed']}|{self.name}|{variant}|{a}|{b}".encode())
+                lo, hi = bootstrap_macro(d, self.keys(shared), int(p["replicates"]), seed, float(p["level"]))
                 return bool(lo <= 0.0 <= hi) if not (math.isnan(lo) or math.isnan(hi)) else False
             # fewer than 2 shared cases: no pairing; tied when the two models' own CIs overlap
-            ma, la, ha = stat(ref, a, pool[a], variant)
-            mb, lb, hb = stat(ref, b, pool[b], variant)
+            ma, la, ha = self.stat(ref, a, pool[a], variant)
+            mb, lb, hb = self.stat(ref, b, pool[b], variant)
             if any(math.isnan(x) for x in (la, ha, lb, hb)):
                 return ma == mb
             return not (ha < lb or hb < la)
         return test
 
-    out: list[dict[str, Any]] = []
-    ran = {r.metric for r in rows}  # metrics with rows: a gate that did not run has no view and no pass rate
-    gate_ran = bool(gate) and split_ref(gate)[0] in ran
-    variants = (["gated"] if gate_ran else []) + ["all"]  # no gate rows (not run): no gated view to show
-    for k, variant in enumerate(variants):
-        pool = {m: sorted(passed[m]) if variant == "gated" else cases[m] for m in models}
+    def rank_key(self, variant: str, pool: dict[str, list[str]]) -> tuple[str, dict[str, list[str]]]:
+        """The ref (and case pool) a view ranks by; the gated view ranks a failed gate at the worst value."""
+        rank_by, models, worst = self.rank_by, self.models, self.worst
         key_ref = rank_by
         if variant == "gated" and worst is not None:
             key_ref = f"{rank_by}|gate-zeroed"  # passed: the value; failed gate: the worst value; n/a: left out
-            g = vals.get(gate, {})
-            vals[key_ref] = {m: {c: (x if g.get(m, {}).get(c) == 1.0 else worst)
-                                 for c, x in vals.get(rank_by, {}).get(m, {}).items() if c in g.get(m, {})}
-                             | {c: worst for c, y in g.get(m, {}).items() if y == 0.0}
-                             for m in models}
-        key_pool = {m: cases[m] for m in models} if key_ref != rank_by else pool
-        means = {m: stat(key_ref, m, key_pool[m], variant)[0] for m in models}
+            g = self.vals.get(self.gate, {})
+            self.vals[key_ref] = {m: {c: (x if g.get(m, {}).get(c) == 1.0 else worst)
+                                      for c, x in self.vals.get(rank_by, {}).get(m, {}).items() if c in g.get(m, {})}
+                                  | {c: worst for c, y in g.get(m, {}).items() if y == 0.0}
+                                  for m in models}
+        key_pool = {m: self.cases[m] for m in models} if key_ref != rank_by else pool
+        return key_ref, key_pool
+
+    def cells(self, variant: str, order: int) -> list[dict[str, Any]]:
+        """Every cell of one view: per model, its rank, the ranked value, the headline and the gate rates."""
+        decl, name, models, passed = self.decl, self.name, self.models, self.passed
+        gate, gate_ran = self.gate, self.gate_ran
+        pool = {m: sorted(passed[m]) if variant == "gated" else self.cases[m] for m in models}
+        key_ref, key_pool = self.rank_key(variant, pool)
+        means = {m: self.stat(key_ref, m, key_pool[m], variant)[0] for m in models}
         if variant == "gated":
             means = {m: (x if passed.get(m) else math.nan) for m, x in means.items()}
         ranked = [m for m in models if not math.isnan(means[m])]
-        if hib is not None:
+        if self.hib is not None:
+            hib = self.hib
             ranked.sort(key=lambda m: (-means[m] if hib else means[m], m))
-            ranks = tie_ranks(ranked, tied(variant, key_pool, key_ref))
+            ranks = tie_ranks(ranked, self.tied(variant, key_pool, key_ref))
         else:
             ranks = {}
         title = (decl.get("titles") or {}).get(variant) or (
             f"{name} · camera-gated view (only cases whose camera executed the reference motion)"
             if variant == "gated" else f"{name} · all cases (the published protocol's number)")
-        note = _note(decl, variant, gate if gate_ran else None, gate_na, passed, models)
+        note = _note(decl, variant, gate if gate_ran else None, self.gate_na, passed, models)
         if gate and not gate_ran:
             note = f"no camera-gated view: {split_ref(gate)[0]} did not run · " + note
         position = {m: i for i, m in enumerate(ranked + sorted(set(models) - set(ranked)))}
+        out: list[dict[str, Any]] = []
         for m in models:
             if m in ranks:
                 rank, shared = ranks[m]
                 label = f"{rank}=" if shared else str(rank)
             else:
                 rank, label = math.nan, (NEVER_GATED if variant == "gated" and not passed.get(m) else NOT_APPLICABLE)
-            base = {"benchmark": name, "variant": variant, "order": order + k, "title": title, "note": note,
+            base = {"benchmark": name, "variant": variant, "order": order, "title": title, "note": note,
                     "model": m, "position": position[m], "rank": float(rank), "rank_label": label,
-                    "n_cases": len(pool[m]), "backend": backends.get(rank_by, "")}
-            if key_ref != rank_by:
-                metric, value = split_ref(rank_by)
-                unit = _unit(rank_meta)
-                mean, lo, hi = stat(key_ref, m, key_pool[m], variant)
-                out.append({**base, "column": f"{labels.get(rank_by, value)} ranked (failed gate = {worst:g})",
-                            "metric": metric, "unit": unit, "direction": _direction(rank_meta),
-                            "digits": _digits(unit), "mean": mean, "ci_low": lo, "ci_high": hi})
-            for ref in headline:
-                metric, value = split_ref(ref)
-                vm = (meta.get(metric) or {}).get(value)
-                unit = _unit(vm)
-                mean, lo, hi = stat(ref, m, pool[m], variant)
-                out.append({**base, "column": labels.get(ref, f"{metric.split('.', 1)[-1]}:{value}"), "metric": metric,
-                            "unit": unit, "direction": _direction(vm), "digits": _digits(unit),
-                            "mean": mean, "ci_low": lo, "ci_high": hi})
-            for ref, what in ((gate, "camera gate"), (protocol, "protocol gate")):
-                if not ref or split_ref(ref)[0] not in ran:
-                    continue  # a gate that did not run has no pass rate (not 0)
-                by = vals.get(ref, {}).get(m, {})
-                rate = sum(1 for c in cases[m] if by.get(c) == 1.0) / len(cases[m]) if cases[m] else math.nan
-                out.append({**base, "column": labels.get(ref, f"{what} passed"), "metric": split_ref(ref)[0],
-                            "unit": "fraction", "direction": "·", "digits": 2, "mean": rate,
-                            "ci_low": math.nan, "ci_high": math.nan})
-            if gate_ran and protocol and vals.get(protocol):
-                g, q = vals.get(gate, {}).get(m, {}), vals.get(protocol, {}).get(m, {})
-                differ = sum(1 for c in cases[m] if c in g and c in q and (g[c] == 1.0) != (q[c] == 1.0))
-                out.append({**base, "column": "gates disagree", "metric": split_ref(protocol)[0], "unit": "cases",
-                            "direction": "·", "digits": 0, "mean": float(differ), "ci_low": math.nan,
-                            "ci_high": math.nan})
-    return out
+                    "n_cases": len(pool[m]), "backend": self.backends.get(self.rank_by, "")}
+            out += self.model_cells(base, m, variant, pool, key_ref, key_pool)
+        return out
+
+    def model_cells(self, base: dict[str, Any], m: str, variant: str, pool: dict[str, list[str]], key_ref: str,
+                    key_pool: dict[str, list[str]]) -> list[dict[str, Any]]:
+        """One model's cells in one view (``base`` holds what they share: rank, title, note …)."""
+        meta, labels, rank_by, cases = self.meta, self.labels, self.rank_by, self.cases
+        gate, protocol = self.gate, self.protocol
+        out: list[dict[str, Any]] = []
+        if key_ref != rank_by:
+            metric, value = split_ref(rank_by)
+            unit = _unit(self.rank_meta)
+            mean, lo, hi = self.stat(key_ref, m, key_pool[m], variant)
+            out.append({**base, "column": f"{labels.get(rank_by, value)} ranked (failed gate = {self.worst:g})",
+                        "metric": metric, "unit": unit, "direction": _direction(self.rank_meta),
+                        "digits": _digits(unit), "mean": mean, "ci_low": lo, "ci_high": hi})
+        for ref in self.headline:
+            metric, value = split_ref(ref)
+            vm = (meta.get(metric) or {}).get(value)
+            unit = _unit(vm)
+            mean, lo, hi = self.stat(ref, m, pool[m], variant)
+            out.append({**base, "column": labels.get(ref, f"{metric.split('.', 1)[-1]}:{value}"), "metric": metric,
+                        "unit": unit, "direction": _direction(vm), "digits": _digits(unit),
+                        "mean": mean, "ci_low": lo, "ci_high": hi})
+        for ref, what in ((gate, "camera gate"), (protocol, "protocol gate")):
+            if not ref or split_ref(ref)[0] not in self.ran:
+                continue  # a gate that did not run has no pass rate (not 0)
+            by = self.vals.get(ref, {}).get(m, {})
+            rate = sum(1 for c in cases[m] if by.get(c) == 1.0) / len(cases[m]) if cases[m] else math.nan
+            out.append({**base, "column": labels.get(ref, f"{what} passed"), "metric": split_ref(ref)[0],
+                        "unit": "fraction", "direction": "·", "digits": 2, "mean": rate,
+                        "ci_low": math.nan, "ci_high": math.nan})
+        if self.gate_ran and protocol and self.vals.get(protocol):
+            g, q = self.vals.get(gate, {}).get(m, {}), self.vals.get(protocol, {}).get(m, {})
+            differ = sum(1 for c in cases[m] if c in g and c in q and (g[c] == 1.0) != (q[c] == 1.0))
+            out.append({**base, "column": "gates disagree", "metric": split_ref(protocol)[0], "unit": "cases",
+                        "direction": "·", "digits": 0, "mean": float(differ), "ci_low": math.nan,
+                        "ci_high": math.nan})
+        return out
 
 
 def _note(decl: Mapping[str, Any], variant: str, gate: str | None, gate_na: Counter,

@@ -124,17 +124,48 @@ def _build(tmp: Path, params: dict, digest: str, workers: int | None, progress: 
     """Render every case into ``tmp`` (a process pool when ``workers`` > 1), then the sheets and manifest.
 
     ``progress``: a bar over rendered cases (a cold build takes minutes; it must not look stuck)."""
-    from worldrecall.plugins.synthetic import memobench_layout as mb
-    from worldrecall.plugins.synthetic import opis_layout, vqa_bank
-    from worldrecall.plugins.synthetic.case import GEN_FPS, build_case, depth_size
+    from worldrecall.plugins.synthetic.case import GEN_FPS, depth_size
     from worldrecall.plugins.synthetic.counterfactuals import MODELS
-    from worldrecall.plugins.synthetic.files import SuiteFiles
     from worldrecall.plugins.synthetic.programs import PROGRAMS
 
     t0 = time.perf_counter()
     tmp.mkdir(parents=True)
     n = params["n_cases"]
     n_workers = max(1, min(workers or min(2, os.cpu_count() or 1), n))
+    records = _render_cases(tmp, params, n_workers, progress)
+    layout_files = _write_layout_files(tmp, params, records)
+    manifest = {
+        "suite": "worldrecall synthetic revisit suite",
+        "params": params,
+        "params_digest": digest,
+        "models": list(MODELS),
+        "programs": list(PROGRAMS),
+        "gen_fps": GEN_FPS,
+        "depth_size": list(depth_size(params["width"], params["height"])),
+        "layouts": {
+            "memobench_data": "memobench/data",
+            "memobench_output": "memobench/output",
+            "memobench_vqa_truth": "memobench/vqa_truth",
+            "scene_memory": "scene_memory",
+            "opis_final": "opis/final",
+            "opis_generations": "opis/generations",
+        },
+        "files": layout_files,
+        "cases": records,
+        # what was rendered, byte for byte: two machines agree on the suite exactly when this agrees
+        "content_digest": content_digest(tmp),
+        "build_seconds": round(time.perf_counter() - t0, 2),
+        "workers": n_workers,
+    }
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    (tmp / COMPLETE).write_text(digest + "\n")
+
+
+def _render_cases(tmp: Path, params: dict, n_workers: int, progress: bool) -> list[dict]:
+    """Every case's manifest record, in case order (serial, or a spawn pool of ``n_workers``)."""
+    from worldrecall.plugins.synthetic.case import build_case
+
+    n = params["n_cases"]
     jobs = [(str(tmp), i, params, 1 if n_workers > 1 else 0) for i in range(n)]
     bar = None
     if progress:
@@ -159,6 +190,14 @@ def _build(tmp: Path, params: dict, digest: str, workers: int | None, progress: 
                     bar.update(1)
     if bar is not None:
         bar.close()
+    return records
+
+
+def _write_layout_files(tmp: Path, params: dict, records: list[dict]) -> list[str]:
+    """The suite-wide files of each layout (MemoBench sheets and metadata, OPIS domains, VQA failure cases)."""
+    from worldrecall.plugins.synthetic import memobench_layout as mb
+    from worldrecall.plugins.synthetic import opis_layout, vqa_bank
+    from worldrecall.plugins.synthetic.files import SuiteFiles
 
     sheet_rows, meta_rows, failure_rows = [], [], []
     for r in records:
@@ -198,31 +237,7 @@ def _build(tmp: Path, params: dict, digest: str, workers: int | None, progress: 
     fc.parent.mkdir(parents=True, exist_ok=True)
     fc.write_text(vqa_bank.csv_text(vqa_bank.FAILURE_COLUMNS, failure_rows))
     layout_files.append(vqa_bank.FAILURES_PATH)
-    manifest = {
-        "suite": "worldrecall synthetic revisit suite",
-        "params": params,
-        "params_digest": digest,
-        "models": list(MODELS),
-        "programs": list(PROGRAMS),
-        "gen_fps": GEN_FPS,
-        "depth_size": list(depth_size(params["width"], params["height"])),
-        "layouts": {
-            "memobench_data": "memobench/data",
-            "memobench_output": "memobench/output",
-            "memobench_vqa_truth": "memobench/vqa_truth",
-            "scene_memory": "scene_memory",
-            "opis_final": "opis/final",
-            "opis_generations": "opis/generations",
-        },
-        "files": layout_files,
-        "cases": records,
-        # what was rendered, byte for byte: two machines agree on the suite exactly when this agrees
-        "content_digest": content_digest(tmp),
-        "build_seconds": round(time.perf_counter() - t0, 2),
-        "workers": n_workers,
-    }
-    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
-    (tmp / COMPLETE).write_text(digest + "\n")
+    return layout_files
 
 
 def content_digest(root: Path) -> str:

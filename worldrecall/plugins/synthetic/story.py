@@ -9,6 +9,7 @@ they disagree with the plan. Times are in GT frame units, ``t`` in ``[0, G - 1]`
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -203,7 +204,11 @@ def _seg_dist(p: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
 def plan_case(
     index: int, seed: int, attempt: int, *, width: int, height: int, gt_frames: int, gen_frames: int
 ) -> CaseStory:
-    """Draw case ``index`` (attempt ``attempt``); raises :class:`PlanRejected` when the draw is unusable."""
+    """Draw case ``index`` (attempt ``attempt``); raises :class:`PlanRejected` when the draw is unusable.
+
+    The helpers draw from one generator in a fixed order (program, wrong factor, target, positions,
+    teleport, props, texture offsets): the same seed gives the same case.
+    """
     rng = np.random.default_rng(np.random.SeedSequence([seed, index, attempt]))
     G = gt_frames
     duration = float(G - 1)
@@ -216,45 +221,10 @@ def plan_case(
     wrong = program.wrong(factor)
     K = intrinsics(width, height)
     size = (width, height)
+    _check_cameras_in_room(program, wrong, duration)
 
-    # cameras must stay inside the room
-    times = np.linspace(0.0, duration, 49)
-    cam_xz = np.array([[p.pose(t)[0, 3], p.pose(t)[2, 3]] for p in (program, wrong) for t in times])
-    if np.abs(cam_xz).max() > CAMERA_LIMIT:
-        raise PlanRejected("camera leaves the room")
-
-    spec = TargetSpec(
-        TARGET_SHAPES[int(rng.integers(len(TARGET_SHAPES)))],
-        TARGET_PATTERNS[int(rng.integers(len(TARGET_PATTERNS)))],
-        float(rng.uniform(0, 90)),
-    )
-    kind = CHANGE_KINDS[(index // len(PROGRAMS) + index) % len(CHANGE_KINDS)]
-    colours = list(TARGET_COLOURS)
-    colour0 = colours.pop(int(rng.integers(len(colours))))
-    colour1 = colours[int(rng.integers(len(colours)))] if "recolour" in kind else colour0
-    scale1 = float(rng.choice([1.6, 0.6])) if kind == "resize" else 1.0
-
-    pos0 = np.asarray(program.start)
-    h0, r0 = heading(program.yaw0)[[0, 2]], right_of(program.yaw0)[[0, 2]]
-    if name == "dolly":
-        d, lat = rng.uniform(2.2, 2.8), rng.choice([-1.0, 1.0]) * rng.uniform(0.45, 0.7)
-    elif name == "u_turn":
-        turn_side = 1.0 if "pan_right" in program.tokens else -1.0
-        d, lat = rng.uniform(2.8, 3.4), turn_side * rng.uniform(0.8, 1.1)
-    else:
-        d = rng.uniform(2.6, 3.4)
-        lat = d * math.tan(math.radians(rng.uniform(-8.0, 8.0)))
-    p0 = pos0[[0, 2]] + d * h0 + lat * r0
-    if "move" in kind:
-        # mostly towards the middle of the opening view, so the moved target is still in view there
-        toward = -1.0 if lat > 0 else 1.0
-        sign = toward if rng.random() < 0.8 else -toward
-        p1 = p0 + sign * rng.uniform(0.7, 1.1) * r0 + rng.uniform(-0.3, 0.3) * h0
-    else:
-        p1 = p0.copy()
-    if np.abs(np.concatenate([p0, p1])).max() > ROOM_LIMIT:
-        raise PlanRejected("target outside the room")
-
+    spec, kind, colour0, colour1, scale1 = _draw_target(rng, index)
+    p0, p1 = _target_positions(rng, program, name, kind)
     gt_poses = program.poses(np.arange(G, dtype=np.float64))
     end = gt_poses[-1]
 
@@ -266,31 +236,8 @@ def plan_case(
         raise PlanRejected("target not fully in the first frame")
     if view(end, p1, scale1) != "in":
         raise PlanRejected("changed target not fully in view at the end")
-    hidden = np.array([view(P, p0, 1.0) == "out" and view(P, p1, scale1) == "out" for P in gt_poses])
-    first = int(np.argmax(hidden)) if hidden.any() else -1
-    if first <= 0:
-        raise PlanRejected("target never hidden")
-    last = first
-    while last + 1 < G and hidden[last + 1]:
-        last += 1
-    if last - first < 2 or last >= G - 2:
-        raise PlanRejected("hidden interval too short or too late")
-    t_a = first + 0.3 * (last - first)
-    t_b = first + 0.7 * (last - first)
-    # teleport destination: somewhere else, in view at the end, never seen while the target is in transit
-    r_end = end[:3, 0][[0, 2]]
-    f_end = end[:3, 2][[0, 2]]
-    f_end = f_end / max(np.linalg.norm(f_end), 1e-9)
-    teleport = None
-    for off in rng.permutation([1.1, -1.1, 1.4, -1.4, 0.9, -0.9]):
-        cand = p1 + off * r_end / max(np.linalg.norm(r_end), 1e-9) + rng.uniform(-0.3, 0.3) * f_end
-        if np.abs(cand).max() > ROOM_LIMIT or np.linalg.norm(cand - p1) < 0.85:
-            continue
-        if view(end, cand, scale1) == "in":
-            teleport = cand
-            break
-    if teleport is None:
-        raise PlanRejected("no visible teleport destination")
+    t_a, t_b = _change_window(view, gt_poses, p0, p1, scale1)
+    teleport = _teleport_destination(rng, view, end, p1, scale1)
     tl = TargetTimeline(
         spec=spec,
         kind=kind,
@@ -332,6 +279,86 @@ def plan_case(
     )
 
 
+def _check_cameras_in_room(program: CameraProgram, wrong: CameraProgram, duration: float) -> None:
+    """Both camera programs (the true one and the wrong one) must stay inside the room."""
+    times = np.linspace(0.0, duration, 49)
+    cam_xz = np.array([[p.pose(t)[0, 3], p.pose(t)[2, 3]] for p in (program, wrong) for t in times])
+    if np.abs(cam_xz).max() > CAMERA_LIMIT:
+        raise PlanRejected("camera leaves the room")
+
+
+def _draw_target(rng: np.random.Generator, index: int) -> tuple[TargetSpec, str, str, str, float]:
+    """The target's shape and pattern, its change kind, start / end colour and end scale."""
+    spec = TargetSpec(
+        TARGET_SHAPES[int(rng.integers(len(TARGET_SHAPES)))],
+        TARGET_PATTERNS[int(rng.integers(len(TARGET_PATTERNS)))],
+        float(rng.uniform(0, 90)),
+    )
+    kind = CHANGE_KINDS[(index // len(PROGRAMS) + index) % len(CHANGE_KINDS)]
+    colours = list(TARGET_COLOURS)
+    colour0 = colours.pop(int(rng.integers(len(colours))))
+    colour1 = colours[int(rng.integers(len(colours)))] if "recolour" in kind else colour0
+    scale1 = float(rng.choice([1.6, 0.6])) if kind == "resize" else 1.0
+    return spec, kind, colour0, colour1, scale1
+
+
+def _target_positions(rng: np.random.Generator, program: CameraProgram, name: str,
+                      kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """Floor positions (x, z) of the target before and after its change, ahead of the opening view."""
+    pos0 = np.asarray(program.start)
+    h0, r0 = heading(program.yaw0)[[0, 2]], right_of(program.yaw0)[[0, 2]]
+    if name == "dolly":
+        d, lat = rng.uniform(2.2, 2.8), rng.choice([-1.0, 1.0]) * rng.uniform(0.45, 0.7)
+    elif name == "u_turn":
+        turn_side = 1.0 if "pan_right" in program.tokens else -1.0
+        d, lat = rng.uniform(2.8, 3.4), turn_side * rng.uniform(0.8, 1.1)
+    else:
+        d = rng.uniform(2.6, 3.4)
+        lat = d * math.tan(math.radians(rng.uniform(-8.0, 8.0)))
+    p0 = pos0[[0, 2]] + d * h0 + lat * r0
+    if "move" in kind:
+        # mostly towards the middle of the opening view, so the moved target is still in view there
+        toward = -1.0 if lat > 0 else 1.0
+        sign = toward if rng.random() < 0.8 else -toward
+        p1 = p0 + sign * rng.uniform(0.7, 1.1) * r0 + rng.uniform(-0.3, 0.3) * h0
+    else:
+        p1 = p0.copy()
+    if np.abs(np.concatenate([p0, p1])).max() > ROOM_LIMIT:
+        raise PlanRejected("target outside the room")
+    return p0, p1
+
+
+def _change_window(view: Callable[..., str], gt_poses: np.ndarray, p0: np.ndarray, p1: np.ndarray,
+                   scale1: float) -> tuple[float, float]:
+    """``[t_a, t_b]``: the middle 40 % of the first interval in which the target (before and after) is hidden."""
+    G = len(gt_poses)
+    hidden = np.array([view(P, p0, 1.0) == "out" and view(P, p1, scale1) == "out" for P in gt_poses])
+    first = int(np.argmax(hidden)) if hidden.any() else -1
+    if first <= 0:
+        raise PlanRejected("target never hidden")
+    last = first
+    while last + 1 < G and hidden[last + 1]:
+        last += 1
+    if last - first < 2 or last >= G - 2:
+        raise PlanRejected("hidden interval too short or too late")
+    return first + 0.3 * (last - first), first + 0.7 * (last - first)
+
+
+def _teleport_destination(rng: np.random.Generator, view: Callable[..., str], end: np.ndarray, p1: np.ndarray,
+                          scale1: float) -> np.ndarray:
+    """Somewhere else for the teleporting model's target: in view at the end, inside the room."""
+    r_end = end[:3, 0][[0, 2]]
+    f_end = end[:3, 2][[0, 2]]
+    f_end = f_end / max(np.linalg.norm(f_end), 1e-9)
+    for off in rng.permutation([1.1, -1.1, 1.4, -1.4, 0.9, -0.9]):
+        cand = p1 + off * r_end / max(np.linalg.norm(r_end), 1e-9) + rng.uniform(-0.3, 0.3) * f_end
+        if np.abs(cand).max() > ROOM_LIMIT or np.linalg.norm(cand - p1) < 0.85:
+            continue
+        if view(end, cand, scale1) == "in":
+            return cand
+    raise PlanRejected("no visible teleport destination")
+
+
 def _place_props(
     rng: np.random.Generator,
     program: CameraProgram,
@@ -342,92 +369,15 @@ def _place_props(
     size: tuple[int, int],
 ):
     """Two props in the final view (the ones the hallucinating model moves) plus six elsewhere."""
-    times = np.linspace(0.0, program.duration, 61)
-    cams = np.array([[p.pose(t)[0, 3], p.pose(t)[2, 3]] for p in (program, wrong) for t in times])
-    targets = [np.asarray(tl.p0), np.asarray(tl.p1), np.asarray(tl.teleport)]
-    t_rad = tl.spec.bound_radius * max(tl.scale0, tl.scale1)
-    # sight lines that must stay clear: start camera -> p0, end camera -> p1 / teleport
-    c0, c1 = gt_poses[0][[0, 2], 3], gt_poses[-1][[0, 2], 3]
-    lines = [(c0, targets[0]), (c1, targets[1]), (c1, targets[2])]
-    props: list[Prop] = []
-    used_phrases: set[str] = set()
-
-    def ok(p: Prop, others: list[Prop] | None = None) -> bool:
-        xz = np.array([p.x, p.z])
-        if np.abs(xz).max() + p.radius > ROOM_LIMIT + 0.6:
-            return False
-        if np.min(np.linalg.norm(cams - xz, axis=1)) < p.radius + 0.7:
-            return False
-        if any(np.linalg.norm(xz - t) < p.radius + t_rad + 0.35 for t in targets):
-            return False
-        if _seg_dist(xz, targets[0], targets[1]) < p.radius + t_rad + 0.2:
-            return False
-        if any(_seg_dist(xz, a, b) < p.radius + t_rad + 0.15 for a, b in lines):
-            return False
-        return all(
-            np.hypot(p.x - q.x, p.z - q.z) > p.radius + q.radius + 0.25
-            for q in (props if others is None else others)
-            if q.instance != p.instance
-        )
-
-    def draw(kind: str, colour: str, x: float, z: float, big: bool = False) -> Prop:
-        crate = rng.uniform(0.8, 1.0) if big else rng.uniform(0.5, 0.8)
-        dims = {
-            "crate": (crate,) * 3,
-            "pillar": (0.36, rng.uniform(2.0, 2.6), 0.36),
-            "stool": (0.6, 0.45, 0.6),
-            "pot": (0.62, 0.62, 0.62),
-            "shelf": (1.2, 1.5, 0.4),
-            "bench": (1.4, 0.45, 0.5),
-        }[kind]
-        return Prop(
-            kind,
-            colour,
-            float(x),
-            float(z),
-            tuple(float(v) for v in dims),
-            float(rng.uniform(0, 90)),
-            2 + len(props),
-        )
-
-    def new_kind_colour() -> tuple[str, str]:
-        for _ in range(50):
-            kind = PROP_KINDS[int(rng.integers(len(PROP_KINDS)))]
-            colour = PROP_COLOURS[int(rng.integers(len(PROP_COLOURS)))]
-            if f"{colour} {kind}" not in used_phrases:
-                return kind, colour
-        raise PlanRejected("ran out of prop names")
-
+    placer = _PropPlacer(rng, program, wrong, tl, gt_poses)
     # props in the *final* view (the opening view again, except after a U-turn): the hallucinating model
     # moves these, so the change is on screen after the return
     end = gt_poses[-1]
-    pos_v = end[[0, 2], 3]
-    h_v = end[[0, 2], 2] / max(float(np.linalg.norm(end[[0, 2], 2])), 1e-9)
     r_v = end[[0, 2], 0] / max(float(np.linalg.norm(end[[0, 2], 0])), 1e-9)
-    d_t = float(np.linalg.norm(np.asarray(tl.p1) - pos_v))
-    for side in (-1.0, 1.0):  # big ones, behind the target, so a moved one is a large share of the view
-        for _ in range(30):
-            kind, colour = new_kind_colour()
-            if kind not in ("shelf", "crate", "bench"):
-                continue
-            ang = math.radians(side * rng.uniform(14.0, 22.0))
-            dist = d_t + rng.uniform(1.2, 2.4)
-            xz = pos_v + dist * (math.cos(ang) * h_v + math.sin(ang) * r_v)
-            p = draw(kind, colour, xz[0], xz[1], big=True)
-            if ok(p):
-                props.append(p)
-                used_phrases.add(p.phrase)
-                break
+    placer.place_in_final_view(end)
+    props = placer.props
     in_view = list(props)
-    tries = 0
-    while len(props) < len(in_view) + 6 and tries < 400:
-        tries += 1
-        kind, colour = new_kind_colour()
-        xz = rng.uniform(-ROOM_LIMIT, ROOM_LIMIT, size=2)
-        p = draw(kind, colour, xz[0], xz[1])
-        if ok(p):
-            props.append(p)
-            used_phrases.add(p.phrase)
+    placer.scatter(len(in_view) + 6)
     if not in_view:
         raise PlanRejected("no prop fits in the final view")
     # the hallucinated background: every prop seen in the final view jumps sideways and takes a vivid colour
@@ -446,9 +396,118 @@ def _place_props(
         for shift in rng.permutation([1.8, -1.8, 2.2, -2.2, 1.4, -1.4]):
             xz = np.array([p.x, p.z]) + shift * r_v
             cand = p.moved(xz[0], xz[1], colour)
-            if ok(cand, list(moved.values())):
+            if placer.ok(cand, list(moved.values())):
                 placed = cand
                 break
         moved[p.instance] = placed if placed is not None else p.moved(p.x, p.z, colour)
     props_moved = [moved[p.instance] for p in props]
     return props, props_moved, [p.instance for p in in_view]
+
+
+class _PropPlacer:
+    """Draws props one at a time, clear of the cameras, the target's places and the sight lines to them.
+
+    Holds the props placed so far (their instance ids follow the target's: 2, 3, …) and their phrases,
+    which stay unique so every question can name a prop unambiguously.
+    """
+
+    def __init__(self, rng: np.random.Generator, program: CameraProgram, wrong: CameraProgram,
+                 tl: TargetTimeline, gt_poses: np.ndarray):
+        self.rng = rng
+        self.tl = tl
+        times = np.linspace(0.0, program.duration, 61)
+        self.cams = np.array([[p.pose(t)[0, 3], p.pose(t)[2, 3]] for p in (program, wrong) for t in times])
+        self.targets = [np.asarray(tl.p0), np.asarray(tl.p1), np.asarray(tl.teleport)]
+        self.t_rad = tl.spec.bound_radius * max(tl.scale0, tl.scale1)
+        # sight lines that must stay clear: start camera -> p0, end camera -> p1 / teleport
+        c0, c1 = gt_poses[0][[0, 2], 3], gt_poses[-1][[0, 2], 3]
+        self.lines = [(c0, self.targets[0]), (c1, self.targets[1]), (c1, self.targets[2])]
+        self.props: list[Prop] = []
+        self.used_phrases: set[str] = set()
+
+    def ok(self, p: Prop, others: list[Prop] | None = None) -> bool:
+        """``p`` fits: inside the room, off the camera paths, targets and sight lines, apart from ``others``."""
+        xz = np.array([p.x, p.z])
+        targets, t_rad = self.targets, self.t_rad
+        if np.abs(xz).max() + p.radius > ROOM_LIMIT + 0.6:
+            return False
+        if np.min(np.linalg.norm(self.cams - xz, axis=1)) < p.radius + 0.7:
+            return False
+        if any(np.linalg.norm(xz - t) < p.radius + t_rad + 0.35 for t in targets):
+            return False
+        if _seg_dist(xz, targets[0], targets[1]) < p.radius + t_rad + 0.2:
+            return False
+        if any(_seg_dist(xz, a, b) < p.radius + t_rad + 0.15 for a, b in self.lines):
+            return False
+        return all(
+            np.hypot(p.x - q.x, p.z - q.z) > p.radius + q.radius + 0.25
+            for q in (self.props if others is None else others)
+            if q.instance != p.instance
+        )
+
+    def draw(self, kind: str, colour: str, x: float, z: float, big: bool = False) -> Prop:
+        """A prop of ``kind`` at (x, z) with drawn size and yaw (the next instance id)."""
+        rng = self.rng
+        crate = rng.uniform(0.8, 1.0) if big else rng.uniform(0.5, 0.8)
+        dims = {
+            "crate": (crate,) * 3,
+            "pillar": (0.36, rng.uniform(2.0, 2.6), 0.36),
+            "stool": (0.6, 0.45, 0.6),
+            "pot": (0.62, 0.62, 0.62),
+            "shelf": (1.2, 1.5, 0.4),
+            "bench": (1.4, 0.45, 0.5),
+        }[kind]
+        return Prop(
+            kind,
+            colour,
+            float(x),
+            float(z),
+            tuple(float(v) for v in dims),
+            float(rng.uniform(0, 90)),
+            2 + len(self.props),
+        )
+
+    def new_kind_colour(self) -> tuple[str, str]:
+        """A (kind, colour) whose phrase no placed prop has yet."""
+        rng = self.rng
+        for _ in range(50):
+            kind = PROP_KINDS[int(rng.integers(len(PROP_KINDS)))]
+            colour = PROP_COLOURS[int(rng.integers(len(PROP_COLOURS)))]
+            if f"{colour} {kind}" not in self.used_phrases:
+                return kind, colour
+        raise PlanRejected("ran out of prop names")
+
+    def add(self, p: Prop) -> None:
+        self.props.append(p)
+        self.used_phrases.add(p.phrase)
+
+    def place_in_final_view(self, end: np.ndarray) -> None:
+        """One big prop on each side behind the target in the final view (``end`` pose), if one fits."""
+        rng, tl = self.rng, self.tl
+        pos_v = end[[0, 2], 3]
+        h_v = end[[0, 2], 2] / max(float(np.linalg.norm(end[[0, 2], 2])), 1e-9)
+        r_v = end[[0, 2], 0] / max(float(np.linalg.norm(end[[0, 2], 0])), 1e-9)
+        d_t = float(np.linalg.norm(np.asarray(tl.p1) - pos_v))
+        for side in (-1.0, 1.0):  # big ones, behind the target, so a moved one is a large share of the view
+            for _ in range(30):
+                kind, colour = self.new_kind_colour()
+                if kind not in ("shelf", "crate", "bench"):
+                    continue
+                ang = math.radians(side * rng.uniform(14.0, 22.0))
+                dist = d_t + rng.uniform(1.2, 2.4)
+                xz = pos_v + dist * (math.cos(ang) * h_v + math.sin(ang) * r_v)
+                p = self.draw(kind, colour, xz[0], xz[1], big=True)
+                if self.ok(p):
+                    self.add(p)
+                    break
+
+    def scatter(self, total: int) -> None:
+        """Props anywhere in the room until there are ``total`` (at most 400 draws)."""
+        tries = 0
+        while len(self.props) < total and tries < 400:
+            tries += 1
+            kind, colour = self.new_kind_colour()
+            xz = self.rng.uniform(-ROOM_LIMIT, ROOM_LIMIT, size=2)
+            p = self.draw(kind, colour, xz[0], xz[1])
+            if self.ok(p):
+                self.add(p)

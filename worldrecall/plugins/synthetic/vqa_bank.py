@@ -56,14 +56,23 @@ class Question:
         return yes if self.polarity == "Positive" else not yes
 
 
+# one question before numbering: (dimension, polarity, text, true answer from the video's observed facts)
+_Entry = tuple[str, str, str, Callable[[dict], bool]]
+
+
 def build_questions(story: CaseStory, scene_props: list[str]) -> list[Question]:
     """The case's question list (IDs 1..k, grouped by dimension, mixed polarity in each)."""
-    tl = story.target
-    noun, phrase = tl.spec.noun, tl.spec.phrase
-    qs: list[tuple[str, str, str, Callable[[dict], bool]]] = []
+    qs = [*_instruction_following(story), *_object_and_background(story, scene_props),
+          *_continuity_of_memory(story), *_physics_adherence(story)]
+    return [Question(i + 1, d, p, t, a) for i, (d, p, t, a) in enumerate(qs)]
+
+
+def _instruction_following(story: CaseStory) -> list[_Entry]:
+    """IF: the camera program was followed, the camera moved, the target left and came back, end heading."""
+    noun = story.target.spec.noun
+    qs: list[_Entry] = []
     motion = describe(story.program, noun)
     motion = motion[0].lower() + motion[1:]
-    # -- Instruction Following
     qs.append(
         (IF, "Positive", f"Does the camera follow this motion: {motion}?", lambda f: f["follows_program"])
     )
@@ -96,7 +105,14 @@ def build_questions(story: CaseStory, scene_props: list[str]) -> list[Question]:
                 lambda f: f["end_rotation_deg"] > 15.0,
             )
         )
-    # -- Object and Background
+    return qs
+
+
+def _object_and_background(story: CaseStory, scene_props: list[str]) -> list[_Entry]:
+    """OB: the target at the start, the background props staying put and in colour, no appearance drift."""
+    tl = story.target
+    noun, phrase = tl.spec.noun, tl.spec.phrase
+    qs: list[_Entry] = []
     qs.append(
         (
             OB,
@@ -142,7 +158,14 @@ def build_questions(story: CaseStory, scene_props: list[str]) -> list[Question]:
             lambda f: f["appearance_drifts"],
         )
     )
-    # -- Continuity of Memory
+    return qs
+
+
+def _continuity_of_memory(story: CaseStory) -> list[_Entry]:
+    """CM: built from what the story changes while the target is unseen (the oracle passes them all)."""
+    tl = story.target
+    noun = tl.spec.noun
+    qs: list[_Entry] = []
     qs.append(
         (
             CM,
@@ -160,64 +183,11 @@ def build_questions(story: CaseStory, scene_props: list[str]) -> list[Question]:
         )
     )
     if tl.recolours:
-        c0, c1 = tl.colour0, tl.colour1
-        qs.append(
-            (
-                CM,
-                "Positive",
-                f"When the camera returns, is the {noun} {c1}?",
-                lambda f, c1=c1: f["target_present_at_return"] and f.get("colour_at_return") == c1,
-            )
-        )
-        qs.append(
-            (
-                CM,
-                "Negative",
-                f"Has the {noun} gone back to its original {c0} colour when the camera returns?",
-                lambda f, c0=c0: f["target_present_at_return"] and f.get("colour_at_return") == c0,
-            )
-        )
+        qs += _recolour_questions(story)
     if tl.moves:
-        d = story.move_direction()
-        qs.append(
-            (
-                CM,
-                "Positive",
-                f"When the camera returns, has the {noun} moved to the {d} of where it was before?",
-                lambda f: f["target_present_at_return"] and f.get("dist_to_true_position", 1e9) < NEAR,
-            )
-        )
-        qs.append(
-            (
-                CM,
-                "Negative",
-                f"When the camera returns, is the {noun} exactly where it was before the camera turned away?",
-                lambda f: f["target_present_at_return"] and f.get("dist_to_start_position", 1e9) < NEAR,
-            )
-        )
+        qs += _move_questions(story)
     if tl.resizes:
-        word = "larger" if tl.scale1 > tl.scale0 else "smaller"
-        s0, s1 = tl.scale0, tl.scale1
-        qs.append(
-            (
-                CM,
-                "Positive",
-                f"When the camera returns, is the {noun} clearly {word} than before?",
-                lambda f, s1=s1: (
-                    f["target_present_at_return"] and abs(f.get("scale_at_return", 0) - s1) < 0.05
-                ),
-            )
-        )
-        qs.append(
-            (
-                CM,
-                "Negative",
-                f"When the camera returns, is the {noun} back to its original size?",
-                lambda f, s0=s0: (
-                    f["target_present_at_return"] and abs(f.get("scale_at_return", 0) - s0) < 0.05
-                ),
-            )
-        )
+        qs += _resize_questions(story)
     if not tl.moves:
         qs.append(
             (
@@ -236,7 +206,92 @@ def build_questions(story: CaseStory, scene_props: list[str]) -> list[Question]:
                 lambda f: f["target_present_at_return"] and f.get("dist_to_true_position", 0) >= NEAR,
             )
         )
-    # -- Physics Adherence
+    return qs
+
+
+def _recolour_questions(story: CaseStory) -> list[_Entry]:
+    """CM for a target recoloured while unseen: the new colour, not the original one."""
+    tl = story.target
+    noun = tl.spec.noun
+    qs: list[_Entry] = []
+    c0, c1 = tl.colour0, tl.colour1
+    qs.append(
+        (
+            CM,
+            "Positive",
+            f"When the camera returns, is the {noun} {c1}?",
+            lambda f, c1=c1: f["target_present_at_return"] and f.get("colour_at_return") == c1,
+        )
+    )
+    qs.append(
+        (
+            CM,
+            "Negative",
+            f"Has the {noun} gone back to its original {c0} colour when the camera returns?",
+            lambda f, c0=c0: f["target_present_at_return"] and f.get("colour_at_return") == c0,
+        )
+    )
+    return qs
+
+
+def _move_questions(story: CaseStory) -> list[_Entry]:
+    """CM for a target moved while unseen: at its new place, not at its start."""
+    noun = story.target.spec.noun
+    qs: list[_Entry] = []
+    d = story.move_direction()
+    qs.append(
+        (
+            CM,
+            "Positive",
+            f"When the camera returns, has the {noun} moved to the {d} of where it was before?",
+            lambda f: f["target_present_at_return"] and f.get("dist_to_true_position", 1e9) < NEAR,
+        )
+    )
+    qs.append(
+        (
+            CM,
+            "Negative",
+            f"When the camera returns, is the {noun} exactly where it was before the camera turned away?",
+            lambda f: f["target_present_at_return"] and f.get("dist_to_start_position", 1e9) < NEAR,
+        )
+    )
+    return qs
+
+
+def _resize_questions(story: CaseStory) -> list[_Entry]:
+    """CM for a target resized while unseen: at its new size, not its original one."""
+    tl = story.target
+    noun = tl.spec.noun
+    qs: list[_Entry] = []
+    word = "larger" if tl.scale1 > tl.scale0 else "smaller"
+    s0, s1 = tl.scale0, tl.scale1
+    qs.append(
+        (
+            CM,
+            "Positive",
+            f"When the camera returns, is the {noun} clearly {word} than before?",
+            lambda f, s1=s1: (
+                f["target_present_at_return"] and abs(f.get("scale_at_return", 0) - s1) < 0.05
+            ),
+        )
+    )
+    qs.append(
+        (
+            CM,
+            "Negative",
+            f"When the camera returns, is the {noun} back to its original size?",
+            lambda f, s0=s0: (
+                f["target_present_at_return"] and abs(f.get("scale_at_return", 0) - s0) < 0.05
+            ),
+        )
+    )
+    return qs
+
+
+def _physics_adherence(story: CaseStory) -> list[_Entry]:
+    """PA: fixed facts of the renderer (floor contact, steady light, no interpenetration, smooth camera)."""
+    noun = story.target.spec.noun
+    qs: list[_Entry] = []
     qs.append(
         (
             PA,
@@ -252,7 +307,8 @@ def build_questions(story: CaseStory, scene_props: list[str]) -> list[Question]:
         (PA, "Negative", "Do any objects pass through each other or through the walls?", lambda f: False)
     )
     qs.append((PA, "Positive", "Does the camera move smoothly without sudden jumps?", lambda f: True))
-    return [Question(i + 1, d, p, t, a) for i, (d, p, t, a) in enumerate(qs)]
+    return qs
+
 
 
 def answers(questions: list[Question], facts: dict) -> dict[str, str]:

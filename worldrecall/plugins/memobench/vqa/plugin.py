@@ -24,14 +24,14 @@ class VqaBankCommand(Command):
     help = "build a MemoBench VQA question bank for a clip (asks a VLM judge)"
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
-        from worldrecall.plugins.memobench.vqa.builder import add_arguments
+        from worldrecall.plugins.memobench.vqa.command import add_arguments
 
         add_arguments(parser)
         parser.add_argument("--judge", default="gemini", help="registered judge that writes and answers questions")
 
     def run(self, args: argparse.Namespace, registry: Registry) -> int:
         from worldrecall.core.judges import JudgeError
-        from worldrecall.plugins.memobench.vqa.builder import run_builder
+        from worldrecall.plugins.memobench.vqa.command import run_builder
 
         spec = registry.judges.get(args.judge)
         if spec is None:

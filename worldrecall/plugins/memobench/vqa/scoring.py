@@ -96,13 +96,7 @@ def score_answers(
         if ans is None:
             n_unrecognised += 1
         if official:
-            if not raw_polarity:  # errata 2: empty bank -> the judge's Verdict decides
-                ok = str(item.get("Verdict") or "").strip().lower() == "pass"
-            else:
-                rid = item.get("ID")
-                pol = raw_polarity.get(rid, "Positive") if _hashable(rid) else "Positive"
-                positive = pol == "Positive"
-                ok = (positive and ans == "yes") or (not positive and ans == "no")
+            ok = _passes_official(item, ans, raw_polarity)
         else:
             positive = polarity_is_positive(text_polarity[k])
             ok = (positive is True and ans == "yes") or (positive is False and ans == "no")
@@ -114,12 +108,7 @@ def score_answers(
         for k in omitted:
             count[bank_dim[k]] += 1
 
-    out: dict[str, float | None] = {}
-    for name, key in DIMENSIONS.items():
-        out[key] = round(passed[name] / count[name], 4) if count[name] else None
-    for name, key in DIMENSIONS.items():
-        out[f"{key}_count"] = float(count[name])
-        out[f"{key}_passed"] = float(passed[name])
+    out = _pass_rates(count, passed)
     out.update(
         {
             "n_questions": float(len(bank_dim)),
@@ -131,6 +120,28 @@ def score_answers(
             "n_other_dimension": float(n_other_dim),
         }
     )
+    return out
+
+
+def _passes_official(item: Mapping[str, Any], ans: str | None, raw_polarity: Mapping[Any, Any]) -> bool:
+    """The released rule: polarity looked up by the raw ID (unknown IDs Positive); errata 2: with an empty
+    bank the judge's Verdict decides."""
+    if not raw_polarity:
+        return str(item.get("Verdict") or "").strip().lower() == "pass"
+    rid = item.get("ID")
+    pol = raw_polarity.get(rid, "Positive") if _hashable(rid) else "Positive"
+    positive = pol == "Positive"
+    return (positive and ans == "yes") or (not positive and ans == "no")
+
+
+def _pass_rates(count: Mapping[str, int], passed: Mapping[str, int]) -> dict[str, float | None]:
+    """Per dimension: the pass rate (4 decimals; None without questions), then its counts."""
+    out: dict[str, float | None] = {}
+    for name, key in DIMENSIONS.items():
+        out[key] = round(passed[name] / count[name], 4) if count[name] else None
+    for name, key in DIMENSIONS.items():
+        out[f"{key}_count"] = float(count[name])
+        out[f"{key}_passed"] = float(passed[name])
     return out
 
 
