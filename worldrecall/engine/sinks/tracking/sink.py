@@ -90,6 +90,7 @@ class MlflowSink:
         # not logged itself (it is measured after logging); benchmarks/pipeline.py reads it
         meta.write_text(json.dumps({"mlflow_s": round(time.perf_counter() - t0 + tracker.setup_s + tracker.import_s, 4),
                                     "setup_s": round(tracker.setup_s, 4), "import_s": round(tracker.import_s, 4),
+                                    "prefetch_s": round(tracker.prefetch_s, 4),
                                     "run_id": run_id, "reused": reused}, indent=2, sort_keys=True))
         if self.rows_digest is not None:
             mark_logged(result.results_dir, self.rows_digest)
