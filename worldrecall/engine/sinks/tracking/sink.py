@@ -61,6 +61,7 @@ class MlflowSink:
         from worldrecall.engine.sinks.sweep_summary import current_swept_keys
         from worldrecall.engine.sinks.tracking.runs import log_job, override_label
         from worldrecall.engine.sinks.tracking.tracker import Tracker
+        from worldrecall.engine.sinks.tracking.views import headline_keys
 
         cfg = result.config
         tcfg = cfg["tracking"]
@@ -97,5 +98,6 @@ class MlflowSink:
         if reused:
             ctx.notes.append(f"MLflow: same config and same numbers as run {run_id}; nothing logged again (that "
                              "run is reused)")
-        ctx.notes.append(tracker.ui_command(run_id if parent is None else None, result.benchmarks))
+        columns = {b: headline_keys(ctx.host, b, result.rows) for b in result.benchmarks}
+        ctx.notes.append(tracker.ui_command(run_id if parent is None else None, result.benchmarks, columns))
         return [meta]

@@ -343,27 +343,47 @@ class Tracker:
             _retry(lambda: self.client.log_artifact(run_id, str(path), artifact_path))
         return digest
 
-    def runs_view(self, parent_run: str | None = None, benchmark: str | None = None) -> str:
-        """The runs view's address; with ``parent_run`` it lists that invocation's per-model runs (of one
-        ``benchmark``), best rank first (the UI takes filter and sort from the URL, not the columns)."""
+    def runs_view(self, parent_run: str | None = None, benchmark: str | None = None,
+                  columns: Sequence[str] = ()) -> str:
+        """The runs view's address; with ``parent_run`` it opens on that invocation's per-model runs (of one
+        ``benchmark``), best rank first, with the metric ``columns`` shown.
+
+        MLflow's runs page takes filter and sort from the URL but its visible columns only from a shared
+        view: an experiment tag ``mlflow.sharedViewState.<key>`` holding the page's state as JSON, opened by
+        ``?viewStateShareKey=<key>`` (the UI's own "Share" button writes the same). The key is a digest of
+        the state, so the same view is stored once however often it is printed."""
         import urllib.parse
 
         q: dict[str, str] = {}
         if parent_run:
             f = f"tags.mlflow.parentRunId = '{parent_run}'"
-            q["searchFilter"] = f + (f" and params.benchmark = '{benchmark}'" if benchmark else "")
-            q["orderByKey"], q["orderByAsc"] = "metrics.`rank`", "true"
+            state = {"searchFilter": f + (f" and params.benchmark = '{benchmark}'" if benchmark else ""),
+                     "orderByKey": "metrics.`rank`", "orderByAsc": True,
+                     "selectedColumns": [f"metrics.`{c}`" for c in columns]}
+            q[VIEW_KEY_PARAM] = self.share_view(state)
         q["workflowType"] = "machine_learning"
         query = urllib.parse.urlencode(q, quote_via=urllib.parse.quote, safe="")
         return f"http://127.0.0.1:5000/#/experiments/{self.experiment_id}/runs?{query}"
 
-    def ui_command(self, parent_run: str | None = None, benchmarks: Sequence[str] = ()) -> str:
+    def share_view(self, state: Mapping[str, Any]) -> str:
+        """Store a runs-page state as this experiment's shared view; returns its key."""
+        import hashlib
+        import json
+
+        value = json.dumps(state, sort_keys=True)
+        key = hashlib.sha256(value.encode()).hexdigest()[:16]
+        _retry(lambda: self.client.set_experiment_tag(self.experiment_id, SHARED_VIEW_TAG + key, value))
+        return key
+
+    def ui_command(self, parent_run: str | None = None, benchmarks: Sequence[str] = (),
+                   columns: Mapping[str, Sequence[str]] | None = None) -> str:
         """The line to start the UI (this environment's own ``mlflow``), and the address of the runs view.
 
         The command names the venv's executable, so it works without activating the venv; where the UI's
         server modules are missing (only the ``tracking`` extra installed) the install line comes first.
         MLflow 3.17's UI takes the view from its GenAI / Model-training switch (``workflowType`` in the URL or
         the browser's storage) rather than from the experiment-kind tag, so the printed link names it.
+        ``columns``: per benchmark, the metric keys its link shows (its headline; see ``views.headline_keys``).
         """
         lines = []
         missing = ui_missing_module()
@@ -374,8 +394,13 @@ class Tracker:
         lines.append(f"then open {self.runs_view()}  (runs table: one run per benchmark x model; select runs -> "
                      "Compare)")
         for bench in benchmarks if parent_run else ():
-            lines.append(f"  {bench}, this run's models by rank: {self.runs_view(parent_run, bench)}")
+            view = self.runs_view(parent_run, bench, (columns or {}).get(bench, ["rank"]))
+            lines.append(f"  {bench}, this run's models by rank: {view}")
         return "\n".join(lines)
+
+
+SHARED_VIEW_TAG = "mlflow.sharedViewState."  # MLflow UI's shared view state (experiment tag prefix)
+VIEW_KEY_PARAM = "viewStateShareKey"  # its URL parameter; any filter/sort parameter beside it overrides it
 
 
 UI_MODULES = ("flask", "flask_cors", "gunicorn")  # what `mlflow ui` imports beyond the tracking client
