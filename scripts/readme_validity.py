@@ -28,6 +28,7 @@ BOARD = ROOT / "docs" / "figures" / "leaderboard_default.txt"
 SUITE = ROOT / "docs" / "figures" / "suite_digest.txt"  # the suite these figures were measured on
 BEGIN, END = "<!-- validity-table:begin -->", "<!-- validity-table:end -->"
 MARKERS = {"validity-table": SNAPSHOT, "gate-table": GATES, "leaderboard": BOARD}
+TABLES = {"validity-table": "validity.csv", "gate-table": "validity_gates.csv", "leaderboard": "leaderboard.txt"}
 
 
 def render(df: pd.DataFrame) -> str:
@@ -64,9 +65,9 @@ def render_board(text: str) -> str:
     return "```\n" + text.strip("\n") + "\n```\n"
 
 
-def rendered(name: str) -> str:
-    """A snapshot rendered as its README block."""
-    path = MARKERS[name]
+def rendered(name: str, tables: Path | None = None) -> str:
+    """A snapshot (or, with ``tables``, a run's own ``tables/`` file) rendered as its README block."""
+    path = MARKERS[name] if tables is None else Path(tables) / TABLES[name]
     if name == "validity-table":
         return render(pd.read_csv(path))
     if name == "gate-table":
@@ -95,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.write:
         tables = a.results / "tables"
-        for src, dst in (("validity.csv", SNAPSHOT), ("validity_gates.csv", GATES), ("leaderboard.txt", BOARD)):
-            shutil.copyfile(tables / src, dst)
+        for name, dst in MARKERS.items():
+            shutil.copyfile(tables / TABLES[name], dst)
         cfg = json.loads((a.results / "meta" / "resolved_config.json").read_text())
         manifest = json.loads((Path(cfg["suite"]["root"]) / "manifest.json").read_text())
         SUITE.write_text(f"suite {Path(cfg['suite']['root']).name} content sha256 {manifest['content_digest']}\n")

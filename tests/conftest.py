@@ -24,3 +24,15 @@ os.environ["WORLDRECALL_PLUGINS"] = ",".join(sorted(
 os.environ.pop("WORLDRECALL_STRICT_PLUGINS", None)
 for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
     os.environ.pop(key, None)
+
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def default_run(tmp_path_factory):
+    """One fresh default `worldrecall run` for the whole session (see tests/helpers/default_run.py)."""
+    pytest.importorskip("open3d")  # the default suite's renderer
+    from tests.helpers.default_run import default_run as run
+
+    return run(tmp_path_factory.mktemp("default-run"))

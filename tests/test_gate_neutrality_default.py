@@ -1,20 +1,16 @@
 """Gate neutrality on the default suite with the default backends: a camera gate tests the camera only.
 
-Builds the default synthetic suite (24 cases; the same one `worldrecall run` builds) and runs only the three
-benchmarks' camera gates. The counts are pinned: the oracle passes 24/24, the frozen camera 0/24, every
-counterfactual that executes the true camera and breaks something else passes on exactly the oracle's cases,
-and the wrong trajectory fails where its path does not follow the reference.
+Read from the session's one fresh default run (``default_run`` in ``tests/conftest.py``: ``worldrecall run
+output_root=<tmp>``, the suite built from scratch, every benchmark), whose ``tables/validity_gates.csv`` the
+README's gate table also comes from. The counts are pinned: the oracle passes 24/24, the frozen camera 0/24,
+every counterfactual that executes the true camera and breaks something else passes on exactly the oracle's
+cases, and the wrong trajectory fails where its path does not follow the reference.
 """
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
-
-from worldrecall.engine.cli import compose
-from worldrecall.engine.stages.runner import Runner
-from worldrecall.registry.host import load_plugins
-
-pytest.importorskip("open3d")
 
 GATES = {"memobench": "camera_gate", "opis": "camera_gate", "scene_memory": "camera_gate"}
 # wrong_trajectory on the default suite (measured): its 0.5x turns never depart far enough; its 1.6x turns and
@@ -23,17 +19,11 @@ WRONG_PASSES = {"memobench": 9, "opis": 10, "scene_memory": 10}
 
 
 @pytest.fixture(scope="module")
-def gate_tables(tmp_path_factory):
-    out = tmp_path_factory.mktemp("default")
-    cfg = compose([f"output_root={out}", "tracking=none", "progress=false", "report.enabled=false"])
-    for bench, metric in GATES.items():
-        b = cfg["benchmarks"][bench]
-        b["metrics"] = {metric: b["metrics"][metric]}
-        b["aggregators"] = []
-    cfg["aggregators"] = []
-    res = Runner(cfg, load_plugins(fresh=True)).run()
-    assert res.n_failed_cases == 0, [r.reason for r in res.rows if r.status == "failed"][:5]
-    return res.tables["validity_gates"].set_index(["benchmark", "model"])
+def gate_tables(default_run):
+    assert default_run.n_failed() == 0
+    t = pd.read_csv(default_run.tables / "validity_gates.csv")
+    assert set(t["gate"]) == {f"{b}.{m}:passed" for b, m in GATES.items()}
+    return t.set_index(["benchmark", "model"])
 
 
 @pytest.mark.slow

@@ -36,6 +36,44 @@ def test_line_chart_places_points_thresholds_and_verdict():
     assert "no data" in line_chart({"title": "t", "x": [], "series": []})
 
 
+def _text_boxes(svg: str) -> list[tuple[str, tuple[float, float, float, float]]]:
+    """Every unrotated ``<text>`` of an SVG with its box, estimated here on its own: width = characters x
+    0.6 font sizes, from 0.8 font sizes above the baseline to 0.2 below."""
+    import xml.etree.ElementTree as ET
+
+    out = []
+    for t in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}text"):
+        if t.get("transform"):
+            continue  # the rotated y label runs down the left margin
+        size, x, y, text = float(t.get("font-size")), float(t.get("x")), float(t.get("y")), t.text or ""
+        w = len(text) * 0.6 * size
+        x0 = {"start": x, "middle": x - w / 2, "end": x - w}[t.get("text-anchor", "start")]
+        out.append((text, (x0, y - 0.8 * size, x0 + w, y + 0.2 * size)))
+    return out
+
+
+@pytest.mark.parametrize("hlines, ys, title", [
+    # a camera-gate trace: long verdict title on two lines, the tolerance above every value (at the top)
+    ([{"y": 10.0, "label": "return tolerance"}], [0.0, 4.0, 2.0],
+     "camera gate FAIL (return (rotation)): rotation 3.1 deg from frame 0, return error 9.2 deg of 10"),
+    # two thresholds a hair apart (one line height would hold only one label)
+    ([{"y": 0.5, "label": "min_score"}, {"y": 0.52, "label": "pass_score"}], [0.0, 1.0, 0.3], "ORS 0.5"),
+    # three at once, one on the x axis
+    ([{"y": 0.0, "label": "floor"}, {"y": 0.05, "label": "low"}, {"y": 0.1, "label": "lowish"}], [0.0, 1.0], "t"),
+])
+def test_threshold_labels_do_not_overlap_each_other_or_the_chart_text(hlines, ys, title):
+    trace = {"kind": "worldrecall.trace", "title": title, "x": list(range(len(ys))), "x_label": "generated frame",
+             "y_label": "v", "series": [{"label": "s", "y": ys}], "hlines": hlines, "verdict": "fail"}
+    svg = line_chart(trace)
+    boxes = _text_boxes(svg)
+    for h in hlines:  # every threshold is labelled with its value
+        assert any(text == f"{h['label']} {h['y']:g}" for text, _ in boxes)
+    for i, (ta, a) in enumerate(boxes):
+        assert 0 <= a[1] and a[3] <= 130, ta  # inside the chart
+        for tb, b in boxes[i + 1:]:
+            assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]), (ta, a, tb, b)
+
+
 def test_jpeg_size_reads_the_frame_header_without_decoding():
     from worldrecall.engine.sinks.report.html import jpeg_size
 

@@ -28,6 +28,7 @@ from helpers import toy_plugin
 from helpers.toy_plugin import make_dataset
 
 from worldrecall.core.data import ScoreRow
+from worldrecall.core.hookspecs import hookimpl
 from worldrecall.engine.cli import main
 from worldrecall.engine.sinks.leaderboard_view import leaderboard_views
 from worldrecall.engine.sinks.tracking import tracker as tracking
@@ -40,6 +41,22 @@ mlflow = pytest.importorskip("mlflow")
 @pytest.fixture()
 def toy_host():
     host_mod._HOST = host_mod.load_plugins(extra=[toy_plugin], fresh=True)
+    yield host_mod._HOST
+    host_mod._HOST = None
+
+
+class _DeclaredToy:
+    @hookimpl
+    def register_benchmarks(self, register):
+        """The toy benchmark declared with its headline (brightness stability), as MemoBench declares its own."""
+        from worldrecall import Benchmark
+
+        register(Benchmark("toy", headline=("toy.brightness:stable",)))
+
+
+@pytest.fixture()
+def declared_toy_host():
+    host_mod._HOST = host_mod.load_plugins(extra=[toy_plugin, _DeclaredToy()], fresh=True)
     yield host_mod._HOST
     host_mod._HOST = None
 
@@ -126,18 +143,19 @@ def test_printed_ui_command_uses_the_venv_and_starts_the_ui(tmp_path, toy_host, 
         proc.wait(timeout=30)
 
 
-def test_printed_link_opens_the_runs_of_this_invocation_in_a_real_browser(tmp_path, toy_host, capsys):
+def test_printed_link_opens_the_runs_of_this_invocation_in_a_real_browser(tmp_path, declared_toy_host, capsys):
     """The real `mlflow ui`, the link the run prints, headless Chromium: the page lists this invocation's
-    per-model runs of the benchmark (not the collapsed parent); a screenshot is kept in the test's folder."""
+    per-model runs of the benchmark (not the collapsed parent), ranked, with the benchmark's declared headline
+    as metric columns; a screenshot is kept in the test's folder."""
     chromium = Path("/usr/bin/chromium")
     if not chromium.exists() or tracking.ui_missing_module():
         pytest.skip("needs Debian's chromium and the ui extra")
     ds = make_dataset(tmp_path, {"good": [0], "bad": [40]})
-    assert main(_args(tmp_path, ds)) == 0
+    assert main([*_args(tmp_path, ds), "aggregator_params.paired.reference=good"]) == 0
     lines = capsys.readouterr().out.splitlines()
     ui = next(x for x in lines if " ui --backend-store-uri " in x)
     link = next(x for x in lines if x.startswith("  toy, this run's models by rank: ")).split(": ", 1)[1]
-    assert "searchFilter=tags.mlflow.parentRunId" in link and "orderByKey=metrics.%60rank%60" in link
+    assert "viewStateShareKey=" in link and "searchFilter" not in link  # a filter in the URL overrides the view
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -158,9 +176,20 @@ def test_printed_link_opens_the_runs_of_this_invocation_in_a_real_browser(tmp_pa
                              timeout=180).stdout
         subprocess.run([str(chromium), *flags, f"--screenshot={shot}", url], capture_output=True, timeout=180)
         print(f"screenshot: {shot}")
+        (tmp_path / "mlflow_runs.html").write_text(dom)
         text = " ".join(re.sub(r"<[^>]+>", " ", dom).split())  # what the page shows, without its markup
         assert "good · toy" in text and "bad · toy" in text, text[-3000:]
         assert "2 matching runs" in text, text[-3000:]  # the two per-model runs, not the invocation's parent
+        # the declared headline (toy.brightness:stable, logged as "brightness") and the rank are columns,
+        # with each run's values: good is stable on its case (1) and ranks 1st, bad is not (0) and ranks 2nd
+        assert set(re.findall(r'col-id="metrics\.`([^`]+)`"', dom)) == {"rank", "brightness"}  # not .drift
+        cells: dict[tuple[str, str], str] = {}
+        for seg in dom.split('row-index="')[1:]:  # each grid row (its index first), in every container
+            for col, value in re.findall(r'col-id="metrics\.`([^`]+)`".*?class="ag-cell-value">([^<]*)<', seg):
+                cells.setdefault((seg.split('"', 1)[0], col), value)
+        assert text.index("good · toy") < text.index("bad · toy")  # rows sorted by rank
+        assert (cells.get(("0", "rank")), cells.get(("0", "brightness"))) == ("1", "1"), cells
+        assert (cells.get(("1", "rank")), cells.get(("1", "brightness"))) == ("2", "0"), cells
         assert shot.is_file() and shot.stat().st_size > 10_000
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -226,3 +255,17 @@ def test_mlflow_logs_the_printed_leaderboard_at_the_printed_scale():
     all_view = next(df for t, df in printed.items() if t == "x · all")
     cell = all_view.loc[all_view["model"] == "oracle", "CamCtrl (points ↑)"].iloc[0]
     assert cell.startswith("93.67")
+
+
+def test_link_columns_are_each_declared_headline_as_logged():
+    from worldrecall.engine.sinks.tracking.views import headline_keys
+
+    host = host_mod.load_plugins(fresh=True)
+    # OPIS declares opis:opis (its primary value: logged under the short name) then three sub-scores
+    # (logged as "<metric>.<value>"); MemoBench declares ORS's score, its primary value
+    assert headline_keys(host, "opis", []) == ["rank", "opis", "opis.presence", "opis.identity", "opis.structure"]
+    assert headline_keys(host, "memobench", []) == ["rank", "ors"]
+    # an undeclared benchmark: each metric's primary value, from the rows
+    toy = host_mod.load_plugins(extra=[toy_plugin], fresh=True)
+    rows = [ScoreRow("toy", "good", "c1", "toy.brightness", {"stable": 1.0, "drift": 0.5})]
+    assert headline_keys(toy, "toy", rows) == ["rank", "brightness"]

@@ -16,6 +16,7 @@ from typing import Any
 
 from worldrecall.core.components import ConfigTypeError
 from worldrecall.engine.sinks import SinkContext, job_sinks, merge_sinks, shard_sinks, write_sinks
+from worldrecall.engine.sinks.tracking.tracker import prefetch as prefetch_tracking
 from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.engine.stages.config import resolve_config
 from worldrecall.engine.stages.result import RunResult, build_result
@@ -48,6 +49,8 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
     ctx_args = {"job_dir": job_dir, "overrides": tuple(overrides or ()), "sweep_dir": sweep_dir}
     try:
         cfg = resolve_config(plain)  # the only time: everything below reads this config or the result's
+        if cfg["shard"]["count"] <= 1:  # a shard job does not log (its merge does)
+            prefetch_tracking(cfg["tracking"])  # MLflow's ~1 s import overlaps the run instead of following it
         host = host or host_for(cfg)
         for name, err in host.failures:
             print(f"warning: plugin {name!r} skipped: {err}", file=sys.stderr)

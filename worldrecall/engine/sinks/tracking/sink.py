@@ -61,6 +61,7 @@ class MlflowSink:
         from worldrecall.engine.sinks.sweep_summary import current_swept_keys
         from worldrecall.engine.sinks.tracking.runs import log_job, override_label
         from worldrecall.engine.sinks.tracking.tracker import Tracker
+        from worldrecall.engine.sinks.tracking.views import headline_keys
 
         cfg = result.config
         tcfg = cfg["tracking"]
@@ -90,11 +91,13 @@ class MlflowSink:
         # not logged itself (it is measured after logging); benchmarks/pipeline.py reads it
         meta.write_text(json.dumps({"mlflow_s": round(time.perf_counter() - t0 + tracker.setup_s + tracker.import_s, 4),
                                     "setup_s": round(tracker.setup_s, 4), "import_s": round(tracker.import_s, 4),
+                                    "prefetch_s": round(tracker.prefetch_s, 4),
                                     "run_id": run_id, "reused": reused}, indent=2, sort_keys=True))
         if self.rows_digest is not None:
             mark_logged(result.results_dir, self.rows_digest)
         if reused:
             ctx.notes.append(f"MLflow: same config and same numbers as run {run_id}; nothing logged again (that "
                              "run is reused)")
-        ctx.notes.append(tracker.ui_command(run_id if parent is None else None, result.benchmarks))
+        columns = {b: headline_keys(ctx.host, b, result.rows) for b in result.benchmarks}
+        ctx.notes.append(tracker.ui_command(run_id if parent is None else None, result.benchmarks, columns))
         return [meta]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -135,6 +136,69 @@ def save_template(db: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+class _Prefetch:
+    """MLflow's client imported in a background thread while the job runs (``import mlflow`` and its SQL
+    store cost ~1.2 s of one core; most of a run waits on workers, files or NumPy with the GIL released).
+
+    Fork-safe: a fork while the thread is inside an import would leave that module's import lock held in
+    the child forever, so the parent waits for the import to finish before every fork
+    (``os.register_at_fork``). ``thread_s``: the import's own duration in the thread; ``waited_s``: how long
+    the main thread waited for it (before forks and when tracking began): part of the job's MLflow cost."""
+
+    def __init__(self) -> None:
+        self.thread: Any = None
+        self.thread_s = self.waited_s = 0.0
+        self._hooked = False
+
+    def start(self, sql: bool) -> None:
+        import threading
+
+        if self.thread is not None or "mlflow.tracking" in sys.modules:
+            return
+        if not self._hooked:
+            os.register_at_fork(before=self.wait)
+            self._hooked = True
+        self.thread = threading.Thread(target=self._import, args=(sql,), name="mlflow-import", daemon=True)
+        self.thread.start()
+
+    def _import(self, sql: bool) -> None:
+        t0 = time.perf_counter()
+        try:
+            import mlflow.tracking  # noqa: F401
+
+            if sql:
+                import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
+        except BaseException:  # noqa: BLE001, S110  (the Tracker's own import raises it again, in the main thread)
+            pass
+        self.thread_s = time.perf_counter() - t0
+
+    def wait(self) -> None:
+        """Block until the background import (if any) is done; the main thread's own import follows."""
+        import threading
+
+        t = self.thread
+        if t is not None and t.is_alive() and t is not threading.current_thread():
+            t0 = time.perf_counter()
+            t.join()
+            self.waited_s += time.perf_counter() - t0
+
+    def take_waited(self) -> float:
+        """The main thread's waits so far, counted once (the next job of a sweep starts from zero)."""
+        w, self.waited_s = self.waited_s, 0.0
+        return w
+
+
+PREFETCH = _Prefetch()
+
+
+def prefetch(tcfg: Mapping[str, Any]) -> None:
+    """Start importing MLflow's client now, in the background, for a job that will track (``tracking.enabled``)."""
+    if not (tcfg.get("enabled") and tcfg.get("prefetch", True)):
+        return
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or tcfg.get("tracking_uri") or "sqlite:///"
+    PREFETCH.start(sql=sqlite_path(uri) is not None)
+
+
 def default_uri(output_root: Path) -> str:
     return f"sqlite:///{(Path(output_root).resolve() / 'mlflow.db')}"
 
@@ -143,7 +207,9 @@ class Tracker:
     """Thin wrapper over ``MlflowClient`` with explicit parent/child run ids."""
 
     def __init__(self, tcfg: Mapping[str, Any], output_root: Path):
+        before_fork = PREFETCH.take_waited()  # a fork earlier in this job waited for the prefetch
         t0 = time.perf_counter()
+        PREFETCH.wait()  # a job started the import in the background (prefetch); the rest is what is left
         from mlflow.tracking import MlflowClient
 
         self.output_root = Path(output_root).resolve()
@@ -152,7 +218,11 @@ class Tracker:
         if sqlite_path(self.uri) is not None:
             import mlflow.store.tracking.sqlalchemy_store  # noqa: F401  (the client imports it on first use)
         t1 = time.perf_counter()
-        self.import_s = t1 - t0  # Python importing mlflow and its SQL store (~1 s), apart from the setup
+        # what this process waited for Python importing mlflow and its SQL store (~1.2 s when not prefetched),
+        # a wait for the prefetch before a fork included
+        self.import_s = t1 - t0 + before_fork
+        PREFETCH.take_waited()  # this wait is in t1 - t0 already
+        self.prefetch_s = PREFETCH.thread_s  # the background import's own time (0: not prefetched)
         self.experiment_name = tcfg.get("experiment") or "worldrecall"
         self.extra_tags = redact_tags(tcfg.get("tags") or {})
         self._artifact_uri: dict[str, str] = {}
@@ -273,27 +343,47 @@ class Tracker:
             _retry(lambda: self.client.log_artifact(run_id, str(path), artifact_path))
         return digest
 
-    def runs_view(self, parent_run: str | None = None, benchmark: str | None = None) -> str:
-        """The runs view's address; with ``parent_run`` it lists that invocation's per-model runs (of one
-        ``benchmark``), best rank first (the UI takes filter and sort from the URL, not the columns)."""
+    def runs_view(self, parent_run: str | None = None, benchmark: str | None = None,
+                  columns: Sequence[str] = ()) -> str:
+        """The runs view's address; with ``parent_run`` it opens on that invocation's per-model runs (of one
+        ``benchmark``), best rank first, with the metric ``columns`` shown.
+
+        MLflow's runs page takes filter and sort from the URL but its visible columns only from a shared
+        view: an experiment tag ``mlflow.sharedViewState.<key>`` holding the page's state as JSON, opened by
+        ``?viewStateShareKey=<key>`` (the UI's own "Share" button writes the same). The key is a digest of
+        the state, so the same view is stored once however often it is printed."""
         import urllib.parse
 
         q: dict[str, str] = {}
         if parent_run:
             f = f"tags.mlflow.parentRunId = '{parent_run}'"
-            q["searchFilter"] = f + (f" and params.benchmark = '{benchmark}'" if benchmark else "")
-            q["orderByKey"], q["orderByAsc"] = "metrics.`rank`", "true"
+            state = {"searchFilter": f + (f" and params.benchmark = '{benchmark}'" if benchmark else ""),
+                     "orderByKey": "metrics.`rank`", "orderByAsc": True,
+                     "selectedColumns": [f"metrics.`{c}`" for c in columns]}
+            q[VIEW_KEY_PARAM] = self.share_view(state)
         q["workflowType"] = "machine_learning"
         query = urllib.parse.urlencode(q, quote_via=urllib.parse.quote, safe="")
         return f"http://127.0.0.1:5000/#/experiments/{self.experiment_id}/runs?{query}"
 
-    def ui_command(self, parent_run: str | None = None, benchmarks: Sequence[str] = ()) -> str:
+    def share_view(self, state: Mapping[str, Any]) -> str:
+        """Store a runs-page state as this experiment's shared view; returns its key."""
+        import hashlib
+        import json
+
+        value = json.dumps(state, sort_keys=True)
+        key = hashlib.sha256(value.encode()).hexdigest()[:16]
+        _retry(lambda: self.client.set_experiment_tag(self.experiment_id, SHARED_VIEW_TAG + key, value))
+        return key
+
+    def ui_command(self, parent_run: str | None = None, benchmarks: Sequence[str] = (),
+                   columns: Mapping[str, Sequence[str]] | None = None) -> str:
         """The line to start the UI (this environment's own ``mlflow``), and the address of the runs view.
 
         The command names the venv's executable, so it works without activating the venv; where the UI's
         server modules are missing (only the ``tracking`` extra installed) the install line comes first.
         MLflow 3.17's UI takes the view from its GenAI / Model-training switch (``workflowType`` in the URL or
         the browser's storage) rather than from the experiment-kind tag, so the printed link names it.
+        ``columns``: per benchmark, the metric keys its link shows (its headline; see ``views.headline_keys``).
         """
         lines = []
         missing = ui_missing_module()
@@ -304,8 +394,13 @@ class Tracker:
         lines.append(f"then open {self.runs_view()}  (runs table: one run per benchmark x model; select runs -> "
                      "Compare)")
         for bench in benchmarks if parent_run else ():
-            lines.append(f"  {bench}, this run's models by rank: {self.runs_view(parent_run, bench)}")
+            view = self.runs_view(parent_run, bench, (columns or {}).get(bench, ["rank"]))
+            lines.append(f"  {bench}, this run's models by rank: {view}")
         return "\n".join(lines)
+
+
+SHARED_VIEW_TAG = "mlflow.sharedViewState."  # MLflow UI's shared view state (experiment tag prefix)
+VIEW_KEY_PARAM = "viewStateShareKey"  # its URL parameter; any filter/sort parameter beside it overrides it
 
 
 UI_MODULES = ("flask", "flask_cors", "gunicorn")  # what `mlflow ui` imports beyond the tracking client
@@ -324,8 +419,6 @@ def ui_missing_module() -> str:
 def venv_tool(name: str) -> str:
     """``.venv/bin/<name>`` of the running interpreter's environment (relative when under the working
     directory, as a user types it), else the bare name."""
-    import sys
-
     tool = Path(sys.executable).parent / name
     if not tool.exists():
         return name

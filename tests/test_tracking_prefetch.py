@@ -1,0 +1,96 @@
+"""MLflow's import overlaps the job (``tracking.prefetch``): the real client still writes the store, and a fork
+while the background import runs is safe. Each check is a fresh Python process (as `worldrecall run` is):
+this test process has imported mlflow already."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from toy_plugin import make_dataset
+
+mlflow = pytest.importorskip("mlflow")
+ROOT = Path(__file__).resolve().parents[1]
+
+RUN = """
+import contextlib, io, json, sys
+sys.path.insert(0, sys.argv[2])
+import toy_plugin
+from worldrecall.engine.cli import main
+from worldrecall.registry import host as host_mod
+host_mod._HOST = host_mod.load_plugins(extra=[toy_plugin], fresh=True)
+assert "mlflow" not in sys.modules  # nothing before the job imports it
+with contextlib.redirect_stdout(io.StringIO()):
+    rc = main(json.loads(sys.argv[1]))
+print(json.dumps({"rc": rc}))
+"""
+
+
+def _python(code: str, *args: str, timeout: int = 240) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=timeout)
+
+
+@pytest.mark.parametrize("prefetch", ["true", "false"])
+def test_a_run_with_the_prefetch_logs_through_the_real_client(tmp_path, prefetch):
+    ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
+    out = tmp_path / "out"
+    args = ["run", f"output_root={out}", "suite=none", "only=[toy]", "+benchmarks.toy.loader=toy",
+            "+benchmarks.toy.aligner=toy.halves", f"+benchmarks.toy.data_root={ds['data_root']}",
+            f"+benchmarks.toy.generations={ds['generations']}",
+            "+benchmarks.toy.metrics={brightness:{params:{},thresholds:{tolerance:10.0}}}",
+            "progress=false", "workers=2", "aggregator_params.bootstrap.replicates=50",
+            "aggregator_params.paired.reference=good", "report.enabled=false", f"tracking.prefetch={prefetch}"]
+    res = _python(RUN, json.dumps(args), str(Path(__file__).parent))
+    assert res.returncode == 0 and json.loads(res.stdout.splitlines()[-1])["rc"] == 0, res.stderr[-3000:]
+    meta = json.loads(next((out / "results").glob("*/meta/tracking.json")).read_text())
+    # the thread ran (and only when asked); what the job waited for is what tracking.json calls the import
+    assert (meta["prefetch_s"] > 0) == (prefetch == "true")
+    assert meta["mlflow_s"] >= meta["import_s"] + meta["setup_s"]
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{out.resolve() / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("worldrecall").experiment_id])
+    child = {r.data.tags["mlflow.runName"]: r for r in runs if "mlflow.parentRunId" in r.data.tags}
+    assert sorted(child) == ["bad · toy", "good · toy"] and meta["run_id"] in {r.info.run_id for r in runs}
+    # the values themselves: good drifts by 0 and 1 levels (within tolerance 10), bad by 40 and 60
+    assert child["good · toy"].data.metrics["brightness"] == 1.0
+    assert child["bad · toy"].data.metrics["brightness"] == 0.0
+
+
+FORK = """
+import multiprocessing as mp, sys
+from worldrecall.engine.sinks.tracking import tracker
+tracker.prefetch({"enabled": True, "prefetch": True})
+assert tracker.PREFETCH.thread.is_alive()  # still importing when the fork comes
+
+def child(q):
+    import mlflow.store.tracking.sqlalchemy_store  # would hang on a module lock held by a vanished thread
+    q.put("imported")
+
+q = mp.get_context("fork").Queue()
+p = mp.get_context("fork").Process(target=child, args=(q,))
+p.start()
+p.join(60)
+print("alive" if p.is_alive() else q.get(timeout=5), tracker.PREFETCH.waited_s > 0)
+if p.is_alive():
+    p.kill()
+"""
+
+
+def test_a_fork_during_the_background_import_waits_for_it():
+    res = _python(FORK)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split() == ["imported", "True"]  # the parent waited (before the fork), the child imported
+
+
+def test_no_prefetch_without_tracking():
+    res = _python("from worldrecall.engine.sinks.tracking import tracker\n"
+                  "tracker.prefetch({'enabled': False}); tracker.prefetch({'enabled': True, 'prefetch': False})\n"
+                  "print(tracker.PREFETCH.thread)")
+    assert res.returncode == 0 and res.stdout.strip() == "None", res.stderr
