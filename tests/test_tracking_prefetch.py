@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from toy_plugin import make_dataset
+from helpers.toy_plugin import make_dataset
 
 mlflow = pytest.importorskip("mlflow")
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RUN = """
 import contextlib, io, json, sys
 sys.path.insert(0, sys.argv[2])
-import toy_plugin
+from helpers import toy_plugin
 from worldrecall.engine.cli import main
 from worldrecall.registry import host as host_mod
 host_mod._HOST = host_mod.load_plugins(extra=[toy_plugin], fresh=True)
