@@ -94,3 +94,54 @@ def test_no_prefetch_without_tracking():
                   "tracker.prefetch({'enabled': False}); tracker.prefetch({'enabled': True, 'prefetch': False})\n"
                   "print(tracker.PREFETCH.thread)")
     assert res.returncode == 0 and res.stdout.strip() == "None", res.stderr
+
+
+RERUN = RUN.replace('print(json.dumps({"rc": rc}))',
+                    'print(json.dumps({"rc": rc, "mlflow_loaded": "mlflow" in sys.modules}))')
+
+
+def _toy_args(tmp_path: Path) -> tuple[list[str], Path]:
+    ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
+    out = tmp_path / "out"
+    return ["run", f"output_root={out}", "suite=none", "only=[toy]", "+benchmarks.toy.loader=toy",
+            "+benchmarks.toy.aligner=toy.halves", f"+benchmarks.toy.data_root={ds['data_root']}",
+            f"+benchmarks.toy.generations={ds['generations']}",
+            "+benchmarks.toy.metrics={brightness:{params:{},thresholds:{tolerance:10.0}}}",
+            "progress=false", "workers=1", "aggregator_params.bootstrap.replicates=50",
+            "aggregator_params.paired.reference=good", "report.enabled=false"], out
+
+
+def test_a_rerun_that_changed_nothing_reuses_its_run_without_loading_mlflow(tmp_path):
+    args, out = _toy_args(tmp_path)
+    first = _python(RERUN, json.dumps(args), str(Path(__file__).parent))
+    assert json.loads(first.stdout.splitlines()[-1]) == {"rc": 0, "mlflow_loaded": True}, first.stderr[-3000:]
+    rec = json.loads(next((out / "results").glob("*/meta/tracking.json")).read_text())
+    again = _python(RERUN, json.dumps(args), str(Path(__file__).parent))
+    # the same config, every row resumed, the same tables: the run is reused and MLflow never imported
+    assert json.loads(again.stdout.splitlines()[-1]) == {"rc": 0, "mlflow_loaded": False}, again.stderr[-3000:]
+    rerun = json.loads(next((out / "results").glob("*/meta/tracking.json")).read_text())
+    assert rerun["reused"] is True and rerun["run_id"] == rec["run_id"] and rerun["ui"] == rec["ui"]
+    assert rerun["import_s"] == 0.0 and "reused_at" in rerun
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{out.resolve() / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("worldrecall").experiment_id])
+    assert len([r for r in runs if "mlflow.parentRunId" not in r.data.tags]) == 1  # no second parent
+    # the run deleted in the UI meanwhile: the rerun cannot reuse it and logs through MLflow again
+    client.delete_run(rec["run_id"])
+    third = _python(RERUN, json.dumps(args), str(Path(__file__).parent))
+    assert json.loads(third.stdout.splitlines()[-1]) == {"rc": 0, "mlflow_loaded": True}, third.stderr[-3000:]
+    now = json.loads(next((out / "results").glob("*/meta/tracking.json")).read_text())
+    assert now["run_id"] != rec["run_id"] and now["reused"] is False
+
+
+def test_changed_numbers_are_logged_even_with_a_record(tmp_path):
+    from worldrecall.engine.sinks.tracking.reuse import reusable, store_uri
+
+    args, out = _toy_args(tmp_path)
+    assert json.loads(_python(RERUN, json.dumps(args), str(Path(__file__).parent)).stdout.splitlines()[-1])["rc"] == 0
+    results = next((out / "results").glob("*"))
+    rec = json.loads((results / "meta" / "tracking.json").read_text())
+    uri = store_uri({"tracking_uri": None}, out)
+    assert reusable(results, uri, rec["config_hash"], rec["results_digest"])["run_id"] == rec["run_id"]
+    assert reusable(results, uri, rec["config_hash"], "0" * 16) is None  # other tables
+    assert reusable(results, uri, "other-config", rec["results_digest"]) is None
+    assert reusable(results, "file:///elsewhere", rec["config_hash"], rec["results_digest"]) is None

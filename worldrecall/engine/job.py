@@ -16,9 +16,11 @@ from typing import Any
 
 from worldrecall.core.components import ConfigTypeError
 from worldrecall.engine.sinks import SinkContext, job_sinks, merge_sinks, shard_sinks, write_sinks
+from worldrecall.engine.sinks.tracking.reuse import likely_reused
 from worldrecall.engine.sinks.tracking.tracker import prefetch as prefetch_tracking
 from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.engine.stages.config import resolve_config
+from worldrecall.engine.stages.provenance import config_hash
 from worldrecall.engine.stages.result import RunResult, build_result
 from worldrecall.engine.stages.runner import ResultsNotWritable, Runner, load_rows
 from worldrecall.engine.stages.shards import finish_shard, partial_dir, partial_note, rows_digest
@@ -49,12 +51,16 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
     ctx_args = {"job_dir": job_dir, "overrides": tuple(overrides or ()), "sweep_dir": sweep_dir}
     try:
         cfg = resolve_config(plain)  # the only time: everything below reads this config or the result's
-        if cfg["shard"]["count"] <= 1:  # a shard job does not log (its merge does)
-            prefetch_tracking(cfg["tracking"])  # MLflow's ~1 s import overlaps the run instead of following it
         host = host or host_for(cfg)
         for name, err in host.failures:
             print(f"warning: plugin {name!r} skipped: {err}", file=sys.stderr)
-        result = Runner(cfg, host).run()
+        runner = Runner(cfg, host)
+        # MLflow's ~1 s import overlaps the run instead of following it — unless the run will not log: a shard
+        # (its merge logs), or a rerun of a logged config, which usually resumes every row and then reuses its
+        # run without MLflow (sinks/tracking/reuse.py)
+        if cfg["shard"]["count"] <= 1 and not likely_reused(runner.results_dir, config_hash(runner.cfg)):
+            prefetch_tracking(cfg["tracking"])
+        result = runner.run()
     except ResultsNotWritable as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_NOT_WRITABLE
