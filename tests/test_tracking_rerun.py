@@ -7,7 +7,6 @@ small); the UI check starts the very command the run printed.
 from __future__ import annotations
 
 import json
-
 import math
 import os
 import re
