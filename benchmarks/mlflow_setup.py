@@ -1,7 +1,7 @@
 """MLflow's own cost per `worldrecall run` invocation: importing mlflow, opening the store, logging the job.
 
 Each invocation is a fresh Python process running a real (small) `worldrecall run` through the CLI's entry
-function: the toy benchmark of ``tests/toy_plugin.py`` on 8 models x 4 cases of 96 frames at 320x240 (so
+function: the toy benchmark of ``tests/helpers/toy_plugin.py`` on 8 models x 4 cases of 96 frames at 320x240 (so
 the job decodes video, as a real run does, with the GIL released), ``workers=1`` (``--workers``), MLflow on,
 into a SQLite store under the output root. The numbers are the run's own ``meta/tracking.json``:
 
@@ -42,7 +42,7 @@ PROBE = """
 import contextlib, io, json, sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[3])
-import toy_plugin
+from helpers import toy_plugin
 from worldrecall.engine.cli import main
 from worldrecall.registry import host as host_mod
 host_mod._HOST = host_mod.load_plugins(extra=[toy_plugin], fresh=True)
