@@ -174,3 +174,17 @@ def test_stats_aggregators_partition_exactly(tmp_path):
         for tname, df in agg.aggregate(rows, p).items():
             assert partitioned[tname].to_csv(index=False) == df.to_csv(index=False), tname
             assert [str(t) for t in partitioned[tname].dtypes] == [str(t) for t in df.dtypes], tname
+
+
+def test_how_a_row_was_obtained_is_not_its_content(host, tmp_path):
+    """A re-score job reads unchanged rows back from the score memo (info.cache_hit …): still a cache hit;
+    any other change of info (a verdict an aggregator may read) is a new key."""
+    _run(host, _rows(), _cfg(tmp_path))
+    memo_rows = _rows()
+    for r in memo_rows:
+        r.info = {"cache_hit": True, "score_cache_hit": True}
+    _, calls, _ = _run(host, memo_rows, _cfg(tmp_path))
+    assert calls == []
+    memo_rows[0].info["verdict"] = "n/a: no camera instruction"
+    _, calls, _ = _run(host, memo_rows, _cfg(tmp_path))
+    assert sorted(calls) == [("toy_count", ("bench_a", "bench_b")), ("toy_total", ("bench_a",))]
