@@ -188,3 +188,32 @@ def test_how_a_row_was_obtained_is_not_its_content(host, tmp_path):
     memo_rows[0].info["verdict"] = "n/a: no camera instruction"
     _, calls, _ = _run(host, memo_rows, _cfg(tmp_path))
     assert sorted(calls) == [("toy_count", ("bench_a", "bench_b")), ("toy_total", ("bench_a",))]
+
+
+def test_rows_and_tables_identical_with_1_and_2_workers_cold_and_rescored(tmp_path):
+    """The caches never change a number: 1 and 2 workers give the same rows and tables, cold, warm
+    (everything from the memos, in this process) and after a re-score with a changed threshold and back."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import toy_plugin
+    from toy_plugin import make_dataset, toy_config
+
+    from worldrecall.engine.stages.runner import Runner
+
+    host = load_plugins(extra=[toy_plugin], fresh=True)
+    ds = make_dataset(tmp_path, {"good": [0, 5, 10, 15], "bad": [40, 60, 80, 100]})
+
+    def run(root: str, workers: int, tol: float = 10.0):
+        cfg = toy_config(tmp_path / root, ds, workers=workers)
+        cfg["benchmarks"]["toy"]["metrics"]["brightness"]["thresholds"]["tolerance"] = tol
+        res = Runner(cfg, host).run()
+        rows = [(r.row_key, r.status, r.values) for r in res.rows]
+        return rows, {n: df.to_csv(index=False) for n, df in res.tables.items() if hasattr(df, "to_csv")}
+
+    one, two = run("w1", 1), run("w2", 2)
+    assert one == two and one[0]
+    assert run("w1", 2) == one and run("w2", 1) == one  # warm: rows resumed, tables from the cache
+    other = run("w1", 2, tol=20.0)  # a re-score: new results folder, scores from measurements
+    assert run("w2", 1, tol=20.0) == other
