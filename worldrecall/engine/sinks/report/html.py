@@ -278,16 +278,32 @@ def _case(model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, memo:
                             f"</details><figcaption>{esc(label)} <span class=note>(click: full size)</span>"
                             f"</figcaption></figure>")
             elif p.suffix.lower() == ".json":
-                try:
-                    t = json.loads(p.read_text())
-                except ValueError:
-                    continue
-                if isinstance(t, dict) and t.get("kind") == "worldrecall.trace":
-                    arts.append(f"<figure>{line_chart(t)}<figcaption>{esc(label)}</figcaption></figure>")
+                chart = _trace_chart(p)
+                if chart:
+                    arts.append(f"<figure>{chart}<figcaption>{esc(label)}</figcaption></figure>")
     if arts:
         out.append('<div class="arts">' + "".join(arts) + "</div>")
     out.append("</div>")
     return "".join(out)
+
+
+_CHARTS: dict[tuple[str, int, int, int], str] = {}  # trace file state -> its chart (a section re-rendered
+# because another benchmark's row changed still shows the same per-case traces)
+
+
+def _trace_chart(p: Path) -> str:
+    """The inline chart of a ``worldrecall.trace`` JSON file ('' for any other JSON), once per file state."""
+    st = p.stat()
+    key = (str(p), st.st_mtime_ns, st.st_size, st.st_ino)
+    if key not in _CHARTS:
+        try:
+            t = json.loads(p.read_text())
+        except ValueError:
+            t = None
+        _CHARTS[key] = line_chart(t) if isinstance(t, dict) and t.get("kind") == "worldrecall.trace" else ""
+        while len(_CHARTS) > 50000:
+            _CHARTS.pop(next(iter(_CHARTS)))
+    return _CHARTS[key]
 
 
 def _headline_values(host: Any) -> dict[str, list[str]]:
