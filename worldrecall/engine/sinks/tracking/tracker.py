@@ -250,28 +250,33 @@ class Tracker:
         start_ms, end_ms, now = int(start_time * 1000), int(end_time * 1000), int(time.time() * 1000)
 
         def write() -> list[tuple[str, str]]:
-            out = []
-            with store.ManagedSessionMaker(read_only=False) as session:  # commits once, at the end
-                for spec in runs:
-                    name, tags = self._run_tags(spec["name"], parent_id, spec.get("tags"))
-                    run_id = uuid.uuid4().hex
-                    uri = append_to_uri_path(location, run_id, SqlAlchemyStore.ARTIFACTS_FOLDER_NAME)
-                    run = SqlRun(name=name, artifact_uri=uri, run_uuid=run_id, experiment_id=self.experiment_id,
-                                 source_type=SourceType.to_string(SourceType.UNKNOWN), source_name="",
-                                 entry_point_name="", user_id=tags.get("mlflow.user", "unknown"),
-                                 status=RunStatus.to_string(RunStatus.FINISHED), start_time=start_ms,
-                                 end_time=end_ms, deleted_time=None, source_version="",
-                                 lifecycle_stage=LifecycleStage.ACTIVE)
-                    run.tags = [SqlTag(key=k[:250], value=str(v)[:5000]) for k, v in tags.items()]
-                    session.add(run)
-                    for k, v in redact(spec.get("params") or {}).items():
-                        session.add(SqlParam(key=k[:250], value=str(v)[:6000], run_uuid=run_id))
-                    for k, v in (spec.get("metrics") or {}).items():
-                        is_nan, value = store.sanitize_metric_value(float("nan") if v is None else float(v))
-                        for cls in (SqlMetric, SqlLatestMetric):
-                            session.add(cls(key=_metric_key(k), value=value, timestamp=now, step=0, is_nan=is_nan,
-                                            run_uuid=run_id))
-                    out.append((run_id, uri))
+            out: list[tuple[str, str]] = []
+            rows: dict[Any, list[dict[str, Any]]] = {SqlRun: [], SqlTag: [], SqlParam: [], SqlMetric: [],
+                                                     SqlLatestMetric: []}
+            for spec in runs:
+                name, tags = self._run_tags(spec["name"], parent_id, spec.get("tags"))
+                run_id = uuid.uuid4().hex
+                uri = append_to_uri_path(location, run_id, SqlAlchemyStore.ARTIFACTS_FOLDER_NAME)
+                rows[SqlRun].append({
+                    "name": name, "artifact_uri": uri, "run_uuid": run_id, "experiment_id": int(self.experiment_id),
+                    "source_type": SourceType.to_string(SourceType.UNKNOWN), "source_name": "",
+                    "entry_point_name": "", "user_id": tags.get("mlflow.user", "unknown"),
+                    "status": RunStatus.to_string(RunStatus.FINISHED), "start_time": start_ms, "end_time": end_ms,
+                    "deleted_time": None, "source_version": "", "lifecycle_stage": LifecycleStage.ACTIVE})
+                rows[SqlTag] += [{"key": k[:250], "value": str(v)[:5000], "run_uuid": run_id} for k, v in tags.items()]
+                rows[SqlParam] += [{"key": k[:250], "value": str(v)[:6000], "run_uuid": run_id}
+                                   for k, v in redact(spec.get("params") or {}).items()]
+                for k, v in (spec.get("metrics") or {}).items():
+                    is_nan, value = store.sanitize_metric_value(float("nan") if v is None else float(v))
+                    m = {"key": _metric_key(k), "value": value, "timestamp": now, "step": 0, "is_nan": is_nan,
+                         "run_uuid": run_id}
+                    rows[SqlMetric].append(m)
+                    rows[SqlLatestMetric].append(dict(m))
+                out.append((run_id, uri))
+            with store.ManagedSessionMaker(read_only=False) as session:  # one transaction, committed at the end
+                for model, values in rows.items():  # runs first: the others refer to them
+                    if values:
+                        session.execute(model.__table__.insert(), values)
             return out
 
         try:
