@@ -3,8 +3,8 @@
 Aggregators are pure reductions of rows, so a re-score job of a sweep (one metric's rows changed) or a warm
 rerun (no row changed) can reuse the tables of every group whose rows are the same. The key covers
 everything the output depends on: the rows themselves (every field, as written), the aggregator's name and
-class, its resolved params (incl. the metadata the engine passes), and a digest of the source files of its
-plugin package and of ``worldrecall/core`` (an edited aggregator is never served a stale table).
+class, its resolved params (incl. the metadata the engine passes), and a digest of the modules in its
+module's folder and of ``worldrecall/core`` (an edited aggregator is never served a stale table).
 
 Tables are stored as JSON (column names, dtypes, values; never pickle) and an entry is only written when it
 reads back as exactly the same frame (values, dtypes, and the CSV the tables sink writes), so a table the
@@ -154,7 +154,7 @@ class AggregateCache:
             out = {name: _decode(t) for name, t in doc["tables"].items()}
         except FileNotFoundError:
             return None
-        except Exception as e:  # damaged entry: recompute (and overwrite it)
+        except Exception as e:  # noqa: BLE001 - a damaged entry: recompute (and overwrite it)
             log.warning("aggregate cache entry %s unreadable (%s); aggregating again", p, e)
             return None
         self.hits += 1

@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 
 from worldrecall.core.components import Loader, LoadRequest
 from worldrecall.core.data import Case, CaseError, CaseFailure, one_line
-from worldrecall.core.paths import safe_join
 from worldrecall.core.digests import stat_memo
+from worldrecall.core.paths import safe_join
 from worldrecall.core.text import read_csv_rows
 from worldrecall.core.video import IMAGE_SUFFIXES, VIDEO_SUFFIXES, Video, VideoError, list_frame_files
 from worldrecall.formats.safe_json import read_json

@@ -237,7 +237,13 @@ class Tracker:
         try:
             from mlflow.entities import RunStatus, SourceType
             from mlflow.entities.lifecycle_stage import LifecycleStage
-            from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlMetric, SqlParam, SqlRun, SqlTag
+            from mlflow.store.tracking.dbmodels.models import (
+                SqlLatestMetric,
+                SqlMetric,
+                SqlParam,
+                SqlRun,
+                SqlTag,
+            )
             from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
             from mlflow.utils.uri import append_to_uri_path
         except ImportError:
@@ -281,7 +287,7 @@ class Tracker:
 
         try:
             made = _retry(write)
-        except Exception as e:  # nothing was committed: the caller logs the runs one by one
+        except Exception as e:  # noqa: BLE001 - nothing was committed: the caller logs the runs one by one
             log.debug("batched MLflow logging failed (%s); logging run by run", e)
             return None
         self._artifact_uri.update(made)
