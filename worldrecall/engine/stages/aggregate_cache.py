@@ -2,7 +2,8 @@
 
 Aggregators are pure reductions of rows, so a re-score job of a sweep (one metric's rows changed) or a warm
 rerun (no row changed) can reuse the tables of every group whose rows are the same. The key covers
-everything the output depends on: the rows themselves (every field, as written), the aggregator's name and
+everything the output depends on: the rows themselves (every field but how the row was obtained: cache-hit
+flags), the aggregator's name and
 class, its resolved params (incl. the metadata the engine passes), and a digest of the modules in its
 module's folder and of ``worldrecall/core`` (an edited aggregator is never served a stale table).
 
