@@ -2,10 +2,10 @@
 
 Aggregators are pure reductions of rows, so a re-score job of a sweep (one metric's rows changed) or a warm
 rerun (no row changed) can reuse the tables of every group whose rows are the same. The key covers
-everything the output depends on: the rows themselves (every field but how the row was obtained: cache-hit
-flags), the aggregator's name and
-class, its resolved params (incl. the metadata the engine passes), and a digest of the modules in its
-module's folder and of ``worldrecall/core`` (an edited aggregator is never served a stale table).
+everything the output depends on: the rows themselves (every field but how the row was obtained, the
+cache-hit flags), the aggregator's name and class, its resolved params (incl. the metadata the engine passes),
+and a digest of the modules in its module's folder and of ``worldrecall/core`` (an edited aggregator is never
+served a stale table).
 
 Tables are stored as JSON (column names, dtypes, values; never pickle) and an entry is only written when it
 reads back as exactly the same frame (values, dtypes, and the CSV the tables sink writes), so a table the
