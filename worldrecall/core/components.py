@@ -258,6 +258,8 @@ class Aggregator:
     keyed by benchmark, variant and model), or any other word for tables the engine only writes out. ``uses_primary_values``: the engine
     passes ``primary_values`` (metric name -> its primary value) in the params; ``uses_value_meta``: it
     passes ``value_meta`` (metric -> value -> direction, range, unit, description, as the metrics declare).
+    ``by_benchmark``: the tables of all rows are the per-benchmark tables concatenated (see the attribute).
+    Outputs are cached by the engine on (rows, params, the aggregator's source): ``aggregate`` must be pure.
     """
 
     name: ClassVar[str]
@@ -267,6 +269,9 @@ class Aggregator:
     uses_primary_values: ClassVar[bool] = False
     uses_value_meta: ClassVar[bool] = False
     uses_benchmarks: ClassVar[bool] = False  # the engine passes ``benchmarks``: name -> Benchmark.to_json()
+    # True: every table is the concatenation, in benchmark-name order, of the tables of each benchmark's rows
+    # alone; the engine may then aggregate (and cache) each benchmark separately, e.g. in a sweep's re-score job
+    by_benchmark: ClassVar[bool] = False
 
     def aggregate(self, rows: list[ScoreRow], params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         """Return named tables."""

@@ -1,7 +1,9 @@
 """Content digests of input files, memoised per process and persisted between runs.
 
 A case's fingerprint (and so every cache key) is built from these; the memo is keyed by
-(path, mtime, size, inode), so an edited file is always re-hashed.
+(path, mtime, size, inode), so an edited file is always re-hashed. :func:`stat_memo` keeps other facts a
+loader reads from a file (a container's frame count and fps, a parsed sheet) under the same key, so a job
+that finds the file unchanged does not open it again.
 """
 
 from __future__ import annotations
@@ -9,11 +11,25 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from worldrecall.core.atomic import atomic_write_text
 
 _DIGESTS: dict[tuple[str, int, int, int], str] = {}
+_FACTS: dict[tuple[str, str, int, int, int], Any] = {}  # (kind, path, mtime, size, inode) -> (fact, persist)
+
+
+def stat_memo(path: Path, kind: str, compute: Callable[[], Any], persist: bool = False) -> Any:
+    """``compute()`` (a fact read from the file at ``path``, never mutated by callers), memoised while the
+    file's path, mtime, size and inode are unchanged; ``persist``: kept in the digest memo between runs."""
+    st = os.stat(path)
+    key = (kind, os.path.abspath(path), st.st_mtime_ns, st.st_size, st.st_ino)
+    if key not in _FACTS:
+        value = compute()
+        _FACTS[key] = (value, persist)
+    return _FACTS[key][0]
 
 
 def file_digest(path: Path) -> str:
@@ -39,13 +55,19 @@ def file_digest(path: Path) -> str:
 
 
 def load_digest_memo(path: Path) -> None:
-    """Reuse digests a previous run computed (valid while path, mtime, size and inode are unchanged)."""
+    """Reuse digests (and persisted facts) a previous run computed (valid while path, mtime, size and inode
+    are unchanged). The memo is a list of digest records, or ``{"digests": [...], "facts": [...]}``."""
     try:
-        for rec in json.loads(Path(path).read_text()):
+        doc = json.loads(Path(path).read_text())
+        records, facts = (doc, []) if isinstance(doc, list) else (doc.get("digests") or [], doc.get("facts") or [])
+        for rec in records:
             _DIGESTS[(rec[0], int(rec[1]), int(rec[2]), int(rec[3]))] = str(rec[4])
-    except (FileNotFoundError, ValueError, TypeError, IndexError):
+        for rec in facts:
+            _FACTS.setdefault((str(rec[0]), str(rec[1]), int(rec[2]), int(rec[3]), int(rec[4])), (rec[5], True))
+    except (FileNotFoundError, ValueError, TypeError, IndexError, AttributeError):
         pass
 
 
 def save_digest_memo(path: Path) -> None:
-    atomic_write_text(path, json.dumps([[*k, v] for k, v in _DIGESTS.items()]))
+    facts = [[*k, v] for k, (v, persist) in _FACTS.items() if persist]
+    atomic_write_text(path, json.dumps({"digests": [[*k, v] for k, v in _DIGESTS.items()], "facts": facts}))

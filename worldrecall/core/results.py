@@ -59,6 +59,7 @@ class ResultStore:
         self.done: dict[tuple[str, str, str, str], ScoreRow] = {r.row_key: r for r in read_rows([self.path])}
         self._f: Any = None
         self._synced = time.monotonic()
+        self._appended = False
 
     def _repair_tail(self) -> None:
         # A kill -9 can leave a partial last line; terminate it so the next append starts cleanly.
@@ -86,6 +87,7 @@ class ResultStore:
             os.fsync(self._f.fileno())
             self._synced = now
         self.done[row.row_key] = row
+        self._appended = True
 
     def close(self) -> None:
         """fsync and close the shard file (the runner calls this when a run's rows are all written)."""
@@ -96,9 +98,13 @@ class ResultStore:
             self._f = None
 
     def all_rows(self) -> list[ScoreRow]:
+        """Every shard's rows as written (read back, so a resumed run sees what a fresh one would)."""
         if self._f is not None:
             self._f.flush()
-        return read_rows(self.dir.glob("rows-shard-*.jsonl"))
+        files = list(self.dir.glob("rows-shard-*.jsonl"))
+        if not self._appended and files == [self.path]:  # nothing new (a warm rerun): the rows read at start
+            return sorted(self.done.values(), key=lambda r: r.row_key)
+        return read_rows(files)
 
 
 def json_default(o: object) -> object:

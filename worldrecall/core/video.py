@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from worldrecall.core.digests import file_digest
+from worldrecall.core.digests import file_digest, stat_memo
 
 VIDEO_SUFFIXES = {".mp4", ".webm", ".avi", ".mov", ".mkv"}
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg"}
@@ -29,6 +29,15 @@ DEFAULT_MAX_PIXELS = 40_000_000
 DEFAULT_MAX_FRAMES = 100_000
 DEFAULT_MAX_BYTES = 2 << 30  # decoded frames a process holds: a 1080p x 345-frame or 720p x 776-frame video
 
+
+
+def _container_fps(path: Path) -> float | None:
+    import cv2
+
+    cap = cv2.VideoCapture(str(path))
+    fps = cap.get(cv2.CAP_PROP_FPS)
+    cap.release()
+    return float(fps) if fps and fps > 0 else None
 
 class VideoError(Exception):
     """A video that cannot be read; the message names the file and the problem."""
@@ -184,12 +193,8 @@ class Video:
     @property
     def fps(self) -> float | None:
         if self._fps is None and not self.is_frame_folder and self.path.exists():
-            import cv2
-
-            cap = cv2.VideoCapture(str(self.path))
-            fps = cap.get(cv2.CAP_PROP_FPS)
-            cap.release()
-            self._fps = float(fps) if fps and fps > 0 else None
+            # the container is opened once per file state, not once per job (a sweep, a warm rerun)
+            self._fps = stat_memo(self.path, "video.fps", lambda: _container_fps(self.path), persist=True)
         return self._fps
 
     def release(self) -> None:

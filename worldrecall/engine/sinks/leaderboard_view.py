@@ -11,6 +11,7 @@ direction its ``value_meta`` declares, never ranked by anything but that value.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,8 +45,25 @@ def _concat(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(list(tables.values()), ignore_index=True) if tables else pd.DataFrame()
 
 
+_LAST: list[Any] = []  # [weakref to the result, host, views]: the last result's views (tables, report, console)
+
+
 def leaderboard_views(result: Any, host: Any) -> list[tuple[str, pd.DataFrame, str]]:
-    """(title, table of formatted cells, footnote) per view, in print order."""
+    """(title, table of formatted cells, footnote) per view, in print order.
+
+    A job's result is frozen, and the tables file, the report and the console all show its views: they are
+    built once per (result, host)."""
+    if _LAST and _LAST[0]() is result and _LAST[1] is host:
+        return list(_LAST[2])
+    views = _build_views(result, host)
+    try:
+        _LAST[:] = [weakref.ref(result), host, views]
+    except TypeError:  # a result that cannot be weakly referenced (a test's namespace): not memoised
+        _LAST.clear()
+    return list(views)
+
+
+def _build_views(result: Any, host: Any) -> list[tuple[str, pd.DataFrame, str]]:
     views = _concat(tables_of_kind(host, result.tables, "view"))
     cells = _concat(tables_of_kind(host, result.tables, "view_columns"))
     out: list[tuple[str, pd.DataFrame, str]] = []
@@ -75,15 +93,16 @@ def _declared_view(view: pd.DataFrame, extra: pd.DataFrame, name_backend: bool) 
     columns = list(dict.fromkeys(view["column"]))
     extra_cols = list(dict.fromkeys(extra["column"])) if len(extra) else []
     both = pd.concat([view, extra], ignore_index=True) if len(extra) else view
+    cells: dict[tuple[Any, Any], dict[str, Any]] = {}  # (model, column) -> its first cell, as the rows order
+    for c in both[["model", "column", "unit", "direction", "mean", "ci_low", "ci_high", "digits"]].to_dict("records"):
+        cells.setdefault((c["model"], c["column"]), c)
     recs = []
     for m in models.itertuples(index=False):
         rec: dict[str, Any] = {"rank": m.rank_label, "model": m.model, "cases": int(m.n_cases)}
-        mine = both[both["model"] == m.model]
         for col in columns + [c for c in extra_cols if c not in columns]:
-            hit = mine[mine["column"] == col]
-            if not len(hit):
+            h = cells.get((m.model, col))
+            if h is None:
                 continue
-            h = hit.iloc[0]
             head = f"{col} ({h['unit']} {h['direction']})".replace("( ", "(")
             ungated = m.rank_label == "✗" and h["direction"] != "·"
             rec[head] = "—" if ungated else fmt(h["mean"], h["ci_low"], h["ci_high"], int(h["digits"]))

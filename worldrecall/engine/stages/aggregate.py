@@ -10,10 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from worldrecall.core.cache import cache_key
 from worldrecall.core.components import Aggregator, UndeclaredValue
 from worldrecall.core.data import ScoreRow
+from worldrecall.engine.stages.aggregate_cache import AggregateCache, entry_key, rows_digest
 from worldrecall.engine.stages.plan import enabled_benchmarks
 from worldrecall.registry.host import PluginHost
 
@@ -61,8 +66,15 @@ def value_meta(host: PluginHost, rows: Iterable[ScoreRow]) -> dict[str, dict[str
 
 
 def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any],
-                   per_benchmark: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
-    """Run the global, suite and per-benchmark aggregators; returns every table by name."""
+                   per_benchmark: Mapping[str, list[str]] | None = None,
+                   cache: AggregateCache | None = None) -> dict[str, Any]:
+    """Run the global, suite and per-benchmark aggregators; returns every table by name.
+
+    ``cache`` (default: ``<cache_dir>/aggregates`` of the config) reuses the tables of every group of rows
+    an aggregator saw before with the same params and code; an aggregator that declares ``by_benchmark`` is
+    run (and cached) per benchmark and its tables concatenated in benchmark order, so a re-score job that
+    changed one benchmark's rows aggregates that benchmark only.
+    """
     suite = cfg["suite"]
     params = {**(cfg["aggregator_params"] or {}), **(suite.get("aggregator_params") or {})}
     primary = {name: cls.primary for name, cls in host.metrics.items()}
@@ -71,20 +83,70 @@ def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any
     if per_benchmark is None:
         # what the run itself aggregated (`worldrecall aggregate` and a shard merge give the same tables)
         per_benchmark = {n: list(b.get("aggregators") or []) for n, b in enabled_benchmarks(cfg).items()}
+    if cache is None:
+        cache = AggregateCache(Path(cfg["cache_dir"]) / "aggregates" if cfg.get("cache_dir") else None)
+    subsets: dict[str, list[ScoreRow]] = {}
+    for r in rows:
+        subsets.setdefault(r.benchmark, []).append(r)
+    digests: dict[str, str] = {}
 
-    def run(name: str, subset: list[ScoreRow]) -> dict[str, Any]:
+    def digest(bench: str) -> str:  # each group's rows hashed once, however many aggregators read them
+        if bench not in digests:
+            if bench == "*" and list(subsets) == sorted(subsets) and _grouped(rows):
+                # the rows are the benchmarks' groups one after another: the whole is named by its parts
+                digests[bench] = cache_key({"parts": [(b, digest(b)) for b in subsets]})
+            else:
+                digests[bench] = rows_digest(rows if bench == "*" else subsets.get(bench, []))
+        return digests[bench]
+
+    def cached(name: str, agg: Aggregator, p: dict[str, Any], bench: str) -> dict[str, Any]:
+        key = entry_key(agg, name, p, digest(bench))
+        got = cache.get(key)
+        if got is None:
+            got = agg.aggregate(rows if bench == "*" else subsets.get(bench, []), p)
+            cache.put(key, got)
+        return got
+
+    def run(name: str, bench: str) -> dict[str, Any]:
         agg = host.aggregator(name)
-        return agg.aggregate(subset, _params(agg, params.get(name, {}), primary, meta, declared))
+        p = _params(agg, params.get(name, {}), primary, meta, declared)
+        if bench != "*" or not getattr(agg, "by_benchmark", False) or len(subsets) < 2:
+            return cached(name, agg, p, bench)
+        parts: dict[str, list[Any]] = {}
+        for b in sorted(subsets):
+            for tname, df in cached(name, agg, p, b).items():
+                parts.setdefault(tname, []).append(df)
+        return {tname: _concat(frames) for tname, frames in parts.items()}
 
     tables: dict[str, Any] = {}
     for name in list(cfg["aggregators"] or []) + list(suite.get("aggregators") or []):
-        tables.update(run(name, rows))
+        tables.update(run(name, "*"))
     for bench, names in per_benchmark.items():
-        subset = [r for r in rows if r.benchmark == bench]
         for name in names:
-            for tname, df in run(name, subset).items():
+            for tname, df in run(name, bench).items():
                 tables[tname if tname.startswith(bench) else f"{bench}.{tname}"] = df
     return tables
+
+
+def _grouped(rows: list[ScoreRow]) -> bool:
+    """Each benchmark's rows are contiguous (the runner's rows are sorted by benchmark first)."""
+    seen: set[str] = set()
+    last = None
+    for r in rows:
+        if r.benchmark != last:
+            if r.benchmark in seen:
+                return False
+            seen.add(r.benchmark)
+            last = r.benchmark
+    return True
+
+
+def _concat(frames: list[Any]) -> Any:
+    """One benchmark-partitioned table: the non-empty parts in order (an empty part adds no dtype)."""
+    kept = [f for f in frames if len(f)] or frames[:1]
+    if len(kept) == 1:
+        return kept[0].reset_index(drop=True)
+    return pd.concat(kept, ignore_index=True)
 
 
 def _params(agg: Aggregator, given: Mapping[str, Any], primary: dict[str, str],

@@ -23,6 +23,7 @@ from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.results import json_default
 from worldrecall.core.video import VideoError, VideoPool
+from worldrecall.engine.stages.score_memo import ProcessScoreCache
 from worldrecall.engine.stages.plan import BenchmarkPlan
 from worldrecall.registry.host import PluginHost
 
@@ -57,8 +58,8 @@ class CasePipeline:
                  *, artifacts: bool, device: str, batch_size: int):
         self.host, self.hub, self.judges, self.pool = host, hub, judges, pool
         self.measurements = MeasurementCache(cache_root / "measurements")
-        self.scores = ScoreCache(cache_root / "scores")
-        self.alignments = ScoreCache(cache_root / "alignments")  # same pure-function memo, own counters
+        self.scores = ProcessScoreCache(cache_root / "scores")
+        self.alignments = ProcessScoreCache(cache_root / "alignments")  # same pure-function memo, own counters
         # notes a reader added to case.warnings while a metric measured (e.g. a corrupt depth frame read as
         # NaN), per measurement key: a cached measurement brings its notes back onto the rows
         self.input_notes = ScoreCache(cache_root / "input_notes")

@@ -76,6 +76,7 @@ class Runner:
         started_at, t_start = time.time(), time.perf_counter()
         check_names(self.cfg, self.host)  # a typo ends the run here, before the suite is built
         self.build_suite()
+        load_digest_memo(self.digest_memo)  # before loading: loaders read file facts through it
         plans = plan_benchmarks(self.cfg, self.host, self.hub, self.judges, self.pool)
         items = self.load(plans)
         check_selection(self.cfg, sum(map(len, items.values())), {it.model for v in items.values() for it in v},
@@ -85,7 +86,6 @@ class Runner:
         for msg in sorted({*(m for p in plans for m in p.skipped.values()), *absent}):
             log.warning(msg)
         store = ResultStore(self.results_dir, self.shard_index, self.shard_count)
-        load_digest_memo(self.digest_memo)
         try:
             for plan in plans:
                 self.run_benchmark(plan, store, items[plan.name])

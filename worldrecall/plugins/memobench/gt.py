@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from worldrecall.core.data import Case, CaseFailure
+from worldrecall.core.digests import stat_memo
 from worldrecall.core.text import read_text
 from worldrecall.core.video import FrameIndexError, list_frame_files
 from worldrecall.formats.arrays import load_npy, load_npz
@@ -62,6 +63,10 @@ def count_images(folder: Path) -> int:
 
 def mp4_frame_count(path: Path) -> int:
     """The container's frame count (OpenCV ``CAP_PROP_FRAME_COUNT``), as the official Step 1 reads it."""
+    return stat_memo(path, "memobench.mp4_frame_count", lambda: _mp4_frame_count(path), persist=True)
+
+
+def _mp4_frame_count(path: Path) -> int:
     import cv2
 
     cap = cv2.VideoCapture(str(path))
@@ -73,10 +78,13 @@ def mp4_frame_count(path: Path) -> int:
 
 def npy_rows(path: Path) -> int:
     """Rows of a ``.npy`` array, read from its header only."""
-    arr = load_npy(path, mmap=True)  # a forged/truncated header -> CaseFailure naming the file
-    if arr.ndim == 0:
-        raise CaseFailure(f"{path}: a scalar, not one row per GT frame")
-    return int(arr.shape[0])
+    def rows() -> int:
+        arr = load_npy(path, mmap=True)  # a forged/truncated header -> CaseFailure naming the file
+        if arr.ndim == 0:
+            raise CaseFailure(f"{path}: a scalar, not one row per GT frame")
+        return int(arr.shape[0])
+
+    return stat_memo(path, "memobench.npy_rows", rows, persist=True)  # errors are not memoised: raised again
 
 
 def load_gt_poses(case: Case) -> np.ndarray:

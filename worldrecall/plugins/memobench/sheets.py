@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from worldrecall.core.data import CaseFailure, one_line
+from worldrecall.core.digests import stat_memo
 from worldrecall.core.text import read_text
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,16 @@ def read_table(path: Path) -> Any:
     """Read an xlsx/xls/csv sheet into a DataFrame; unreadable files raise :class:`SheetError`.
 
     CSVs are decoded as UTF-8 with an optional BOM; other bytes raise :class:`SheetError` naming the line.
+    Parsed once per file state (path, size, mtime) in a process: each call gets its own copy.
     """
+    path = Path(path)
+    try:
+        return stat_memo(path, "memobench.sheet", lambda: _read_table(path)).copy()
+    except OSError:  # gone or unreadable: the reader says so in its own words
+        return _read_table(path)
+
+
+def _read_table(path: Path) -> Any:
     import pandas as pd
 
     if path.suffix.lower() == ".csv":

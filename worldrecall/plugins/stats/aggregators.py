@@ -42,6 +42,7 @@ class MeanAggregator(Aggregator):
     """Plain mean over cases per benchmark × model × metric value × backend, with case counts."""
 
     name = "mean"
+    by_benchmark = True  # grouped by benchmark first, one seed per group
     description = "unweighted mean over scored cases; NaN skipped; failed/skipped counted beside it"
     tables = {"mean": "summary", "status": "status"}
 
@@ -49,7 +50,7 @@ class MeanAggregator(Aggregator):
         df = long_frame(rows)
         if df.empty:
             return {"mean": df, "status": status_counts(rows)}
-        out = df.groupby(GROUP, dropna=False)["value"].agg(mean="mean", n=lambda s: int(s.notna().sum()))
+        out = df.groupby(GROUP, dropna=False)["value"].agg(mean="mean", n="count")  # n: non-NaN cases
         return {"mean": out.reset_index(), "status": status_counts(rows)}
 
 
@@ -57,6 +58,7 @@ class MacroAggregator(Aggregator):
     """Hierarchical macro average: case -> subcategory -> domain -> overall (levels configurable)."""
 
     name = "macro"
+    by_benchmark = True  # grouped by benchmark first, one seed per group
     defaults = {"levels": ["subcategory", "domain"]}
     tables = {"macro": "macro"}
 
@@ -77,6 +79,7 @@ class BootstrapAggregator(Aggregator):
     """Stratified case bootstrap of the hierarchical mean: percentile CI (replicates, seed, level configurable)."""
 
     name = "bootstrap"
+    by_benchmark = True  # grouped by benchmark first, one seed per group
     defaults = {"replicates": 2000, "seed": 0, "level": 0.95, "levels": ["subcategory", "domain"],
                 "values": "primary"}
     tables = {"bootstrap": "intervals"}
@@ -101,6 +104,7 @@ class PairedAggregator(Aggregator):
     """Paired difference (model − reference) over shared cases, with a paired stratified bootstrap CI."""
 
     name = "paired"
+    by_benchmark = True  # grouped by benchmark first, one seed per group
     defaults = {"reference": "oracle", "replicates": 2000, "seed": 0, "level": 0.95,
                 "levels": ["subcategory", "domain"], "values": "primary"}
     tables = {"paired": "paired"}

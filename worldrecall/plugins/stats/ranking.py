@@ -84,6 +84,7 @@ class RankingAggregator(Aggregator):
     tables: ClassVar[dict[str, str]] = {"ranking": "view"}
     uses_value_meta: ClassVar[bool] = True
     uses_benchmarks: ClassVar[bool] = True
+    by_benchmark: ClassVar[bool] = True  # views per declared benchmark; order from the declarations, not the rows
 
     def aggregate(self, rows: list[ScoreRow], params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         p = {**self.defaults, **dict(params)}

@@ -24,6 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from worldrecall.core.atomic import atomic_write_text
+from worldrecall.core.cache import cache_key
+from worldrecall.core.digests import file_digest
 from worldrecall.engine.sinks.blobs import write_if_changed
 from worldrecall.engine.sinks.leaderboard_view import leaderboard_views
 from worldrecall.engine.sinks.report.images import frame_thumbs, image_thumb
@@ -88,6 +91,64 @@ class _Images:
         return "\n".join(f".i{h}{{background-image:url(data:image/jpeg;base64,{b})}}" for h, b in self.rules.items())
 
 
+class _Sections:
+    """Case sections memoised by the digest of what they show: the case's rows (values, info, paths), the
+    state (size, mtime) of every file they read, the report options, the metrics' declarations and this
+    package's source. A re-score job re-renders only the cases whose rows changed; a warm rerun none.
+
+    Kept in memory (a sweep's jobs in one process) and under ``<cache_dir>/report_sections`` as JSON."""
+
+    def __init__(self, root: Path, host: Any) -> None:
+        self.root, self.host = root, host
+        here = Path(__file__).parent
+        decl = {n: [getattr(c, "primary", ""), {v: repr(m) for v, m in (getattr(c, "values", None) or {}).items()}]
+                for n, c in sorted(getattr(host, "metrics", {}).items())}
+        self.base = {"format": 1, "code": [file_digest(p) for p in sorted(here.glob("*.py"))],
+                     "metrics": decl, "heads": _headline_values(host)}
+
+    def key(self, model: str, cid: str, rows: list[Any], opts: Mapping[str, Any]) -> str:
+        files = []
+        for r in rows:
+            info = r.info or {}
+            for p in [*(info.get("videos") or {}).values(), *(info.get("artifacts") or [])]:
+                try:
+                    st = Path(p).stat()
+                    files.append([str(p), st.st_size, st.st_mtime_ns])
+                except (OSError, TypeError, ValueError):
+                    files.append([str(p), None, None])
+        return cache_key({**self.base, "model": model, "case": cid, "opts": dict(opts), "files": files,
+                          "rows": [r.to_json() for r in rows]})
+
+    def render(self, model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, memo: Path,
+               opts: Mapping[str, Any]) -> str:
+        key = self.key(model, cid, rows, opts)
+        hit = _SECTION_MEMO.get(key)
+        path = self.root / key[:2] / f"{key}.json"
+        if hit is None:
+            try:
+                doc = json.loads(path.read_text())
+                hit = (str(doc["html"]), {str(k): str(v) for k, v in doc["images"]})
+            except (OSError, ValueError, KeyError, TypeError):
+                hit = None
+        if hit is None:
+            local = _Images()  # the section's images in the order it uses them, merged below as if drawn now
+            html_text = _case(model, cid, rows, host, local, memo, opts)
+            hit = (html_text, dict(local.rules))
+            try:
+                atomic_write_text(path, json.dumps({"html": html_text, "images": list(local.rules.items())}))
+            except OSError:
+                pass  # a full cache costs time, never the report
+        _SECTION_MEMO[key] = hit
+        while len(_SECTION_MEMO) > 20000:  # bounded: the oldest sections go first
+            _SECTION_MEMO.pop(next(iter(_SECTION_MEMO)))
+        for h, b64 in hit[1].items():
+            imgs.rules.setdefault(h, b64)
+        return hit[0]
+
+
+_SECTION_MEMO: dict[str, tuple[str, dict[str, str]]] = {}
+
+
 def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str, Any]) -> Path:
     """Write the report of ``result`` to ``<results_dir>/report/index.html`` and return its path."""
     plain = resolve_config(plain)  # the schema holds the report options' defaults
@@ -95,6 +156,7 @@ def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str
     cache = Path(plain["cache_dir"])
     memo = cache / "report_thumbs"
     imgs = _Images()
+    sections = _Sections(cache / "report_sections", host)
     backends = ", ".join(f"{k}={v}" for k, v in sorted(result.backends.items()) if v) or "-"
     body = [(f"<h1>worldrecall report</h1><p class=note>results: {esc(str(result.results_dir))} · "
              f"cases: {result.n_cases} · failed: {result.n_failed_cases} ({result.failure_rate:.1%}) · "
@@ -126,7 +188,7 @@ def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str
                     f"({len(cases)} cases)</summary>")
         for cid in cases:
             try:
-                body.append(_case(model, cid, by_case[model][cid], host, imgs, memo, opts))
+                body.append(sections.render(model, cid, by_case[model][cid], host, imgs, memo, opts))
             except Exception as e:  # noqa: BLE001  (one unreadable file must not cost the whole report)
                 body.append(f'<div class="case"><h4>{esc(model)} · {esc(cid)}</h4><p class=failed>'
                             f"could not render: {esc(type(e).__name__)}: {esc(str(e)[:300])}</p></div>")
@@ -216,16 +278,32 @@ def _case(model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, memo:
                             f"</details><figcaption>{esc(label)} <span class=note>(click: full size)</span>"
                             f"</figcaption></figure>")
             elif p.suffix.lower() == ".json":
-                try:
-                    t = json.loads(p.read_text())
-                except ValueError:
-                    continue
-                if isinstance(t, dict) and t.get("kind") == "worldrecall.trace":
-                    arts.append(f"<figure>{line_chart(t)}<figcaption>{esc(label)}</figcaption></figure>")
+                chart = _trace_chart(p)
+                if chart:
+                    arts.append(f"<figure>{chart}<figcaption>{esc(label)}</figcaption></figure>")
     if arts:
         out.append('<div class="arts">' + "".join(arts) + "</div>")
     out.append("</div>")
     return "".join(out)
+
+
+_CHARTS: dict[tuple[str, int, int, int], str] = {}  # trace file state -> its chart (a section re-rendered
+# because another benchmark's row changed still shows the same per-case traces)
+
+
+def _trace_chart(p: Path) -> str:
+    """The inline chart of a ``worldrecall.trace`` JSON file ('' for any other JSON), once per file state."""
+    st = p.stat()
+    key = (str(p), st.st_mtime_ns, st.st_size, st.st_ino)
+    if key not in _CHARTS:
+        try:
+            t = json.loads(p.read_text())
+        except ValueError:
+            t = None
+        _CHARTS[key] = line_chart(t) if isinstance(t, dict) and t.get("kind") == "worldrecall.trace" else ""
+        while len(_CHARTS) > 50000:
+            _CHARTS.pop(next(iter(_CHARTS)))
+    return _CHARTS[key]
 
 
 def _headline_values(host: Any) -> dict[str, list[str]]:

@@ -220,23 +220,37 @@ def log_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, file
                 tracker.log_file_once(job, p, sub, blobs, link=sub in ("tables", "report"))
         index = case_index(result, blobs, output_root)
         over = {f"override.{o.partition('=')[0].lstrip('+~')}": o.partition("=")[2] for o in overrides if "=" in o}
+        backends_of: dict[tuple[str, str], set[str]] = {}
+        for r in result.rows:
+            if r.backend:
+                backends_of.setdefault((r.benchmark, r.model), set()).add(backend_signature(r.backend))
+        children = []
         for (bench, model), metrics in sorted(per_model_metrics(result, host).items()):
-            name = f"{model} · {bench}" + (f" · {label}" if label else "")
-            backends = sorted({backend_signature(r.backend) for r in result.rows
-                               if r.benchmark == bench and r.model == model and r.backend} - {"-"})
-            child = tracker.start_run(name, parent_id=job, start_time=start, tags={
-                **job_tags, "worldrecall.kind": "model", "worldrecall.config_hash": chash, CURRENT: "true"})
-            tracker.log_batch(child, metrics=metrics, params={
-                "model": model, "benchmark": bench, "backends": ";".join(backends) or "-",
-                "backend_set": str((plain.get("models") or {}).get("set") or "-"),
-                "config_hash": chash, **over})
+            backends = sorted(backends_of.get((bench, model), set()) - {"-"})
+            children.append({"key": (bench, model), "name": f"{model} · {bench}" + (f" · {label}" if label else ""),
+                             "tags": {**job_tags, "worldrecall.kind": "model", "worldrecall.config_hash": chash,
+                                      CURRENT: "true"},
+                             "metrics": metrics, "params": {
+                                 "model": model, "benchmark": bench, "backends": ";".join(backends) or "-",
+                                 "backend_set": str((plain.get("models") or {}).get("set") or "-"),
+                                 "config_hash": chash, **over}})
+        # every (benchmark, model) run in one transaction where the store allows (a SQL store), else one by one
+        ids = tracker.log_finished_runs(job, children, start, end) if children else []
+        if ids is None:
+            ids = []
+            for c in children:
+                child = tracker.start_run(c["name"], parent_id=job, start_time=start, tags=c["tags"])
+                tracker.log_batch(child, metrics=c["metrics"], params=c["params"])
+                tracker.end_run(child, "FINISHED", end_time=end)
+                ids.append(child)
+        for c, child in zip(children, ids):
+            bench, model = c["key"]
             entries = index.get((bench, model))
             if entries:
                 idx = result.results_dir / "mlflow_index" / bench / model / "index.json"
                 idx.parent.mkdir(parents=True, exist_ok=True)
                 idx.write_text(json.dumps({"blob_root": str(output_root), "files": entries}, indent=1))
                 tracker.log_file_once(child, idx, "cases", blobs)
-            tracker.end_run(child, "FINISHED", end_time=end)
         tracker.end_run(job, "FINISHED", end_time=time.time())
     except Exception:
         tracker.end_run(job, "FAILED")

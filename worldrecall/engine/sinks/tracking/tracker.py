@@ -281,6 +281,13 @@ class Tracker:
 
         Names and tags are scrubbed of secrets; the run records which process owns it, so a later
         invocation can close it if that process was killed."""
+        name, t = self._run_tags(name, parent_id, tags)
+        ms = int(start_time * 1000) if start_time is not None else None
+        run = _retry(lambda: self.client.create_run(self.experiment_id, start_time=ms, tags=t, run_name=name))
+        self._artifact_uri[run.info.run_id] = run.info.artifact_uri
+        return run.info.run_id
+
+    def _run_tags(self, name: str, parent_id: str | None, tags: Mapping[str, str] | None) -> tuple[str, dict]:
         import socket
 
         name = scrub(name)
@@ -288,10 +295,73 @@ class Tracker:
              OWNER_HOST: socket.gethostname(), OWNER_PID: str(os.getpid())}
         if parent_id:
             t["mlflow.parentRunId"] = parent_id
-        ms = int(start_time * 1000) if start_time is not None else None
-        run = _retry(lambda: self.client.create_run(self.experiment_id, start_time=ms, tags=t, run_name=name))
-        self._artifact_uri[run.info.run_id] = run.info.artifact_uri
-        return run.info.run_id
+        return name, t
+
+    def log_finished_runs(self, parent_id: str, runs: Sequence[Mapping[str, Any]], start_time: float,
+                          end_time: float) -> list[str] | None:
+        """Create finished runs under ``parent_id`` — each ``{"name", "tags", "metrics", "params"}`` — in ONE
+        transaction of a SQL store (the runs :meth:`start_run` + :meth:`log_batch` + :meth:`end_run` would
+        make, with the same names, tags, params, metrics, times and artifact folders). Returns their ids, or
+        None where the store is not MLflow's SQL store (the caller then logs them one by one)."""
+        store = getattr(getattr(self.client, "_tracking_client", None), "store", None)
+        try:
+            from mlflow.entities import RunStatus, SourceType
+            from mlflow.entities.lifecycle_stage import LifecycleStage
+            from mlflow.store.tracking.dbmodels.models import (
+                SqlLatestMetric,
+                SqlMetric,
+                SqlParam,
+                SqlRun,
+                SqlTag,
+            )
+            from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+            from mlflow.utils.uri import append_to_uri_path
+        except ImportError:
+            return None
+        if not isinstance(store, SqlAlchemyStore):
+            return None
+        import uuid
+
+        location = _retry(lambda: self.client.get_experiment(self.experiment_id)).artifact_location
+        start_ms, end_ms, now = int(start_time * 1000), int(end_time * 1000), int(time.time() * 1000)
+
+        def write() -> list[tuple[str, str]]:
+            out: list[tuple[str, str]] = []
+            rows: dict[Any, list[dict[str, Any]]] = {SqlRun: [], SqlTag: [], SqlParam: [], SqlMetric: [],
+                                                     SqlLatestMetric: []}
+            for spec in runs:
+                name, tags = self._run_tags(spec["name"], parent_id, spec.get("tags"))
+                run_id = uuid.uuid4().hex
+                uri = append_to_uri_path(location, run_id, SqlAlchemyStore.ARTIFACTS_FOLDER_NAME)
+                rows[SqlRun].append({
+                    "name": name, "artifact_uri": uri, "run_uuid": run_id, "experiment_id": int(self.experiment_id),
+                    "source_type": SourceType.to_string(SourceType.UNKNOWN), "source_name": "",
+                    "entry_point_name": "", "user_id": tags.get("mlflow.user", "unknown"),
+                    "status": RunStatus.to_string(RunStatus.FINISHED), "start_time": start_ms, "end_time": end_ms,
+                    "deleted_time": None, "source_version": "", "lifecycle_stage": LifecycleStage.ACTIVE})
+                rows[SqlTag] += [{"key": k[:250], "value": str(v)[:5000], "run_uuid": run_id} for k, v in tags.items()]
+                rows[SqlParam] += [{"key": k[:250], "value": str(v)[:6000], "run_uuid": run_id}
+                                   for k, v in redact(spec.get("params") or {}).items()]
+                for k, v in (spec.get("metrics") or {}).items():
+                    is_nan, value = store.sanitize_metric_value(float("nan") if v is None else float(v))
+                    m = {"key": _metric_key(k), "value": value, "timestamp": now, "step": 0, "is_nan": is_nan,
+                         "run_uuid": run_id}
+                    rows[SqlMetric].append(m)
+                    rows[SqlLatestMetric].append(dict(m))
+                out.append((run_id, uri))
+            with store.ManagedSessionMaker(read_only=False) as session:  # one transaction, committed at the end
+                for model, values in rows.items():  # runs first: the others refer to them
+                    if values:
+                        session.execute(model.__table__.insert(), values)
+            return out
+
+        try:
+            made = _retry(write)
+        except Exception as e:  # noqa: BLE001 - nothing was committed: the caller logs the runs one by one
+            log.debug("batched MLflow logging failed (%s); logging run by run", e)
+            return None
+        self._artifact_uri.update(made)
+        return [run_id for run_id, _ in made]
 
     def search(self, filter_string: str, max_results: int = 1000) -> list[Any]:
         """Active runs of this experiment matching an MLflow filter string."""

@@ -1,0 +1,219 @@
+"""The aggregate cache: a group's tables are reused only while its rows, params and aggregator are the same;
+benchmark-partitioned aggregation gives the tables of aggregating all rows at once."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import pandas as pd
+import pytest
+
+from worldrecall import Aggregator, Metric, Value, hookimpl
+from worldrecall.core.data import ScoreRow
+from worldrecall.engine.stages import aggregate_cache
+from worldrecall.engine.stages.aggregate import aggregate_rows
+from worldrecall.engine.stages.aggregate_cache import AggregateCache
+from worldrecall.registry.host import load_plugins
+
+CALLS: list[tuple[str, tuple[str, ...]]] = []  # (aggregator, benchmarks of the rows it saw)
+
+
+class Score(Metric):
+    name = "bench_a.score"
+    benchmark = "bench_a"
+    description = "toy"
+    primary = "v"
+    values = {"v": Value(higher_is_better=True, range=(0.0, 1.0), unit="", description="toy value")}
+
+
+class ScoreB(Score):
+    name = "bench_b.score"
+    benchmark = "bench_b"
+
+
+class Total(Aggregator):
+    """Sum of ``v`` times ``scale`` per (benchmark, model): counts its calls."""
+
+    name = "toy_total"
+    defaults: ClassVar[dict[str, Any]] = {"scale": 1.0}
+    tables: ClassVar[dict[str, str]] = {"toy_total": "toy"}
+    by_benchmark: ClassVar[bool] = True
+
+    def aggregate(self, rows: list[ScoreRow], params: Any) -> dict[str, pd.DataFrame]:
+        CALLS.append((self.name, tuple(sorted({r.benchmark for r in rows}))))
+        recs: dict[tuple[str, str], float] = {}
+        for r in rows:
+            k = (r.benchmark, r.model)
+            recs[k] = recs.get(k, 0.0) + float(r.values["v"]) * float(params.get("scale", 1.0))
+        return {"toy_total": pd.DataFrame([{"benchmark": b, "model": m, "total": t, "n": 1}
+                                           for (b, m), t in sorted(recs.items())])}
+
+
+class Count(Total):
+    name = "toy_count"
+    by_benchmark: ClassVar[bool] = False
+
+    def aggregate(self, rows: list[ScoreRow], params: Any) -> dict[str, pd.DataFrame]:
+        CALLS.append((self.name, tuple(sorted({r.benchmark for r in rows}))))
+        return {"toy_count": pd.DataFrame({"rows": [len(rows)], "label": ["x"]})}
+
+
+class ToyPlugin:
+    @hookimpl
+    def register_metrics(self, register):
+        register(Score)
+        register(ScoreB)
+
+    @hookimpl
+    def register_aggregators(self, register):
+        register(Total)
+        register(Count)
+
+
+def _rows(a: float = 0.5) -> list[ScoreRow]:
+    return [ScoreRow("bench_a", m, "c0", "bench_a.score", {"v": a}) for m in ("m1", "m2")] + \
+           [ScoreRow("bench_b", m, "c0", "bench_b.score", {"v": 0.25}) for m in ("m1", "m2")]
+
+
+def _cfg(tmp_path, scale: float = 1.0) -> dict[str, Any]:
+    return {"suite": {}, "aggregators": ["toy_total", "toy_count"], "benchmarks": {},
+            "aggregator_params": {"toy_total": {"scale": scale}}, "cache_dir": str(tmp_path / "cache")}
+
+
+@pytest.fixture
+def host():
+    return load_plugins(fresh=True, extra=[ToyPlugin()])
+
+
+def _run(host, rows, cfg):
+    CALLS.clear()
+    cache = AggregateCache(cfg["cache_dir"] + "/aggregates")
+    return aggregate_rows(host, rows, cfg, per_benchmark={}, cache=cache), list(CALLS), cache
+
+
+def test_unchanged_rows_are_not_aggregated_again(host, tmp_path):
+    first, calls, _ = _run(host, _rows(), _cfg(tmp_path))
+    assert sorted(calls) == [("toy_count", ("bench_a", "bench_b")), ("toy_total", ("bench_a",)),
+                             ("toy_total", ("bench_b",))]
+    again, calls, cache = _run(host, _rows(), _cfg(tmp_path))
+    assert calls == [] and cache.hits == 3
+    for name in first:
+        assert again[name].to_csv(index=False) == first[name].to_csv(index=False)
+        pd.testing.assert_frame_equal(again[name], first[name], check_exact=True)
+
+
+def test_a_changed_row_reaggregates_its_benchmark_only(host, tmp_path):
+    _run(host, _rows(), _cfg(tmp_path))
+    tables, calls, _ = _run(host, _rows(a=0.75), _cfg(tmp_path))
+    # bench_a's rows changed: it and the all-rows aggregator run again; bench_b's tables come from the cache
+    assert sorted(calls) == [("toy_count", ("bench_a", "bench_b")), ("toy_total", ("bench_a",))]
+    assert list(tables["toy_total"]["total"]) == [0.75, 0.75, 0.25, 0.25]  # hand: one row per (bench, model)
+
+
+def test_a_changed_param_reaggregates(host, tmp_path):
+    _run(host, _rows(), _cfg(tmp_path))
+    tables, calls, _ = _run(host, _rows(), _cfg(tmp_path, scale=2.0))
+    assert sorted(calls) == [("toy_total", ("bench_a",)), ("toy_total", ("bench_b",))]
+    assert list(tables["toy_total"]["total"]) == [1.0, 1.0, 0.5, 0.5]
+
+
+def test_a_changed_aggregator_reaggregates(host, tmp_path, monkeypatch):
+    _run(host, _rows(), _cfg(tmp_path))
+    # an edited aggregator module (its source digest) or another class under the same name: a new key
+    monkeypatch.setitem(aggregate_cache._CODE, Total.__module__, "edited")
+    _, calls, _ = _run(host, _rows(), _cfg(tmp_path))
+    assert ("toy_total", ("bench_a",)) in calls and ("toy_count", ("bench_a", "bench_b")) in calls
+
+
+def test_partitioned_equals_whole(host, tmp_path):
+    rows = _rows()
+    whole = Total().aggregate(rows, {"scale": 1.0})["toy_total"]
+    tables, _, _ = _run(host, rows, _cfg(tmp_path))
+    assert tables["toy_total"].to_csv(index=False) == whole.to_csv(index=False)
+
+
+def test_a_damaged_entry_is_recomputed(host, tmp_path):
+    _run(host, _rows(), _cfg(tmp_path))
+    for p in (tmp_path / "cache" / "aggregates").rglob("*.json"):  # bench_b's entry holds 0.25: tampered
+        p.write_text(p.read_text().replace("0.25", "0.3"))
+    tables, calls, _ = _run(host, _rows(), _cfg(tmp_path))
+    assert calls == [("toy_total", ("bench_b",))]
+    assert list(tables["toy_total"]["total"]) == [0.5, 0.5, 0.25, 0.25]
+
+
+def test_a_table_json_cannot_carry_exactly_is_not_cached(tmp_path):
+    cache = AggregateCache(tmp_path)
+    df = pd.DataFrame({"x": [1, 2]}, index=[5, 6])  # a non-default index
+    cache.put("ab" * 32, {"t": df})
+    assert cache.get("ab" * 32) is None
+    cache.put("cd" * 32, {"t": pd.DataFrame({"x": [1, 2.5], "s": ["a", None]})})
+    back = cache.get("cd" * 32)["t"]
+    assert list(back["x"]) == [1.0, 2.5] and back["s"].isna().tolist() == [False, True]
+
+
+def test_stats_aggregators_partition_exactly(tmp_path):
+    """mean, macro, bootstrap, paired and ranking declare ``by_benchmark``: the same tables as one call."""
+    host = load_plugins(fresh=True, extra=[ToyPlugin()])
+    rows = []
+    for bench, metric in (("bench_a", "bench_a.score"), ("bench_b", "bench_b.score")):
+        for m, base in (("oracle", 0.9), ("m2", 0.4)):
+            for i in range(6):
+                rows.append(ScoreRow(bench, m, f"c{i}", metric, {"v": base + 0.01 * i},
+                                     strata={"subcategory": f"s{i % 2}", "domain": "d"}))
+    rows.sort(key=lambda r: r.row_key)
+    cfg = {"suite": {}, "aggregators": ["mean", "macro", "bootstrap", "paired", "ranking"], "benchmarks": {},
+           "aggregator_params": {"bootstrap": {"replicates": 200}, "paired": {"replicates": 200}}}
+    partitioned = aggregate_rows(host, rows, {**cfg, "cache_dir": str(tmp_path)}, per_benchmark={})
+    for name in cfg["aggregators"]:
+        agg = host.aggregator(name)
+        assert agg.by_benchmark
+        from worldrecall.engine.stages.aggregate import _params, value_meta
+
+        p = _params(agg, cfg["aggregator_params"].get(name, {}), {n: c.primary for n, c in host.metrics.items()},
+                    value_meta(host, rows), {n: b.to_json() for n, b in host.benchmarks.items()})
+        for tname, df in agg.aggregate(rows, p).items():
+            assert partitioned[tname].to_csv(index=False) == df.to_csv(index=False), tname
+            assert [str(t) for t in partitioned[tname].dtypes] == [str(t) for t in df.dtypes], tname
+
+
+def test_how_a_row_was_obtained_is_not_its_content(host, tmp_path):
+    """A re-score job reads unchanged rows back from the score memo (info.cache_hit …): still a cache hit;
+    any other change of info (a verdict an aggregator may read) is a new key."""
+    _run(host, _rows(), _cfg(tmp_path))
+    memo_rows = _rows()
+    for r in memo_rows:
+        r.info = {"cache_hit": True, "score_cache_hit": True}
+    _, calls, _ = _run(host, memo_rows, _cfg(tmp_path))
+    assert calls == []
+    memo_rows[0].info["verdict"] = "n/a: no camera instruction"
+    _, calls, _ = _run(host, memo_rows, _cfg(tmp_path))
+    assert sorted(calls) == [("toy_count", ("bench_a", "bench_b")), ("toy_total", ("bench_a",))]
+
+
+def test_rows_and_tables_identical_with_1_and_2_workers_cold_and_rescored(tmp_path):
+    """The caches never change a number: 1 and 2 workers give the same rows and tables, cold, warm
+    (everything from the memos, in this process) and after a re-score with a changed threshold and back."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import toy_plugin
+    from toy_plugin import make_dataset, toy_config
+
+    from worldrecall.engine.stages.runner import Runner
+
+    host = load_plugins(extra=[toy_plugin], fresh=True)
+    ds = make_dataset(tmp_path, {"good": [0, 5, 10, 15], "bad": [40, 60, 80, 100]})
+
+    def run(root: str, workers: int, tol: float = 10.0):
+        cfg = toy_config(tmp_path / root, ds, workers=workers)
+        cfg["benchmarks"]["toy"]["metrics"]["brightness"]["thresholds"]["tolerance"] = tol
+        res = Runner(cfg, host).run()
+        rows = [(r.row_key, r.status, r.values) for r in res.rows]
+        return rows, {n: df.to_csv(index=False) for n, df in res.tables.items() if hasattr(df, "to_csv")}
+
+    one, two = run("w1", 1), run("w2", 2)
+    assert one == two and one[0]
+    assert run("w1", 2) == one and run("w2", 1) == one  # warm: rows resumed, tables from the cache
+    other = run("w1", 2, tol=20.0)  # a re-score: new results folder, scores from measurements
+    assert run("w2", 1, tol=20.0) == other

@@ -1,0 +1,47 @@
+"""Re-score memos: a file fact is read again when its file changes; the in-process score memo never hides
+a deleted, rewritten or tampered entry."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from worldrecall.core.digests import stat_memo
+from worldrecall.engine.stages.score_memo import ProcessScoreCache
+
+
+def test_stat_memo_reads_a_file_again_when_it_changes(tmp_path):
+    p = tmp_path / "sheet.csv"
+    p.write_text("a\n1\n")
+    reads = []
+
+    def read():
+        reads.append(1)
+        return p.read_text()
+
+    assert stat_memo(p, "test.sheet", read) == "a\n1\n"
+    assert stat_memo(p, "test.sheet", read) == "a\n1\n" and len(reads) == 1  # unchanged: not opened again
+    p.write_text("a\n22\n")  # other size
+    assert stat_memo(p, "test.sheet", read) == "a\n22\n" and len(reads) == 2
+    st = p.stat()
+    p.write_text("a\n33\n")  # same size: the mtime tells
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert stat_memo(p, "test.sheet", read) == "a\n33\n" and len(reads) == 3
+
+
+def test_score_memo_serves_copies_and_sees_changed_files(tmp_path, caplog):
+    c = ProcessScoreCache(tmp_path / "scores")
+    c.put("m", "ab" * 32, {"values": {"v": 0.5}, "artifacts": []})
+    got = ProcessScoreCache(tmp_path / "scores").get("m", "ab" * 32)  # another job of the process
+    assert got == {"values": {"v": 0.5}, "artifacts": []}
+    got["values"]["v"] = 9.0  # a caller's copy
+    assert c.get("m", "ab" * 32)["values"]["v"] == 0.5
+    path = next((tmp_path / "scores").rglob("*.json"))
+    doc = json.loads(path.read_text())
+    doc["entry"]["values"]["v"] = 0.75  # tampered: the digest no longer matches
+    path.write_text(json.dumps(doc))
+    assert c.get("m", "ab" * 32) is None and "unreadable" in caplog.text
+    path.unlink()
+    c.put("m", "ab" * 32, {"values": {"v": 0.25}, "artifacts": []})
+    path.unlink()  # deleted after it was memoised: a miss
+    assert c.get("m", "ab" * 32) is None

@@ -1,0 +1,71 @@
+"""The (benchmark, model) runs of a job are written in one transaction of the SQL store, and are the same
+runs as logging them one by one (names, tags, params, metrics incl. NaN, status, times, artifact folders)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from worldrecall.engine.sinks.tracking.tracker import Tracker
+
+mlflow = pytest.importorskip("mlflow")
+
+CHILDREN = [
+    {"name": "oracle · bench", "tags": {"worldrecall.kind": "model", "api_key": "s3cret"},
+     "metrics": {"ors": 0.5, "psnr (dB)": float("nan"), "big": float("inf"), "rank": 1.0},
+     "params": {"model": "oracle", "benchmark": "bench", "override.x": "1"}},
+    {"name": "drift · bench", "tags": {"worldrecall.kind": "model"},
+     "metrics": {"ors": 0.25, "psnr (dB)": 30.5, "big": -1.0, "rank": 2.0},
+     "params": {"model": "drift", "benchmark": "bench", "override.x": "1"}},
+]
+
+
+def _log(tmp_path, batched: bool):
+    t = Tracker({"experiment": "batch"}, tmp_path)
+    job = t.start_run("job", start_time=1000.0)
+    if batched:
+        ids = t.log_finished_runs(job, CHILDREN, 1000.0, 1010.0)
+        assert ids is not None and len(ids) == 2
+    else:
+        ids = []
+        for c in CHILDREN:
+            rid = t.start_run(c["name"], parent_id=job, start_time=1000.0, tags=c["tags"])
+            t.log_batch(rid, metrics=c["metrics"], params=c["params"])
+            t.end_run(rid, "FINISHED", end_time=1010.0)
+            ids.append(rid)
+    t.end_run(job, "FINISHED", end_time=1011.0)
+    return t, job, ids
+
+
+def _view(t: Tracker, job: str, rid: str) -> dict:
+    r = t.client.get_run(rid)
+    return {"name": r.info.run_name, "status": r.info.status, "start": r.info.start_time, "end": r.info.end_time,
+            "stage": r.info.lifecycle_stage, "user": r.info.user_id,
+            "artifacts": r.info.artifact_uri.endswith(f"/{rid}/artifacts"),
+            "params": r.data.params, "tags": {k: v for k, v in r.data.tags.items() if k != "mlflow.parentRunId"},
+            "parent": r.data.tags.get("mlflow.parentRunId") == job,
+            "metrics": {k: ("nan" if math.isnan(v) else v) for k, v in r.data.metrics.items()},
+            "history": [(m.step, m.value if not math.isnan(m.value) else "nan")
+                        for m in t.client.get_metric_history(rid, "ors")]}
+
+
+def test_batched_runs_equal_runs_logged_one_by_one(tmp_path):
+    tb, jb, batched = _log(tmp_path / "b", True)
+    tu, ju, single = _log(tmp_path / "u", False)
+    for b, u in zip(batched, single):
+        vb, vu = _view(tb, jb, b), _view(tu, ju, u)
+        assert vb == vu
+        assert vb["status"] == "FINISHED" and vb["parent"] and vb["artifacts"]
+        assert vb["tags"].get("api_key") != "s3cret"  # redacted like every tag
+    assert _view(tb, jb, batched[0])["metrics"]["psnr _dB_"] == "nan"  # the key as log_batch spells it
+    # the runs are found the way the runs view and a rerun look for them
+    found = tb.search(f"tags.`mlflow.parentRunId` = '{jb}'")
+    assert sorted(r.info.run_id for r in found) == sorted(batched)
+
+
+def test_a_store_that_cannot_batch_falls_back(tmp_path, monkeypatch):
+    t = Tracker({"experiment": "batch"}, tmp_path)
+    job = t.start_run("job")
+    monkeypatch.setattr(type(t.client._tracking_client), "store", property(lambda self: object()))
+    assert t.log_finished_runs(job, CHILDREN, 1000.0, 1010.0) is None

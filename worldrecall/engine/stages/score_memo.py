@@ -1,0 +1,63 @@
+"""The score (and alignment) memo of :mod:`worldrecall.core.cache`, kept in memory too for later jobs of the
+same process: a sweep's re-score jobs and a warm rerun read thousands of small entries a job.
+
+An entry is kept as its JSON text (each caller gets its own copy) with the state (mtime, size, inode) of
+its file when it was read or written; a file deleted, rewritten or tampered with since is read (and its
+digest checked) again, exactly as without the memo.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from worldrecall.core.cache import ScoreCache
+
+MEMO_ENTRIES = 200_000  # per cache folder; an entry is a few hundred bytes of JSON
+# folder -> (metric, key) -> (entry JSON, the entry file's mtime, size, inode)
+_MEMO: dict[str, dict[tuple[str, str], tuple[str, int, int, int]]] = {}
+
+
+class ProcessScoreCache(ScoreCache):
+    """:class:`ScoreCache` whose verified entries are remembered for the process (shared per folder)."""
+
+    def __init__(self, root: Path | str, enabled: bool = True):
+        super().__init__(root, enabled)
+        self._memo = _MEMO.setdefault(str(self.root.absolute()), {})
+
+    def get(self, metric: str, key: str) -> dict[str, Any] | None:
+        if not self.enabled:
+            return None
+        known = self._memo.get((metric, key))
+        if known is not None:
+            try:
+                st = self._path(metric, key).stat()
+            except OSError:
+                st = None
+            if st is not None and known[1:] == (st.st_mtime_ns, st.st_size, st.st_ino):
+                entry = json.loads(known[0])  # the file is as it was: no re-read, no re-hash
+                if any(not Path(a).exists() for a in entry.get("artifacts", [])):
+                    return None  # artifacts were cleaned up: score again to rewrite them
+                self.hits += 1
+                return entry
+        entry = super().get(metric, key)
+        if entry is not None:
+            self._remember(metric, key, entry)
+        return entry
+
+    def put(self, metric: str, key: str, entry: Mapping[str, Any]) -> None:
+        super().put(metric, key, entry)
+        if self.enabled:
+            self._remember(metric, key, json.loads(json.dumps(entry, sort_keys=True, allow_nan=True)))
+
+    def _remember(self, metric: str, key: str, entry: Mapping[str, Any]) -> None:
+        try:
+            st = self._path(metric, key).stat()
+        except OSError:
+            return
+        if len(self._memo) >= MEMO_ENTRIES:  # bounded: the oldest entries go first
+            self._memo.pop(next(iter(self._memo)))
+        body = json.dumps(entry, sort_keys=True, allow_nan=True)
+        self._memo[(metric, key)] = (body, st.st_mtime_ns, st.st_size, st.st_ino)
