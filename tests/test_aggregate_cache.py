@@ -197,8 +197,8 @@ def test_rows_and_tables_identical_with_1_and_2_workers_cold_and_rescored(tmp_pa
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).parent))
-    import toy_plugin
-    from toy_plugin import make_dataset, toy_config
+    from helpers import toy_plugin
+    from helpers.toy_plugin import make_dataset, toy_config
 
     from worldrecall.engine.stages.runner import Runner
 

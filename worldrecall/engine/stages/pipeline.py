@@ -23,8 +23,8 @@ from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.results import json_default
 from worldrecall.core.video import VideoError, VideoPool
-from worldrecall.engine.stages.score_memo import ProcessScoreCache
 from worldrecall.engine.stages.plan import BenchmarkPlan
+from worldrecall.engine.stages.score_memo import ProcessScoreCache
 from worldrecall.registry.host import PluginHost
 
 log = logging.getLogger(__name__)
