@@ -11,7 +11,7 @@ Prints:
   plus the warm re-run time of the single configuration (split into its parts like the re-score job), and
   the cold run's score / align / artifacts CPU-seconds.
 
-    python benchmarks/pipeline.py [--n-cases 24]
+    python benchmarks/pipeline.py [--n-cases 24] [--parts sweep] [--repeat 3]
 
 The suite is built once before anything is timed (its build time is printed separately); Python imports
 are paid before timing too, so the figures compare pipeline work, not interpreter start-up.
@@ -83,8 +83,41 @@ def main() -> None:
     ap.add_argument("--n-cases", type=int, default=24)
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--parts", default="sweep,reference", help="comma list of: sweep, reference")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run everything this many times, each in a fresh folder, and print each figure's "
+                         "median [min, max] after the runs' own reports")
     args = ap.parse_args()
-    parts = set(args.parts.split(","))
+    reports = [measure(args, set(args.parts.split(","))) for _ in range(max(1, args.repeat))]
+    for r in reports:
+        print(json.dumps(r, indent=2))
+    if len(reports) > 1:
+        print(json.dumps({"spread over runs (median [min, max])": spread(reports)}, indent=2))
+
+
+def _scalars(d: dict, prefix: str = "") -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k, v in d.items():
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, (int, float)):
+            out[prefix + k] = float(v)
+        elif isinstance(v, dict):
+            out.update(_scalars(v, f"{prefix}{k} / "))
+    return out
+
+
+def spread(reports: list[dict]) -> dict[str, list[float]]:
+    """Each numeric figure's median and range over the runs (the README quotes these)."""
+    import statistics
+
+    flat = [_scalars(r) for r in reports]
+    keys = [k for k in flat[0] if all(k in f for f in flat)]
+    return {k: [round(statistics.median(f[k] for f in flat), 3), round(min(f[k] for f in flat), 3),
+                round(max(f[k] for f in flat), 3)] for k in keys}
+
+
+def measure(args: argparse.Namespace, parts: set[str]) -> dict:
+    """One measurement of every asked part, in a fresh folder (removed after unless ``--workdir``)."""
     work = Path(args.workdir or tempfile.mkdtemp(prefix="wr-bench-"))
     suite_root = work / "suite"
     common = [f"suite.root={suite_root}", f"suite.params.n_cases={args.n_cases}", "progress=false"]
@@ -130,9 +163,9 @@ def main() -> None:
         })
     if "reference" in parts:
         report.update(reference_model_ratio(work, common, run))
-    print(json.dumps(report, indent=2))
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
+    return report
 
 
 if __name__ == "__main__":
