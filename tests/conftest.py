@@ -36,3 +36,22 @@ def default_run(tmp_path_factory):
     from tests.helpers.default_run import default_run as run
 
     return run(tmp_path_factory.mktemp("default-run"))
+
+
+@pytest.fixture()
+def toy_host():
+    """The registry with the toy plugin (``tests/helpers/toy_plugin.py``) as the process's registry, so the
+    CLI path (``worldrecall run …``) sees the toy benchmark; restored after the test."""
+    import sys
+    from pathlib import Path
+
+    here = str(Path(__file__).parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    from helpers import toy_plugin  # the same module object the tests import
+
+    from worldrecall.registry import host as host_mod
+
+    host_mod._HOST = host_mod.load_plugins(extra=[toy_plugin], fresh=True)
+    yield host_mod._HOST
+    host_mod._HOST = None

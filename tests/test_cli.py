@@ -9,25 +9,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from helpers import toy_plugin
-from helpers.toy_plugin import make_dataset
+from helpers.toy_plugin import make_dataset, toy_cli_overrides
 
 from worldrecall.engine.cli import compose, hydra_run, main
 from worldrecall.registry import host as host_mod
 
 
-@pytest.fixture()
-def toy_host():
-    host_mod._HOST = host_mod.load_plugins(extra=[toy_plugin], fresh=True)
-    yield host_mod._HOST
-    host_mod._HOST = None
-
-
 def _toy_overrides(tmp_path: Path, ds: dict) -> list[str]:
-    return [f"output_root={tmp_path / 'out'}", "suite=none", "only=[toy]", "+benchmarks.toy.loader=toy",
-            "+benchmarks.toy.aligner=toy.halves", f"+benchmarks.toy.data_root={ds['data_root']}",
-            f"+benchmarks.toy.generations={ds['generations']}",
-            "+benchmarks.toy.metrics={brightness:{params:{max_side:64},thresholds:{tolerance:10.0}}}",
-            "progress=false", "workers=1", "aggregator_params.bootstrap.replicates=100"]
+    return toy_cli_overrides(ds, tmp_path / "out", "workers=1", "aggregator_params.bootstrap.replicates=100")
 
 
 def test_schema_rejects_wrong_types_with_a_clear_message():

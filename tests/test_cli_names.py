@@ -13,19 +13,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from helpers import toy_plugin
-from helpers.toy_plugin import make_dataset
+from helpers.toy_plugin import make_dataset, toy_cli_overrides
 
 from worldrecall.engine.cli import main
 from worldrecall.registry import host as host_mod
 from worldrecall.registry.names import did_you_mean, unknown_name
-
-
-@pytest.fixture()
-def toy_host():
-    host_mod._HOST = host_mod.load_plugins(extra=[toy_plugin], fresh=True)
-    yield host_mod._HOST
-    host_mod._HOST = None
 
 
 @pytest.fixture()
@@ -75,9 +67,7 @@ def test_metric_typo_names_the_close_metric(tmp_path, builtin_host, capsys):
 
 
 def _toy(tmp_path: Path, ds: dict) -> list[str]:
-    return ["suite=none", "only=[toy]", "+benchmarks.toy.loader=toy", "+benchmarks.toy.aligner=toy.halves",
-            f"+benchmarks.toy.data_root={ds['data_root']}", f"+benchmarks.toy.generations={ds['generations']}",
-            "+benchmarks.toy.metrics={brightness:{params:{},thresholds:{tolerance:10.0}}}", "workers=1"]
+    return toy_cli_overrides(ds, None, "workers=1", max_side=None)
 
 
 def test_models_only_typo_on_generation_folders(tmp_path, toy_host, capsys):

@@ -9,24 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).parent))
 
-from helpers import toy_plugin
-from helpers.toy_plugin import make_dataset
+from helpers.toy_plugin import make_dataset, toy_cli_overrides
 
 from worldrecall.engine.cli import hydra_run
-from worldrecall.registry import host as host_mod
 
 SECRET = "sk-PLANTED-7f3a9c1e5b"
-
-
-@pytest.fixture()
-def toy_host():
-    host_mod._HOST = host_mod.load_plugins(extra=[toy_plugin], fresh=True)
-    yield host_mod._HOST
-    host_mod._HOST = None
 
 
 def _grep(root: Path, needle: bytes) -> list[str]:
@@ -37,11 +26,7 @@ def test_a_planted_secret_appears_in_no_file_under_the_output_root(tmp_path, toy
     ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
     out = tmp_path / "out"
     code = hydra_run([
-        "-m", f"output_root={out}", "suite=none", "only=[toy]", "+benchmarks.toy.loader=toy",
-        "+benchmarks.toy.aligner=toy.halves", f"+benchmarks.toy.data_root={ds['data_root']}",
-        f"+benchmarks.toy.generations={ds['generations']}",
-        "+benchmarks.toy.metrics={brightness:{params:{max_side:64},thresholds:{tolerance:10.0}}}",
-        "progress=false", "workers=1", "aggregator_params.bootstrap.replicates=50",
+        "-m", *toy_cli_overrides(ds, out, "workers=1", "aggregator_params.bootstrap.replicates=50"),
         f"+judge_options.gemini.api_key={SECRET}",        # a config value under a secret key
         f"+tracking.tags.service_token={SECRET}",          # a tag
         f"tracking.run_name='sweep api_key={SECRET}'",  # a run name that carries one

@@ -6,31 +6,16 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).parent))
-from helpers import toy_plugin
-from helpers.toy_plugin import make_dataset
+from helpers.toy_plugin import make_dataset, toy_cli_overrides
 
 from worldrecall.engine.cli import hydra_run
 from worldrecall.engine.sinks.sweep_summary import collect, swept_keys
 from worldrecall.engine.stages.shards import finish_shard
-from worldrecall.registry import host as host_mod
-
-
-@pytest.fixture()
-def toy_host():
-    host_mod._HOST = host_mod.load_plugins(extra=[toy_plugin], fresh=True)
-    yield host_mod._HOST
-    host_mod._HOST = None
 
 
 def _overrides(out: Path, ds: dict) -> list[str]:
-    return [f"output_root={out}", "suite=none", "only=[toy]", "+benchmarks.toy.loader=toy",
-            "+benchmarks.toy.aligner=toy.halves", f"+benchmarks.toy.data_root={ds['data_root']}",
-            f"+benchmarks.toy.generations={ds['generations']}",
-            "+benchmarks.toy.metrics={brightness:{params:{max_side:64},thresholds:{tolerance:10.0}}}",
-            "progress=false", "workers=1", "aggregator_params.bootstrap.replicates=100"]
+    return toy_cli_overrides(ds, out, "workers=1", "aggregator_params.bootstrap.replicates=100")
 
 
 def _tables(results: Path) -> dict[str, str]:

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from helpers.toy_plugin import make_dataset
+from helpers.toy_plugin import make_dataset, toy_cli_overrides
 
 mlflow = pytest.importorskip("mlflow")
 ROOT = Path(__file__).resolve().parents[1]
+_LIGHT = ("aggregator_params.bootstrap.replicates=50", "aggregator_params.paired.reference=good", "report.enabled=false")
 
 RUN = """
 import contextlib, io, json, sys
@@ -42,12 +43,7 @@ def _python(code: str, *args: str, timeout: int = 240) -> subprocess.CompletedPr
 def test_a_run_with_the_prefetch_logs_through_the_real_client(tmp_path, prefetch):
     ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
     out = tmp_path / "out"
-    args = ["run", f"output_root={out}", "suite=none", "only=[toy]", "+benchmarks.toy.loader=toy",
-            "+benchmarks.toy.aligner=toy.halves", f"+benchmarks.toy.data_root={ds['data_root']}",
-            f"+benchmarks.toy.generations={ds['generations']}",
-            "+benchmarks.toy.metrics={brightness:{params:{},thresholds:{tolerance:10.0}}}",
-            "progress=false", "workers=2", "aggregator_params.bootstrap.replicates=50",
-            "aggregator_params.paired.reference=good", "report.enabled=false", f"tracking.prefetch={prefetch}"]
+    args = ["run", *toy_cli_overrides(ds, out, "workers=2", *_LIGHT, f"tracking.prefetch={prefetch}", max_side=None)]
     res = _python(RUN, json.dumps(args), str(Path(__file__).parent))
     assert res.returncode == 0 and json.loads(res.stdout.splitlines()[-1])["rc"] == 0, res.stderr[-3000:]
     meta = json.loads(next((out / "results").glob("*/meta/tracking.json")).read_text())
@@ -103,12 +99,7 @@ RERUN = RUN.replace('print(json.dumps({"rc": rc}))',
 def _toy_args(tmp_path: Path) -> tuple[list[str], Path]:
     ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
     out = tmp_path / "out"
-    return ["run", f"output_root={out}", "suite=none", "only=[toy]", "+benchmarks.toy.loader=toy",
-            "+benchmarks.toy.aligner=toy.halves", f"+benchmarks.toy.data_root={ds['data_root']}",
-            f"+benchmarks.toy.generations={ds['generations']}",
-            "+benchmarks.toy.metrics={brightness:{params:{},thresholds:{tolerance:10.0}}}",
-            "progress=false", "workers=1", "aggregator_params.bootstrap.replicates=50",
-            "aggregator_params.paired.reference=good", "report.enabled=false"], out
+    return ["run", *toy_cli_overrides(ds, out, "workers=1", *_LIGHT, max_side=None)], out
 
 
 def test_a_rerun_that_changed_nothing_reuses_its_run_without_loading_mlflow(tmp_path):

@@ -26,7 +26,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from helpers import toy_plugin
-from helpers.toy_plugin import make_dataset
+from helpers.toy_plugin import make_dataset, toy_cli_overrides
 
 from worldrecall.core.data import ScoreRow
 from worldrecall.core.hookspecs import hookimpl
@@ -37,13 +37,6 @@ from worldrecall.engine.sinks.tracking.runs import per_model_metrics
 from worldrecall.registry import host as host_mod
 
 mlflow = pytest.importorskip("mlflow")
-
-
-@pytest.fixture()
-def toy_host():
-    host_mod._HOST = host_mod.load_plugins(extra=[toy_plugin], fresh=True)
-    yield host_mod._HOST
-    host_mod._HOST = None
 
 
 class _DeclaredToy:
@@ -63,12 +56,9 @@ def declared_toy_host():
 
 
 def _args(tmp_path: Path, ds: dict) -> list[str]:
-    return ["run", f"output_root={tmp_path / 'out'}", "suite=none", "only=[toy]", "+benchmarks.toy.loader=toy",
-            "+benchmarks.toy.aligner=toy.halves", f"+benchmarks.toy.data_root={ds['data_root']}",
-            f"+benchmarks.toy.generations={ds['generations']}",
-            "+benchmarks.toy.metrics={brightness:{params:{},thresholds:{tolerance:10.0}}}",
-            "progress=false", "workers=1", "aggregator_params.bootstrap.replicates=50",
-            "aggregator_params.paired.reference=good", "report.enabled=false"]
+    return ["run", *toy_cli_overrides(ds, tmp_path / "out", "workers=1", "aggregator_params.bootstrap.replicates=50",
+                                      "aggregator_params.paired.reference=good", "report.enabled=false",
+                                      max_side=None)]
 
 
 def _runs(tmp_path: Path) -> list:

@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from helpers.procs import alive, descendants, wait_gone
-from helpers.toy_plugin import make_dataset
+from helpers.toy_plugin import make_dataset, toy_cli_overrides
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc to list workers")
 
@@ -37,11 +37,8 @@ sys.exit(main(["run", *{overrides!r}]))
 
 def test_sigkill_of_worldrecall_run_ends_both_workers(tmp_path):
     ds = make_dataset(tmp_path, {"good": list(range(8)), "bad": list(range(50, 58))})
-    overrides = [f"output_root={tmp_path / 'out'}", "suite=none", "only=[toy]", "+benchmarks.toy.loader=toy",
-                 "+benchmarks.toy.aligner=toy.halves", f"+benchmarks.toy.data_root={ds['data_root']}",
-                 f"+benchmarks.toy.generations={ds['generations']}",
-                 "+benchmarks.toy.metrics={brightness:{params:{max_side:64},thresholds:{tolerance:10.0}}}",
-                 "progress=false", "workers=2", "tracking=none", "aggregator_params.bootstrap.replicates=100"]
+    overrides = toy_cli_overrides(ds, tmp_path / "out", "workers=2", "tracking=none",
+                                  "aggregator_params.bootstrap.replicates=100")
     script = CLI.format(tests=str(Path(__file__).parent), overrides=overrides)
     proc = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     workers: set[int] = set()

@@ -133,3 +133,15 @@ def toy_config(tmp: Path, ds: Mapping[str, Any], **over: Any) -> dict[str, Any]:
     }
     cfg.update(over)
     return cfg
+
+
+def toy_cli_overrides(ds: Mapping[str, Any], output_root: Path | None = None, *extra: str,
+                      max_side: int | None = 64) -> list[str]:
+    """The toy benchmark as command-line overrides: its data, the brightness metric at tolerance 10 (frames
+    resized to ``max_side``; None: native), no progress bars, then ``extra`` (``key=value``) in order."""
+    params = f"{{max_side:{max_side}}}" if max_side else "{}"
+    out = [f"output_root={output_root}"] if output_root is not None else []
+    return [*out, "suite=none", "only=[toy]", "+benchmarks.toy.loader=toy", "+benchmarks.toy.aligner=toy.halves",
+            f"+benchmarks.toy.data_root={ds['data_root']}", f"+benchmarks.toy.generations={ds['generations']}",
+            f"+benchmarks.toy.metrics={{brightness:{{params:{params},thresholds:{{tolerance:10.0}}}}}}",
+            "progress=false", *extra]
