@@ -11,14 +11,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from helpers import toy_plugin
-from helpers.toy_plugin import make_dataset, toy_config
+from helpers.toy_plugin import make_dataset, toy_cli_overrides, toy_config
 
 from worldrecall.engine.cli import hydra_run
 from worldrecall.engine.job import run_plain
 from worldrecall.engine.sinks import SinkContext, job_sinks, merge_sinks, shard_sinks, write_sinks
 from worldrecall.engine.sinks.base import EXIT_OUTPUT_FAILED
 from worldrecall.engine.stages.result import build_result
-from worldrecall.registry import host as host_mod
 from worldrecall.registry.host import load_plugins
 
 
@@ -105,23 +104,21 @@ def test_a_job_resolves_its_config_once(tmp_path, host, monkeypatch):
     assert len(calls) == 1  # the runner, the report and the sinks read the job's resolved config
 
 
-@pytest.fixture()
-def global_toy_host(host):
-    host_mod._HOST = host
-    yield host
-    host_mod._HOST = None
-
-
-def test_the_worst_job_exit_code_comes_back_through_hydras_job_returns(tmp_path, global_toy_host):
+def test_the_worst_job_exit_code_comes_back_through_hydras_job_returns(tmp_path, toy_host):
     """A multirun where one job ends past max_failure_rate (exit 3) and one passes: the command exits 3."""
     ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
-    ov = [f"output_root={tmp_path / 'out'}", "suite=none", "only=[toy]", "+benchmarks.toy.loader=toy",
-          "+benchmarks.toy.aligner=toy.halves", f"+benchmarks.toy.data_root={ds['data_root']}",
-          f"+benchmarks.toy.generations={ds['generations']}",
-          "+benchmarks.toy.metrics={brightness:{params:{max_side:64},thresholds:{tolerance:10.0}}}",
-          "progress=false", "workers=1", "aggregator_params.bootstrap.replicates=50", "tracking=none"]
+    ov = toy_cli_overrides(ds, tmp_path / "out", "workers=1", "aggregator_params.bootstrap.replicates=50",
+                           "tracking=none")
     (Path(ds["generations"]) / "bad" / "c1.mp4").unlink()  # one of 4 cases fails: generation missing
     assert hydra_run([*ov, "max_failure_rate=1.0"]) == 0
     assert hydra_run([*ov, "max_failure_rate=0.1"]) == 3  # a run: its own code
     assert hydra_run(["-m", *ov, "max_failure_rate=0.0,1.0"]) == 3
     assert hydra_run(["-m", *ov, "max_failure_rate=1.0,0.9"]) == 0
+
+
+def test_hydra_flags_that_would_run_the_job_outside_the_launcher_are_refused(tmp_path, capsys):
+    """`--config-dir` & co. would run the job through hydra.main, which drops its exit code: exit 2 instead."""
+    assert hydra_run(["--config-dir", str(tmp_path), f"output_root={tmp_path}"]) == 2
+    assert capsys.readouterr().err.strip() == ("error: `worldrecall run` does not take Hydra's --config-dir; use "
+                                               "hydra.searchpath=[file:///abs/dir]")
+    assert not (tmp_path / "results").exists()  # nothing ran

@@ -20,8 +20,14 @@ from omegaconf import DictConfig, OmegaConf
 
 # Hydra flags that inspect instead of run (no job, no exit code of ours)
 INSPECT_FLAGS = ("--cfg", "-c", "--info", "-i", "--help", "-h", "--hydra-help", "--shell-completion", "-sc",
-                 "--resolve", "--package", "-p", "--experimental-rerun", "--config-dir", "-cd",
-                 "--config-path", "-cp", "--config-name", "-cn", "--version")
+                 "--resolve", "--package", "-p", "--version")
+# Hydra flags that would run the job outside :func:`launch` (its exit code lost): refused, with the override
+# that does the same where there is one
+RUN_FLAGS = {"--config-dir": "hydra.searchpath=[file:///abs/dir]", "-cd": "hydra.searchpath=[file:///abs/dir]",
+             "--config-path": "hydra.searchpath=[file:///abs/dir]", "-cp": "hydra.searchpath=[file:///abs/dir]",
+             "--config-name": "experiment=<name> (a config in a searchpath folder's experiment/)",
+             "-cn": "experiment=<name> (a config in a searchpath folder's experiment/)",
+             "--experimental-rerun": "the same command line again (a rerun resumes)"}
 MULTIRUN_FLAGS = ("-m", "--multirun")
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
@@ -83,6 +89,11 @@ def launch(args: Sequence[str]) -> int:
     store_schemas()
     register_resolvers()
     args = list(args)
+    refused = [a.split("=", 1)[0] for a in args if a.split("=", 1)[0] in RUN_FLAGS]
+    if refused:
+        print(f"error: `worldrecall run` does not take Hydra's {refused[0]}; use {RUN_FLAGS[refused[0]]}",
+              file=sys.stderr)
+        return 2
     if any(a.split("=", 1)[0] in INSPECT_FLAGS for a in args):
         return _inspect(args)
     multirun = any(a in MULTIRUN_FLAGS for a in args)

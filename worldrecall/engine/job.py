@@ -34,13 +34,17 @@ EXIT_NOT_WRITABLE = 4         # results could not be written (disk full …): re
 class PluginCollision(ConfigTypeError):
     """Unresolved plugin name collisions: the run refuses to start (exit code 2), naming both plugins."""
 
+    def __init__(self, lines: list[str]):
+        super().__init__("; ".join(lines))
+        self.lines = list(lines)
+
 
 def host_for(cfg: Mapping[str, Any]) -> PluginHost:
     """The registry for a config's plugin settings; unresolved name collisions stop the run here."""
     p = cfg["plugins"]
     host = load_plugins(allow=p["allow"], block=p["block"], override=p["override"])
     if host.collisions:
-        raise PluginCollision("; ".join(host.collisions))
+        raise PluginCollision(host.collisions)
     return host
 
 
@@ -65,7 +69,7 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
         print(f"error: {e}", file=sys.stderr)
         return EXIT_NOT_WRITABLE
     except ConfigTypeError as e:  # a wrong key, type or name in the config: one line, no traceback
-        for line in str(e).split("; ") if isinstance(e, PluginCollision) else [str(e)]:
+        for line in e.lines if isinstance(e, PluginCollision) else [str(e)]:
             print(f"error: {line}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     ctx = SinkContext(host, **ctx_args)
