@@ -176,6 +176,66 @@ def test_stats_aggregators_partition_exactly(tmp_path):
             assert [str(t) for t in partitioned[tname].dtypes] == [str(t) for t in df.dtypes], tname
 
 
+class ScoreA2(Score):
+    name = "bench_a.alpha"  # sorts before bench_a.score: the parts' order is not the whole's
+
+
+class ScoreA3(Score):
+    name = "bench_a.zeta"
+
+
+class ThreeMetrics(ToyPlugin):
+    @hookimpl
+    def register_metrics(self, register):
+        for m in (Score, ScoreB, ScoreA2, ScoreA3):
+            register(m)
+
+
+def _three_metric_rows(shift: float = 0.0) -> list[ScoreRow]:
+    rows = []
+    for metric in ("bench_a.score", "bench_a.alpha", "bench_a.zeta", "bench_b.score"):
+        for m, base in (("oracle", 0.9), ("m2", 0.4), ("a_model", 0.6)):
+            for i in range(6):
+                status = "failed" if metric == "bench_a.zeta" or (m == "m2" and i == 3) else "ok"
+                v = base + 0.01 * i + (shift if metric == "bench_a.alpha" else 0.0)
+                rows.append(ScoreRow(metric.split(".")[0], m, f"c{i}", metric,
+                                     {"v": v, "w": None if i == 2 else 1 - v} if status == "ok" else {},
+                                     status=status, strata={"subcategory": f"s{i % 2}", "domain": "d"}))
+    rows.sort(key=lambda r: r.row_key)
+    return rows
+
+
+def test_stats_aggregators_partition_by_metric_exactly(tmp_path):
+    """mean, macro, bootstrap and paired declare ``by_metric``: per-metric parts, concatenated and sorted, are
+    the tables of one call over all rows — with models and metrics whose name order differs, failed rows and
+    a metric without one ok row; a change to one metric's rows aggregates that metric only."""
+    host = load_plugins(fresh=True, extra=[ThreeMetrics()])
+    rows = _three_metric_rows()
+    names = ["mean", "macro", "bootstrap", "paired"]
+    cfg = {"suite": {}, "aggregators": names, "benchmarks": {}, "cache_dir": str(tmp_path),
+           "aggregator_params": {"bootstrap": {"replicates": 200}, "paired": {"replicates": 200}}}
+    partitioned = aggregate_rows(host, rows, cfg, per_benchmark={})
+    from worldrecall.engine.stages.aggregate import _params, value_meta
+
+    for name in names:
+        agg = host.aggregator(name)
+        assert agg.by_metric
+        p = _params(agg, cfg["aggregator_params"].get(name, {}), {n: c.primary for n, c in host.metrics.items()},
+                    value_meta(host, rows), {})
+        for tname, df in agg.aggregate(rows, p).items():
+            assert len(df), tname
+            pd.testing.assert_frame_equal(partitioned[tname], df, check_exact=True)
+            assert partitioned[tname].to_csv(index=False) == df.to_csv(index=False), tname
+
+    cache = AggregateCache(tmp_path / "aggregates")
+    seen: list[tuple[str, ...]] = []
+    real = host.aggregator("mean").aggregate
+    host.aggregator("mean").aggregate = lambda rs, p: seen.append(tuple(sorted({r.metric for r in rs}))) or real(rs, p)
+    aggregate_rows(host, _three_metric_rows(shift=0.001), {**cfg, "aggregators": ["mean"]}, per_benchmark={},
+                   cache=cache)
+    assert seen == [("bench_a.alpha",)]
+
+
 def test_how_a_row_was_obtained_is_not_its_content(host, tmp_path):
     """A re-score job reads unchanged rows back from the score memo (info.cache_hit …): still a cache hit;
     any other change of info (a verdict an aggregator may read) is a new key."""
@@ -185,8 +245,10 @@ def test_how_a_row_was_obtained_is_not_its_content(host, tmp_path):
         r.info = {"cache_hit": True, "score_cache_hit": True}
     _, calls, _ = _run(host, memo_rows, _cfg(tmp_path))
     assert calls == []
-    memo_rows[0].info["verdict"] = "n/a: no camera instruction"
-    _, calls, _ = _run(host, memo_rows, _cfg(tmp_path))
+    # rows are read back as new objects (a row's digest is computed once per object)
+    changed = [ScoreRow.from_json(r.to_json()) for r in memo_rows]
+    changed[0].info = {**changed[0].info, "verdict": "n/a: no camera instruction"}
+    _, calls, _ = _run(host, changed, _cfg(tmp_path))
     assert sorted(calls) == [("toy_count", ("bench_a", "bench_b")), ("toy_total", ("bench_a",))]
 
 

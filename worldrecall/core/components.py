@@ -258,7 +258,8 @@ class Aggregator:
     keyed by benchmark, variant and model), or any other word for tables the engine only writes out. ``uses_primary_values``: the engine
     passes ``primary_values`` (metric name -> its primary value) in the params; ``uses_value_meta``: it
     passes ``value_meta`` (metric -> value -> direction, range, unit, description, as the metrics declare).
-    ``by_benchmark``: the tables of all rows are the per-benchmark tables concatenated (see the attribute).
+    ``by_benchmark``: the tables of all rows are the per-benchmark tables concatenated; ``by_metric``: those of
+    one benchmark are the per-metric tables concatenated and sorted (see the attributes).
     Outputs are cached by the engine on (rows, params, the aggregator's source): ``aggregate`` must be pure.
     """
 
@@ -272,6 +273,10 @@ class Aggregator:
     # True: every table is the concatenation, in benchmark-name order, of the tables of each benchmark's rows
     # alone; the engine may then aggregate (and cache) each benchmark separately, e.g. in a sweep's re-score job
     by_benchmark: ClassVar[bool] = False
+    # {table: sort columns}: every table of one benchmark's rows is the concatenation of the tables of each
+    # metric's rows alone, stably sorted by these columns (the order the whole would come out in); the engine
+    # may then aggregate (and cache) each metric separately: a re-score of one metric aggregates that metric
+    by_metric: ClassVar[Mapping[str, Sequence[str]] | None] = None
 
     def aggregate(self, rows: list[ScoreRow], params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         """Return named tables."""

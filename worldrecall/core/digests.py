@@ -37,21 +37,51 @@ def file_digest(path: Path) -> str:
     path = Path(path)
     if path.is_dir():
         h = hashlib.sha256()
-        for p in sorted(q for q in path.rglob("*") if q.is_file()):
-            h.update(str(p.relative_to(path)).encode())
-            h.update(file_digest(p).encode())
+        for rel, abspath, st in _tree_files(os.path.abspath(path)):
+            h.update("/".join(rel).encode())
+            h.update(_digest_of(abspath, st).encode())
         return h.hexdigest()
-    st = path.stat()
     # the inode (with mtime and size) identifies the content; an absolute path without resolving symlinks
     # saves a realpath per file (thousands per warm run)
-    key = (os.path.abspath(path), st.st_mtime_ns, st.st_size, st.st_ino)
+    return _digest_of(os.path.abspath(path), path.stat())
+
+
+def _digest_of(abspath: str, st: os.stat_result) -> str:
+    key = (abspath, st.st_mtime_ns, st.st_size, st.st_ino)
     if key not in _DIGESTS:
         h = hashlib.sha256()
-        with open(path, "rb") as f:
+        with open(abspath, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
         _DIGESTS[key] = h.hexdigest()
     return _DIGESTS[key]
+
+
+def _tree_files(root: str) -> list[tuple[tuple[str, ...], str, os.stat_result]]:
+    """Every file under ``root`` as (parts relative to it, absolute path, stat), sorted by parts — what
+    ``sorted(p for p in Path(root).rglob("*") if p.is_file())`` lists (symlinked files included, symlinked
+    folders not entered, unreadable folders skipped), from one ``scandir`` per folder instead of a Path
+    and a stat per entry."""
+    out: list[tuple[tuple[str, ...], str, os.stat_result]] = []
+
+    def walk(folder: str, rel: tuple[str, ...]) -> None:
+        try:
+            with os.scandir(folder) as it:
+                entries = list(it)
+        except PermissionError:
+            return
+        for e in entries:
+            try:
+                if e.is_file():
+                    out.append(((*rel, e.name), e.path, e.stat()))
+                elif e.is_dir() and not e.is_symlink():
+                    walk(e.path, (*rel, e.name))
+            except FileNotFoundError:  # removed while listing: as if never there
+                continue
+
+    walk(root, ())
+    out.sort(key=lambda t: t[0])
+    return out
 
 
 def load_digest_memo(path: Path) -> None:

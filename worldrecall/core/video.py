@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -56,7 +57,10 @@ class FrameIndexError(VideoError):
 
 def list_frame_files(folder: Path, suffixes: set[str] = IMAGE_SUFFIXES) -> list[Path]:
     """Image files of a frame folder, sorted lexicographically (the official convention)."""
-    return sorted(p for p in Path(folder).iterdir() if p.is_file() and p.suffix.lower() in suffixes)
+    folder = Path(folder)
+    with os.scandir(folder) as it:  # one listing, file types from it: no stat per frame
+        names = sorted(e.name for e in it if e.is_file() and os.path.splitext(e.name)[1].lower() in suffixes)
+    return [folder / n for n in names]
 
 
 def fit_size(frame: np.ndarray, size: tuple[int, int] | None) -> np.ndarray:

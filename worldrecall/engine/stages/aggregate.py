@@ -18,7 +18,8 @@ import pandas as pd
 from worldrecall.core.cache import cache_key
 from worldrecall.core.components import Aggregator, UndeclaredValue
 from worldrecall.core.data import ScoreRow
-from worldrecall.engine.stages.aggregate_cache import AggregateCache, entry_key, rows_digest
+from worldrecall.core.results import rows_digest
+from worldrecall.engine.stages.aggregate_cache import AggregateCache, entry_key
 from worldrecall.engine.stages.plan import enabled_benchmarks
 from worldrecall.registry.host import PluginHost
 
@@ -88,33 +89,65 @@ def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any
     subsets: dict[str, list[ScoreRow]] = {}
     for r in rows:
         subsets.setdefault(r.benchmark, []).append(r)
-    digests: dict[str, str] = {}
+    by_metric: dict[str, dict[str, list[ScoreRow]]] = {}  # benchmark -> metric -> its rows (in row order)
+    digests: dict[Any, str] = {}
 
-    def digest(bench: str) -> str:  # each group's rows hashed once, however many aggregators read them
-        if bench not in digests:
-            if bench == "*" and list(subsets) == sorted(subsets) and _grouped(rows):
+    def group(key: Any) -> list[ScoreRow]:  # "*", a benchmark, or (benchmark, metric)
+        if key == "*":
+            return rows
+        if isinstance(key, tuple):
+            return metrics_of(key[0]).get(key[1], [])
+        return subsets.get(key, [])
+
+    def metrics_of(bench: str) -> dict[str, list[ScoreRow]]:
+        if bench not in by_metric:
+            per: dict[str, list[ScoreRow]] = {}
+            for r in subsets.get(bench, []):
+                per.setdefault(r.metric, []).append(r)
+            by_metric[bench] = per
+        return by_metric[bench]
+
+    def digest(key: Any) -> str:  # each group's rows hashed once, however many aggregators read them
+        if key not in digests:
+            if key == "*" and list(subsets) == sorted(subsets) and _grouped(rows):
                 # the rows are the benchmarks' groups one after another: the whole is named by its parts
-                digests[bench] = cache_key({"parts": [(b, digest(b)) for b in subsets]})
+                digests[key] = cache_key({"parts": [(b, digest(b)) for b in subsets]})
             else:
-                digests[bench] = rows_digest(rows if bench == "*" else subsets.get(bench, []))
-        return digests[bench]
+                digests[key] = rows_digest(group(key))
+        return digests[key]
 
-    def cached(name: str, agg: Aggregator, p: dict[str, Any], bench: str) -> dict[str, Any]:
-        key = entry_key(agg, name, p, digest(bench))
-        got = cache.get(key)
+    def cached(name: str, agg: Aggregator, p: dict[str, Any], key: Any) -> dict[str, Any]:
+        entry = entry_key(agg, name, p, digest(key))
+        got = cache.get(entry)
         if got is None:
-            got = agg.aggregate(rows if bench == "*" else subsets.get(bench, []), p)
-            cache.put(key, got)
+            got = agg.aggregate(group(key), p)
+            cache.put(entry, got)
         return got
+
+    def one_benchmark(name: str, agg: Aggregator, p: dict[str, Any], bench: str) -> dict[str, Any]:
+        order = getattr(agg, "by_metric", None)
+        per = metrics_of(bench) if order else {}
+        if len(per) < 2:
+            return cached(name, agg, p, bench)
+        parts: dict[str, list[Any]] = {}
+        for m in sorted(per):
+            for tname, df in cached(name, agg, p, (bench, m)).items():
+                parts.setdefault(tname, []).append(df)
+        return {tname: _sorted(_concat(frames), order.get(tname)) for tname, frames in parts.items()}
 
     def run(name: str, bench: str) -> dict[str, Any]:
         agg = host.aggregator(name)
         p = _params(agg, params.get(name, {}), primary, meta, declared)
-        if bench != "*" or not getattr(agg, "by_benchmark", False) or len(subsets) < 2:
-            return cached(name, agg, p, bench)
+        if bench != "*":
+            return one_benchmark(name, agg, p, bench)
+        by_benchmark = getattr(agg, "by_benchmark", False)
+        if by_benchmark and len(subsets) == 1:
+            return one_benchmark(name, agg, p, next(iter(subsets)))
+        if not by_benchmark or not subsets:
+            return cached(name, agg, p, "*")
         parts: dict[str, list[Any]] = {}
         for b in sorted(subsets):
-            for tname, df in cached(name, agg, p, b).items():
+            for tname, df in one_benchmark(name, agg, p, b).items():
                 parts.setdefault(tname, []).append(df)
         return {tname: _concat(frames) for tname, frames in parts.items()}
 
@@ -139,6 +172,13 @@ def _grouped(rows: list[ScoreRow]) -> bool:
             seen.add(r.benchmark)
             last = r.benchmark
     return True
+
+
+def _sorted(df: Any, columns: Any) -> Any:
+    """A table reassembled from per-metric parts, in the order the whole comes out in (stable sort)."""
+    if not columns or not len(df):
+        return df
+    return df.sort_values(list(columns), kind="stable").reset_index(drop=True)
 
 
 def _concat(frames: list[Any]) -> Any:

@@ -26,33 +26,11 @@ import pandas as pd
 
 from worldrecall.core.atomic import atomic_write_text
 from worldrecall.core.cache import cache_key
-from worldrecall.core.data import ScoreRow
 from worldrecall.core.digests import file_digest
-from worldrecall.core.results import json_default
 
 log = logging.getLogger(__name__)
-FORMAT = 1  # bump when the stored layout changes
+FORMAT = 2  # bump when the stored layout changes
 _CORE = Path(__file__).resolve().parents[2] / "core"
-
-
-# how a row was obtained (computed, or read back from the measurement/score memo), not what it holds: a warm
-# rerun's or a re-score job's rows equal the cold run's except for these, and no aggregator reads them
-HOW_OBTAINED = ("cache_hit", "score_cache_hit")
-
-
-def _content(r: ScoreRow) -> dict[str, Any]:
-    d = r.to_json()
-    info = d.get("info")
-    if isinstance(info, dict) and any(k in info for k in HOW_OBTAINED):
-        d["info"] = {k: v for k, v in info.items() if k not in HOW_OBTAINED}
-    return d
-
-
-def rows_digest(rows: list[ScoreRow]) -> str:
-    """sha256 over every field of every row, in order (what an aggregator may read), but
-    :data:`HOW_OBTAINED`."""
-    blob = json.dumps([_content(r) for r in rows], sort_keys=True, allow_nan=True, default=json_default)
-    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def _files_digest(files: list[Path], base: Path) -> str:

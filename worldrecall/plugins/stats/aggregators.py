@@ -14,6 +14,7 @@ from worldrecall.core.tables import long_frame, status_counts
 from worldrecall.plugins.stats.hierarchy import _level_keys, bootstrap_macro, macro_mean
 
 GROUP = ["benchmark", "model", "metric", "value_name", "backend"]
+PAIRED_ORDER = ["benchmark", "metric", "value_name", "backend", "model"]
 
 
 def _select_values(df: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame:
@@ -43,6 +44,7 @@ class MeanAggregator(Aggregator):
 
     name = "mean"
     by_benchmark = True  # grouped by benchmark first, one seed per group
+    by_metric = {"mean": GROUP, "status": ["benchmark", "model", "metric"]}  # groups never span metrics
     description = "unweighted mean over scored cases; NaN skipped; failed/skipped counted beside it"
     tables = {"mean": "summary", "status": "status"}
 
@@ -59,6 +61,7 @@ class MacroAggregator(Aggregator):
 
     name = "macro"
     by_benchmark = True  # grouped by benchmark first, one seed per group
+    by_metric = {"macro": GROUP}
     defaults = {"levels": ["subcategory", "domain"]}
     tables = {"macro": "macro"}
 
@@ -80,6 +83,7 @@ class BootstrapAggregator(Aggregator):
 
     name = "bootstrap"
     by_benchmark = True  # grouped by benchmark first, one seed per group
+    by_metric = {"bootstrap": GROUP}  # one seed per group, not one stream per call: groups are independent
     defaults = {"replicates": 2000, "seed": 0, "level": 0.95, "levels": ["subcategory", "domain"],
                 "values": "primary"}
     tables = {"bootstrap": "intervals"}
@@ -105,6 +109,7 @@ class PairedAggregator(Aggregator):
 
     name = "paired"
     by_benchmark = True  # grouped by benchmark first, one seed per group
+    by_metric = {"paired": PAIRED_ORDER}
     defaults = {"reference": "oracle", "replicates": 2000, "seed": 0, "level": 0.95,
                 "levels": ["subcategory", "domain"], "values": "primary"}
     tables = {"paired": "paired"}

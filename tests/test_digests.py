@@ -1,0 +1,51 @@
+"""Input digests: a folder's digest lists its files as ``sorted(rglob)`` would, from one scandir per folder."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from worldrecall.core import digests
+from worldrecall.core.video import list_frame_files
+
+
+def _reference_folder_digest(path: Path) -> str:
+    """The straightforward definition: every file of ``rglob('*')``, sorted as paths, name then bytes."""
+    h = hashlib.sha256()
+    for p in sorted(q for q in path.rglob("*") if q.is_file()):
+        h.update(str(p.relative_to(path)).encode())
+        h.update(hashlib.sha256(p.read_bytes()).hexdigest().encode())
+    return h.hexdigest()
+
+
+def _tree(root: Path) -> None:
+    # "a-c" sorts before "a/b" as a string but after it as path parts: the order must be the parts'
+    for name in ["a-c", "a/b", "a/b2/x", ".hidden", "z", "a/.q", "deep/er/est/f.txt"]:
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(name)
+    (root / "dir_link").symlink_to(root / "a")     # a linked folder is not entered (rglob does not)
+    (root / "file_link").symlink_to(root / "z")    # a linked file is a file
+
+
+def test_folder_digest_equals_the_rglob_definition(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    assert digests.file_digest(tmp_path) == _reference_folder_digest(tmp_path)
+    files = [rel for rel, _, _ in digests._tree_files(str(tmp_path))]
+    assert files[:3] == [(".hidden",), ("a", ".q"), ("a", "b")] and ("a-c",) in files
+    assert not any(rel[0] == "dir_link" for rel in files) and ("file_link",) in files
+
+
+def test_folder_digest_follows_an_edit(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    before = digests.file_digest(tmp_path)
+    (tmp_path / "a" / "b").write_text("changed, longer")
+    assert digests.file_digest(tmp_path) != before
+    assert digests.file_digest(tmp_path) == _reference_folder_digest(tmp_path)
+
+
+def test_frame_files_sorted_by_name_images_only(tmp_path: Path) -> None:
+    for n in ["010.jpg", "002.PNG", "001.jpeg", "notes.txt", ".jpg", "003.jpg.bak"]:
+        (tmp_path / n).write_bytes(b"x")
+    (tmp_path / "sub.jpg").mkdir()  # a folder named like an image is not a frame
+    assert [p.name for p in list_frame_files(tmp_path)] == ["001.jpeg", "002.PNG", "010.jpg"]
