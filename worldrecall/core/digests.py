@@ -13,6 +13,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from worldrecall.core.atomic import atomic_write_text
@@ -58,30 +59,21 @@ def _digest_of(abspath: str, st: os.stat_result) -> str:
 
 
 def _tree_files(root: str) -> list[tuple[tuple[str, ...], str, os.stat_result]]:
-    """Every file under ``root`` as (parts relative to it, absolute path, stat), sorted by parts — what
-    ``sorted(p for p in Path(root).rglob("*") if p.is_file())`` lists (symlinked files included, symlinked
-    folders not entered, unreadable folders skipped), from one ``scandir`` per folder instead of a Path
-    and a stat per entry."""
-    out: list[tuple[tuple[str, ...], str, os.stat_result]] = []
-
-    def walk(folder: str, rel: tuple[str, ...]) -> None:
-        try:
-            with os.scandir(folder) as it:
-                entries = list(it)
-        except PermissionError:
-            return
-        for e in entries:
+    """Every regular file under ``root`` (symlinks to files included, linked folders not entered, unreadable
+    ones skipped) as (parts relative to it, absolute path, stat), sorted by parts: what
+    ``sorted(p for p in Path(root).rglob("*") if p.is_file())`` lists, without a Path object per entry."""
+    out = []
+    for folder, _, names in os.walk(root):
+        rel = tuple(folder[len(root) + 1:].split(os.sep)) if folder != root else ()
+        for name in names:
+            path = os.path.join(folder, name)
             try:
-                if e.is_file():
-                    out.append(((*rel, e.name), e.path, e.stat()))
-                elif e.is_dir() and not e.is_symlink():
-                    walk(e.path, (*rel, e.name))
-            except FileNotFoundError:  # removed while listing: as if never there
+                st = os.stat(path)
+            except OSError:  # a dangling link, or removed while listing: not a file
                 continue
-
-    walk(root, ())
-    out.sort(key=lambda t: t[0])
-    return out
+            if S_ISREG(st.st_mode):
+                out.append(((*rel, name), path, st))
+    return sorted(out, key=lambda t: t[0])
 
 
 def load_digest_memo(path: Path) -> None:

@@ -18,9 +18,9 @@ import pandas as pd
 from worldrecall.core.cache import cache_key
 from worldrecall.core.components import Aggregator, UndeclaredValue
 from worldrecall.core.data import ScoreRow
-from worldrecall.core.results import rows_digest
 from worldrecall.engine.stages.aggregate_cache import AggregateCache, entry_key
 from worldrecall.engine.stages.plan import enabled_benchmarks
+from worldrecall.engine.stages.row_digests import rows_digest
 from worldrecall.registry.host import PluginHost
 
 EXIT_OK, EXIT_FAILURE_RATE = 0, 3
@@ -73,92 +73,102 @@ def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any
 
     ``cache`` (default: ``<cache_dir>/aggregates`` of the config) reuses the tables of every group of rows
     an aggregator saw before with the same params and code; an aggregator that declares ``by_benchmark`` is
-    run (and cached) per benchmark and its tables concatenated in benchmark order, so a re-score job that
-    changed one benchmark's rows aggregates that benchmark only.
+    run (and cached) per benchmark and its tables concatenated in benchmark order, and one that declares
+    ``by_metric`` per metric within a benchmark, so a re-score job aggregates the changed metric only.
     """
     suite = cfg["suite"]
-    params = {**(cfg["aggregator_params"] or {}), **(suite.get("aggregator_params") or {})}
-    primary = {name: cls.primary for name, cls in host.metrics.items()}
-    meta = value_meta(host, rows)
-    declared = {name: b.to_json() for name, b in getattr(host, "benchmarks", {}).items()}
     if per_benchmark is None:
         # what the run itself aggregated (`worldrecall aggregate` and a shard merge give the same tables)
         per_benchmark = {n: list(b.get("aggregators") or []) for n, b in enabled_benchmarks(cfg).items()}
     if cache is None:
         cache = AggregateCache(Path(cfg["cache_dir"]) / "aggregates" if cfg.get("cache_dir") else None)
-    subsets: dict[str, list[ScoreRow]] = {}
-    for r in rows:
-        subsets.setdefault(r.benchmark, []).append(r)
-    by_metric: dict[str, dict[str, list[ScoreRow]]] = {}  # benchmark -> metric -> its rows (in row order)
-    digests: dict[Any, str] = {}
+    groups = _Groups(host, rows, cfg, cache)
+    tables: dict[str, Any] = {}
+    for name in list(cfg["aggregators"] or []) + list(suite.get("aggregators") or []):
+        tables.update(groups.run(name, "*"))
+    for bench, names in per_benchmark.items():
+        for name in names:
+            for tname, df in groups.run(name, bench).items():
+                tables[tname if tname.startswith(bench) else f"{bench}.{tname}"] = df
+    return tables
 
-    def group(key: Any) -> list[ScoreRow]:  # "*", a benchmark, or (benchmark, metric)
+
+class _Groups:
+    """The groups of rows an aggregator may see — all (``"*"``), a benchmark's, a (benchmark, metric)'s —,
+    each hashed once, and the cached call of an aggregator on one of them."""
+
+    def __init__(self, host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any], cache: AggregateCache):
+        suite = cfg["suite"]
+        self.host, self.rows, self.cache = host, rows, cache
+        self.params = {**(cfg["aggregator_params"] or {}), **(suite.get("aggregator_params") or {})}
+        self.primary = {name: cls.primary for name, cls in host.metrics.items()}
+        self.meta = value_meta(host, rows)
+        self.declared = {name: b.to_json() for name, b in getattr(host, "benchmarks", {}).items()}
+        self.subsets: dict[str, list[ScoreRow]] = {}
+        for r in rows:
+            self.subsets.setdefault(r.benchmark, []).append(r)
+        self._metrics: dict[str, dict[str, list[ScoreRow]]] = {}  # benchmark -> metric -> rows, in row order
+        self._digests: dict[Any, str] = {}
+
+    def rows_of(self, key: Any) -> list[ScoreRow]:
         if key == "*":
-            return rows
+            return self.rows
         if isinstance(key, tuple):
-            return metrics_of(key[0]).get(key[1], [])
-        return subsets.get(key, [])
+            return self.metrics_of(key[0]).get(key[1], [])
+        return self.subsets.get(key, [])
 
-    def metrics_of(bench: str) -> dict[str, list[ScoreRow]]:
-        if bench not in by_metric:
+    def metrics_of(self, bench: str) -> dict[str, list[ScoreRow]]:
+        if bench not in self._metrics:
             per: dict[str, list[ScoreRow]] = {}
-            for r in subsets.get(bench, []):
+            for r in self.subsets.get(bench, []):
                 per.setdefault(r.metric, []).append(r)
-            by_metric[bench] = per
-        return by_metric[bench]
+            self._metrics[bench] = per
+        return self._metrics[bench]
 
-    def digest(key: Any) -> str:  # each group's rows hashed once, however many aggregators read them
-        if key not in digests:
-            if key == "*" and list(subsets) == sorted(subsets) and _grouped(rows):
+    def digest(self, key: Any) -> str:
+        if key not in self._digests:
+            subsets = self.subsets
+            if key == "*" and list(subsets) == sorted(subsets) and _grouped(self.rows):
                 # the rows are the benchmarks' groups one after another: the whole is named by its parts
-                digests[key] = cache_key({"parts": [(b, digest(b)) for b in subsets]})
+                self._digests[key] = cache_key({"parts": [(b, self.digest(b)) for b in subsets]})
             else:
-                digests[key] = rows_digest(group(key))
-        return digests[key]
+                self._digests[key] = rows_digest(self.rows_of(key))
+        return self._digests[key]
 
-    def cached(name: str, agg: Aggregator, p: dict[str, Any], key: Any) -> dict[str, Any]:
-        entry = entry_key(agg, name, p, digest(key))
-        got = cache.get(entry)
+    def cached(self, name: str, agg: Aggregator, p: dict[str, Any], key: Any) -> dict[str, Any]:
+        entry = entry_key(agg, name, p, self.digest(key))
+        got = self.cache.get(entry)
         if got is None:
-            got = agg.aggregate(group(key), p)
-            cache.put(entry, got)
+            got = agg.aggregate(self.rows_of(key), p)
+            self.cache.put(entry, got)
         return got
 
-    def one_benchmark(name: str, agg: Aggregator, p: dict[str, Any], bench: str) -> dict[str, Any]:
+    def one_benchmark(self, name: str, agg: Aggregator, p: dict[str, Any], bench: str) -> dict[str, Any]:
         order = getattr(agg, "by_metric", None)
-        per = metrics_of(bench) if order else {}
+        per = self.metrics_of(bench) if order else {}
         if len(per) < 2:
-            return cached(name, agg, p, bench)
+            return self.cached(name, agg, p, bench)
         parts: dict[str, list[Any]] = {}
         for m in sorted(per):
-            for tname, df in cached(name, agg, p, (bench, m)).items():
+            for tname, df in self.cached(name, agg, p, (bench, m)).items():
                 parts.setdefault(tname, []).append(df)
         return {tname: _sorted(_concat(frames), order.get(tname)) for tname, frames in parts.items()}
 
-    def run(name: str, bench: str) -> dict[str, Any]:
-        agg = host.aggregator(name)
-        p = _params(agg, params.get(name, {}), primary, meta, declared)
+    def run(self, name: str, bench: str) -> dict[str, Any]:
+        agg = self.host.aggregator(name)
+        p = _params(agg, self.params.get(name, {}), self.primary, self.meta, self.declared)
         if bench != "*":
-            return one_benchmark(name, agg, p, bench)
+            return self.one_benchmark(name, agg, p, bench)
         by_benchmark = getattr(agg, "by_benchmark", False)
-        if by_benchmark and len(subsets) == 1:
-            return one_benchmark(name, agg, p, next(iter(subsets)))
-        if not by_benchmark or not subsets:
-            return cached(name, agg, p, "*")
+        if by_benchmark and len(self.subsets) == 1:
+            return self.one_benchmark(name, agg, p, next(iter(self.subsets)))
+        if not by_benchmark or not self.subsets:
+            return self.cached(name, agg, p, "*")
         parts: dict[str, list[Any]] = {}
-        for b in sorted(subsets):
-            for tname, df in one_benchmark(name, agg, p, b).items():
+        for b in sorted(self.subsets):
+            for tname, df in self.one_benchmark(name, agg, p, b).items():
                 parts.setdefault(tname, []).append(df)
         return {tname: _concat(frames) for tname, frames in parts.items()}
-
-    tables: dict[str, Any] = {}
-    for name in list(cfg["aggregators"] or []) + list(suite.get("aggregators") or []):
-        tables.update(run(name, "*"))
-    for bench, names in per_benchmark.items():
-        for name in names:
-            for tname, df in run(name, bench).items():
-                tables[tname if tname.startswith(bench) else f"{bench}.{tname}"] = df
-    return tables
 
 
 def _grouped(rows: list[ScoreRow]) -> bool:
