@@ -215,10 +215,51 @@ def test_png_artifacts_open_at_full_size(tmp_path):
     row = ScoreRow("toy", "m", "c0", "toy.brightness", {"stable": 1.0}, info={"artifacts": [str(png)]})
     imgs = html._Images()
     page = html._case("m", "c0", [row], SimpleNamespace(metrics={}), imgs, None,
-                      {"image_side": 360, "frames_per_phase": 0, "max_cases_per_model": 0, "thumb_side": 96})
+                      {"image_side": 360, "frames_per_phase": 0, "max_cases_per_model": 0, "thumb_side": 96},
+                      html._Fragments("test"))
     sizes = re.findall(r'style="width:(\d+)px;height:(\d+)px"', page)
     assert ("360", "199") in sizes and ("840", "464") in sizes  # the thumbnail, and the figure behind it
     assert "<details class=zoom>" in page and "click: full size" in page
+
+
+def test_a_changed_row_redraws_only_its_own_parts(tmp_path, monkeypatch):
+    """A section re-drawn because one row changed (a re-score of one metric) draws that row's values line and
+    figures again, reuses every other part, and is the page a fresh process would draw."""
+    from types import SimpleNamespace
+
+    import cv2
+
+    from worldrecall.core.data import ScoreRow
+    from worldrecall.engine.sinks.report import html
+
+    png = tmp_path / "fig.png"
+    cv2.imwrite(str(png), np.full((40, 60, 3), 90, np.uint8))
+    host = SimpleNamespace(metrics={}, benchmarks={})
+    opts = {"image_side": 64, "frames_per_phase": 0, "max_cases_per_model": 0, "thumb_side": 32}
+
+    def rows(b_value: float) -> list[ScoreRow]:
+        return [ScoreRow("toy", "m", "c0", "toy.a", {"x": 0.5}, info={"artifacts": [str(png)]}),
+                ScoreRow("toy", "m", "c0", "toy.b", {"x": b_value}, info={"artifacts": [str(png)]})]
+
+    drawn: list[str] = []
+    for name in ("_value_line", "_row_arts"):
+        real = getattr(html, name)
+        monkeypatch.setattr(html, name, lambda r, *a, _real=real, _n=name: drawn.append(f"{_n}:{r.metric}") or _real(r, *a))
+    monkeypatch.setattr(html, "_FRAGMENTS", {})
+    monkeypatch.setattr(html, "_SECTION_MEMO", {})
+    sections = html._Sections(tmp_path / "sections", host)
+    first = sections.render("m", "c0", rows(0.25), host, html._Images(), tmp_path / "thumbs", opts)
+    assert sorted(drawn) == ["_row_arts:toy.a", "_row_arts:toy.b", "_value_line:toy.a", "_value_line:toy.b"]
+    drawn.clear()
+    imgs = html._Images()
+    second = sections.render("m", "c0", rows(0.75), host, imgs, tmp_path / "thumbs", opts)
+    assert sorted(drawn) == ["_row_arts:toy.b", "_value_line:toy.b"] and second != first and "x=0.75" in second
+    monkeypatch.setattr(html, "_FRAGMENTS", {})  # a fresh process: nothing memoised in memory, no section on disk
+    monkeypatch.setattr(html, "_SECTION_MEMO", {})
+    fresh_imgs = html._Images()
+    fresh = html._Sections(tmp_path / "elsewhere", host).render("m", "c0", rows(0.75), host, fresh_imgs,
+                                                               tmp_path / "thumbs", opts)
+    assert fresh == second and fresh_imgs.rules == imgs.rules
 
 
 @pytest.mark.parametrize("workers", [1, 2])

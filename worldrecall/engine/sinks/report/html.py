@@ -33,6 +33,7 @@ from worldrecall.engine.sinks.report.images import frame_thumbs, image_thumb
 from worldrecall.engine.sinks.report.svg import line_chart
 from worldrecall.engine.sinks.results_view import direction_label, short_metric, unit_label, value_meta
 from worldrecall.engine.stages.config import resolve_config
+from worldrecall.engine.stages.row_digests import row_digest
 
 log = logging.getLogger(__name__)
 esc = html.escape
@@ -103,21 +104,14 @@ class _Sections:
         here = Path(__file__).parent
         decl = {n: [getattr(c, "primary", ""), {v: repr(m) for v, m in (getattr(c, "values", None) or {}).items()}]
                 for n, c in sorted(getattr(host, "metrics", {}).items())}
-        self.base = {"format": 1, "code": [file_digest(p) for p in sorted(here.glob("*.py"))],
+        self.base = {"format": 2, "code": [file_digest(p) for p in sorted(here.glob("*.py"))],
                      "metrics": decl, "heads": _headline_values(host)}
+        self.fragments = _Fragments(cache_key(self.base))
 
     def key(self, model: str, cid: str, rows: list[Any], opts: Mapping[str, Any]) -> str:
-        files = []
-        for r in rows:
-            info = r.info or {}
-            for p in [*(info.get("videos") or {}).values(), *(info.get("artifacts") or [])]:
-                try:
-                    st = Path(p).stat()
-                    files.append([str(p), st.st_size, st.st_mtime_ns])
-                except (OSError, TypeError, ValueError):
-                    files.append([str(p), None, None])
-        return cache_key({**self.base, "model": model, "case": cid, "opts": dict(opts), "files": files,
-                          "rows": [r.to_json() for r in rows]})
+        return cache_key({**self.base, "model": model, "case": cid, "opts": dict(opts),
+                          "files": file_states(p for r in rows for p in _row_files(r)),
+                          "rows": [row_digest(r) for r in rows]})
 
     def render(self, model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, memo: Path,
                opts: Mapping[str, Any]) -> str:
@@ -132,7 +126,7 @@ class _Sections:
                 hit = None
         if hit is None:
             local = _Images()  # the section's images in the order it uses them, merged below as if drawn now
-            html_text = _case(model, cid, rows, host, local, memo, opts)
+            html_text = _case(model, cid, rows, host, local, memo, opts, self.fragments)
             hit = (html_text, dict(local.rules))
             try:
                 atomic_write_text(path, json.dumps({"html": html_text, "images": list(local.rules.items())}))
@@ -233,8 +227,74 @@ def _videos(rows: list[Any]) -> dict[str, str]:
     return {}
 
 
-def _case(model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, memo: Path, opts: Mapping[str, Any]) -> str:
+def _row_files(r: Any) -> list[str]:
+    """The files a row's part of a section shows: its videos' frames and its artifacts."""
+    info = r.info or {}
+    return [*(info.get("videos") or {}).values(), *(info.get("artifacts") or [])]
+
+
+def file_states(paths: Any) -> list[list[Any]]:
+    """[path, size, mtime] of each distinct path, sorted (None, None for a file that is gone)."""
+    out = []
+    for p in sorted({str(p) for p in paths}):
+        try:
+            st = Path(p).stat()
+            out.append([p, st.st_size, st.st_mtime_ns])
+        except (OSError, ValueError):
+            out.append([p, None, None])
+    return out
+
+
+class _Fragments:
+    """A section's parts memoised in this process: the head (phases and frame strips) per case, and each row's
+    values line and figures per row — a re-score job that changed one metric re-draws that metric's parts."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    def get(self, kind: str, key: dict[str, Any], imgs: _Images, draw: Any) -> Any:
+        k = cache_key({"base": self.base, "kind": kind, **key})
+        hit = _FRAGMENTS.get(k)
+        if hit is None:
+            local = _Images()
+            hit = (draw(local), dict(local.rules))
+            _FRAGMENTS[k] = hit
+            while len(_FRAGMENTS) > 100_000:  # bounded: the oldest parts go first
+                _FRAGMENTS.pop(next(iter(_FRAGMENTS)))
+        for h, b64 in hit[1].items():
+            imgs.rules.setdefault(h, b64)
+        return hit[0]
+
+
+_FRAGMENTS: dict[str, tuple[Any, dict[str, str]]] = {}
+
+
+def _case(model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, memo: Path, opts: Mapping[str, Any],
+          fragments: _Fragments) -> str:
     phases, n = _phases(rows)
+    vids = _videos(rows)
+    head_key = {"model": model, "case": cid, "phases": sorted(phases.items()), "n": n, "videos": sorted(vids.items()),
+                "files": file_states(vids.values()), "opts": [opts["frames_per_phase"], opts["thumb_side"]]}
+    out = [fragments.get("head", head_key, imgs, lambda im: _head(model, cid, phases, n, vids, im, memo, opts))]
+    heads = _headline_values(host)
+    lines = [fragments.get("values", {"row": row_digest(r)}, imgs, lambda im, r=r: _value_line(r, host, heads))
+             for r in sorted(rows, key=lambda r: (r.benchmark, r.metric))]
+    out.append("<table class=vals><tr><th>metric</th><th>primary</th><th>headline values · other values</th></tr>"
+               + "".join(lines) + "</table>")
+    arts = []
+    for r in sorted(rows, key=lambda r: r.metric):
+        key = {"row": row_digest(r), "files": file_states((r.info or {}).get("artifacts") or []),
+               "side": opts["image_side"]}
+        arts += fragments.get("arts", key, imgs, lambda im, r=r: _row_arts(r, im, memo, opts))
+    if arts:
+        out.append('<div class="arts">' + "".join(arts) + "</div>")
+    out.append("</div>")
+    return "".join(out)
+
+
+def _head(model: str, cid: str, phases: dict[str, tuple[int, int]], n: int, vids: dict[str, str], imgs: _Images,
+          memo: Path, opts: Mapping[str, Any]) -> str:
+    """A section's title, phase bar and reference / generated frame strips."""
     colour = {name: PHASE_COLOURS[i % len(PHASE_COLOURS)] for i, name in enumerate(phases)}
     out = [f'<div class="case" id="case-{esc(model)}-{esc(cid)}"><h4>{esc(model)} · {esc(cid)}</h4>']
     if phases and n:
@@ -242,7 +302,6 @@ def _case(model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, memo:
                        f'background:{colour[k]}" title="{esc(k)}: frames {a}–{b}">{esc(k)} {a}–{b}</div>'
                        for k, (a, b) in phases.items())
         out.append(f'<div class="phasebar" title="phases on the generated frame axis">{segs}</div>')
-    vids = _videos(rows)
     picks: list[tuple[int, str]] = []
     for k, (a, b) in phases.items():
         idx = [a, b] if opts["frames_per_phase"] >= 2 and b > a else [a]
@@ -262,29 +321,29 @@ def _case(model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, memo:
                 out.append(f'<div class="strip"><span class="lab">{label}</span>{cells}</div>')
     elif not vids:
         out.append("<p class=note>frames: the rows record no video paths (info.videos)</p>")
-    out.append(_values(rows, host))
-    arts = []
-    for r in sorted(rows, key=lambda r: r.metric):
-        for a in (r.info or {}).get("artifacts") or []:
-            p = Path(a)
-            if not p.is_file():
-                continue
-            label = f"{short_metric(r.metric, r.benchmark)} · {p.name}"
-            if p.suffix.lower() in (".png", ".jpg", ".jpeg"):
-                # the thumbnail opens the figure at its own size (legends of point-cloud renders are small)
-                full = imgs.div(image_thumb(p, 4096, memo), label)
-                arts.append(f"<figure><details class=zoom><summary>"
-                            f"{imgs.div(image_thumb(p, int(opts['image_side']), memo), label)}</summary>{full}"
-                            f"</details><figcaption>{esc(label)} <span class=note>(click: full size)</span>"
-                            f"</figcaption></figure>")
-            elif p.suffix.lower() == ".json":
-                chart = _trace_chart(p)
-                if chart:
-                    arts.append(f"<figure>{chart}<figcaption>{esc(label)}</figcaption></figure>")
-    if arts:
-        out.append('<div class="arts">' + "".join(arts) + "</div>")
-    out.append("</div>")
     return "".join(out)
+
+
+def _row_arts(r: Any, imgs: _Images, memo: Path, opts: Mapping[str, Any]) -> list[str]:
+    """A row's figures: PNG/JPEG artifacts as thumbnails that open full size, trace JSON as inline charts."""
+    arts = []
+    for a in (r.info or {}).get("artifacts") or []:
+        p = Path(a)
+        if not p.is_file():
+            continue
+        label = f"{short_metric(r.metric, r.benchmark)} · {p.name}"
+        if p.suffix.lower() in (".png", ".jpg", ".jpeg"):
+            # the thumbnail opens the figure at its own size (legends of point-cloud renders are small)
+            full = imgs.div(image_thumb(p, 4096, memo), label)
+            arts.append(f"<figure><details class=zoom><summary>"
+                        f"{imgs.div(image_thumb(p, int(opts['image_side']), memo), label)}</summary>{full}"
+                        f"</details><figcaption>{esc(label)} <span class=note>(click: full size)</span>"
+                        f"</figcaption></figure>")
+        elif p.suffix.lower() == ".json":
+            chart = _trace_chart(p)
+            if chart:
+                arts.append(f"<figure>{chart}<figcaption>{esc(label)}</figcaption></figure>")
+    return arts
 
 
 _CHARTS: dict[tuple[str, int, int, int], str] = {}  # trace file state -> its chart (a section re-rendered
@@ -316,36 +375,31 @@ def _headline_values(host: Any) -> dict[str, list[str]]:
     return out
 
 
-def _values(rows: list[Any], host: Any) -> str:
-    """One line per metric: status, primary value (unit, direction), the verdict and the declared headline
+def _value_line(r: Any, host: Any, heads: Mapping[str, list[str]]) -> str:
+    """One metric's line: status, primary value (unit, direction), the verdict and the declared headline
     values; every other value folded (a metric may emit dozens)."""
-    heads = _headline_values(host)
-    lines = ["<table class=vals><tr><th>metric</th><th>primary</th><th>headline values · other values</th></tr>"]
-    for r in sorted(rows, key=lambda r: (r.benchmark, r.metric)):
-        cls = host.metrics.get(r.metric)
-        prim = getattr(cls, "primary", "") if cls is not None else ""
-        name = f"{esc(r.benchmark)}/{esc(short_metric(r.metric, r.benchmark))}"
-        if r.status != "ok":
-            lines.append(f"<tr><td>{name}</td><td class={esc(r.status)} colspan=2>{esc(r.status)}: "
-                         f"{esc(r.reason[:200])}</td></tr>")
-            continue
-        meta = value_meta(host, r.metric, prim)
-        v = r.values.get(prim)
-        pv = "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4g}"
-        unit = unit_label(meta)
-        prim_cell = f"{esc(prim)} = <b>{pv}</b> <span class=note>({esc(unit)} {direction_label(meta)})</span>"
-        def fmt(k: str, x: Any) -> str:
-            return f"{esc(k)}={'n/a' if x is None else f'{x:.4g}'}"
+    cls = host.metrics.get(r.metric)
+    prim = getattr(cls, "primary", "") if cls is not None else ""
+    name = f"{esc(r.benchmark)}/{esc(short_metric(r.metric, r.benchmark))}"
+    if r.status != "ok":
+        return (f"<tr><td>{name}</td><td class={esc(r.status)} colspan=2>{esc(r.status)}: "
+                f"{esc(r.reason[:200])}</td></tr>")
+    meta = value_meta(host, r.metric, prim)
+    v = r.values.get(prim)
+    pv = "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4g}"
+    unit = unit_label(meta)
+    prim_cell = f"{esc(prim)} = <b>{pv}</b> <span class=note>({esc(unit)} {direction_label(meta)})</span>"
 
-        first = [k for k in heads.get(r.metric, []) if k != prim and k in r.values]
-        rest = [k for k in r.values if k != prim and k not in first]
-        cell = ""
-        if (r.info or {}).get("verdict"):
-            cell += f"<b>{esc(r.info['verdict'])}</b><br>"
-        cell += ", ".join(fmt(k, r.values[k]) for k in first)
-        if rest:
-            folded = ", ".join(fmt(k, r.values[k]) for k in rest)
-            cell += f"<details><summary class=note>{len(rest)} more values</summary><span class=note>{folded}</span></details>"
-        lines.append(f"<tr><td>{name}</td><td>{prim_cell}</td><td>{cell}</td></tr>")
-    lines.append("</table>")
-    return "".join(lines)
+    def fmt(k: str, x: Any) -> str:
+        return f"{esc(k)}={'n/a' if x is None else f'{x:.4g}'}"
+
+    first = [k for k in heads.get(r.metric, []) if k != prim and k in r.values]
+    rest = [k for k in r.values if k != prim and k not in first]
+    cell = ""
+    if (r.info or {}).get("verdict"):
+        cell += f"<b>{esc(r.info['verdict'])}</b><br>"
+    cell += ", ".join(fmt(k, r.values[k]) for k in first)
+    if rest:
+        folded = ", ".join(fmt(k, r.values[k]) for k in rest)
+        cell += f"<details><summary class=note>{len(rest)} more values</summary><span class=note>{folded}</span></details>"
+    return f"<tr><td>{name}</td><td>{prim_cell}</td><td>{cell}</td></tr>"
