@@ -1,4 +1,4 @@
-"""Input digests: a folder's digest lists its files as ``sorted(rglob)`` would, from one scandir per folder."""
+"""Digests and per-part memos: a folder digest lists its files as ``sorted(rglob)`` would (one scandir per folder); cases.csv drawn per benchmark is the whole table."""
 
 from __future__ import annotations
 
@@ -49,3 +49,35 @@ def test_frame_files_sorted_by_name_images_only(tmp_path: Path) -> None:
         (tmp_path / n).write_bytes(b"x")
     (tmp_path / "sub.jpg").mkdir()  # a folder named like an image is not a frame
     assert [p.name for p in list_frame_files(tmp_path)] == ["001.jpeg", "002.PNG", "010.jpg"]
+
+
+def test_case_csv_drawn_per_benchmark_is_the_whole_table(tmp_path: Path) -> None:
+    """cases.csv from memoised per-benchmark lines equals ``case_table(rows).to_csv`` byte for byte: value
+    columns that only one benchmark has, None values, failed rows, strata that differ, unsorted input."""
+    import random
+
+    from worldrecall.core.data import ScoreRow
+    from worldrecall.core.tables import case_table
+    from worldrecall.engine.sinks import case_csv as mod
+
+    rng = random.Random(3)
+    rows = []
+    for bench in ("zeta", "alpha", "mid"):
+        for model in ("m2", "m1"):
+            for case in ("c1", "c0", "c10"):
+                for metric in (f"{bench}.b", f"{bench}.a"):
+                    ok = rng.random() > 0.2
+                    values = {f"{bench}_v": rng.random(), "shared": None if rng.random() < 0.3 else rng.random() * 1e-6,
+                              "big": 1e17 * rng.random()} if ok else {}
+                    rows.append(ScoreRow(bench, model, case, metric, values, "ok" if ok else "failed",
+                                         "" if ok else 'measure: "quoted", comma', {"split": "a,b" if ok else "c"},
+                                         "1", {"flow": "dis_flow"}))
+    rng.shuffle(rows)
+    mod._LINES.clear()
+    expected = case_table(rows).to_csv(index=False)
+    assert mod.case_csv(rows) == expected
+    assert mod.case_csv(rows) == expected  # from the memo
+    rows[0].values = {"new_value": 0.5}  # a column no other row has, and a changed benchmark
+    changed = [type(r).from_json(r.to_json()) for r in rows]
+    assert mod.case_csv(changed) == case_table(changed).to_csv(index=False)
+    assert mod.case_csv([]) == case_table([]).to_csv(index=False)

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from worldrecall.core.tables import case_table
 from worldrecall.engine.redaction import redact_tree
 from worldrecall.engine.sinks.base import SinkContext
 from worldrecall.engine.sinks.blobs import write_if_changed
+from worldrecall.engine.sinks.case_csv import case_csv
 from worldrecall.engine.sinks.leaderboard_view import leaderboard_text
 from worldrecall.engine.sinks.pipe_table import pipe_table
 from worldrecall.engine.stages.result import RunResult
@@ -33,7 +33,7 @@ class TablesSink:
         tdir = result.results_dir / "tables"
         tdir.mkdir(parents=True, exist_ok=True)
         # never rewritten in place (atomic, and only when changed): a file logged to MLflow earlier is a hard link
-        paths = [write_if_changed(tdir / "cases.csv", case_table(list(result.rows)).to_csv(index=False))]
+        paths = [write_if_changed(tdir / "cases.csv", case_csv(result.rows))]
         for name, df in result.tables.items():
             if hasattr(df, "to_csv"):
                 paths.append(write_if_changed(tdir / f"{name}.csv", df.to_csv(index=False)))

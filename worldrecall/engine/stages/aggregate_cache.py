@@ -125,6 +125,10 @@ class AggregateCache:
         if self.root is None:
             return None
         p = self._path(key)
+        known = _MEMO.get(str(p))
+        if known is not None and known[0] == _state(p):  # read or written by this process, file unchanged since
+            self.hits += 1
+            return {name: df.copy() for name, df in known[1].items()}  # copies: no caller shares a frame
         try:
             doc = json.loads(p.read_text())
             body = json.dumps(doc["tables"], sort_keys=True, allow_nan=True)
@@ -137,7 +141,8 @@ class AggregateCache:
             log.warning("aggregate cache entry %s unreadable (%s); aggregating again", p, e)
             return None
         self.hits += 1
-        return out
+        _remember(p, out)
+        return {name: df.copy() for name, df in out.items()}
 
     def put(self, key: str, tables: Mapping[str, Any]) -> None:
         """Store ``tables`` when every one reads back identical; otherwise store nothing."""
@@ -161,5 +166,30 @@ class AggregateCache:
         try:
             atomic_write_text(self._path(key), json.dumps({"digest": hashlib.sha256(body.encode()).hexdigest(),
                                                            "tables": enc}, allow_nan=True))
+            _remember(self._path(key), {name: df.copy() for name, df in tables.items()})
         except OSError as e:  # a full or read-only cache costs time, never results
             log.debug("could not write aggregate cache %s: %s", key, e)
+
+
+# entry file -> (its state, tables), for the later jobs of this process (a sweep's re-score jobs read a
+# hundred small entries a job; each read from disk costs a parse, a digest and a frame build); a file changed
+# or removed since is read (and its digest checked) again
+_MEMO: dict[str, tuple[tuple[int, int, int] | None, dict[str, pd.DataFrame]]] = {}
+MEMO_ENTRIES = 5000
+
+
+def _state(p: Path) -> tuple[int, int, int] | None:
+    try:
+        st = p.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _remember(p: Path, tables: dict[str, pd.DataFrame]) -> None:
+    state = _state(p)
+    if state is None:
+        return
+    if len(_MEMO) >= MEMO_ENTRIES:  # bounded: the oldest entries go first
+        _MEMO.pop(next(iter(_MEMO)))
+    _MEMO[str(p)] = (state, tables)
