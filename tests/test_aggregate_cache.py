@@ -279,3 +279,36 @@ def test_rows_and_tables_identical_with_1_and_2_workers_cold_and_rescored(tmp_pa
     assert run("w1", 2) == one and run("w2", 1) == one  # warm: rows resumed, tables from the cache
     other = run("w1", 2, tol=20.0)  # a re-score: new results folder, scores from measurements
     assert run("w2", 1, tol=20.0) == other
+
+
+def test_a_rescore_job_scores_in_this_process_and_a_cold_one_forks(tmp_path, monkeypatch):
+    """When every row left needs a score only (alignment memoised, measurement cached: a sweep's re-score
+    job), the job scores them here instead of forking workers; a job with anything to measure forks; the
+    rows are those of a fresh single-process run either way."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from helpers import toy_plugin
+    from helpers.toy_plugin import make_dataset, toy_config
+
+    from worldrecall.engine.stages import executor
+    from worldrecall.engine.stages.runner import Runner
+
+    host = load_plugins(extra=[toy_plugin], fresh=True)
+    ds = make_dataset(tmp_path, {"good": [0, 5, 10, 15], "bad": [40, 60, 80, 100], "ugly": [9, 9, 9, 9]})
+    forks: list[int] = []
+    real = executor.ForkExecutor.run
+    monkeypatch.setattr(executor.ForkExecutor, "run", lambda self, *a: forks.append(self.workers) or real(self, *a))
+
+    def run(root: str, tol: float, workers: int = 2, cache: str = "cache"):
+        cfg = toy_config(tmp_path / root, ds, workers=workers)
+        cfg["cache_dir"] = str(tmp_path / cache)
+        cfg["benchmarks"]["toy"]["metrics"]["brightness"]["thresholds"]["tolerance"] = tol
+        return [(r.row_key, r.status, r.values) for r in Runner(cfg, host).run().rows]
+
+    cold = run("a", 10.0)
+    assert forks == [2]
+    rescored = run("b", 20.0)
+    assert forks == [2], "a re-score job forked workers"
+    assert rescored == run("c", 20.0, workers=1, cache="fresh") and rescored != cold

@@ -195,15 +195,7 @@ class CasePipeline:
         before = list(case.warnings)  # readers append their notes here while the metric measures
         try:
             t0 = time.perf_counter()
-            key = cache_key({
-                "metric": metric.name, "version": metric.version, "case": case.fingerprint(),
-                "alignment": alignment.to_json(), "params": metric.params,
-                "models": self.hub.identities(metric.models),
-                "optional_models": {r: self.hub.selection.get(r) or "" for r in metric.optional_models},
-                "extra": metric.cache_params(case, alignment),
-            })
-            score_key = cache_key({"measurement": key, "version": metric.version, "thresholds": metric.thresholds,
-                                   "artifacts": self.write_artifacts})
+            key, score_key = self.keys(metric, case, alignment)
             memo = self.scores.get(metric.name, score_key)
             if memo is not None:  # pure score of the same inputs: reuse (no measurement load at all)
                 row.values = memo["values"]
@@ -261,6 +253,40 @@ class CasePipeline:
         finally:  # notes of a failed measurement still say what was wrong with the input
             row.warnings.extend(w for w in case.warnings[len(before):] if w not in row.warnings)
             case.warnings[:] = before
+        return True
+
+    def keys(self, metric: Metric, case: Case, alignment: Alignment) -> tuple[str, str]:
+        """(measurement key, score key) of one metric on one aligned case."""
+        key = cache_key({
+            "metric": metric.name, "version": metric.version, "case": case.fingerprint(),
+            "alignment": alignment.to_json(), "params": metric.params,
+            "models": self.hub.identities(metric.models),
+            "optional_models": {r: self.hub.selection.get(r) or "" for r in metric.optional_models},
+            "extra": metric.cache_params(case, alignment),
+        })
+        score_key = cache_key({"measurement": key, "version": metric.version, "thresholds": metric.thresholds,
+                               "artifacts": self.write_artifacts})
+        return key, score_key
+
+    def measured(self, plan: BenchmarkPlan, item: Case | CaseError, is_final: IsFinal) -> bool:
+        """Whether every row of ``item`` left to do needs a score only: its alignment is memoised and its
+        measurement cached (nothing to decode, no model to run). Never runs an aligner or a metric."""
+        if isinstance(item, CaseError):
+            return True
+        try:
+            for name, metric in plan.metrics.items():
+                if name in plan.skipped or is_final((plan.name, item.model, item.case_id, name)):
+                    continue
+                alignment = self.align(plan.aligner_for(metric), item, plan.params_for(plan.aligner_for(metric)),
+                                       memo_only=True)
+                if alignment is None:
+                    return False
+                if isinstance(alignment, CaseFailure):
+                    continue
+                if not self.measurements.path_for(metric.name, self.keys(metric, item, alignment)[0]).is_file():
+                    return False
+        except Exception:  # noqa: BLE001 - anything odd: let a worker find out (and say) what it is
+            return False
         return True
 
     def _input_notes(self, metric: Metric, key: str, case: Case, before: list[str], hit: bool) -> list[str]:

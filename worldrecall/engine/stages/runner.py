@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,8 +88,13 @@ class Runner:
             log.warning(msg)
         store = ResultStore(self.results_dir, self.shard_index, self.shard_count)
         try:
-            for plan in plans:
-                self.run_benchmark(plan, store, items[plan.name])
+            jobs = [self.prepare(plan, store, items[plan.name]) for plan in plans]
+            # when every row left needs a score only (a sweep's re-score job), this process scores them: forking
+            # workers costs more than the scoring. Decided for the whole job, so no worker is forked after this
+            # process ran a metric's score
+            here = all(j.scores_only for j in jobs)
+            for job in jobs:
+                self.execute(job, here)
         finally:
             try:
                 store.close()
@@ -129,8 +135,9 @@ class Runner:
         self.timing["load"] += time.perf_counter() - t0
         return items
 
-    def run_benchmark(self, plan: BenchmarkPlan, store: ResultStore, items: list[Case | CaseError]) -> None:
-        """Skip what is final among this shard's loaded cases, score the rest in groups (one group per clip)."""
+    def prepare(self, plan: BenchmarkPlan, store: ResultStore, items: list[Case | CaseError]) -> _Job:
+        """Skip what is final among this shard's loaded cases and, before any worker would be forked, emit
+        every case whose rows all come from the score memo; the rest is left in groups (one per clip)."""
         groups: dict[str, list[Case | CaseError]] = {}
         for it in items:
             groups.setdefault(it.case_id, []).append(it)
@@ -139,7 +146,6 @@ class Runner:
         bar = progress_bar(len(items), plan.name, enabled=self.cfg["progress"],
                            already=len(items) - sum(len(g) for g in todo))
         self._fingerprint(todo)
-        is_final = store.is_final
 
         def emit(item: Case | CaseError, rows: list[ScoreRow]) -> None:
             for row in rows:
@@ -152,18 +158,25 @@ class Runner:
                             f"are kept (a torn last line is repaired) and rerunning the same command resumes") from None
             bar.update(1)
 
+        workers = min(self.workers(), len(todo))
+        if workers > 1 or (self.cfg["devices"] and todo):
+            # cases whose every row is in the score memo (a warm rerun, a re-score job of a sweep) are taken
+            # here, without forking; only cases that need a measurement or a score go to the workers (the
+            # parent never runs a metric itself before forking, so forking stays safe)
+            todo = [g for g in ([it for it in group if not self._from_memo(plan, it, store.is_final, emit)]
+                                for group in todo) if g]
+        scores_only = all(self.pipeline.measured(plan, it, store.is_final) for g in todo for it in g)
+        return _Job(plan, todo, store.is_final, emit, bar, scores_only)
+
+    def execute(self, job: _Job, here: bool) -> None:
+        """Score the job's groups: in this process when ``here`` (or one worker), else in forked workers."""
+        plan, todo, is_final = job.plan, job.todo, job.is_final
+
         def dead(item: Case | CaseError, reason: str) -> list[ScoreRow]:
             return self.pipeline.failure_rows(plan, item, "worker", reason, is_final)
 
-        workers = min(self.workers(), len(todo))
-        devices = self.cfg["devices"]
-        if workers > 1 or (devices and todo):
-            # cases whose every row is in the score memo (a warm rerun, a re-score job of a sweep) are taken
-            # here, without forking; only cases that need a measurement or a score go to the workers (the
-            # parent never runs a metric itself, so forking stays safe)
-            todo = [g for g in ([it for it in group if not self._from_memo(plan, it, is_final, emit)]
-                                for group in todo) if g]
-            workers = min(workers, len(todo))
+        workers = 1 if here else min(self.workers(), len(todo))
+        devices = self.cfg["devices"] if not here else None
         uses = video_uses(todo)
 
         def work(item: Case | CaseError) -> list[ScoreRow]:
@@ -175,8 +188,8 @@ class Runner:
         if devices and todo:
             check_fork_safe_for_devices()
         make_executor(workers, self._use_device if devices and todo else None).run(
-            todo, work, emit, dead, self.pipeline)
-        bar.close()
+            todo, work, job.emit, dead, self.pipeline)
+        job.bar.close()
 
     def _use_device(self, slot: int) -> None:
         """In worker ``slot`` (just forked): see only GPU ``devices[slot]``, which CUDA then calls ``cuda:0``."""
@@ -218,6 +231,18 @@ class Runner:
             return 1
         kinds = {self.hub.specs[name].kind for name in self.hub.selection.values() if name in self.hub.specs}
         return 1 if "reference" in kinds else max(1, min(os.cpu_count() or 1, 8))
+
+
+@dataclass
+class _Job:
+    """One benchmark's cases left to score after the memo pass, and how their rows are recorded."""
+
+    plan: BenchmarkPlan
+    todo: list[list[Case | CaseError]]
+    is_final: Any
+    emit: Any
+    bar: Any
+    scores_only: bool  # every row left needs a score only (alignment memoised, measurement cached)
 
 
 def video_uses(groups: list[list[Case | CaseError]]) -> dict[int, int]:
