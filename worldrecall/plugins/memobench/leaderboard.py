@@ -170,22 +170,23 @@ def view_cells(main: pd.DataFrame, gated: pd.DataFrame, ci: pd.DataFrame, coltab
     """The paper's columns and the official HTML ranking value as cells of the ranked views (kind
     ``view_columns``): each column with its CI, unit and direction, for the gated and the all-cases view."""
     meta = coltab.set_index("column")
+    bounds: dict[tuple[Any, Any, Any, Any], tuple[Any, Any]] = {}  # the first CI record per key, looked up once
+    for rec in ci.loc[ci["split"] == split, ["model", "variant", "column", "ci_low", "ci_high"]].itertuples(index=False):
+        bounds.setdefault((split, rec.model, rec.variant, rec.column), (rec.ci_low, rec.ci_high))
     recs = []
     for variant, table in (("gated", gated), ("all", main)):
         t = table[table["split"] == split]
         cols = [c for c in COLUMNS if c in t.columns and c != "ORS"]
         for row in t.to_dict("records"):
             for c in cols:
-                hit = ci[(ci["split"] == split) & (ci["model"] == row["model"]) & (ci["variant"] == variant)
-                         & (ci["column"] == c)]
+                hit = bounds.get((split, row["model"], variant, c))
                 m = meta.loc[c]
                 unit = str(m["unit"])
                 recs.append({"benchmark": BENCHMARK, "variant": variant, "model": row["model"],
                              "column": str(m["label"]), "metric": str(m["metric"]), "unit": unit,
                              "direction": "↑" if bool(m["higher_is_better"]) else "↓",
                              "digits": 3 if unit in ("0–1", "fraction") else 2, "mean": row.get(c, np.nan),
-                             "ci_low": hit["ci_low"].iloc[0] if len(hit) else np.nan,
-                             "ci_high": hit["ci_high"].iloc[0] if len(hit) else np.nan})
+                             "ci_low": hit[0] if hit else np.nan, "ci_high": hit[1] if hit else np.nan})
             recs.append({"benchmark": BENCHMARK, "variant": variant, "model": row["model"], "column": OFFICIAL_MEAN,
                          "metric": "", "unit": "mixed", "direction": "↑", "digits": 2,
                          "mean": official_mean(row, [c for c in COLUMNS if c in t.columns], ors_percent),
