@@ -81,3 +81,23 @@ def test_case_csv_drawn_per_benchmark_is_the_whole_table(tmp_path: Path) -> None
     changed = [type(r).from_json(r.to_json()) for r in rows]
     assert mod.case_csv(changed) == case_table(changed).to_csv(index=False)
     assert mod.case_csv([]) == case_table([]).to_csv(index=False)
+
+
+def test_digest_memo_is_written_only_when_something_was_learnt(tmp_path: Path) -> None:
+    memo = tmp_path / "file_digests.json"
+    f = tmp_path / "input.bin"
+    f.write_bytes(b"abc")
+    digests.load_digest_memo(memo)
+    digests.file_digest(f)
+    digests.save_digest_memo(memo)
+    first = memo.stat()
+    digests.load_digest_memo(memo)  # the file this process wrote: nothing to read
+    digests.file_digest(f)          # known: nothing learnt
+    digests.save_digest_memo(memo)
+    assert memo.stat().st_ino == first.st_ino and memo.stat().st_mtime_ns == first.st_mtime_ns
+    f.write_bytes(b"abcd")          # an edit is learnt, and written
+    digests.file_digest(f)
+    digests.save_digest_memo(memo)
+    assert memo.stat().st_ino != first.st_ino
+    doc = __import__("json").loads(memo.read_text())
+    assert hashlib.sha256(b"abcd").hexdigest() in {rec[4] for rec in doc["digests"]}

@@ -45,3 +45,19 @@ def test_score_memo_serves_copies_and_sees_changed_files(tmp_path, caplog):
     c.put("m", "ab" * 32, {"values": {"v": 0.25}, "artifacts": []})
     path.unlink()  # deleted after it was memoised: a miss
     assert c.get("m", "ab" * 32) is None
+
+
+def test_measurement_key_with_the_alignment_serialised_once_is_the_same_key():
+    """The pipeline builds a measurement key from the alignment's text computed once per alignment: the
+    same key as ``cache_key`` of the whole mapping (so no cache written before is lost)."""
+    from worldrecall.core.cache import cache_key
+    from worldrecall.core.data import Alignment, Phase
+    from worldrecall.engine.stages.pipeline import key_with_alignment
+
+    al = Alignment({"V": Phase("V", 0, 9), "R": Phase("R", 20, 29)},
+                   {"n_frames": 30, "warnings": ["w"], "nested": {"b": 1, "a": [1.5, None]}, "path": "x/é"})
+    parts = {"metric": "m", "version": "2", "case": "f" * 64, "params": {"z": 1, "a": {"y": [1, 2]}},
+             "models": {"flow": "dis_flow@1"}, "optional_models": {}, "extra": None}
+    assert key_with_alignment(al, parts) == cache_key({"alignment": al.to_json(), **parts})
+    assert key_with_alignment(al, parts) == cache_key({"alignment": al.to_json(), **parts})  # from the object
+    assert key_with_alignment(Alignment(), {}) == cache_key({"alignment": Alignment().to_json()})

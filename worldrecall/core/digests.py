@@ -30,6 +30,7 @@ def stat_memo(path: Path, kind: str, compute: Callable[[], Any], persist: bool =
     if key not in _FACTS:
         value = compute()
         _FACTS[key] = (value, persist)
+        _LEARNT[0] += persist
     return _FACTS[key][0]
 
 
@@ -55,6 +56,7 @@ def _digest_of(abspath: str, st: os.stat_result) -> str:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
         _DIGESTS[key] = h.hexdigest()
+        _LEARNT[0] += 1
     return _DIGESTS[key]
 
 
@@ -79,6 +81,8 @@ def _tree_files(root: str) -> list[tuple[tuple[str, ...], str, os.stat_result]]:
 def load_digest_memo(path: Path) -> None:
     """Reuse digests (and persisted facts) a previous run computed (valid while path, mtime, size and inode
     are unchanged). The memo is a list of digest records, or ``{"digests": [...], "facts": [...]}``."""
+    if str(path) in _SYNCED and _SYNCED[str(path)][0] == _state(path):
+        return  # this process read or wrote that very file: all of it is in memory
     try:
         doc = json.loads(Path(path).read_text())
         records, facts = (doc, []) if isinstance(doc, list) else (doc.get("digests") or [], doc.get("facts") or [])
@@ -88,8 +92,25 @@ def load_digest_memo(path: Path) -> None:
             _FACTS.setdefault((str(rec[0]), str(rec[1]), int(rec[2]), int(rec[3]), int(rec[4])), (rec[5], True))
     except (FileNotFoundError, ValueError, TypeError, IndexError, AttributeError):
         pass
+    _SYNCED[str(path)] = (_state(path), -1)  # merged; what this process knew before is not in the file yet
 
 
 def save_digest_memo(path: Path) -> None:
+    """Write the memo (skipped when nothing was learnt since this process last read or wrote that file)."""
+    if _SYNCED.get(str(path)) == (_state(path), _LEARNT[0]):
+        return
     facts = [[*k, v] for k, (v, persist) in _FACTS.items() if persist]
     atomic_write_text(path, json.dumps({"digests": [[*k, v] for k, v in _DIGESTS.items()], "facts": facts}))
+    _SYNCED[str(path)] = (_state(path), _LEARNT[0])
+
+
+_SYNCED: dict[str, tuple[Any, int]] = {}  # memo file -> (its state, _LEARNT) when last read or written
+_LEARNT = [0]  # digests and persisted facts computed by this process (not read from a memo file)
+
+
+def _state(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)

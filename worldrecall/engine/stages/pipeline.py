@@ -7,6 +7,7 @@ state: its caches, hubs and counters are attributes, so a forked worker carries 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -257,9 +258,8 @@ class CasePipeline:
 
     def keys(self, metric: Metric, case: Case, alignment: Alignment) -> tuple[str, str]:
         """(measurement key, score key) of one metric on one aligned case."""
-        key = cache_key({
-            "metric": metric.name, "version": metric.version, "case": case.fingerprint(),
-            "alignment": alignment.to_json(), "params": metric.params,
+        key = key_with_alignment(alignment, {
+            "metric": metric.name, "version": metric.version, "case": case.fingerprint(), "params": metric.params,
             "models": self.hub.identities(metric.models),
             "optional_models": {r: self.hub.selection.get(r) or "" for r in metric.optional_models},
             "extra": metric.cache_params(case, alignment),
@@ -300,6 +300,22 @@ class CasePipeline:
             return new
         memo = self.input_notes.get(metric.name, key)
         return list(memo["warnings"]) if memo else new
+
+
+def key_with_alignment(alignment: Alignment, parts: Mapping[str, Any]) -> str:
+    """``cache_key({"alignment": alignment.to_json(), **parts})``, with the alignment serialised once per
+    alignment object (a case's metrics share it; an OPIS or Scene Memory alignment is kilobytes).
+
+    ``cache_key`` sorts keys and "alignment" sorts before every other part, so the text is the whole
+    mapping's serialisation with the alignment's text first (``tests/test_rescore_memos.py`` checks it)."""
+    assert all(k > "alignment" for k in parts)
+    text = alignment.__dict__.get("_key_json")
+    if text is None:  # an alignment is not changed once aligned
+        text = alignment.__dict__["_key_json"] = json.dumps(alignment.to_json(), sort_keys=True, default=str,
+                                                            separators=(",", ":"))
+    rest = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
+    blob = '{"alignment":' + text + ("," + rest[1:] if parts else "}")
+    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def _num(v: Any) -> float | None:
