@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 from worldrecall.core.atomic import atomic_write_text
 
@@ -42,16 +43,23 @@ class BlobStore:
         self._memo_path = self.root / "digests.json"
         self._memo: dict[str, str] = {}
         self._dirty = False
-        if self._memo_path.exists():
+        state = _state(self._memo_path)
+        known = _MEMOS.get(str(self._memo_path))
+        if known is not None and known[0] == state:  # the file this process last read or wrote
+            self._memo = dict(known[1])
+        elif state is not None:
             try:
                 self._memo = dict(json.loads(self._memo_path.read_text()))
             except (ValueError, TypeError):
                 self._memo = {}  # a damaged memo only costs re-hashing
+            _MEMOS[str(self._memo_path)] = (state, dict(self._memo))
 
     def digest(self, path: Path) -> str:
         """sha256 of the file's bytes (memoised while the file is unchanged)."""
         st = path.stat()
-        key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+        # inode, size and mtime identify the content: an absolute path without resolving links (a realpath is
+        # a stat per path component, for every per-case file of every job)
+        key = f"{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
         d = self._memo.get(key)
         if d is None:
             h = hashlib.sha256()
@@ -93,6 +101,18 @@ class BlobStore:
             self.root.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self._memo_path, json.dumps(self._memo, sort_keys=True))
             self._dirty = False
+            _MEMOS[str(self._memo_path)] = (_state(self._memo_path), dict(self._memo))
+
+
+_MEMOS: dict[str, tuple[Any, dict[str, str]]] = {}  # memo file -> (its state, content) as last read or written
+
+
+def _state(p: Path) -> tuple[int, int, int] | None:
+    try:
+        st = p.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 def write_if_changed(path: Path, text: str) -> Path:

@@ -245,6 +245,10 @@ def file_states(paths: Any) -> list[list[Any]]:
     return out
 
 
+def _frozen(states: list[list[Any]]) -> tuple[tuple[Any, ...], ...]:
+    return tuple(map(tuple, states))
+
+
 class _Fragments:
     """A section's parts memoised in this process: the head (phases and frame strips) per case, and each row's
     values line and figures per row — a re-score job that changed one metric re-draws that metric's parts."""
@@ -252,8 +256,8 @@ class _Fragments:
     def __init__(self, base: str) -> None:
         self.base = base
 
-    def get(self, kind: str, key: dict[str, Any], imgs: _Images, draw: Any) -> Any:
-        k = cache_key({"base": self.base, "kind": kind, **key})
+    def get(self, kind: str, key: tuple[Any, ...], imgs: _Images, draw: Any) -> Any:
+        k = (self.base, kind, key)  # hashable parts: a dict lookup, no serialisation per fragment
         hit = _FRAGMENTS.get(k)
         if hit is None:
             local = _Images()
@@ -266,25 +270,24 @@ class _Fragments:
         return hit[0]
 
 
-_FRAGMENTS: dict[str, tuple[Any, dict[str, str]]] = {}
+_FRAGMENTS: dict[tuple[Any, ...], tuple[Any, dict[str, str]]] = {}
 
 
 def _case(model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, memo: Path, opts: Mapping[str, Any],
           fragments: _Fragments) -> str:
     phases, n = _phases(rows)
     vids = _videos(rows)
-    head_key = {"model": model, "case": cid, "phases": sorted(phases.items()), "n": n, "videos": sorted(vids.items()),
-                "files": file_states(vids.values()), "opts": [opts["frames_per_phase"], opts["thumb_side"]]}
+    head_key = (model, cid, tuple(sorted(phases.items())), n, tuple(sorted(vids.items())),
+                _frozen(file_states(vids.values())), opts["frames_per_phase"], opts["thumb_side"])
     out = [fragments.get("head", head_key, imgs, lambda im: _head(model, cid, phases, n, vids, im, memo, opts))]
     heads = _headline_values(host)
-    lines = [fragments.get("values", {"row": row_digest(r)}, imgs, lambda im, r=r: _value_line(r, host, heads))
+    lines = [fragments.get("values", (row_digest(r),), imgs, lambda im, r=r: _value_line(r, host, heads))
              for r in sorted(rows, key=lambda r: (r.benchmark, r.metric))]
     out.append("<table class=vals><tr><th>metric</th><th>primary</th><th>headline values · other values</th></tr>"
                + "".join(lines) + "</table>")
     arts = []
     for r in sorted(rows, key=lambda r: r.metric):
-        key = {"row": row_digest(r), "files": file_states((r.info or {}).get("artifacts") or []),
-               "side": opts["image_side"]}
+        key = (row_digest(r), _frozen(file_states((r.info or {}).get("artifacts") or [])), opts["image_side"])
         arts += fragments.get("arts", key, imgs, lambda im, r=r: _row_arts(r, im, memo, opts))
     if arts:
         out.append('<div class="arts">' + "".join(arts) + "</div>")

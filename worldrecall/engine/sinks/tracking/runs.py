@@ -154,7 +154,7 @@ def case_index(result: Any, blobs: BlobStore, output_root: Path) -> dict[tuple[s
             digest, blob = blobs.put(p, link=True)
             out.setdefault((r.benchmark, r.model), []).append({
                 "case_id": r.case_id, "metric": r.metric, "file": p.name, "sha256": digest,
-                "bytes": blob.stat().st_size, "blob": os.path.relpath(blob, output_root)})
+                "bytes": p.stat().st_size, "blob": os.path.relpath(blob, output_root)})  # same bytes as the blob
     return out
 
 
