@@ -312,3 +312,30 @@ def test_a_rescore_job_scores_in_this_process_and_a_cold_one_forks(tmp_path, mon
     rescored = run("b", 20.0)
     assert forks == [2], "a re-score job forked workers"
     assert rescored == run("c", 20.0, workers=1, cache="fresh") and rescored != cold
+
+
+def test_table_keys_name_the_content(tmp_path):
+    """Every table gets a content key: the same rows give the same keys whether aggregated or read from
+    the cache (or with the cache off), a change to one benchmark's rows changes the keys of the tables
+    built from them and not the others'."""
+    host = load_plugins(fresh=True, extra=[ThreeMetrics()])
+    names = ["mean", "macro", "toy_count"]
+    cfg = {"suite": {}, "aggregators": names, "benchmarks": {}, "cache_dir": str(tmp_path), "aggregator_params": {}}
+    keys_a: dict[str, str] = {}
+    tables = aggregate_rows(host, _three_metric_rows(), cfg, per_benchmark={}, keys=keys_a)
+    assert set(keys_a) == set(tables)
+    keys_b: dict[str, str] = {}
+    aggregate_rows(host, _three_metric_rows(), cfg, per_benchmark={}, keys=keys_b)  # from the cache
+    keys_c: dict[str, str] = {}
+    aggregate_rows(host, _three_metric_rows(), {**cfg, "cache_dir": None}, per_benchmark={}, keys=keys_c)
+    assert keys_a == keys_b == keys_c
+    changed = [ScoreRow.from_json(r.to_json()) for r in _three_metric_rows()]
+    for r in changed:
+        if r.metric == "bench_b.score" and r.status == "ok":
+            r.values = {**r.values, "v": r.values["v"] + 0.5}
+    keys_d: dict[str, str] = {}
+    aggregate_rows(host, changed, cfg, per_benchmark={"bench_a": ["macro"]}, keys=keys_d)
+    assert keys_d["mean"] != keys_a["mean"] and keys_d["toy_count"] != keys_a["toy_count"]
+    keys_e: dict[str, str] = {}
+    aggregate_rows(host, _three_metric_rows(), cfg, per_benchmark={"bench_a": ["macro"]}, keys=keys_e)
+    assert keys_d["bench_a.macro"] == keys_e["bench_a.macro"]  # bench_a's rows did not change

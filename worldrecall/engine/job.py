@@ -117,7 +117,9 @@ def merge_job(results_dir: Path, cfg: Mapping[str, Any], host: PluginHost, job_d
     """
     digest = rows_digest(results_dir)
     rows = load_rows(results_dir)
-    result = build_result(Path(results_dir), rows, aggregate_rows(host, rows, cfg), cfg, host.plugins.values())
+    keys: dict[str, str] = {}
+    tables = aggregate_rows(host, rows, cfg, keys=keys)
+    result = build_result(Path(results_dir), rows, tables, cfg, host.plugins.values(), table_keys=keys)
     count = cfg["shard"]["count"]
     name = f"merged · {count} shards" if sweep_dir is not None and count > 1 else None
     n_files = len(list(Path(results_dir).glob("rows-shard-*.jsonl")))

@@ -36,13 +36,29 @@ class TablesSink:
         paths = [write_if_changed(tdir / "cases.csv", case_csv(result.rows))]
         for name, df in result.tables.items():
             if hasattr(df, "to_csv"):
-                paths.append(write_if_changed(tdir / f"{name}.csv", df.to_csv(index=False)))
-                paths.append(write_if_changed(tdir / f"{name}.md", pipe_table(df)))
+                csv, md = table_text(df, result.table_keys.get(name))
+                paths.append(write_if_changed(tdir / f"{name}.csv", csv))
+                paths.append(write_if_changed(tdir / f"{name}.md", md))
         paths.append(write_if_changed(tdir / "leaderboard.txt", leaderboard_text(result, ctx.host)))
         meta = result.results_dir / "meta"
         paths.append(json_dump(redact_tree(dict(result.config)), meta / "resolved_config.json"))
         paths.append(json_dump(ctx.host.manifest(), meta / "plugin_manifest.json"))
         return paths
+
+
+_TEXT: dict[str, tuple[str, str]] = {}  # table content key -> (CSV, Markdown), for later jobs of this process
+
+
+def table_text(df: Any, key: str | None) -> tuple[str, str]:
+    """A table as CSV and as a Markdown pipe table, drawn once per content key (``RunResult.table_keys``)."""
+    if key is not None and key in _TEXT:
+        return _TEXT[key]
+    text = (df.to_csv(index=False), pipe_table(df))
+    if key is not None:
+        if len(_TEXT) >= 5000:
+            _TEXT.pop(next(iter(_TEXT)))
+        _TEXT[key] = text
+    return text
 
 
 class TimingSink:

@@ -25,6 +25,7 @@ from worldrecall.engine.sinks.base import SinkContext
 from worldrecall.engine.sinks.blobs import write_if_changed
 from worldrecall.engine.sinks.results_view import tables_of_kind
 from worldrecall.engine.stages.result import RunResult
+from worldrecall.engine.stages.row_digests import row_digest
 
 SCHEMA_ID = "worldrecall.submission/1"
 
@@ -112,7 +113,20 @@ def cases_lines(result: Any) -> str:
     keys = ("benchmark", "model", "case_id", "metric", "status", "reason", "values", "strata", "backend",
             "metric_version", "warnings")
     rows = sorted(result.rows, key=lambda r: r.row_key)
-    return "".join(json.dumps({k: getattr(r, k) for k in keys}, sort_keys=True, default=str) + "\n" for r in rows)
+    out = []
+    for r in rows:  # a row's line is a function of its content: drawn once per content in this process
+        d = row_digest(r)
+        line = _CASE_LINES.get(d)
+        if line is None:
+            line = json.dumps({k: getattr(r, k) for k in keys}, sort_keys=True, default=str) + "\n"
+            if len(_CASE_LINES) >= 200_000:
+                _CASE_LINES.pop(next(iter(_CASE_LINES)))
+            _CASE_LINES[d] = line
+        out.append(line)
+    return "".join(out)
+
+
+_CASE_LINES: dict[str, str] = {}
 
 
 class SubmissionSink:

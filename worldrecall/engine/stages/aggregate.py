@@ -68,8 +68,11 @@ def value_meta(host: PluginHost, rows: Iterable[ScoreRow]) -> dict[str, dict[str
 
 def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any],
                    per_benchmark: Mapping[str, list[str]] | None = None,
-                   cache: AggregateCache | None = None) -> dict[str, Any]:
+                   cache: AggregateCache | None = None, keys: dict[str, str] | None = None) -> dict[str, Any]:
     """Run the global, suite and per-benchmark aggregators; returns every table by name.
+
+    ``keys`` (when given) receives each table's content key: equal keys, equal tables (the key names the
+    rows, aggregator, params and code it came from), so a sink may reuse what it drew from that table.
 
     ``cache`` (default: ``<cache_dir>/aggregates`` of the config) reuses the tables of every group of rows
     an aggregator saw before with the same params and code; an aggregator that declares ``by_benchmark`` is
@@ -90,6 +93,8 @@ def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any
         for name in names:
             for tname, df in groups.run(name, bench).items():
                 tables[tname if tname.startswith(bench) else f"{bench}.{tname}"] = df
+    if keys is not None:
+        keys.update({name: k for name, df in tables.items() if (k := groups.key_of(df))})
     return tables
 
 
@@ -109,6 +114,22 @@ class _Groups:
             self.subsets.setdefault(r.benchmark, []).append(r)
         self._metrics: dict[str, dict[str, list[ScoreRow]]] = {}  # benchmark -> metric -> rows, in row order
         self._digests: dict[Any, str] = {}
+        self._keys: dict[int, tuple[Any, str]] = {}  # id(frame) -> (frame, its content key)
+
+    def key_of(self, df: Any) -> str | None:
+        known = self._keys.get(id(df))
+        return known[1] if known is not None and known[0] is df else None
+
+    def _keyed(self, df: Any, key: str | None) -> Any:
+        if key is not None:
+            self._keys[id(df)] = (df, key)
+        return df
+
+    def _joined(self, frames: list[Any], order: Any) -> Any:
+        """Parts concatenated (and sorted by ``order``); its key names the parts' keys."""
+        parts = [self.key_of(f) for f in frames]
+        key = cache_key({"parts": parts, "order": list(order or [])}) if all(parts) else None
+        return self._keyed(_sorted(_concat(frames), order), key)
 
     def rows_of(self, key: Any) -> list[ScoreRow]:
         if key == "*":
@@ -141,7 +162,7 @@ class _Groups:
         if got is None:
             got = agg.aggregate(self.rows_of(key), p)
             self.cache.put(entry, got)
-        return got
+        return {tname: self._keyed(df, cache_key({"entry": entry, "table": tname})) for tname, df in got.items()}
 
     def one_benchmark(self, name: str, agg: Aggregator, p: dict[str, Any], bench: str) -> dict[str, Any]:
         order = getattr(agg, "by_metric", None)
@@ -152,7 +173,7 @@ class _Groups:
         for m in sorted(per):
             for tname, df in self.cached(name, agg, p, (bench, m)).items():
                 parts.setdefault(tname, []).append(df)
-        return {tname: _sorted(_concat(frames), order.get(tname)) for tname, frames in parts.items()}
+        return {tname: self._joined(frames, order.get(tname)) for tname, frames in parts.items()}
 
     def run(self, name: str, bench: str) -> dict[str, Any]:
         agg = self.host.aggregator(name)
@@ -168,7 +189,7 @@ class _Groups:
         for b in sorted(self.subsets):
             for tname, df in self.one_benchmark(name, agg, p, b).items():
                 parts.setdefault(tname, []).append(df)
-        return {tname: _concat(frames) for tname, frames in parts.items()}
+        return {tname: self._joined(frames, None) for tname, frames in parts.items()}
 
 
 def _grouped(rows: list[ScoreRow]) -> bool:

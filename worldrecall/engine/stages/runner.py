@@ -105,12 +105,13 @@ class Runner:
         for msg in all_null_values(rows, self.host.metrics, [k for p in plans for k in p.absent]):
             log.warning(msg)
         t0 = time.perf_counter()
-        tables = aggregate_rows(self.host, rows, self.cfg, {p.name: p.aggregators for p in plans})
+        keys: dict[str, str] = {}
+        tables = aggregate_rows(self.host, rows, self.cfg, {p.name: p.aggregators for p in plans}, keys=keys)
         self.timing["aggregate"] += time.perf_counter() - t0
         self.timing["total"] = time.perf_counter() - t_start
         backends = {r: self.hub.selection.get(r, "") for p in plans for m in p.metrics.values() for r in m.models}
         return build_result(self.results_dir, rows, tables, self.cfg, self.host.plugins.values(), self.pipeline.totals(),
-                            backends, started_at)
+                            backends, started_at, table_keys=keys)
 
     def build_suite(self) -> None:
         """Build the configured suite (a registered name; config never names a callable)."""
