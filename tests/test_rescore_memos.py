@@ -61,3 +61,26 @@ def test_measurement_key_with_the_alignment_serialised_once_is_the_same_key():
     assert key_with_alignment(al, parts) == cache_key({"alignment": al.to_json(), **parts})
     assert key_with_alignment(al, parts) == cache_key({"alignment": al.to_json(), **parts})  # from the object
     assert key_with_alignment(Alignment(), {}) == cache_key({"alignment": Alignment().to_json()})
+
+
+def test_a_job_runs_with_a_larger_young_generation_and_restores_it(monkeypatch):
+    """``run_plain`` raises the collector's young-generation threshold for the job and restores it after,
+    also when the job raises."""
+    import gc
+
+    import pytest
+
+    from worldrecall.engine import job
+
+    before = gc.get_threshold()
+    seen = []
+    monkeypatch.setattr(job, "_run_plain", lambda *a: seen.append(gc.get_threshold()) or 0)
+    assert job.run_plain({}) == 0 and seen[0][0] == 20_000 and gc.get_threshold() == before
+
+    def boom(*a):
+        raise RuntimeError("x")
+
+    monkeypatch.setattr(job, "_run_plain", boom)
+    with pytest.raises(RuntimeError):
+        job.run_plain({})
+    assert gc.get_threshold() == before
