@@ -339,3 +339,21 @@ def test_table_keys_name_the_content(tmp_path):
     keys_e: dict[str, str] = {}
     aggregate_rows(host, _three_metric_rows(), cfg, per_benchmark={"bench_a": ["macro"]}, keys=keys_e)
     assert keys_d["bench_a.macro"] == keys_e["bench_a.macro"]  # bench_a's rows did not change
+
+
+def test_tables_served_from_the_memo_are_never_shared(tmp_path):
+    """A caller that changes a table it got does not change what the next job is served (the memo hands
+    out copies of its frames, parts it concatenates are new frames)."""
+    host = load_plugins(fresh=True, extra=[ThreeMetrics()])
+    cfg = {"suite": {}, "aggregators": ["mean", "toy_count"], "benchmarks": {}, "cache_dir": str(tmp_path),
+           "aggregator_params": {}}
+    first = aggregate_rows(host, _three_metric_rows(), cfg, per_benchmark={"bench_b": ["mean"]})
+    expected = {n: df.copy() for n, df in first.items()}
+    for _ in range(2):  # the second and third calls are served from the memo
+        got = aggregate_rows(host, _three_metric_rows(), cfg, per_benchmark={"bench_b": ["mean"]})
+        for name, df in got.items():
+            pd.testing.assert_frame_equal(df, expected[name])
+            num = df.select_dtypes("number").columns
+            df.loc[:, num] = -1  # a careless caller
+            if "model" in df:
+                df["model"] = "changed"

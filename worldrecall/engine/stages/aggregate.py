@@ -95,7 +95,8 @@ def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any
                 tables[tname if tname.startswith(bench) else f"{bench}.{tname}"] = df
     if keys is not None:
         keys.update({name: k for name, df in tables.items() if (k := groups.key_of(df))})
-    return tables
+    # a table that is a cached entry's frame as it is: a copy, so no caller shares a frame with the memo
+    return {name: df.copy() if groups.shared(df) else df for name, df in tables.items()}
 
 
 class _Groups:
@@ -115,6 +116,10 @@ class _Groups:
         self._metrics: dict[str, dict[str, list[ScoreRow]]] = {}  # benchmark -> metric -> rows, in row order
         self._digests: dict[Any, str] = {}
         self._keys: dict[int, tuple[Any, str]] = {}  # id(frame) -> (frame, its content key)
+        self._shared: dict[int, list[Any]] = {}  # frames of cached entries, handed out uncopied
+
+    def shared(self, df: Any) -> bool:
+        return any(f is df for f in self._shared.get(id(df), ()))
 
     def key_of(self, df: Any) -> str | None:
         known = self._keys.get(id(df))
@@ -158,10 +163,13 @@ class _Groups:
 
     def cached(self, name: str, agg: Aggregator, p: dict[str, Any], key: Any) -> dict[str, Any]:
         entry = entry_key(agg, name, p, self.digest(key))
-        got = self.cache.get(entry)
+        got = self.cache.get(entry, copy=False)
         if got is None:
             got = agg.aggregate(self.rows_of(key), p)
             self.cache.put(entry, got)
+        else:
+            for df in got.values():
+                self._shared.setdefault(id(df), []).append(df)
         return {tname: self._keyed(df, cache_key({"entry": entry, "table": tname})) for tname, df in got.items()}
 
     def one_benchmark(self, name: str, agg: Aggregator, p: dict[str, Any], bench: str) -> dict[str, Any]:
@@ -216,7 +224,7 @@ def _concat(frames: list[Any]) -> Any:
     """One benchmark-partitioned table: the non-empty parts in order (an empty part adds no dtype)."""
     kept = [f for f in frames if len(f)] or frames[:1]
     if len(kept) == 1:
-        return kept[0].reset_index(drop=True)
+        return kept[0].reset_index(drop=True).copy()  # its own frame, never a cached entry's
     return pd.concat(kept, ignore_index=True)
 
 

@@ -121,14 +121,16 @@ class AggregateCache:
         assert self.root is not None
         return self.root / key[:2] / f"{key}.json"
 
-    def get(self, key: str) -> dict[str, pd.DataFrame] | None:
+    def get(self, key: str, copy: bool = True) -> dict[str, pd.DataFrame] | None:
+        """The entry's tables, or None. ``copy=False``: frames this process may share with later reads (the
+        caller copies what it hands on, e.g. the engine only the tables that leave it unchanged)."""
         if self.root is None:
             return None
         p = self._path(key)
         known = _MEMO.get(str(p))
         if known is not None and known[0] == _state(p):  # read or written by this process, file unchanged since
             self.hits += 1
-            return {name: df.copy() for name, df in known[1].items()}  # copies: no caller shares a frame
+            return {name: df.copy() for name, df in known[1].items()} if copy else dict(known[1])
         try:
             doc = json.loads(p.read_text())
             body = json.dumps(doc["tables"], sort_keys=True, allow_nan=True)
@@ -142,7 +144,7 @@ class AggregateCache:
             return None
         self.hits += 1
         _remember(p, out)
-        return {name: df.copy() for name, df in out.items()}
+        return {name: df.copy() for name, df in out.items()} if copy else dict(out)
 
     def put(self, key: str, tables: Mapping[str, Any]) -> None:
         """Store ``tables`` when every one reads back identical; otherwise store nothing."""
