@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
@@ -65,6 +66,8 @@ class CasePipeline:
         # NaN), per measurement key: a cached measurement brings its notes back onto the rows
         self.input_notes = ScoreCache(cache_root / "input_notes")
         self.artifacts_dir = cache_root / "artifacts"
+        # (aligner, alignment key) -> the alignment, for this job (a pipeline lives for one job)
+        self._aligned: dict[tuple[str, str], Alignment] = {}
         self.write_artifacts, self.device, self.batch_size = artifacts, device, batch_size
         self.counters = Counters()
         self.merged = Counters()  # what forked workers reported
@@ -162,9 +165,13 @@ class CasePipeline:
             aligner = self.host.aligner(name)
             merged = {**aligner.defaults, **params}
             key = cache_key({"aligner": name, "case": case.fingerprint(), "params": merged})
+            known = self._aligned.get((name, key))
+            if known is not None:  # aligned (or read) earlier in this job: the same object, its keys with it
+                return known
             memo = self.alignments.get(name, key)
             if memo is not None:  # only alignments that passed the checks below are memoised
-                return Alignment.from_json(memo)
+                self._aligned[(name, key)] = Alignment.from_json(memo)
+                return self._aligned[(name, key)]
             if memo_only:
                 return None
             n = case.video.num_frames if case.video is not None else None
@@ -257,7 +264,12 @@ class CasePipeline:
         return True
 
     def keys(self, metric: Metric, case: Case, alignment: Alignment) -> tuple[str, str]:
-        """(measurement key, score key) of one metric on one aligned case."""
+        """(measurement key, score key) of one metric on one aligned case (once per job: the memo pass, the
+        scores-only check and the scoring itself all ask)."""
+        per = alignment.__dict__.setdefault("_metric_keys", {})
+        known = per.get((metric.name, id(case)))
+        if known is not None and known[0] is case:
+            return known[1]
         key = key_with_alignment(alignment, {
             "metric": metric.name, "version": metric.version, "case": case.fingerprint(), "params": metric.params,
             "models": self.hub.identities(metric.models),
@@ -266,6 +278,7 @@ class CasePipeline:
         })
         score_key = cache_key({"measurement": key, "version": metric.version, "thresholds": metric.thresholds,
                                "artifacts": self.write_artifacts})
+        per[(metric.name, id(case))] = (case, (key, score_key))
         return key, score_key
 
     def measured(self, plan: BenchmarkPlan, item: Case | CaseError, is_final: IsFinal) -> bool:
@@ -283,7 +296,7 @@ class CasePipeline:
                     return False
                 if isinstance(alignment, CaseFailure):
                     continue
-                if not self.measurements.path_for(metric.name, self.keys(metric, item, alignment)[0]).is_file():
+                if not os.path.isfile(self.measurements.path_for(metric.name, self.keys(metric, item, alignment)[0])):
                     return False
         except Exception:  # noqa: BLE001 - anything odd: let a worker find out (and say) what it is
             return False
