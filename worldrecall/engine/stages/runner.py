@@ -90,8 +90,9 @@ class Runner:
         try:
             jobs = [self.prepare(plan, store, items[plan.name]) for plan in plans]
             # when every row left needs a score only (a sweep's re-score job), this process scores them: forking
-            # workers costs more than the scoring. Decided for the whole job, so no worker is forked after this
-            # process ran a metric's score
+            # workers costs more than the scoring. Decided for the whole job, so no worker of this job is forked
+            # after this process ran a metric's score; scoring here runs as a worker would (one thread for torch,
+            # OpenCV and OpenMP: the same numbers, and no library thread pool alive at a later job's fork)
             here = all(j.scores_only for j in jobs)
             for job in jobs:
                 self.execute(job, here)
