@@ -9,6 +9,7 @@ Every call goes through :func:`_retry`, so parallel sweep jobs sharing one SQLit
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import random
@@ -499,5 +500,6 @@ def venv_tool(name: str) -> str:
         return str(tool)
 
 
+@functools.lru_cache(maxsize=65536)  # the same few hundred keys in every job of a sweep
 def _metric_key(k: str) -> str:
     return "".join(c if c.isalnum() or c in "_-. /:" else "_" for c in k)[:250]
