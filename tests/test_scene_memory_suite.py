@@ -164,14 +164,18 @@ class _FakeTexture:
 class _Hub(ModelHub):
     def __init__(self, texture=True):
         super().__init__({}, {})
+        from worldrecall.plugins.models import sift_matches
         from worldrecall.plugins.models.color_histogram import build
 
         self.emb = build({})
+        self.sift = sift_matches.build({})
         self.texture = texture
 
     def get(self, role):
         if role == "revisit_embedder":
             return self.emb
+        if role == "local_features":
+            return self.sift
         if role == "texture" and self.texture:
             return _FakeTexture()
         raise BackendUnavailable(f"no backend for {role}")
@@ -336,3 +340,33 @@ def test_closure_and_rendering_taus_rescore_from_the_measurement(tmp_path):
     want = (math.exp(-p0["lightness_delta"] / 6) + math.exp(-p0["chroma_delta"] / 8)
             + math.exp(-p0["gram_distance"] / 1.0)) / 3
     assert one["recovery"] == pytest.approx(want)
+
+
+def test_closure_takes_the_best_400_matches_of_its_backend():
+    from worldrecall.plugins.scene_memory.closure import MAX_MATCHES, best_matches
+
+    pa = np.arange(1000, dtype=np.float32).reshape(500, 2)
+    a, b = best_matches(pa, pa + 1)
+    assert MAX_MATCHES == 400 and a.shape == (400, 2) and a.dtype == np.float64
+    assert a[-1].tolist() == [798.0, 799.0] and b[0].tolist() == [1.0, 2.0]  # the first 400, in order
+    assert best_matches(np.zeros((0, 2)), np.zeros((0, 2)))[0].shape == (0, 2)
+    with pytest.raises(ValueError, match="returned 3 and 2 points"):
+        best_matches(np.zeros((3, 2)), np.zeros((2, 2)))
+
+
+def test_closure_asks_the_local_features_role(tmp_path):
+    # the metric declares the role (its backend's identity keys the measurement) and measures through it
+    assert MemoryGeometricClosure.models == ("local_features",)
+    case, al = _case(tmp_path, "dolly")
+
+    class _NoMatches(_Hub):
+        def get(self, role):
+            if role == "local_features":
+                class _M:
+                    def match(self, pairs, *, case=None, indices=None):
+                        return [(np.zeros((0, 2)), np.zeros((0, 2))) for _ in pairs]
+                return _M()
+            return super().get(role)
+
+    _, meas, c = _run(MemoryGeometricClosure, case, al, hub=_NoMatches())
+    assert [p["n_matches"] for p in meas["pairs"]] == [0] * 9 and c["closure"] is None and c["n_scored"] == 0.0

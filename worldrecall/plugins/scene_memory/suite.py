@@ -6,7 +6,8 @@ rollout — and decode only the paired frames:
 
 * ``memory_return_gate``: 0/1 diagnostic (never averaged into memory scores);
 * ``memory_revisit_fidelity``: per pair w_sem·clamp((cos + 1)/2) + w_ssim·SSIM, frame B resized to A;
-* ``memory_geometric_closure``: SIFT matches against the epipolar geometry of the estimated poses;
+* ``memory_geometric_closure``: SIFT matches (role ``local_features``) against the epipolar geometry of
+  the estimated poses;
 * ``memory_rendering_recovery``: CIELAB lightness / chroma deltas and a texture (Gram) distance;
 * ``memory_half_life``: the exponential decay of revisit fidelity against the time gap.
 
@@ -197,9 +198,11 @@ class MemoryGeometricClosure(_SuiteMetric):
     """``memory_geometric_closure``: do revisited frames obey the geometry their estimated poses imply."""
 
     name = "scene_memory.memory_geometric_closure"
-    description = ("SIFT matches of each revisit pair against the epipolar geometry of the estimated poses: "
+    description = ("SIFT matches (role local_features) of each revisit pair against the epipolar geometry of "
+                   "the estimated poses: "
                    "exp(−median epipolar error / 4 px), averaged with exp(−reprojection / 8 px) with a baseline")
     primary = "closure"
+    models = ("local_features",)
     values: ClassVar[dict[str, Value]] = {
         "closure": Value(higher_is_better=True, range=(0.0, 1.0), description="mean pair score over pairs with enough matches"),
         "epipolar_error_px": Value(higher_is_better=False, range=None, unit="px", description="mean pair median epipolar error"),
@@ -219,10 +222,11 @@ class MemoryGeometricClosure(_SuiteMetric):
         out["release_readable"] = not is_native_layout(sc.source) and read_release_intrinsics(sc.source) is not None
         K, P = sc.intrinsics, sc.poses_c2w
         a, b = pair_frames(case, pairs)
-        for p, x, y in zip(pairs, a, b):
+        matches = ctx.models.get("local_features").match(list(zip(a, b)), case=case)
+        for p, m in zip(pairs, matches):
             i, j = int(p["first_row"]), int(p["revisit_row"])
             Ki, Kj = K[min(i, len(K) - 1)], K[min(j, len(K) - 1)]
-            out["pairs"].append({**p, **measure_pair(x, y, P[i], P[j], Ki, Kj)})
+            out["pairs"].append({**p, **measure_pair(m, P[i], P[j], Ki, Kj)})
         return out
 
     def score(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> dict[str, float | None]:
