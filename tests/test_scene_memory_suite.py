@@ -370,3 +370,33 @@ def test_closure_asks_the_local_features_role(tmp_path):
 
     _, meas, c = _run(MemoryGeometricClosure, case, al, hub=_NoMatches())
     assert [p["n_matches"] for p in meas["pairs"]] == [0] * 9 and c["closure"] is None and c["n_scored"] == 0.0
+
+
+def _plain_ssim_rgb(a, b):
+    import cv2
+
+    vals = []
+    for c in range(3):
+        x, y = a[:, :, c].astype(np.float32), b[:, :, c].astype(np.float32)
+        c1, c2 = (0.01 * 255.0) ** 2, (0.03 * 255.0) ** 2
+        blur = lambda z: cv2.GaussianBlur(z, (11, 11), 1.5)  # noqa: E731
+        mx, my = blur(x), blur(y)
+        mx2, my2, mxy = mx * mx, my * my, mx * my
+        sx2, sy2, sxy = blur(x * x) - mx2, blur(y * y) - my2, blur(x * y) - mxy
+        num, den = (2 * mxy + c1) * (2 * sxy + c2), (mx2 + my2 + c1) * (sx2 + sy2 + c2)
+        vals.append(float(np.mean(num / np.maximum(den, 1e-12))))
+    v = float(np.mean(vals))
+    return 0.0 if not np.isfinite(v) else min(max(v, 0.0), 1.0)
+
+
+def test_ssim_rgb_equals_the_plain_expression_bit_for_bit():
+    # constant 100 vs 110 per channel: σ = 0 -> (2·100·110 + C1) / (100² + 110² + C1), C1 = 6.5025
+    x, y = np.full((16, 16, 3), 100, np.uint8), np.full((16, 16, 3), 110, np.uint8)
+    assert ssim_rgb(x, y) == pytest.approx(22006.5025 / 22106.5025, abs=1e-6)
+    rng = np.random.default_rng(2)
+    for h, w in ((96, 128), (17, 23), (61, 90)):
+        for _ in range(4):
+            a = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+            for b in (rng.integers(0, 256, (h, w, 3), dtype=np.uint8),
+                      np.clip(a.astype(int) + rng.integers(-5, 6, a.shape), 0, 255).astype(np.uint8)):
+                assert ssim_rgb(a, b) == _plain_ssim_rgb(a, b)
