@@ -400,3 +400,30 @@ def test_ssim_rgb_equals_the_plain_expression_bit_for_bit():
             for b in (rng.integers(0, 256, (h, w, 3), dtype=np.uint8),
                       np.clip(a.astype(int) + rng.integers(-5, 6, a.shape), 0, 255).astype(np.uint8)):
                 assert ssim_rgb(a, b) == _plain_ssim_rgb(a, b)
+
+
+def test_half_life_reuses_revisit_fidelitys_pair_facts_of_the_same_case(tmp_path):
+    # both measure the same pairs with the same embedder: one embedding pass, the same pair facts as a
+    # fresh measurement; another embedder (a new hub) or another case measures again
+    fr = _textured_frames(33)
+    fr = np.stack([np.clip(f.astype(int) + 3 * i, 0, 255).astype(np.uint8) for i, f in enumerate(fr)])
+    case, al = _case(tmp_path, "dolly", fr)
+
+    class _Counting(_Hub):
+        def __init__(self):
+            super().__init__()
+            self.calls, inner = [], self.emb
+
+            class _E:
+                def embed(_, frames, *, case=None, indices=None):
+                    self.calls.append(len(frames))
+                    return inner.embed(frames, case=case)
+            self.emb = _E()
+
+    hub = _Counting()
+    _, fid, _ = _run(MemoryRevisitFidelity, case, al, hub=hub)
+    _, half, _ = _run(MemoryHalfLife, case, al, hub=hub)
+    assert hub.calls == [18] and half["pairs"] == fid["pairs"] and len(fid["pairs"]) == 9
+    fresh = _Counting()
+    _, again, _ = _run(MemoryHalfLife, case, al, hub=fresh)
+    assert fresh.calls == [18] and again["pairs"] == fid["pairs"]
