@@ -264,3 +264,37 @@ def test_gt_revisit_sim():
     assert v["score"] == pytest.approx(0.6) and v["pct"] == 60.0   # clipped 0.8, 1.0, 0.0
 
 
+
+
+def _plain_psnr(a, b):
+    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
+    return 99.0 if mse < 1e-10 else float(10 * np.log10(255.0 ** 2 / mse))
+
+
+def _plain_ssim(a, b):
+    import cv2
+
+    x = cv2.cvtColor(a, cv2.COLOR_RGB2GRAY).astype(np.float32)
+    y = cv2.cvtColor(b, cv2.COLOR_RGB2GRAY).astype(np.float32)
+    c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
+    blur = lambda z: cv2.GaussianBlur(z, (11, 11), 1.5)  # noqa: E731
+    mx, my = blur(x), blur(y)
+    mx2, my2, mxy = mx * mx, my * my, mx * my
+    sx2, sy2, sxy = blur(x * x) - mx2, blur(y * y) - my2, blur(x * y) - mxy
+    return float((((2 * mxy + c1) * (2 * sxy + c2)) / ((mx2 + my2 + c1) * (sx2 + sy2 + c2) + 1e-8)).mean())
+
+
+def test_psnr_and_ssim_equal_the_plain_float_expressions_bit_for_bit():
+    # psnr sums integer squared differences; ssim computes in place: both must give the plain formulas'
+    # exact floats (random, textured and near-identical frames, odd sizes)
+    rng = np.random.default_rng(5)
+    for h, w in ((240, 320), (17, 23), (97, 131), (1, 1)):
+        for _ in range(4):
+            a = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+            for b in (rng.integers(0, 256, (h, w, 3), dtype=np.uint8),
+                      np.clip(a.astype(int) + rng.integers(-3, 4, a.shape), 0, 255).astype(np.uint8), a.copy()):
+                assert psnr(a, b) == _plain_psnr(a, b)
+                assert ssim(a, b) == _plain_ssim(a, b)
+    # other dtypes / shapes keep the float64 path
+    f = rng.random((4, 4, 3)) * 255
+    assert psnr(f, f + 1.0) == _plain_psnr(f, f + 1.0) == pytest.approx(10 * math.log10(255 ** 2))

@@ -178,3 +178,58 @@ def test_color_patch_tokens_are_positional_like_dinov2():
 def test_classical_backends_have_no_weights():
     for n in ("dis_flow", "sift_pose", "color_histogram", "color_patch_embedder"):
         assert SPECS[n].kind == "classical" and SPECS[n].weights == []
+
+
+# --- SIFT local features (geometric closure's matches) ---------------------------------------------------
+def _released_sift_matches(a: np.ndarray, b: np.ndarray, ratio: float = 0.75) -> tuple[np.ndarray, np.ndarray]:
+    """The closure's matching as it was written before it became a role: a straightforward reference."""
+    sift = cv2.SIFT_create()
+    ka, da = sift.detectAndCompute(cv2.cvtColor(a, cv2.COLOR_RGB2GRAY), None)
+    kb, db = sift.detectAndCompute(cv2.cvtColor(b, cv2.COLOR_RGB2GRAY), None)
+    if da is None or db is None or len(ka) < 2 or len(kb) < 2:
+        return np.zeros((0, 2)), np.zeros((0, 2))
+    kept = sorted(((m.distance, m.queryIdx, m.trainIdx) for m, n in
+                   (p for p in cv2.BFMatcher(cv2.NORM_L2).knnMatch(da, db, k=2) if len(p) == 2)
+                   if m.distance < ratio * n.distance), key=lambda x: x[0])
+    return (np.array([ka[q].pt for _, q, _ in kept], np.float64).reshape(-1, 2),
+            np.array([kb[t].pt for _, _, t in kept], np.float64).reshape(-1, 2))
+
+
+def test_sift_backend_reproduces_the_released_matching_exactly():
+    # several pairs through one backend object: the same points, in the same order, bit for bit
+    rng = np.random.default_rng(3)
+    pairs = []
+    for seed in range(4):
+        a = textured_image(120, 160, seed=seed)
+        dy, dx = (int(v) for v in rng.integers(-6, 7, 2))
+        pairs.append((a, np.roll(a, (dy, dx), axis=(0, 1))))
+    pairs.append((textured_image(120, 160, seed=7), textured_image(120, 160, seed=8)))
+    out = make("sift").match(pairs)
+    assert len(out) == len(pairs)
+    for (a, b), (pa, pb) in zip(pairs, out):
+        ra, rb = _released_sift_matches(a, b)
+        assert pa.dtype == np.float64 and np.array_equal(pa, ra) and np.array_equal(pb, rb)
+
+
+def test_sift_backend_on_a_known_shift_and_on_flat_frames():
+    # frame B is frame A moved 5 px right and 3 px down: matched points differ by (5, 3) px
+    a = textured_image(160, 200, seed=1)
+    b = np.zeros_like(a)
+    b[3:, 5:] = a[:-3, :-5]
+    ((pa, pb),) = make("sift").match([(a, b)])
+    assert len(pa) >= 12
+    inner = (pa[:, 0] > 16) & (pa[:, 1] > 16) & (pa[:, 0] < 180) & (pa[:, 1] < 140)  # away from the cut border
+    assert np.median(np.abs(pb[inner] - pa[inner] - [5.0, 3.0])) < 0.05
+    # a flat frame has no keypoints: no matches, shape [0, 2] each
+    flat = np.full((64, 64, 3), 128, np.uint8)
+    ((fa, fb),) = make("sift").match([(flat, a[:64, :64])])
+    assert fa.shape == (0, 2) and fb.shape == (0, 2)
+
+
+def test_sift_backend_rejects_bad_input():
+    with pytest.raises(ValueError, match="expected an RGB"):
+        make("sift").match([(np.zeros((8, 8), np.uint8), np.zeros((8, 8, 3), np.uint8))])
+    with pytest.raises(ValueError, match="ratio must be in"):
+        make("sift", ratio=1.5)
+    with pytest.raises(ValueError, match="unknown option"):
+        make("sift", nfeatures=10)

@@ -28,6 +28,8 @@ EXPECTED = {  # the backends issue 4 asks for, with their roles and kinds
     # the memory_loop suite (issue 21): revisit fidelity's DINOv2 CLS, rendering recovery's VGG19 Gram
     "dinov2_base_cls": ("revisit_embedder", "reference"), "color_histogram_revisit": ("revisit_embedder", "classical"),
     "vgg19_gram": ("texture", "reference"), "gradient_gram": ("texture", "classical"),
+    # geometric closure's matches (issue 19): the released SIFT as a perception role
+    "sift": ("local_features", "classical"),
 }
 
 

@@ -357,3 +357,30 @@ def test_window_with_null_frame_index_is_accepted():
     inv = parse_reference_scene(_scene())
     _, back = measurement_to_case(case_to_measurement(inv, windows))
     assert back[0].frame_index is None and back[1].timestamp is None
+
+
+def test_score_then_artifacts_build_the_rows_once_and_match_a_fresh_build(tmp_path, monkeypatch):
+    # the metric writes a case's artifacts right after scoring the same measurement: one row build serves
+    # both, and gives what a fresh build of each gives (score_case / row_table straight from the records)
+    from worldrecall.plugins.opis import score as score_mod
+    from worldrecall.plugins.opis.metric import OpisMetric, flat_numbers
+
+    inv, windows = _full_case()
+    m = case_to_measurement(inv, windows)
+    metric = OpisMetric()
+    builds = []
+    real = score_mod.case_rows
+    monkeypatch.setattr(score_mod, "case_rows", lambda *a, **k: builds.append(1) or real(*a, **k))
+    values = metric.score(m, metric.thresholds)
+    (path,) = metric.artifacts(m, metric.thresholds, tmp_path / "a")
+    assert len(builds) == 1
+    fresh = score_case(inv, windows, dict(metric.thresholds))
+    assert values == {k: (None if v is None else float(v)) for k, v in flat_numbers(fresh).items()}
+    (fresh_path,) = OpisMetric().artifacts(m, metric.thresholds, tmp_path / "b")  # no score before: a fresh build
+    assert path.read_bytes() == fresh_path.read_bytes()
+    assert path.read_text().count("\n") == 1 + len(row_table(inv, windows, dict(metric.thresholds)))
+    assert len(builds) == 4  # + fresh score_case, artifacts and row_table
+    # other thresholds, or another measurement object: built again
+    metric.score(m, {**metric.thresholds, "official_parity": True})
+    metric.score(dict(m), metric.thresholds)
+    assert len(builds) == 6

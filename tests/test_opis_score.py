@@ -972,3 +972,41 @@ def test_composite_missing_identity_and_presence_f1_fallback():
     assert c["opis_geometric"] == pytest.approx(100 * 0.25 ** 0.2)   # PI-only weights (0.2, 0.8)
     c = composite_scores(None, 1.0, None, PARITY)
     assert c["opis_geometric"] == 0.0
+
+
+def _reference_hull_area(points: np.ndarray) -> float:
+    """Monotone chain on numpy scalars, as first written: the reference the fast version must equal."""
+    pts = np.unique(np.asarray(points, dtype=np.float64).reshape(-1, 2), axis=0)
+    if len(pts) < 3:
+        return 0.0
+
+    def cross(o, a, b):
+        return float((a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0]))
+
+    lower, upper = [], []
+    for p in pts:
+        while len(lower) >= 2 and cross(lower[-2], lower[-1], p) <= 0:
+            lower.pop()
+        lower.append(p)
+    for p in pts[::-1]:
+        while len(upper) >= 2 and cross(upper[-2], upper[-1], p) <= 0:
+            upper.pop()
+        upper.append(p)
+    hull = np.array(lower[:-1] + upper[:-1])
+    if len(hull) < 3:
+        return 0.0
+    x, y = hull[:, 0], hull[:, 1]
+    return float(abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))) / 2.0)
+
+
+def test_convex_hull_area_equals_the_reference_chain_bit_for_bit():
+    # triangle (0,0) (4,0) (0,3) with interior, edge and repeated points: 4·3/2 = 6
+    tri = np.array([[0, 0], [4, 0], [0, 3], [1, 1], [2, 0], [0, 3], [2, 1.5]])
+    assert convex_hull_area(tri) == 6.0
+    rng = np.random.default_rng(0)
+    for n in (3, 4, 10, 57, 300):
+        for _ in range(20):
+            cloud = rng.normal(0, 50, (n, 2)) * rng.uniform(0.01, 3, 2) + rng.uniform(-500, 500, 2)
+            grid = rng.integers(0, 6, (n, 2)).astype(np.float64)  # duplicates and collinear runs
+            for pts in (cloud, grid, np.r_[cloud, cloud[:3]]):
+                assert convex_hull_area(pts) == _reference_hull_area(pts)

@@ -164,14 +164,18 @@ class _FakeTexture:
 class _Hub(ModelHub):
     def __init__(self, texture=True):
         super().__init__({}, {})
+        from worldrecall.plugins.models import sift_matches
         from worldrecall.plugins.models.color_histogram import build
 
         self.emb = build({})
+        self.sift = sift_matches.build({})
         self.texture = texture
 
     def get(self, role):
         if role == "revisit_embedder":
             return self.emb
+        if role == "local_features":
+            return self.sift
         if role == "texture" and self.texture:
             return _FakeTexture()
         raise BackendUnavailable(f"no backend for {role}")
@@ -336,3 +340,90 @@ def test_closure_and_rendering_taus_rescore_from_the_measurement(tmp_path):
     want = (math.exp(-p0["lightness_delta"] / 6) + math.exp(-p0["chroma_delta"] / 8)
             + math.exp(-p0["gram_distance"] / 1.0)) / 3
     assert one["recovery"] == pytest.approx(want)
+
+
+def test_closure_takes_the_best_400_matches_of_its_backend():
+    from worldrecall.plugins.scene_memory.closure import MAX_MATCHES, best_matches
+
+    pa = np.arange(1000, dtype=np.float32).reshape(500, 2)
+    a, b = best_matches(pa, pa + 1)
+    assert MAX_MATCHES == 400 and a.shape == (400, 2) and a.dtype == np.float64
+    assert a[-1].tolist() == [798.0, 799.0] and b[0].tolist() == [1.0, 2.0]  # the first 400, in order
+    assert best_matches(np.zeros((0, 2)), np.zeros((0, 2)))[0].shape == (0, 2)
+    with pytest.raises(ValueError, match="returned 3 and 2 points"):
+        best_matches(np.zeros((3, 2)), np.zeros((2, 2)))
+
+
+def test_closure_asks_the_local_features_role(tmp_path):
+    # the metric declares the role (its backend's identity keys the measurement) and measures through it
+    assert MemoryGeometricClosure.models == ("local_features",)
+    case, al = _case(tmp_path, "dolly")
+
+    class _NoMatches(_Hub):
+        def get(self, role):
+            if role == "local_features":
+                class _M:
+                    def match(self, pairs, *, case=None, indices=None):
+                        return [(np.zeros((0, 2)), np.zeros((0, 2))) for _ in pairs]
+                return _M()
+            return super().get(role)
+
+    _, meas, c = _run(MemoryGeometricClosure, case, al, hub=_NoMatches())
+    assert [p["n_matches"] for p in meas["pairs"]] == [0] * 9 and c["closure"] is None and c["n_scored"] == 0.0
+
+
+def _plain_ssim_rgb(a, b):
+    import cv2
+
+    vals = []
+    for c in range(3):
+        x, y = a[:, :, c].astype(np.float32), b[:, :, c].astype(np.float32)
+        c1, c2 = (0.01 * 255.0) ** 2, (0.03 * 255.0) ** 2
+        blur = lambda z: cv2.GaussianBlur(z, (11, 11), 1.5)  # noqa: E731
+        mx, my = blur(x), blur(y)
+        mx2, my2, mxy = mx * mx, my * my, mx * my
+        sx2, sy2, sxy = blur(x * x) - mx2, blur(y * y) - my2, blur(x * y) - mxy
+        num, den = (2 * mxy + c1) * (2 * sxy + c2), (mx2 + my2 + c1) * (sx2 + sy2 + c2)
+        vals.append(float(np.mean(num / np.maximum(den, 1e-12))))
+    v = float(np.mean(vals))
+    return 0.0 if not np.isfinite(v) else min(max(v, 0.0), 1.0)
+
+
+def test_ssim_rgb_equals_the_plain_expression_bit_for_bit():
+    # constant 100 vs 110 per channel: σ = 0 -> (2·100·110 + C1) / (100² + 110² + C1), C1 = 6.5025
+    x, y = np.full((16, 16, 3), 100, np.uint8), np.full((16, 16, 3), 110, np.uint8)
+    assert ssim_rgb(x, y) == pytest.approx(22006.5025 / 22106.5025, abs=1e-6)
+    rng = np.random.default_rng(2)
+    for h, w in ((96, 128), (17, 23), (61, 90)):
+        for _ in range(4):
+            a = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+            for b in (rng.integers(0, 256, (h, w, 3), dtype=np.uint8),
+                      np.clip(a.astype(int) + rng.integers(-5, 6, a.shape), 0, 255).astype(np.uint8)):
+                assert ssim_rgb(a, b) == _plain_ssim_rgb(a, b)
+
+
+def test_half_life_reuses_revisit_fidelitys_pair_facts_of_the_same_case(tmp_path):
+    # both measure the same pairs with the same embedder: one embedding pass, the same pair facts as a
+    # fresh measurement; another embedder (a new hub) or another case measures again
+    fr = _textured_frames(33)
+    fr = np.stack([np.clip(f.astype(int) + 3 * i, 0, 255).astype(np.uint8) for i, f in enumerate(fr)])
+    case, al = _case(tmp_path, "dolly", fr)
+
+    class _Counting(_Hub):
+        def __init__(self):
+            super().__init__()
+            self.calls, inner = [], self.emb
+
+            class _E:
+                def embed(_, frames, *, case=None, indices=None):
+                    self.calls.append(len(frames))
+                    return inner.embed(frames, case=case)
+            self.emb = _E()
+
+    hub = _Counting()
+    _, fid, _ = _run(MemoryRevisitFidelity, case, al, hub=hub)
+    _, half, _ = _run(MemoryHalfLife, case, al, hub=hub)
+    assert hub.calls == [18] and half["pairs"] == fid["pairs"] and len(fid["pairs"]) == 9
+    fresh = _Counting()
+    _, again, _ = _run(MemoryHalfLife, case, al, hub=fresh)
+    assert fresh.calls == [18] and again["pairs"] == fid["pairs"]

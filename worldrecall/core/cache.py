@@ -98,8 +98,9 @@ class MeasurementCache:
         payload = dict(arrays)
         payload[_META] = np.frombuffer(meta_bytes, dtype=np.uint8)
         payload[_DIGEST] = np.frombuffer(_digest(arrays, meta_bytes).encode(), dtype=np.uint8)
-        # atomic publish: readers see the old entry or the whole new one
-        atomic_write(self.path_for(metric, key), lambda f: np.savez(f, **payload), fsync=True)
+        # atomic publish: readers see the old entry or the whole new one. No fsync: an entry that a power
+        # loss leaves empty or torn fails its digest on load and is recomputed, so syncing buys nothing
+        atomic_write(self.path_for(metric, key), lambda f: np.savez(f, **payload))
 
     def get_or_compute(self, metric: str, key: str, compute: Callable[[], Mapping[str, Any]]) -> tuple[dict[str, Any], bool]:
         """Return (measurement, hit). Round-trips fresh results through the same encoding as cached ones."""

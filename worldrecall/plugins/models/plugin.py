@@ -32,6 +32,7 @@ from worldrecall.plugins.models import (
     raft,
     sam3,
     sidecar,
+    sift_matches,
     sift_pose,
     superpoint_lightglue,
     texture_gram,
@@ -86,6 +87,9 @@ def roles() -> list[Role]:
              "gradient_gram", "vgg19_gram"),
         role("revisit_embedder", "global image embedding per frame for revisit fidelity (memory_loop: DINOv2 CLS)",
              "color_histogram_revisit", "dinov2_base_cls"),
+        # the release runs SIFT itself, so the weight-free backend is the default of both sets
+        role("local_features", "matched keypoints of two frames, best first (memory_loop closure: SIFT, ratio 0.75)",
+             "sift", "sift"),
     ]
 
 
@@ -132,6 +136,9 @@ def specs() -> list[ModelSpec]:
                "OpenCV DIS optical flow (preset medium) on grey frames", requires=("cv2",)),
         _local("sift_pose", "pose", "classical", sift_pose.build, sift_pose.DEFAULTS,
                "SIFT + ratio test -> rotation homography / essential matrix -> chained rotations",
+               requires=("cv2",)),
+        _local("sift", "local_features", "classical", sift_matches.build, sift_matches.DEFAULTS,
+               "OpenCV SIFT on grey frames, brute-force L2 2-NN, Lowe ratio 0.75, sorted by distance",
                requires=("cv2",)),
         _local("color_histogram", "image_embedder", "classical", color_histogram.build, color_histogram.DEFAULTS,
                "per-channel 8-bin RGB histograms, L2-normalised"),

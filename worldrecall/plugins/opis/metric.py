@@ -176,6 +176,7 @@ class OpisMetric(Metric):
                                                  description="OPIS diagnostic (not ranked)")
     models: ClassVar[tuple[str, ...]] = ("segmenter", "opis_embedder", "opis_geometry", "opis_matcher")
     optional_models: ClassVar[tuple[str, ...]] = ("pose_landmarks",)
+    _last_rows: tuple[Any, Any, tuple[Any, ...]] | None = None  # see _case_rows
     params: ClassVar[dict[str, Any]] = {
         "confidence_min": obs.CONFIDENCE_MIN,   # segmenter score threshold (A.4)
         "crop_padding": obs.CROP_PAD,
@@ -408,16 +409,31 @@ class OpisMetric(Metric):
         """Pure: the records + thresholds -> OPIS, P, I, S and diagnostics (numbers only)."""
         from worldrecall.plugins.opis.score import score_case
 
-        inventory, windows = measurement_to_case(measurement)
-        res = score_case(inventory, windows, dict(thresholds))
+        inventory, windows, th, built = self._case_rows(measurement, thresholds)
+        res = score_case(inventory, windows, th, built=built)
         return {k: (None if v is None else float(v)) for k, v in flat_numbers(res).items()}
+
+    def _case_rows(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> tuple[Any, ...]:
+        """(inventory, windows, thresholds, rows): the engine writes a case's artifacts right after scoring
+        the same measurement object with the same thresholds, so the (pure) rows are built once for both."""
+        from worldrecall.plugins.opis.score import case_rows
+        from worldrecall.plugins.opis.thresholds import resolve
+
+        th = resolve(dict(thresholds))
+        last = self._last_rows
+        if last is not None and last[0] is measurement and last[1] == th:
+            return last[2]
+        inventory, windows = measurement_to_case(measurement)
+        got = (inventory, windows, th, case_rows(inventory, windows, th))
+        self._last_rows = (measurement, th, got)  # one entry: the measurement is kept until the next case
+        return got
 
     def artifacts(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any], out_dir: Path) -> list[Path]:
         """``opis_rows.csv``: one row per (window, inventory object) with state and P/I/S values."""
         from worldrecall.plugins.opis.score import row_table
 
-        inventory, windows = measurement_to_case(measurement)
-        recs = [row_record(r) for r in row_table(inventory, windows, dict(thresholds))]
+        inventory, windows, th, built = self._case_rows(measurement, thresholds)
+        recs = [row_record(r) for r in row_table(inventory, windows, th, built=built)]
         if not recs:
             return []
         out_dir.mkdir(parents=True, exist_ok=True)

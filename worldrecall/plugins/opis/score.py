@@ -125,8 +125,18 @@ def score_rows(rows: Sequence[Row], extras: Sequence[WindowExtras], th: OpisThre
     return out
 
 
+def case_rows(inventory: Inventory, windows: Sequence[Window],
+              thresholds: Mapping[str, Any] | OpisThresholds | None = None) -> tuple[list[Row], list[WindowExtras]]:
+    """The checked case's (window, object) rows and per-window extras: what :func:`score_case` and
+    :func:`row_table` both start from (pure; neither changes them, so one build may serve both)."""
+    th = resolve(thresholds)
+    _check_case(inventory, windows)
+    return build_rows(apply_unlabeled_geometry(inventory, th.allow_unlabeled_geometry), windows, th)
+
+
 def score_case(inventory: Inventory, windows: Sequence[Window],
-               thresholds: Mapping[str, Any] | OpisThresholds | None = None) -> dict[str, float | None | str]:
+               thresholds: Mapping[str, Any] | OpisThresholds | None = None, *,
+               built: tuple[list[Row], list[WindowExtras]] | None = None) -> dict[str, float | None | str]:
     """Score one case from its measurement records.
 
     Returns the headline ``opis`` (x100; arithmetic 0.2/0.4/0.4 of P, I and coverage-adjusted S by default,
@@ -137,11 +147,11 @@ def score_case(inventory: Inventory, windows: Sequence[Window],
     precision, identity unambiguous/set/ambiguity/swap, row-state counts, status strings).
 
     Raises :class:`CaseFailure` (one line) for inputs no score can come from: no windows, duplicate ids,
-    bad frame sizes, embedding dimensions that differ from the inventory's.
+    bad frame sizes, embedding dimensions that differ from the inventory's. ``built``: the rows
+    :func:`case_rows` gave for the same inputs and thresholds (skips building them again).
     """
     th = resolve(thresholds)
-    _check_case(inventory, windows)
-    rows, extras = build_rows(apply_unlabeled_geometry(inventory, th.allow_unlabeled_geometry), windows, th)
+    rows, extras = built if built is not None else case_rows(inventory, windows, th)
     out = score_rows(rows, extras, th)
     # A.5 step 9 (diagnostic, never a gate): the release's summary over every sampled frame
     motion = summarize_camera_motion([w.geometry for w in windows])
@@ -152,11 +162,11 @@ def score_case(inventory: Inventory, windows: Sequence[Window],
 
 
 def row_table(inventory: Inventory, windows: Sequence[Window],
-              thresholds: Mapping[str, Any] | OpisThresholds | None = None) -> list[dict[str, Any]]:
-    """The per-(window, object) rows as flat JSON-able dicts (diagnostics kept as a nested dict)."""
-    th = resolve(thresholds)
-    _check_case(inventory, windows)
-    rows, extras = build_rows(apply_unlabeled_geometry(inventory, th.allow_unlabeled_geometry), windows, th)
+              thresholds: Mapping[str, Any] | OpisThresholds | None = None, *,
+              built: tuple[list[Row], list[WindowExtras]] | None = None) -> list[dict[str, Any]]:
+    """The per-(window, object) rows as flat JSON-able dicts (diagnostics kept as a nested dict);
+    ``built`` as in :func:`score_case`."""
+    rows, extras = built if built is not None else case_rows(inventory, windows, thresholds)
     by_window = {e.window_id: e for e in extras}
     out = []
     for r in rows:

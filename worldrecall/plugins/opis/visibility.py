@@ -50,26 +50,31 @@ def _unit(v: float) -> float:
 def convex_hull_area(points: np.ndarray) -> float:
     """Area (px^2) of the convex hull of 2-D points; 0 for fewer than 3 points or collinear points.
 
-    Andrew's monotone chain followed by the shoelace formula.
+    Andrew's monotone chain followed by the shoelace formula. The chain runs on Python floats with the
+    cross product written out: the same IEEE double operations as on numpy scalars, without their
+    per-call overhead (this runs for every object of every window).
     """
     pts = np.unique(np.asarray(points, dtype=np.float64).reshape(-1, 2), axis=0)  # sorted by x, then y
     if len(pts) < 3:
         return 0.0
+    xy = pts.tolist()
 
-    def cross(o: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
-        return float((a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0]))
+    def chain(seq: list[list[float]]) -> list[list[float]]:
+        out: list[list[float]] = []
+        for p in seq:
+            px, py = p
+            # pop while cross(out[-2], out[-1], p) <= 0 (not a left turn)
+            while len(out) >= 2:
+                (ox, oy), (ax, ay) = out[-2], out[-1]
+                if (ax - ox) * (py - oy) - (ay - oy) * (px - ox) <= 0:
+                    out.pop()
+                else:
+                    break
+            out.append(p)
+        return out
 
-    lower: list[np.ndarray] = []
-    for p in pts:
-        while len(lower) >= 2 and cross(lower[-2], lower[-1], p) <= 0:
-            lower.pop()
-        lower.append(p)
-    upper: list[np.ndarray] = []
-    for p in pts[::-1]:
-        while len(upper) >= 2 and cross(upper[-2], upper[-1], p) <= 0:
-            upper.pop()
-        upper.append(p)
-    hull = np.array(lower[:-1] + upper[:-1])
+    lower, upper = chain(xy), chain(xy[::-1])
+    hull = np.array(lower[:-1] + upper[:-1], dtype=np.float64)
     if len(hull) < 3:
         return 0.0
     x, y = hull[:, 0], hull[:, 1]

@@ -1,10 +1,10 @@
 """Geometric closure of one revisit pair (``memory_loop.geometric_closure_for_pair``).
 
-SIFT keypoints of both frames (grey), brute-force L2 2-NN matching with Lowe's ratio 0.75, the matches
-sorted by distance and cut to 400. The fundamental matrix comes from the two *estimated* poses, not from
-the matches: relative pose A→B = inv(T_B)·T_A, E = [t]×R, F = K_B⁻ᵀ E K_A⁻¹. Per match the distances of
-each point to the other's epipolar line (the shared residual |x_Bᵀ F x_A| over the line normals, each
-floored at 1e-9), their mean; the pair's epipolar error is the median. With a baseline ‖t‖ > 1e-6 the
+The matches come from the ``local_features`` role (default backend ``sift``: SIFT keypoints of both
+frames (grey), brute-force L2 2-NN matching with Lowe's ratio 0.75, sorted by distance), cut to 400.
+The fundamental matrix comes from the two *estimated* poses, not from the matches: relative pose
+A→B = inv(T_B)·T_A, E = [t]×R, F = K_B⁻ᵀ E K_A⁻¹. Per match the distances of each point to the other's
+epipolar line (the shared residual |x_Bᵀ F x_A| over the line normals, each floored at 1e-9), their mean; the pair's epipolar error is the median. With a baseline ‖t‖ > 1e-6 the
 matches are triangulated (``cv2.triangulatePoints`` with P = K·inv(T)[:3]) and the median reprojection
 error of each view, averaged, is the reprojection error — when at least ``min_matches`` points have
 |w| > 1e-9 (points behind a camera are projected with z floored at 1e-9, as released).
@@ -17,31 +17,16 @@ from typing import Any
 import numpy as np
 
 
-def sift_matches(frame_a: np.ndarray, frame_b: np.ndarray, *, ratio: float = 0.75,
-                 max_matches: int = 400) -> tuple[np.ndarray, np.ndarray]:
-    """Matched pixel positions ([n,2] each, float64) of two RGB frames, best matches first."""
-    import cv2
+MAX_MATCHES = 400  # the release keeps the best 400 ratio-test matches
 
-    sift = cv2.SIFT_create()
-    ka, da = sift.detectAndCompute(cv2.cvtColor(frame_a, cv2.COLOR_RGB2GRAY), None)
-    kb, db = sift.detectAndCompute(cv2.cvtColor(frame_b, cv2.COLOR_RGB2GRAY), None)
-    empty = np.zeros((0, 2), np.float64)
-    if da is None or db is None or len(ka) < 2 or len(kb) < 2:
-        return empty, empty.copy()
-    found: list[tuple[float, int, int]] = []
-    for m in cv2.BFMatcher(cv2.NORM_L2).knnMatch(da, db, k=2):
-        if len(m) < 2:
-            continue
-        best, second = m
-        if best.distance < float(ratio) * second.distance:
-            found.append((best.distance, best.queryIdx, best.trainIdx))
-    found.sort(key=lambda x: x[0])
-    found = found[: int(max_matches)]
-    if not found:
-        return empty, empty.copy()
-    pa = np.asarray([ka[q].pt for _, q, _ in found], dtype=np.float64)
-    pb = np.asarray([kb[t].pt for _, _, t in found], dtype=np.float64)
-    return pa, pb
+
+def best_matches(pa: np.ndarray, pb: np.ndarray, max_matches: int = MAX_MATCHES) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``max_matches`` of a ``local_features`` backend's matches (best first), as float64 ``[n, 2]``."""
+    pa = np.asarray(pa, dtype=np.float64).reshape(-1, 2)
+    pb = np.asarray(pb, dtype=np.float64).reshape(-1, 2)
+    if len(pa) != len(pb):
+        raise ValueError(f"local_features backend returned {len(pa)} and {len(pb)} points for one pair")
+    return pa[: int(max_matches)], pb[: int(max_matches)]
 
 
 def skew(v: np.ndarray) -> np.ndarray:
@@ -93,14 +78,15 @@ def reprojection_error(pa: np.ndarray, pb: np.ndarray, pose_a: np.ndarray, pose_
     return float(np.mean(errs)), n_ok
 
 
-def measure_pair(frame_a: np.ndarray, frame_b: np.ndarray, pose_a: np.ndarray, pose_b: np.ndarray,
+def measure_pair(matches: tuple[np.ndarray, np.ndarray], pose_a: np.ndarray, pose_b: np.ndarray,
                  K_a: np.ndarray, K_b: np.ndarray) -> dict[str, Any]:
-    """Threshold-free facts of one pair: matches, baseline, epipolar and reprojection errors (pixels).
+    """Threshold-free facts of one pair from its matches (the ``local_features`` role's, best first):
+    matches used, baseline, epipolar and reprojection errors (pixels).
 
     Computed for any number of matches, so ``min_matches`` re-scores from the cache: the score skips a
     pair below it (as released) and counts the reprojection only with that many usable points.
     """
-    pa, pb = sift_matches(frame_a, frame_b)
+    pa, pb = best_matches(*matches)
     out: dict[str, Any] = {"n_matches": len(pa), "baseline": None, "epipolar_error": None,
                            "reprojection_error": None, "n_triangulated": 0}
     if len(pa) == 0:
