@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-
 MAX_MATCHES = 400  # the release keeps the best 400 ratio-test matches
 
 
