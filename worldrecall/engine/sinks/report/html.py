@@ -106,10 +106,11 @@ class _Sections:
                 for n, c in sorted(getattr(host, "metrics", {}).items())}
         self.base = {"format": 2, "code": [file_digest(p) for p in sorted(here.glob("*.py"))],
                      "metrics": decl, "heads": _headline_values(host)}
-        self.fragments = _Fragments(cache_key(self.base))
+        self.base_key = cache_key(self.base)  # what every section shares, hashed once (not per section)
+        self.fragments = _Fragments(self.base_key)
 
     def key(self, model: str, cid: str, rows: list[Any], opts: Mapping[str, Any]) -> str:
-        return cache_key({**self.base, "model": model, "case": cid, "opts": dict(opts),
+        return cache_key({"base": self.base_key, "model": model, "case": cid, "opts": dict(opts),
                           "files": file_states(p for r in rows for p in _row_files(r)),
                           "rows": [row_digest(r) for r in rows]})
 
