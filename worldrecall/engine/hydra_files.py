@@ -15,6 +15,9 @@ from worldrecall.core.atomic import atomic_write_text
 from worldrecall.engine.redaction import redact_tree
 
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def redact_hydra_files(*folders: Path | None) -> list[Path]:
     """Rewrite every Hydra YAML file in ``folders`` (and their ``.hydra``) with secrets redacted."""
     done = []
@@ -23,7 +26,7 @@ def redact_hydra_files(*folders: Path | None) -> list[Path]:
             continue
         for path in [*Path(folder).glob(".hydra/*.yaml"), *Path(folder).glob("multirun.yaml")]:
             try:
-                data = yaml.safe_load(path.read_text())
+                data = yaml.load(path.read_text(), Loader=_LOADER)  # safe either way; libyaml's is 8x faster
             except (OSError, yaml.YAMLError):
                 continue
             clean = redact_tree(data)  # secret keys, and key=value secrets inside overrides / names
