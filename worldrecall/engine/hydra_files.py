@@ -14,7 +14,6 @@ import yaml
 from worldrecall.core.atomic import atomic_write_text
 from worldrecall.engine.redaction import redact_tree
 
-
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
