@@ -81,7 +81,7 @@ def _tree_files(root: str) -> list[tuple[tuple[str, ...], str, os.stat_result]]:
 def load_digest_memo(path: Path) -> None:
     """Reuse digests (and persisted facts) a previous run computed (valid while path, mtime, size and inode
     are unchanged). The memo is a list of digest records, or ``{"digests": [...], "facts": [...]}``."""
-    if str(path) in _SYNCED and _SYNCED[str(path)][0] == _state(path):
+    if str(path) in _SYNCED and _SYNCED[str(path)][0] == file_state(path):
         return  # this process read or wrote that very file: all of it is in memory
     try:
         doc = json.loads(Path(path).read_text())
@@ -92,23 +92,24 @@ def load_digest_memo(path: Path) -> None:
             _FACTS.setdefault((str(rec[0]), str(rec[1]), int(rec[2]), int(rec[3]), int(rec[4])), (rec[5], True))
     except (FileNotFoundError, ValueError, TypeError, IndexError, AttributeError):
         pass
-    _SYNCED[str(path)] = (_state(path), -1)  # merged; what this process knew before is not in the file yet
+    _SYNCED[str(path)] = (file_state(path), -1)  # merged; what this process knew before is not in the file yet
 
 
 def save_digest_memo(path: Path) -> None:
     """Write the memo (skipped when nothing was learnt since this process last read or wrote that file)."""
-    if _SYNCED.get(str(path)) == (_state(path), _LEARNT[0]):
+    if _SYNCED.get(str(path)) == (file_state(path), _LEARNT[0]):
         return
     facts = [[*k, v] for k, (v, persist) in _FACTS.items() if persist]
     atomic_write_text(path, json.dumps({"digests": [[*k, v] for k, v in _DIGESTS.items()], "facts": facts}))
-    _SYNCED[str(path)] = (_state(path), _LEARNT[0])
+    _SYNCED[str(path)] = (file_state(path), _LEARNT[0])
 
 
 _SYNCED: dict[str, tuple[Any, int]] = {}  # memo file -> (its state, _LEARNT) when last read or written
 _LEARNT = [0]  # digests and persisted facts computed by this process (not read from a memo file)
 
 
-def _state(path: Path) -> tuple[int, int, int] | None:
+def file_state(path: Path | str) -> tuple[int, int, int] | None:
+    """(mtime ns, size, inode) of a file, or None when it is gone: what the per-process memos check."""
     try:
         st = os.stat(path)
     except OSError:

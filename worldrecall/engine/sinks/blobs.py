@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from worldrecall.core.atomic import atomic_write_text
+from worldrecall.core.digests import file_state
 
 
 def _read_umask() -> int:
@@ -43,7 +44,7 @@ class BlobStore:
         self._memo_path = self.root / "digests.json"
         self._memo: dict[str, str] = {}
         self._dirty = False
-        state = _state(self._memo_path)
+        state = file_state(self._memo_path)
         known = _MEMOS.get(str(self._memo_path))
         if known is not None and known[0] == state:  # the file this process last read or wrote
             self._memo = dict(known[1])
@@ -101,18 +102,10 @@ class BlobStore:
             self.root.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self._memo_path, json.dumps(self._memo, sort_keys=True))
             self._dirty = False
-            _MEMOS[str(self._memo_path)] = (_state(self._memo_path), dict(self._memo))
+            _MEMOS[str(self._memo_path)] = (file_state(self._memo_path), dict(self._memo))
 
 
 _MEMOS: dict[str, tuple[Any, dict[str, str]]] = {}  # memo file -> (its state, content) as last read or written
-
-
-def _state(p: Path) -> tuple[int, int, int] | None:
-    try:
-        st = p.stat()
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 def write_if_changed(path: Path, text: str) -> Path:

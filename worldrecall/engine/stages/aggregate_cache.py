@@ -26,7 +26,7 @@ import pandas as pd
 
 from worldrecall.core.atomic import atomic_write_text
 from worldrecall.core.cache import cache_key
-from worldrecall.core.digests import file_digest
+from worldrecall.core.digests import file_digest, file_state
 
 log = logging.getLogger(__name__)
 FORMAT = 2  # bump when the stored layout changes
@@ -128,7 +128,7 @@ class AggregateCache:
             return None
         p = self._path(key)
         known = _MEMO.get(str(p))
-        if known is not None and known[0] == _state(p):  # read or written by this process, file unchanged since
+        if known is not None and known[0] == file_state(p):  # read or written by this process, file unchanged since
             self.hits += 1
             return {name: df.copy() for name, df in known[1].items()} if copy else dict(known[1])
         try:
@@ -180,16 +180,8 @@ _MEMO: dict[str, tuple[tuple[int, int, int] | None, dict[str, pd.DataFrame]]] = 
 MEMO_ENTRIES = 5000
 
 
-def _state(p: Path) -> tuple[int, int, int] | None:
-    try:
-        st = p.stat()
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
 def _remember(p: Path, tables: dict[str, pd.DataFrame]) -> None:
-    state = _state(p)
+    state = file_state(p)
     if state is None:
         return
     if len(_MEMO) >= MEMO_ENTRIES:  # bounded: the oldest entries go first

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from worldrecall.core.cache import ScoreCache
+from worldrecall.core.digests import file_state
 
 MEMO_ENTRIES = 200_000  # per cache folder; an entry is a few hundred bytes of JSON
-# folder -> (metric, key) -> (entry JSON, the entry file's mtime, size, inode)
-_MEMO: dict[str, dict[tuple[str, str], tuple[str, int, int, int]]] = {}
+# folder -> (metric, key) -> (entry JSON, the entry file's (mtime, size, inode))
+_MEMO: dict[str, dict[tuple[str, str], tuple[str, tuple[int, int, int]]]] = {}
 
 
 class ProcessScoreCache(ScoreCache):
@@ -38,11 +39,8 @@ class ProcessScoreCache(ScoreCache):
             return None
         known = self._memo.get((metric, key))
         if known is not None:
-            try:
-                st = os.stat(self._file(metric, key))
-            except OSError:
-                st = None
-            if st is not None and known[1:] == (st.st_mtime_ns, st.st_size, st.st_ino):
+            state = file_state(self._file(metric, key))
+            if state is not None and known[1] == state:
                 entry = json.loads(known[0])  # the file is as it was: no re-read, no re-hash
                 if any(not os.path.exists(a) for a in entry.get("artifacts", [])):
                     return None  # artifacts were cleaned up: score again to rewrite them
@@ -59,11 +57,10 @@ class ProcessScoreCache(ScoreCache):
             self._remember(metric, key, json.loads(json.dumps(entry, sort_keys=True, allow_nan=True)))
 
     def _remember(self, metric: str, key: str, entry: Mapping[str, Any]) -> None:
-        try:
-            st = os.stat(self._file(metric, key))
-        except OSError:
+        state = file_state(self._file(metric, key))
+        if state is None:
             return
         if len(self._memo) >= MEMO_ENTRIES:  # bounded: the oldest entries go first
             self._memo.pop(next(iter(self._memo)))
         body = json.dumps(entry, sort_keys=True, allow_nan=True)
-        self._memo[(metric, key)] = (body, st.st_mtime_ns, st.st_size, st.st_ino)
+        self._memo[(metric, key)] = (body, state)

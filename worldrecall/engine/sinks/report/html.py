@@ -88,6 +88,11 @@ class _Images:
         style = f"width:{ww}px;height:{hh}px" + (f";border-color:{border}" if border else "")
         return f'<div class="im i{h}" style="{style}" title="{esc(title)}"></div>'
 
+    def merge(self, rules: Mapping[str, str]) -> None:
+        """Add a memoised part's images, in its order, as if it had been drawn here."""
+        for h, b64 in rules.items():
+            self.rules.setdefault(h, b64)
+
     def css(self) -> str:
         return "\n".join(f".i{h}{{background-image:url(data:image/jpeg;base64,{b})}}" for h, b in self.rules.items())
 
@@ -133,15 +138,19 @@ class _Sections:
                 atomic_write_text(path, json.dumps({"html": html_text, "images": list(local.rules.items())}))
             except OSError:
                 pass  # a full cache costs time, never the report
-        _SECTION_MEMO[key] = hit
-        while len(_SECTION_MEMO) > 20000:  # bounded: the oldest sections go first
-            _SECTION_MEMO.pop(next(iter(_SECTION_MEMO)))
-        for h, b64 in hit[1].items():
-            imgs.rules.setdefault(h, b64)
+        _remember(_SECTION_MEMO, key, hit, 20_000)
+        imgs.merge(hit[1])
         return hit[0]
 
 
 _SECTION_MEMO: dict[str, tuple[str, dict[str, str]]] = {}
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any, limit: int) -> None:
+    """``memo[key] = value``, bounded: past ``limit`` entries the oldest go first."""
+    memo[key] = value
+    while len(memo) > limit:
+        memo.pop(next(iter(memo)))
 
 
 def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str, Any]) -> Path:
@@ -263,11 +272,8 @@ class _Fragments:
         if hit is None:
             local = _Images()
             hit = (draw(local), dict(local.rules))
-            _FRAGMENTS[k] = hit
-            while len(_FRAGMENTS) > 100_000:  # bounded: the oldest parts go first
-                _FRAGMENTS.pop(next(iter(_FRAGMENTS)))
-        for h, b64 in hit[1].items():
-            imgs.rules.setdefault(h, b64)
+            _remember(_FRAGMENTS, k, hit, 100_000)
+        imgs.merge(hit[1])
         return hit[0]
 
 
@@ -363,9 +369,8 @@ def _trace_chart(p: Path) -> str:
             t = json.loads(p.read_text())
         except ValueError:
             t = None
-        _CHARTS[key] = line_chart(t) if isinstance(t, dict) and t.get("kind") == "worldrecall.trace" else ""
-        while len(_CHARTS) > 50000:
-            _CHARTS.pop(next(iter(_CHARTS)))
+        _remember(_CHARTS, key, line_chart(t) if isinstance(t, dict) and t.get("kind") == "worldrecall.trace" else "",
+                  50_000)
     return _CHARTS[key]
 
 
