@@ -357,3 +357,27 @@ def test_tables_served_from_the_memo_are_never_shared(tmp_path):
             df.loc[:, num] = -1  # a careless caller
             if "model" in df:
                 df["model"] = "changed"
+
+
+def test_a_by_metric_declaration_naming_a_missing_column_says_so(tmp_path):
+    """A plugin aggregator whose ``by_metric`` sorts by a column its table lacks fails with one line naming
+    the aggregator, the table and the column, not a pandas KeyError from deep inside the reassembly."""
+
+    class Sloppy(Total):
+        name = "toy_sloppy"
+        by_metric: ClassVar[dict[str, list[str]]] = {"toy_total": ["benchmark", "no_such_column"]}
+
+        def aggregate(self, rows, params):
+            recs = [{"benchmark": r.benchmark, "metric": r.metric, "total": 1.0} for r in rows if r.status == "ok"]
+            return {"toy_total": pd.DataFrame(recs[:1])}
+
+    class Plugin(ThreeMetrics):
+        @hookimpl
+        def register_aggregators(self, register):
+            register(Sloppy)
+
+    host = load_plugins(fresh=True, extra=[Plugin()])
+    cfg = {"suite": {}, "aggregators": ["toy_sloppy"], "benchmarks": {}, "cache_dir": None, "aggregator_params": {}}
+    with pytest.raises(ValueError, match=r"aggregator 'toy_sloppy': by_metric sorts table 'toy_total' by "
+                                         r"\['no_such_column'\]"):
+        aggregate_rows(host, _three_metric_rows(), cfg, per_benchmark={"bench_a": ["toy_sloppy"]})

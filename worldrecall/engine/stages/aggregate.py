@@ -181,6 +181,11 @@ class _Groups:
         for m in sorted(per):
             for tname, df in self.cached(name, agg, p, (bench, m)).items():
                 parts.setdefault(tname, []).append(df)
+        for tname, frames in parts.items():  # a plugin's declaration, checked where it is used: one clear line
+            missing = [c for c in order.get(tname) or [] if any(len(f) and c not in f.columns for f in frames)]
+            if missing:
+                raise ValueError(f"aggregator {name!r}: by_metric sorts table {tname!r} by {missing}, which the "
+                                 f"table does not have (its columns: {list(frames[0].columns)})")
         return {tname: self._joined(frames, order.get(tname)) for tname, frames in parts.items()}
 
     def run(self, name: str, bench: str) -> dict[str, Any]:
