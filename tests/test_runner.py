@@ -335,8 +335,8 @@ def test_a_sidecar_missing_for_every_case_is_said_once_before_evaluating(tmp_pat
 def test_disk_full_stops_the_run_with_one_message_and_a_rerun_resumes(tmp_path, host, workers_, monkeypatch, capsys):
     import errno
 
-    from worldrecall.core.results import ResultStore
     from worldrecall.engine import job as app
+    from worldrecall.engine.stages.row_store import ResultStore
 
     ds = make_dataset(tmp_path, {"good": [0, 1, 2], "bad": [50, 51, 52]})
     cfg = toy_config(tmp_path, ds, workers=workers_)

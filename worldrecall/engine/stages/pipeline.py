@@ -21,11 +21,13 @@ from typing import Any
 from worldrecall.core.cache import MeasurementCache, ScoreCache, cache_key
 from worldrecall.core.components import MeasureContext, Metric
 from worldrecall.core.data import Alignment, Case, CaseError, CaseFailure, ScoreRow, one_line
+from worldrecall.core.digests import file_state
 from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.results import json_default
 from worldrecall.core.video import VideoError, VideoPool
 from worldrecall.engine.stages.plan import BenchmarkPlan
+from worldrecall.engine.stages.row_memo import memo_key, recall
 from worldrecall.engine.stages.score_memo import ProcessScoreCache
 from worldrecall.registry.host import PluginHost
 
@@ -66,8 +68,9 @@ class CasePipeline:
         # NaN), per measurement key: a cached measurement brings its notes back onto the rows
         self.input_notes = ScoreCache(cache_root / "input_notes")
         self.artifacts_dir = cache_root / "artifacts"
-        # (aligner, alignment key) -> the alignment, for this job (a pipeline lives for one job)
-        self._aligned: dict[tuple[str, str], Alignment] = {}
+        # (id(alignment), metric, id(case)) -> (alignment, case, (measurement key, score key)), for this job (a
+        # pipeline lives for one job): the memo pass, the scores-only check and the scoring all ask
+        self._keys: dict[tuple[int, str, int], tuple[Alignment, Case, tuple[str, str]]] = {}
         self.write_artifacts, self.device, self.batch_size = artifacts, device, batch_size
         self.counters = Counters()
         self.merged = Counters()  # what forked workers reported
@@ -149,6 +152,7 @@ class CasePipeline:
                     return None
                 if row.status == "ok" and name in plan.absent:  # systematically null values: said on the row
                     row.warnings.append(plan.absent[name])
+                row = _as_written(row)
             out.append(row)
         return out
 
@@ -165,13 +169,16 @@ class CasePipeline:
             aligner = self.host.aligner(name)
             merged = {**aligner.defaults, **params}
             key = cache_key({"aligner": name, "case": case.fingerprint(), "params": merged})
-            known = self._aligned.get((name, key))
-            if known is not None:  # aligned (or read) earlier in this job: the same object, its keys with it
-                return known
+            memo_file = self.alignments.file_of(name, key)
+            known = _ALIGNED.get(memo_file)
+            if known is not None and known[0] == file_state(memo_file):
+                self.alignments.hits += 1
+                return known[1]  # read earlier in this process, its memo file unchanged: the same object
             memo = self.alignments.get(name, key)
             if memo is not None:  # only alignments that passed the checks below are memoised
-                self._aligned[(name, key)] = Alignment.from_json(memo)
-                return self._aligned[(name, key)]
+                alignment = Alignment.from_json(memo)
+                _remember_alignment(memo_file, alignment)
+                return alignment
             if memo_only:
                 return None
             n = case.video.num_frames if case.video is not None else None
@@ -206,6 +213,7 @@ class CasePipeline:
             key, score_key = self.keys(metric, case, alignment)
             memo = self.scores.get(metric.name, score_key)
             if memo is not None:  # pure score of the same inputs: reuse (no measurement load at all)
+                row.__dict__["_score_memo"] = (score_key, self.scores.text_of(metric.name, score_key))
                 row.values = memo["values"]
                 row.info = {"alignment": alignment.to_json(), "cache_hit": True, "score_cache_hit": True}
                 row.info["videos"] = video_paths(case)  # the HTML report's frame thumbnails
@@ -266,10 +274,9 @@ class CasePipeline:
     def keys(self, metric: Metric, case: Case, alignment: Alignment) -> tuple[str, str]:
         """(measurement key, score key) of one metric on one aligned case (once per job: the memo pass, the
         scores-only check and the scoring itself all ask)."""
-        per = alignment.__dict__.setdefault("_metric_keys", {})
-        known = per.get((metric.name, id(case)))
-        if known is not None and known[0] is case:
-            return known[1]
+        known = self._keys.get((id(alignment), metric.name, id(case)))
+        if known is not None and known[0] is alignment and known[1] is case:
+            return known[2]
         key = key_with_alignment(alignment, {
             "metric": metric.name, "version": metric.version, "case": case.fingerprint(), "params": metric.params,
             "models": self.hub.identities(metric.models),
@@ -278,7 +285,7 @@ class CasePipeline:
         })
         score_key = cache_key({"measurement": key, "version": metric.version, "thresholds": metric.thresholds,
                                "artifacts": self.write_artifacts})
-        per[(metric.name, id(case))] = (case, (key, score_key))
+        self._keys[(id(alignment), metric.name, id(case))] = (alignment, case, (key, score_key))
         return key, score_key
 
     def measured(self, plan: BenchmarkPlan, item: Case | CaseError, is_final: IsFinal) -> bool:
@@ -322,13 +329,44 @@ def key_with_alignment(alignment: Alignment, parts: Mapping[str, Any]) -> str:
     ``cache_key`` sorts keys and "alignment" sorts before every other part, so the text is the whole
     mapping's serialisation with the alignment's text first (``tests/test_rescore_memos.py`` checks it)."""
     assert all(k > "alignment" for k in parts)
-    text = alignment.__dict__.get("_key_json")
-    if text is None:  # an alignment is not changed once aligned
-        text = alignment.__dict__["_key_json"] = json.dumps(alignment.to_json(), sort_keys=True, default=str,
-                                                            separators=(",", ":"))
-    rest = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
-    blob = '{"alignment":' + text + ("," + rest[1:] if parts else "}")
-    return hashlib.sha256(blob.encode()).hexdigest()
+    head = alignment.__dict__.get("_key_head")
+    if head is None:  # an alignment is not changed once aligned: its text is hashed once, then copied
+        text = json.dumps(alignment.to_json(), sort_keys=True, default=str, separators=(",", ":"))
+        head = alignment.__dict__["_key_head"] = (text, hashlib.sha256(('{"alignment":' + text).encode()))
+    if not parts:
+        return hashlib.sha256(('{"alignment":' + head[0] + "}").encode()).hexdigest()
+    h = head[1].copy()
+    h.update(("," + json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))[1:]).encode())
+    return h.hexdigest()
+
+
+# memo file -> (its state, the alignment read from it): a sweep's later jobs reuse the object (and the hash
+# of its text the measurement keys start with) while the file is unchanged
+_ALIGNED: dict[str, tuple[tuple[int, int, int], Alignment]] = {}
+MEMO_ALIGNMENTS = 50_000
+
+
+def _remember_alignment(memo_file: str, alignment: Alignment) -> None:
+    state = file_state(memo_file)
+    if state is None:
+        return
+    _ALIGNED[memo_file] = (state, alignment)
+    while len(_ALIGNED) > MEMO_ALIGNMENTS:
+        _ALIGNED.pop(next(iter(_ALIGNED)))
+
+
+def _as_written(row: ScoreRow) -> ScoreRow:
+    """A row taken from the score memo as this process appended it before (see :mod:`.row_memo`), or the
+    row itself, marked with what determines it so the runner remembers it once appended."""
+    taken = row.__dict__.pop("_score_memo", None)
+    if taken is None or taken[1] is None:
+        return row
+    key = memo_key(row, *taken)
+    known = recall(key)
+    if known is not None:
+        return known
+    row.__dict__["_memo_key"] = key
+    return row
 
 
 def _num(v: Any) -> float | None:

@@ -22,7 +22,6 @@ from worldrecall.core.data import Case, CaseError, ScoreRow
 from worldrecall.core.digests import load_digest_memo, save_digest_memo
 from worldrecall.core.judges import JudgeHub
 from worldrecall.core.models import ModelHub
-from worldrecall.core.results import ResultStore, read_rows
 from worldrecall.core.video import VideoError, VideoPool
 from worldrecall.engine.stages.absence import all_null_values
 from worldrecall.engine.stages.aggregate import aggregate_rows
@@ -40,6 +39,8 @@ from worldrecall.engine.stages.plan import (
 )
 from worldrecall.engine.stages.progress import progress_bar
 from worldrecall.engine.stages.result import RunResult, build_result
+from worldrecall.engine.stages.row_memo import remember
+from worldrecall.engine.stages.row_store import ResultStore, read_rows
 from worldrecall.registry.host import PluginHost
 
 log = logging.getLogger(__name__)
@@ -153,11 +154,13 @@ class Runner:
             for row in rows:
                 if not store.is_final(row.row_key):  # the parent alone decides a row is done
                     try:
-                        store.append(row)
+                        kept = store.append(row)
                     except OSError as e:
                         raise ResultsNotWritable(
                             f"cannot append results to {store.path}: {e.strerror or e}; the rows written so far "
                             f"are kept (a torn last line is repaired) and rerunning the same command resumes") from None
+                    if "_memo_key" in row.__dict__:  # taken from the score memo: a later job may take it as written
+                        remember(row.__dict__["_memo_key"], kept)
             bar.update(1)
 
         workers = min(self.workers(), len(todo))

@@ -34,6 +34,13 @@ class ProcessScoreCache(ScoreCache):
         """The entry's file (as ``_path``, without building a Path: thousands of lookups a job)."""
         return os.path.join(self._root, metric, key[:2], f"{key}.json")
 
+    file_of = _file
+
+    def text_of(self, metric: str, key: str) -> str | None:
+        """The JSON text of the entry last read or written here (what :meth:`get` returned a copy of)."""
+        known = self._memo.get((metric, key))
+        return known[0] if known is not None else None
+
     def get(self, metric: str, key: str) -> dict[str, Any] | None:
         if not self.enabled:
             return None

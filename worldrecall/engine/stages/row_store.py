@@ -1,0 +1,126 @@
+"""Per-case results on disk: append-only JSONL per shard, safe against crashes and kill -9.
+
+Each finished (case, metric) is appended as one JSON line, so a rerun of the same config skips what is
+done. Reading tolerates a torn last line and keeps the last row per key, so a resumed run never duplicates a
+row. The store keeps every row of its shard as read back from its line (:func:`parse_line`), so the rows a
+run aggregates are exactly what a later reader of the file sees, without reading the file again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from worldrecall.core.data import ScoreRow
+from worldrecall.core.results import json_default
+
+SYNC_EVERY_S = 1.0
+
+
+def shard_file(results_dir: Path, index: int, count: int) -> Path:
+    return Path(results_dir) / f"rows-shard-{index:04d}-of-{count:04d}.jsonl"
+
+
+def row_line(row: ScoreRow) -> str:
+    """The row's line in a shard file (without the newline); a row read back from a line keeps that line."""
+    line = row.__dict__.get("_line")
+    if line is None:
+        line = json.dumps(row.to_json(), sort_keys=True, allow_nan=True, default=json_default)
+    return line
+
+
+def parse_line(line: str) -> ScoreRow:
+    """A row as a reader of the file gets it; it remembers its line (rows are not changed once read)."""
+    row = ScoreRow.from_json(json.loads(line))
+    row.__dict__["_line"] = line
+    return row
+
+
+def read_rows(paths: Iterable[Path]) -> list[ScoreRow]:
+    """Rows from every file, last write per (benchmark, model, case, metric) wins; torn lines are ignored."""
+    latest: dict[tuple[str, str, str, str], ScoreRow] = {}
+    for p in sorted(paths):
+        for row in _iter_file(p):
+            latest[row.row_key] = row
+    return sorted(latest.values(), key=lambda r: r.row_key)
+
+
+def _iter_file(p: Path) -> Iterator[ScoreRow]:
+    try:
+        text = Path(p).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            yield parse_line(line)
+        except (json.JSONDecodeError, TypeError, KeyError):
+            continue  # a line torn by a crash mid-write; its case is simply recomputed
+
+
+class ResultStore:
+    """Appends rows for one shard; knows which (case, metric) pairs are already final."""
+
+    def __init__(self, results_dir: Path, index: int = 0, count: int = 1):
+        self.dir = Path(results_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = shard_file(self.dir, index, count)
+        self._repair_tail()
+        self.done: dict[tuple[str, str, str, str], ScoreRow] = {r.row_key: r for r in read_rows([self.path])}
+        self._f: Any = None
+        self._synced = time.monotonic()
+
+    def _repair_tail(self) -> None:
+        # A kill -9 can leave a partial last line; terminate it so the next append starts cleanly.
+        if self.path.exists() and self.path.stat().st_size:
+            with open(self.path, "rb+") as f:
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":
+                    f.write(b"\n")
+
+    def is_final(self, key: tuple[str, str, str, str]) -> bool:
+        """ok and skipped rows are final; failed rows are retried on a rerun."""
+        row = self.done.get(key)
+        return row is not None and row.status in ("ok", "skipped")
+
+    def append(self, row: ScoreRow) -> ScoreRow:
+        """Append one row; returns it as read back from its line (``row`` itself when it is such a row).
+
+        Flushed to the OS at once (a kill -9 loses nothing written); fsynced at most every ``SYNC_EVERY_S``
+        and on :meth:`close` (a power cut loses at most those rows, and they are recomputed)."""
+        line = row_line(row)
+        if self._f is None:
+            self._f = open(self.path, "a", encoding="utf-8")
+        self._f.write(line + "\n")
+        self._f.flush()
+        now = time.monotonic()
+        if now - self._synced >= SYNC_EVERY_S:
+            os.fsync(self._f.fileno())
+            self._synced = now
+        kept = row if row.__dict__.get("_line") == line else parse_line(line)
+        self.done[row.row_key] = kept
+        return kept
+
+    def close(self) -> None:
+        """fsync and close the shard file (the runner calls this when a run's rows are all written)."""
+        if self._f is not None:
+            self._f.flush()
+            os.fsync(self._f.fileno())
+            self._f.close()
+            self._f = None
+
+    def all_rows(self) -> list[ScoreRow]:
+        """Every shard's rows as written: this shard's as kept (each read back from its line when it was
+        read or appended), the other shards' read from their files."""
+        if self._f is not None:
+            self._f.flush()
+        others = [p for p in self.dir.glob("rows-shard-*.jsonl") if p != self.path]
+        if not others:
+            return sorted(self.done.values(), key=lambda r: r.row_key)
+        return read_rows([*others, self.path]) if self.path.exists() else read_rows(others)
