@@ -81,6 +81,41 @@ def test_case_csv_drawn_per_benchmark_is_the_whole_table(tmp_path: Path) -> None
     changed = [type(r).from_json(r.to_json()) for r in rows]
     assert mod.case_csv(changed) == case_table(changed).to_csv(index=False)
     assert mod.case_csv([]) == case_table([]).to_csv(index=False)
+    # parts pandas would type by the whole column: integer strata next to missing ones ("3" alone, "3.0"
+    # beside a NaN), a stratum with a line break, integer values: drawn per benchmark, still the whole table
+    odd = [type(r).from_json(r.to_json()) for r in changed]
+    for i, r in enumerate(odd):
+        if r.benchmark == "mid" and r.metric == "mid.a":
+            r.strata = {"split": "a,b", "level": 3}
+        if r.benchmark == "zeta" and i % 5 == 0:
+            r.strata = {"split": "two\nlines"}
+        if r.benchmark == "alpha" and r.values:
+            r.values = {**r.values, "alpha_v": 2}
+    for r in odd:
+        r.__dict__.pop("_content_digest", None)
+    assert mod.case_csv(odd) == case_table(odd).to_csv(index=False)
+
+
+def test_case_csv_redraws_only_the_metric_that_changed() -> None:
+    """A re-score of one metric draws that metric's part again; every other part comes from the memo."""
+    from worldrecall.core.data import ScoreRow
+    from worldrecall.core.tables import case_table
+    from worldrecall.engine.sinks import case_csv as mod
+
+    def rows(x: float) -> list[ScoreRow]:
+        return [ScoreRow("b", m, c, metric, {"v": x if metric == "b.changed" else 0.25}, strata={"s": c[-1]})
+                for m in ("m0", "m1") for c in ("c0", "c1", "c2") for metric in ("b.changed", "b.same", "b.also")]
+
+    mod._LINES.clear()
+    assert mod.case_csv(rows(0.5)) == case_table(rows(0.5)).to_csv(index=False)
+    drawn = []
+    real = mod.case_table
+    mod.case_table = lambda rs: drawn.append({r.metric for r in rs}) or real(rs)
+    try:
+        assert mod.case_csv(rows(0.75)) == case_table(rows(0.75)).to_csv(index=False)
+    finally:
+        mod.case_table = real
+    assert drawn == [{"b.changed"}]
 
 
 def test_digest_memo_is_written_only_when_something_was_learnt(tmp_path: Path) -> None:

@@ -1,9 +1,12 @@
-"""``tables/cases.csv`` drawn per benchmark and memoised: a re-score job that changed one benchmark's rows
-writes that benchmark's lines again and reuses the others'.
+"""``tables/cases.csv`` drawn per (benchmark, metric) and memoised: a re-score job that changed one metric's
+rows writes that metric's lines again and reuses the others'.
 
 The file is exactly ``case_table(rows).to_csv(index=False)``: the columns are the whole table's (in order of
-first appearance, as ``case_table`` builds them), each benchmark's lines are drawn against that column list,
-sorted as the whole is (benchmark, model, case, metric) and joined in benchmark order.
+first appearance, as ``case_table`` builds them), each part's lines are drawn against that column list,
+sorted as the whole is (benchmark, model, case, metric) and joined in benchmark order. A benchmark is drawn
+per metric (its metrics' lines merged by model, case and metric) only where every cell is written on its own
+— string strata, float or missing values, one line per row —; a line of a column pandas types by all its
+cells (integer strata next to missing ones …) is the whole benchmark's, drawn at once.
 """
 
 from __future__ import annotations
@@ -42,7 +45,30 @@ def case_csv(rows: Sequence[ScoreRow]) -> str:
         per.setdefault(r.benchmark, []).append(r)
     head = pd.DataFrame(columns=cols).to_csv(index=False)
     ckey = cache_key({"columns": cols})
-    return head + "".join(_lines(per[b], cols, ckey) for b in sorted(per))
+    return head + "".join(_benchmark_lines(per[b], cols, ckey) for b in sorted(per))
+
+
+def _benchmark_lines(rows: list[ScoreRow], cols: list[str], ckey: str) -> str:
+    per: dict[str, list[ScoreRow]] = {}
+    for r in rows:
+        per.setdefault(r.metric, []).append(r)
+    if len(per) < 2 or not _cellwise(rows):
+        return _lines(rows, cols, ckey)
+    keyed: list[tuple[tuple[str, str, str], str]] = []
+    for part in per.values():
+        lines = _lines(part, cols, ckey).splitlines(keepends=True)
+        if len(lines) != len(part):  # a quoted line break: lines are not rows
+            return _lines(rows, cols, ckey)
+        order = sorted(part, key=lambda r: (r.model, r.case_id))  # a metric's part, sorted as case_table does
+        keyed += [((r.model, r.case_id, r.metric), line) for r, line in zip(order, lines)]
+    keyed.sort(key=lambda kv: kv[0])
+    return "".join(line for _, line in keyed)
+
+
+def _cellwise(rows: list[ScoreRow]) -> bool:
+    """Every cell's text is its own (not typed by the column's other cells): string strata, float values."""
+    return (all(type(v) is str for r in rows for v in r.strata.values())
+            and all(v is None or type(v) is float for r in rows for v in r.values.values()))
 
 
 def _lines(rows: list[ScoreRow], cols: list[str], ckey: str) -> str:
