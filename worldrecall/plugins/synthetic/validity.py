@@ -306,6 +306,8 @@ def _validity_png(table_csv: str) -> bytes:
 def plot_validity(df: pd.DataFrame, path: Path | str) -> Path:
     """Heat-map PNG: metric value x counterfactual, colour = fraction of cases the oracle wins,
     targeted cells outlined (solid when the expectation holds, dashed when it does not)."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -354,13 +356,16 @@ def plot_validity(df: pd.DataFrame, path: Path | str) -> Path:
     ax.set_xticks(range(len(cols)), cols, rotation=35, ha="right", fontsize=8)
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
     ax.set_title("Does each metric rank the oracle above the counterfactual?", fontsize=10)
-    ax.set_xlabel("counterfactual model (the failure it commits)\n\ncell: fraction, oracle-better/cases · solid "
-                  "outline: targeted failure, caught on every case · dashed outline: targeted, not always caught · "
-                  "grey: not applicable (no comparable cases)", fontsize=8)
+    legend = ("cell: fraction, oracle-better/cases · solid outline: targeted failure, caught on every case · dashed "
+              "outline: targeted, not always caught · grey: not applicable (no comparable cases)")
+    # wrapped to the figure's width (~13 characters of 8 pt per inch): one draw, no canvas grown to fit it
+    width = int(fig.get_figwidth() * 13)
+    ax.set_xlabel("counterfactual model (the failure it commits)\n\n" + "\n".join(textwrap.wrap(legend, width)),
+                  fontsize=8)
     ax.set_ylabel("metric:value", fontsize=9)
     cb = fig.colorbar(im, ax=ax, fraction=0.03, pad=0.02)
     cb.set_label("fraction of cases the oracle scores better", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110, bbox_inches="tight")  # grows the canvas to the labels and the legend line
+    fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
