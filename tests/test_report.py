@@ -262,6 +262,54 @@ def test_a_changed_row_redraws_only_its_own_parts(tmp_path, monkeypatch):
     assert fresh == second and fresh_imgs.rules == imgs.rules
 
 
+def test_a_persisted_section_names_its_images_and_each_image_is_kept_once(tmp_path, monkeypatch):
+    """Sections on disk hold their text and the names of their images; each image is one file. A later process
+    reads the section back with its images; an image that is gone or altered makes it draw the section again."""
+    from types import SimpleNamespace
+
+    import cv2
+
+    from worldrecall.core.data import ScoreRow
+    from worldrecall.engine.sinks.report import html
+
+    png = tmp_path / "fig.png"
+    cv2.imwrite(str(png), np.random.default_rng(0).integers(0, 255, (120, 160, 3), dtype=np.uint8))
+    host = SimpleNamespace(metrics={}, benchmarks={})
+    opts = {"image_side": 64, "frames_per_phase": 0, "max_cases_per_model": 0, "thumb_side": 32}
+
+    def rows(v: float) -> list[ScoreRow]:
+        return [ScoreRow("toy", "m", "c0", "toy.a", {"x": v}, info={"artifacts": [str(png)]})]
+
+    def fresh_process() -> None:
+        for name in ("_FRAGMENTS", "_SECTION_MEMO"):
+            monkeypatch.setattr(html, name, {})
+        monkeypatch.setattr(html, "_KEPT_IMAGES", set())
+
+    root = tmp_path / "sections"
+    fresh_process()
+    imgs = html._Images()
+    page = html._Sections(root, host).render("m", "c0", rows(0.25), host, imgs, tmp_path / "thumbs", opts)
+    html._Sections(root, host).render("m", "c0", rows(0.5), host, html._Images(), tmp_path / "thumbs", opts)
+    docs = [json.loads(p.read_text()) for p in root.glob("??/*.json")]
+    images = sorted(root.glob("images/*/*.b64"))
+    assert len(docs) == 2 and all(d["images"] == list(imgs.rules) for d in docs)  # names, not the images
+    assert [p.stem for p in images] == sorted(imgs.rules) and len(imgs.rules) == 2  # thumbnail + full size, once
+    assert all(len(p.read_text()) > 100 for p in images) and all(len(json.dumps(d)) < 2000 for d in docs)
+
+    drawn: list[str] = []
+    real = html._case
+    monkeypatch.setattr(html, "_case", lambda *a, **k: drawn.append("drawn") or real(*a, **k))
+    fresh_process()
+    again = html._Images()
+    assert html._Sections(root, host).render("m", "c0", rows(0.25), host, again, tmp_path / "thumbs", opts) == page
+    assert drawn == [] and again.rules == imgs.rules  # read back from disk, images and all
+    images[0].write_text(images[1].read_text())  # an image file that does not hold the image its name says
+    fresh_process()
+    redrawn = html._Images()
+    assert html._Sections(root, host).render("m", "c0", rows(0.25), host, redrawn, tmp_path / "thumbs", opts) == page
+    assert drawn == ["drawn"] and redrawn.rules == imgs.rules
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_crashing_output_is_reported_the_others_still_run_and_the_exit_code_says_so(tmp_path, capsys,
                                                                                       monkeypatch, workers):

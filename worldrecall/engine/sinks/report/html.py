@@ -18,6 +18,7 @@ import html
 import json
 import logging
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -102,22 +103,47 @@ class _Sections:
     state (size, mtime) of every file they read, the report options, the metrics' declarations and this
     package's source. A re-score job re-renders only the cases whose rows changed; a warm rerun none.
 
-    Kept in memory (a sweep's jobs in one process) and under ``<cache_dir>/report_sections`` as JSON."""
+    Kept in memory (a sweep's jobs in one process) and under ``<cache_dir>/report_sections`` as JSON that names
+    its images; each image is kept once, under ``report_sections/images`` by its name (a re-scored section
+    shows the same frames: it writes its text only)."""
 
     def __init__(self, root: Path, host: Any) -> None:
         self.root, self.host = root, host
         here = Path(__file__).parent
         decl = {n: [getattr(c, "primary", ""), {v: repr(m) for v, m in (getattr(c, "values", None) or {}).items()}]
                 for n, c in sorted(getattr(host, "metrics", {}).items())}
-        self.base = {"format": 2, "code": [file_digest(p) for p in sorted(here.glob("*.py"))],
+        self.base = {"format": 3, "code": [file_digest(p) for p in sorted(here.glob("*.py"))],
                      "metrics": decl, "heads": _headline_values(host)}
         self.base_key = cache_key(self.base)  # what every section shares, hashed once (not per section)
         self.fragments = _Fragments(self.base_key)
+        self.images = root / "images"
 
     def key(self, model: str, cid: str, rows: list[Any], opts: Mapping[str, Any]) -> str:
         return cache_key({"base": self.base_key, "model": model, "case": cid, "opts": dict(opts),
                           "files": file_states(p for r in rows for p in _row_files(r)),
                           "rows": [row_digest(r) for r in rows]})
+
+    def _image(self, name: str) -> Path:
+        return self.images / name[:2] / f"{name}.b64"
+
+    def _read_images(self, names: list[str]) -> dict[str, str]:
+        """A persisted section's images by name; ValueError when one is gone or is not what its name says."""
+        out = {}
+        for name in names:
+            try:
+                b64 = self._image(name).read_text()
+            except OSError:
+                raise ValueError(f"image {name} is gone") from None
+            if hashlib.sha1(base64.b64decode(b64)).hexdigest()[:14] != name:
+                raise ValueError(f"image {name} does not hold its image")
+            out[name] = b64
+        return out
+
+    def _keep_images(self, rules: Mapping[str, str]) -> None:
+        for name, b64 in rules.items():
+            if name not in _KEPT_IMAGES and not self._image(name).exists():
+                atomic_write_text(self._image(name), b64)
+            _KEPT_IMAGES.add(name)
 
     def render(self, model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, memo: Path,
                opts: Mapping[str, Any]) -> str:
@@ -127,7 +153,7 @@ class _Sections:
         if hit is None:
             try:
                 doc = json.loads(path.read_text())
-                hit = (str(doc["html"]), {str(k): str(v) for k, v in doc["images"]})
+                hit = (str(doc["html"]), self._read_images([str(k) for k in doc["images"]]))
             except (OSError, ValueError, KeyError, TypeError):
                 hit = None
         if hit is None:
@@ -135,7 +161,8 @@ class _Sections:
             html_text = _case(model, cid, rows, host, local, memo, opts, self.fragments)
             hit = (html_text, dict(local.rules))
             try:
-                atomic_write_text(path, json.dumps({"html": html_text, "images": list(local.rules.items())}))
+                self._keep_images(local.rules)  # before the section that names them
+                atomic_write_text(path, json.dumps({"html": html_text, "images": list(local.rules)}))
             except OSError:
                 pass  # a full cache costs time, never the report
         _remember(_SECTION_MEMO, key, hit, 20_000)
@@ -144,6 +171,7 @@ class _Sections:
 
 
 _SECTION_MEMO: dict[str, tuple[str, dict[str, str]]] = {}
+_KEPT_IMAGES: set[str] = set()  # image names this process wrote or found under report_sections/images
 
 
 def _remember(memo: dict[Any, Any], key: Any, value: Any, limit: int) -> None:
@@ -156,6 +184,7 @@ def _remember(memo: dict[Any, Any], key: Any, value: Any, limit: int) -> None:
 def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str, Any]) -> Path:
     """Write the report of ``result`` to ``<results_dir>/report/index.html`` and return its path."""
     plain = resolve_config(plain)  # the schema holds the report options' defaults
+    _STATES.clear()  # files are looked at again by each report (once)
     opts = plain["report"]
     cache = Path(plain["cache_dir"])
     memo = cache / "report_thumbs"
@@ -244,15 +273,22 @@ def _row_files(r: Any) -> list[str]:
 
 
 def file_states(paths: Any) -> list[list[Any]]:
-    """[path, size, mtime] of each distinct path, sorted (None, None for a file that is gone)."""
+    """[path, size, mtime] of each distinct path, sorted (None, None for a file that is gone); each path is
+    looked at once per report (:data:`_STATES`, cleared when a report starts)."""
     out = []
     for p in sorted({str(p) for p in paths}):
-        try:
-            st = Path(p).stat()
-            out.append([p, st.st_size, st.st_mtime_ns])
-        except (OSError, ValueError):
-            out.append([p, None, None])
+        state = _STATES.get(p)
+        if state is None:
+            try:
+                st = os.stat(p)
+                state = _STATES[p] = [p, st.st_size, st.st_mtime_ns]
+            except (OSError, ValueError):
+                state = _STATES[p] = [p, None, None]
+        out.append(list(state))
     return out
+
+
+_STATES: dict[str, list[Any]] = {}
 
 
 def _frozen(states: list[list[Any]]) -> tuple[tuple[Any, ...], ...]:
