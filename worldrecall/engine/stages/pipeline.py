@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from worldrecall.core.cache import MeasurementCache, ScoreCache, cache_key
+from worldrecall.core.cache import ScoreCache, cache_key
 from worldrecall.core.components import MeasureContext, Metric
 from worldrecall.core.data import Alignment, Case, CaseError, CaseFailure, ScoreRow, one_line
 from worldrecall.core.digests import file_state
@@ -26,6 +26,7 @@ from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.results import json_default
 from worldrecall.core.video import VideoError, VideoPool
+from worldrecall.engine.stages.measurement_memo import ProcessMeasurementCache
 from worldrecall.engine.stages.plan import BenchmarkPlan
 from worldrecall.engine.stages.row_memo import memo_key, recall
 from worldrecall.engine.stages.score_memo import ProcessScoreCache
@@ -61,7 +62,7 @@ class CasePipeline:
     def __init__(self, host: PluginHost, hub: ModelHub, judges: JudgeHub, pool: VideoPool, cache_root: Path,
                  *, artifacts: bool, device: str, batch_size: int):
         self.host, self.hub, self.judges, self.pool = host, hub, judges, pool
-        self.measurements = MeasurementCache(cache_root / "measurements")
+        self.measurements = ProcessMeasurementCache(cache_root / "measurements")
         self.scores = ProcessScoreCache(cache_root / "scores")
         self.alignments = ProcessScoreCache(cache_root / "alignments")  # same pure-function memo, own counters
         # notes a reader added to case.warnings while a metric measured (e.g. a corrupt depth frame read as
@@ -116,16 +117,24 @@ class CasePipeline:
                          dict(item.strata), metric.version, warnings=list(item.warnings))
                 for name, metric in plan.metrics.items() if not is_final((plan.name, item.model, item.case_id, name))]
 
-    def rows(self, plan: BenchmarkPlan, item: Case | CaseError, is_final: IsFinal,
-             memo_only: bool = False) -> list[ScoreRow] | None:
-        """The rows of one case (every metric not already final), in metric order.
+    def rows(self, plan: BenchmarkPlan, item: Case | CaseError, is_final: IsFinal) -> list[ScoreRow]:
+        """The rows of one case (every metric not already final), in metric order."""
+        return self._rows(plan, item, is_final, memo_only=False)[0]
 
-        ``memo_only``: return None unless every row comes from the score memo (no metric runs at all).
-        """
+    def memo_rows(self, plan: BenchmarkPlan, item: Case | CaseError,
+                  is_final: IsFinal) -> tuple[list[ScoreRow], bool]:
+        """The final rows of one case that come from the score memo — no metric runs, no video is read — and
+        whether they are every row left to do (else the rest is a worker's: a re-score job's one metric)."""
+        rows, complete = self._rows(plan, item, is_final, memo_only=True)
+        return (rows, True) if complete else ([r for r in rows if r.status in ("ok", "skipped")], False)
+
+    def _rows(self, plan: BenchmarkPlan, item: Case | CaseError, is_final: IsFinal,
+              memo_only: bool) -> tuple[list[ScoreRow], bool]:
         if isinstance(item, CaseError):
-            return self.failure_rows(plan, item, item.stage, item.reason, is_final)
+            return self.failure_rows(plan, item, item.stage, item.reason, is_final), True
         case = item
         out: list[ScoreRow] = []
+        complete = True
         alignments: dict[str, Alignment | CaseFailure | None] = {}
         for name, metric in plan.metrics.items():
             if is_final((plan.name, case.model, case.case_id, name)):
@@ -143,18 +152,20 @@ class CasePipeline:
                 alignments[aligner] = self.align(aligner, case, plan.params_for(aligner), memo_only=memo_only)
             alignment = alignments[aligner]
             if alignment is None:  # memo_only and not aligned before: that needs the video, a worker's job
-                return None
+                complete = False
+                continue
             if isinstance(alignment, CaseFailure):
                 row.status, row.reason = "failed", f"align: {alignment}"
             else:
                 row.warnings.extend(alignment.info.get("warnings", []))
                 if not self.measure_and_score(metric, case, alignment, row, memo_only=memo_only):
-                    return None
+                    complete = False  # memo_only: this metric would run
+                    continue
                 if row.status == "ok" and name in plan.absent:  # systematically null values: said on the row
                     row.warnings.append(plan.absent[name])
                 row = _as_written(row)
             out.append(row)
-        return out
+        return out, complete
 
     def align(self, name: str, case: Case, params: Mapping[str, Any],
               memo_only: bool = False) -> Alignment | CaseFailure | None:

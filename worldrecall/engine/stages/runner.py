@@ -150,7 +150,7 @@ class Runner:
                            already=len(items) - sum(len(g) for g in todo))
         self._fingerprint(todo)
 
-        def emit(item: Case | CaseError, rows: list[ScoreRow]) -> None:
+        def emit(item: Case | CaseError, rows: list[ScoreRow], done: bool = True) -> None:
             for row in rows:
                 if not store.is_final(row.row_key):  # the parent alone decides a row is done
                     try:
@@ -161,7 +161,8 @@ class Runner:
                             f"are kept (a torn last line is repaired) and rerunning the same command resumes") from None
                     if "_memo_key" in row.__dict__:  # taken from the score memo: a later job may take it as written
                         remember(row.__dict__["_memo_key"], kept)
-            bar.update(1)
+            if done:  # else the memo pass emitted part of the case; a worker emits the rest
+                bar.update(1)
 
         workers = min(self.workers(), len(todo))
         if workers > 1 or (self.cfg["devices"] and todo):
@@ -205,12 +206,10 @@ class Runner:
         log.debug("worker %d (pid %d): CUDA_VISIBLE_DEVICES=%s", slot, os.getpid(), dev)
 
     def _from_memo(self, plan: BenchmarkPlan, item: Case | CaseError, is_final: Any, emit: Any) -> bool:
-        """Emit a case's rows when all of them come from the score memo; False when it needs work."""
-        rows = self.pipeline.rows(plan, item, is_final, memo_only=True)
-        if rows is None:
-            return False
-        emit(item, rows)
-        return True
+        """Emit the case's rows that come from the score memo; False when some are left (a worker's work)."""
+        rows, complete = self.pipeline.memo_rows(plan, item, is_final)
+        emit(item, rows, done=complete)
+        return complete
 
     def _fingerprint(self, groups: list[list[Case | CaseError]]) -> None:
         """Hash every input here, once: forked workers' digest memos die with them."""
