@@ -96,7 +96,7 @@ class ResultStore:
         and on :meth:`close` (a power cut loses at most those rows, and they are recomputed)."""
         line = row_line(row)
         if self._f is None:
-            self._f = open(self.path, "a", encoding="utf-8")
+            self._f = open(self.path, "a", encoding="utf-8")  # noqa: SIM115  (kept open across appends)
         self._f.write(line + "\n")
         self._f.flush()
         now = time.monotonic()

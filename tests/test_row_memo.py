@@ -1,0 +1,141 @@
+"""A sweep's re-score job takes what did not change as this process wrote it before: rows (as read back from
+their lines), alignments, measurements. Each memo gives what a fresh process would compute or read."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from worldrecall.core.data import ScoreRow
+from worldrecall.engine.stages import measurement_memo, pipeline, row_memo
+from worldrecall.engine.stages.row_digests import row_content
+from worldrecall.engine.stages.row_store import ResultStore, read_rows
+from worldrecall.registry.host import load_plugins
+
+sys.path.insert(0, str(Path(__file__).parent))
+from helpers import toy_plugin
+from helpers.toy_plugin import BrightnessDrift, make_dataset, toy_config
+
+
+class LateDrift(BrightnessDrift):
+    """A second toy metric, so that a re-score of one leaves the other's rows unchanged."""
+
+    name = "toy.late"
+    scored: list[str] = []
+
+    def score(self, m, thresholds):
+        LateDrift.scored.append("late")
+        return super().score(m, thresholds)
+
+
+class _Late:
+    @toy_plugin.hookimpl
+    def register_metrics(self, register):
+        register(LateDrift)
+
+
+def _fresh_process() -> None:
+    row_memo._ROWS.clear()
+    pipeline._ALIGNED.clear()
+    measurement_memo._MEMO.clear()
+    measurement_memo._BYTES[0] = 0
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_rescore_job_takes_each_unchanged_row_as_appended_before(tmp_path, workers):
+    from worldrecall.engine.stages.runner import Runner
+
+    host = load_plugins(extra=[toy_plugin, _Late()], fresh=True)
+    ds = make_dataset(tmp_path, {"good": [0, 5, 10], "bad": [40, 60, 80]})
+
+    def run(root: str, tol: float, cache: str = "cache"):
+        cfg = toy_config(tmp_path / root, ds, workers=workers)
+        cfg["cache_dir"] = str(tmp_path / cache)
+        metrics = cfg["benchmarks"]["toy"]["metrics"]
+        metrics["late"] = {"params": {}, "thresholds": {"tolerance": 10.0}}
+        metrics["brightness"]["thresholds"]["tolerance"] = tol
+        return Runner(cfg, host).run()
+
+    _fresh_process()
+    run("a", 10.0)  # cold
+    b = run("b", 20.0)  # a re-score of brightness: late's rows come from the score memo
+    LateDrift.scored.clear()
+    c = run("c", 30.0)  # and again: late's rows are now taken as b appended them
+    assert LateDrift.scored == []  # nothing of late is scored again, with the memo pass or without
+    late_b = {r.row_key: r for r in b.rows if r.metric == "toy.late"}
+    late_c = [r for r in c.rows if r.metric == "toy.late"]
+    assert len(late_c) == 6 and all(r is late_b[r.row_key] for r in late_c)
+    assert not any(r is late_b.get(r.row_key) for r in c.rows if r.metric == "toy.brightness")
+    # the rows and the file are what reading the file gives, and what a fresh process computes
+    written = read_rows(c.results_dir.glob("rows-shard-*.jsonl"))
+    assert [r.to_json() for r in written] == [r.to_json() for r in c.rows]
+    _fresh_process()
+    fresh = run("d", 30.0, cache="fresh")
+
+    def content(rows, cache: str):  # artifacts live under each cache folder
+        return json.dumps([row_content(r) for r in rows], sort_keys=True).replace(str(tmp_path / cache), "CACHE")
+
+    assert content(fresh.rows, "fresh") == content(c.rows, "cache")
+    assert fresh.tables["mean"].equals(c.tables["mean"])
+
+
+def test_a_row_is_recalled_only_for_what_determines_it():
+    row = ScoreRow("toy", "m", "c0", "toy.a", {"x": 0.5}, strata={"s": "a"}, backend={"flow": "dis_flow"},
+                   info={"videos": {"generated": "/v.mp4"}}, warnings=["w"])
+    key = row_memo.memo_key(row, "k" * 64, '{"values": {"x": 0.5}}')
+    assert row_memo.memo_key(ScoreRow.from_json(row.to_json()), "k" * 64, '{"values": {"x": 0.5}}') == key
+    for change in ({"warnings": ["w", "another"]}, {"strata": {"s": "b"}}, {"backend": {"flow": "raft"}},
+                   {"info": {"videos": {"generated": "/w.mp4"}}}, {"metric_version": "2"}, {"model": "n"}):
+        other = ScoreRow.from_json({**row.to_json(), **change})
+        assert row_memo.memo_key(other, "k" * 64, '{"values": {"x": 0.5}}') != key, change
+    assert row_memo.memo_key(row, "j" * 64, '{"values": {"x": 0.5}}') != key
+    assert row_memo.memo_key(row, "k" * 64, '{"values": {"x": 0.25}}') != key
+
+
+def test_the_store_keeps_rows_as_read_back_from_their_lines(tmp_path):
+    """Rows with numpy numbers and tuples are kept as a reader of the file sees them (floats, lists); with
+    another shard's file in the folder, that one is read too; a resumed store knows the earlier rows."""
+    store = ResultStore(tmp_path)
+    odd = ScoreRow("toy", "m", "c0", "toy.a", {"x": np.float32(0.5), "y": float("nan")},
+                   info={"alignment": {"phases": {"A": (0, 3)}}, "n": np.int64(3)})
+    kept = store.append(odd)
+    store.append(ScoreRow("toy", "m", "c1", "toy.a", {"x": 1.0}))
+    store.append(ScoreRow("toy", "m", "c0", "toy.a", {"x": 0.25}))  # a later line for the same row wins
+    store.close()
+    assert kept is not odd and kept.info == {"alignment": {"phases": {"A": [0, 3]}}, "n": 3}
+    assert type(kept.values["x"]) is float
+    from_file = read_rows([store.path])
+    assert [json.dumps(r.to_json(), sort_keys=True) for r in store.all_rows()] == \
+        [json.dumps(r.to_json(), sort_keys=True) for r in from_file]
+    assert [r.values["x"] for r in store.all_rows()] == [0.25, 1.0]
+    other = ResultStore(tmp_path, 1, 2)
+    other.append(ScoreRow("toy", "m", "c2", "toy.a", {"x": 2.0}))
+    other.close()
+    assert [r.case_id for r in ResultStore(tmp_path).all_rows()] == ["c0", "c1", "c2"]
+
+
+def test_measurements_kept_in_memory_are_what_a_load_gives(tmp_path, monkeypatch):
+    from worldrecall.core.cache import MeasurementCache
+
+    _fresh_process()
+    cache = measurement_memo.ProcessMeasurementCache(tmp_path)
+    m = {"a": np.arange(6.0).reshape(2, 3), "meta": (1, 2), "x": 0.5}
+    cache.store("toy.a", "k" * 64, m)
+    assert not measurement_memo._MEMO  # computed here: nothing kept (a worker's measurement stays its own)
+    plain = MeasurementCache(tmp_path).load("toy.a", "k" * 64)
+    first = cache.load("toy.a", "k" * 64)  # read: kept
+    assert measurement_memo._MEMO
+    first["a"][0, 0] = 99.0  # a caller that changes what it got changes nothing for the next one
+    first["meta"].append(3)
+    again = cache.load("toy.a", "k" * 64)
+    assert np.array_equal(again["a"], plain["a"]) and again["meta"] == plain["meta"] == [1, 2]
+    assert again["x"] == 0.5 and again["a"].dtype == plain["a"].dtype
+    MeasurementCache(tmp_path).store("toy.a", "k" * 64, {**m, "x": 0.75})  # the file changes: read again
+    assert cache.load("toy.a", "k" * 64)["x"] == 0.75
+    _fresh_process()
+    monkeypatch.setattr(measurement_memo, "_OWNER", -1)  # a forked worker: reads, keeps nothing
+    assert cache.load("toy.a", "k" * 64)["x"] == 0.75 and not measurement_memo._MEMO
