@@ -200,6 +200,19 @@ def prefetch(tcfg: Mapping[str, Any]) -> None:
     PREFETCH.start(sql=sqlite_path(uri) is not None)
 
 
+def _insert(session: Any, table: Any, values: list[dict[str, Any]]) -> None:
+    """Insert ``values`` (one dict per row) into ``table`` in the session's transaction. On SQLite, one
+    ``executemany`` of the driver with the columns in order (thousands of metric rows a job: SQLAlchemy's
+    per-parameter processing would cost more than the insert); elsewhere, SQLAlchemy's insert."""
+    cols = [c.name for c in table.columns if c.name in values[0]]
+    if session.bind.dialect.name != "sqlite" or len(cols) != len(values[0]):
+        session.execute(table.insert(), values)  # (a key that is no column: SQLAlchemy says which)
+        return
+    names = ", ".join(f'"{c}"' for c in cols)
+    sql = f'INSERT INTO "{table.name}" ({names}) VALUES ({", ".join("?" * len(cols))})'
+    session.connection().exec_driver_sql(sql, [tuple(v[c] for c in cols) for v in values])
+
+
 def default_uri(output_root: Path) -> str:
     return f"sqlite:///{(Path(output_root).resolve() / 'mlflow.db')}"
 
@@ -353,7 +366,7 @@ class Tracker:
             with store.ManagedSessionMaker(read_only=False) as session:  # one transaction, committed at the end
                 for model, values in rows.items():  # runs first: the others refer to them
                     if values:
-                        session.execute(model.__table__.insert(), values)
+                        _insert(session, model.__table__, values)
             return out
 
         try:
