@@ -69,3 +69,33 @@ def test_a_store_that_cannot_batch_falls_back(tmp_path, monkeypatch):
     job = t.start_run("job")
     monkeypatch.setattr(type(t.client._tracking_client), "store", property(lambda self: object()))
     assert t.log_finished_runs(job, CHILDREN, 1000.0, 1010.0) is None
+
+
+def test_a_job_and_its_model_runs_are_one_transaction_equal_to_logging_them_one_by_one(tmp_path, monkeypatch):
+    """A top-level job run (no parent) and its per-model runs under it ("parent": 0) are written in one
+    commit, and are what start_run / log_batch / end_run would make."""
+    from worldrecall.engine.sinks.tracking import tracker as tracker_mod
+
+    t = Tracker({"experiment": "batch"}, tmp_path / "b")
+    job_spec = {"name": "job · x=1", "tags": {"worldrecall.kind": "invocation"}, "metrics": {"n_cases": 4.0},
+                "params": {"seed": 0}}
+    sessions: list[int] = []
+    real = tracker_mod._insert
+    monkeypatch.setattr(tracker_mod, "_insert", lambda session, *a: sessions.append(id(session)) or real(session, *a))
+    ids = t.log_finished_runs(None, [job_spec, *({**c, "parent": 0} for c in CHILDREN)], 1000.0, 1010.0)
+    assert ids is not None and len(ids) == 3
+    assert len(sessions) == 5 and len(set(sessions)) == 1  # runs, tags, params, metrics, latest metrics: one session
+    u = Tracker({"experiment": "batch"}, tmp_path / "u")
+    ju = u.start_run(job_spec["name"], start_time=1000.0, tags=job_spec["tags"])
+    u.log_batch(ju, metrics=job_spec["metrics"], params=job_spec["params"])
+    u.end_run(ju, "FINISHED", end_time=1010.0)
+    one_by_one = []
+    for c in CHILDREN:
+        rid = u.start_run(c["name"], parent_id=ju, start_time=1000.0, tags=c["tags"])
+        u.log_batch(rid, metrics=c["metrics"], params=c["params"])
+        u.end_run(rid, "FINISHED", end_time=1010.0)
+        one_by_one.append(rid)
+    assert "mlflow.parentRunId" not in t.client.get_run(ids[0]).data.tags
+    assert _view(t, "-", ids[0]) == _view(u, "-", ju)
+    for b, s in zip(ids[1:], one_by_one):
+        assert _view(t, ids[0], b) == _view(u, ju, s)

@@ -207,42 +207,45 @@ def log_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, file
     start = result.started_at or end  # the runner's own start (`aggregate` has none: its run is the merge)
     label = override_label(overrides)
     head, best_tags = headline_metrics(result, host)
-    job = tracker.start_run(run_name, parent_id=parent, start_time=start,
-                            tags={**job_tags, **best_tags, "worldrecall.kind": "job" if parent else "invocation",
-                                  "worldrecall.config_hash": chash, "worldrecall.results_digest": digest,
-                                  CURRENT: "true"})
+    job_tags_all = {**job_tags, **best_tags, "worldrecall.kind": "job" if parent else "invocation",
+                    "worldrecall.config_hash": chash, "worldrecall.results_digest": digest, CURRENT: "true"}
+    over = {f"override.{o.partition('=')[0].lstrip('+~')}": o.partition("=")[2] for o in overrides if "=" in o}
+    backends_of: dict[tuple[str, str], set[str]] = {}
+    for r in result.rows:
+        if r.backend:
+            backends_of.setdefault((r.benchmark, r.model), set()).add(backend_signature(r.backend))
+    children = []
+    for (bench, model), metrics in sorted(per_model_metrics(result, host).items()):
+        backends = sorted(backends_of.get((bench, model), set()) - {"-"})
+        children.append({"key": (bench, model), "name": f"{model} · {bench}" + (f" · {label}" if label else ""),
+                         "tags": {**job_tags, "worldrecall.kind": "model", "worldrecall.config_hash": chash,
+                                  CURRENT: "true"},
+                         "metrics": metrics, "parent": 0, "params": {
+                             "model": model, "benchmark": bench, "backends": ";".join(backends) or "-",
+                             "backend_set": str((plain.get("models") or {}).get("set") or "-"),
+                             "config_hash": chash, **over}})
+    # the job's run and its (benchmark, model) runs in one transaction where the store allows (a SQL store)
+    made = tracker.log_finished_runs(parent, [{"name": run_name, "tags": job_tags_all, "metrics": head,
+                                               "params": params}, *children], start, end)
+    if made is not None:
+        job, ids = made[0], made[1:]
+    else:  # any other store: one run at a time
+        job = tracker.start_run(run_name, parent_id=parent, start_time=start, tags=job_tags_all)
     try:
-        tracker.log_batch(job, metrics=head, params=params)
-        for p in files:
-            sub = {".csv": "tables", ".md": "tables", ".json": "meta", ".png": "plots", ".html": "report"}.get(p.suffix)
-            if sub and p.exists():
-                # tables and the report are written atomically (a new file each time): safe to hard-link
-                tracker.log_file_once(job, p, sub, blobs, link=sub in ("tables", "report"))
-        index = case_index(result, blobs, output_root)
-        over = {f"override.{o.partition('=')[0].lstrip('+~')}": o.partition("=")[2] for o in overrides if "=" in o}
-        backends_of: dict[tuple[str, str], set[str]] = {}
-        for r in result.rows:
-            if r.backend:
-                backends_of.setdefault((r.benchmark, r.model), set()).add(backend_signature(r.backend))
-        children = []
-        for (bench, model), metrics in sorted(per_model_metrics(result, host).items()):
-            backends = sorted(backends_of.get((bench, model), set()) - {"-"})
-            children.append({"key": (bench, model), "name": f"{model} · {bench}" + (f" · {label}" if label else ""),
-                             "tags": {**job_tags, "worldrecall.kind": "model", "worldrecall.config_hash": chash,
-                                      CURRENT: "true"},
-                             "metrics": metrics, "params": {
-                                 "model": model, "benchmark": bench, "backends": ";".join(backends) or "-",
-                                 "backend_set": str((plain.get("models") or {}).get("set") or "-"),
-                                 "config_hash": chash, **over}})
-        # every (benchmark, model) run in one transaction where the store allows (a SQL store), else one by one
-        ids = tracker.log_finished_runs(job, children, start, end) if children else []
-        if ids is None:
+        if made is None:
+            tracker.log_batch(job, metrics=head, params=params)
             ids = []
             for c in children:
                 child = tracker.start_run(c["name"], parent_id=job, start_time=start, tags=c["tags"])
                 tracker.log_batch(child, metrics=c["metrics"], params=c["params"])
                 tracker.end_run(child, "FINISHED", end_time=end)
                 ids.append(child)
+        for p in files:
+            sub = {".csv": "tables", ".md": "tables", ".json": "meta", ".png": "plots", ".html": "report"}.get(p.suffix)
+            if sub and p.exists():
+                # tables and the report are written atomically (a new file each time): safe to hard-link
+                tracker.log_file_once(job, p, sub, blobs, link=sub in ("tables", "report"))
+        index = case_index(result, blobs, output_root)
         for c, child in zip(children, ids):
             bench, model = c["key"]
             entries = index.get((bench, model))
@@ -251,7 +254,8 @@ def log_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, file
                 idx.parent.mkdir(parents=True, exist_ok=True)
                 idx.write_text(json.dumps({"blob_root": str(output_root), "files": entries}, indent=1))
                 tracker.log_file_once(child, idx, "cases", blobs)
-        tracker.end_run(job, "FINISHED", end_time=time.time())
+        if made is None:
+            tracker.end_run(job, "FINISHED", end_time=time.time())
     except Exception:
         tracker.end_run(job, "FAILED")
         raise

@@ -311,12 +311,13 @@ class Tracker:
             t["mlflow.parentRunId"] = parent_id
         return name, t
 
-    def log_finished_runs(self, parent_id: str, runs: Sequence[Mapping[str, Any]], start_time: float,
+    def log_finished_runs(self, parent_id: str | None, runs: Sequence[Mapping[str, Any]], start_time: float,
                           end_time: float) -> list[str] | None:
-        """Create finished runs under ``parent_id`` — each ``{"name", "tags", "metrics", "params"}`` — in ONE
-        transaction of a SQL store (the runs :meth:`start_run` + :meth:`log_batch` + :meth:`end_run` would
-        make, with the same names, tags, params, metrics, times and artifact folders). Returns their ids, or
-        None where the store is not MLflow's SQL store (the caller then logs them one by one)."""
+        """Create finished runs under ``parent_id`` (None: top-level) — each ``{"name", "tags", "metrics",
+        "params"}``, and ``"parent": i`` for a run under the ``i``-th of these (a job and its per-model runs) —
+        in ONE transaction of a SQL store (the runs :meth:`start_run` + :meth:`log_batch` + :meth:`end_run`
+        would make, with the same names, tags, params, metrics, times and artifact folders). Returns their ids,
+        or None where the store is not MLflow's SQL store (the caller then logs them one by one)."""
         store = getattr(getattr(self.client, "_tracking_client", None), "store", None)
         try:
             from mlflow.entities import RunStatus, SourceType
@@ -343,9 +344,10 @@ class Tracker:
             out: list[tuple[str, str]] = []
             rows: dict[Any, list[dict[str, Any]]] = {SqlRun: [], SqlTag: [], SqlParam: [], SqlMetric: [],
                                                      SqlLatestMetric: []}
-            for spec in runs:
-                name, tags = self._run_tags(spec["name"], parent_id, spec.get("tags"))
-                run_id = uuid.uuid4().hex
+            ids = [uuid.uuid4().hex for _ in runs]
+            for spec, run_id in zip(runs, ids):
+                parent = ids[spec["parent"]] if "parent" in spec else parent_id
+                name, tags = self._run_tags(spec["name"], parent, spec.get("tags"))
                 uri = append_to_uri_path(location, run_id, SqlAlchemyStore.ARTIFACTS_FOLDER_NAME)
                 rows[SqlRun].append({
                     "name": name, "artifact_uri": uri, "run_uuid": run_id, "experiment_id": int(self.experiment_id),
