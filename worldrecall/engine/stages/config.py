@@ -134,8 +134,10 @@ def resolve_config(cfg: Mapping[str, Any]) -> ResolvedConfig:
 
 
 def store_schemas() -> None:
+    """Register the schema with Hydra's config store, once per process (each ``launch`` asks)."""
     cs = ConfigStore.instance()
-    cs.store(name="worldrecall_schema", node=WorldrecallSchema)
+    if "worldrecall_schema.yaml" not in cs.repo:
+        cs.store(name="worldrecall_schema", node=WorldrecallSchema)
 
 
 def validate_benchmark(name: str, node: Any) -> dict[str, Any]:
