@@ -8,11 +8,13 @@ inspection flags (``--cfg``, ``--info``, ``--help`` …), which run no job, go t
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 import traceback
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +102,8 @@ def launch(args: Sequence[str]) -> int:
     overrides = [a for a in args if a not in MULTIRUN_FLAGS]
     overrides.append(f"hydra.mode={'MULTIRUN' if multirun else 'RUN'}")
     try:
-        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3", job_name="worldrecall"):
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3", job_name="worldrecall"), \
+                _compose_once():
             hydra = GlobalHydra.instance().hydra
             assert hydra is not None
             run = hydra.multirun if multirun else hydra.run
@@ -113,6 +116,32 @@ def launch(args: Sequence[str]) -> int:
         traceback.print_exc()
         return 1
     return max(_codes(returns), default=0)
+
+
+@contextmanager
+def _compose_once() -> Iterator[None]:
+    """Each job's config of a multirun composed once: Hydra's sweeper composes every job of a batch to
+    catch errors before launching any, then the launcher composes each job again, here or before submitting
+    it. The launcher gets a copy of the composition the sweeper validated (the same overrides on the same
+    master config: the same config) — a third of a sweep's re-score job went to composing."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    real = ConfigLoaderImpl.load_sweep_config
+    validated: dict[tuple[int, int, tuple[str, ...]], Any] = {}
+
+    def load_sweep_config(self: Any, master_config: Any, sweep_overrides: list[str]) -> Any:
+        key = (id(self), id(master_config), tuple(sweep_overrides))
+        if key in validated:  # the launcher's call, after the sweeper's: what the sweeper composed
+            return validated.pop(key)
+        cfg = real(self, master_config, sweep_overrides)
+        validated[key] = copy.deepcopy(cfg)
+        return cfg
+
+    ConfigLoaderImpl.load_sweep_config = load_sweep_config  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ConfigLoaderImpl.load_sweep_config = real  # type: ignore[method-assign]
 
 
 def _inspect(args: list[str]) -> int:
