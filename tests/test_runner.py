@@ -343,13 +343,14 @@ def test_disk_full_stops_the_run_with_one_message_and_a_rerun_resumes(tmp_path, 
     real = ResultStore.append
     calls = {"n": 0}
 
-    def append(self, row):
+    def append(self, row, flush=True):
         calls["n"] += 1
         if calls["n"] == 3:  # the disk fills up mid-line: half a line is on disk, then ENOSPC
+            self.flush()
             with open(self.path, "a") as f:
                 f.write('{"benchmark": "toy", "mo')
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real(self, row)
+        return real(self, row, flush)
 
     monkeypatch.setattr(ResultStore, "append", append)
     code = app.run_plain(cfg, host=host)

@@ -89,23 +89,31 @@ class ResultStore:
         row = self.done.get(key)
         return row is not None and row.status in ("ok", "skipped")
 
-    def append(self, row: ScoreRow) -> ScoreRow:
+    def append(self, row: ScoreRow, flush: bool = True) -> ScoreRow:
         """Append one row; returns it as read back from its line (``row`` itself when it is such a row).
 
-        Flushed to the OS at once (a kill -9 loses nothing written); fsynced at most every ``SYNC_EVERY_S``
+        Flushed to the OS at once unless ``flush=False`` (the runner flushes once after a case's rows: a kill -9
+        loses at most that case's unflushed rows, recomputed on resume); fsynced at most every ``SYNC_EVERY_S``
         and on :meth:`close` (a power cut loses at most those rows, and they are recomputed)."""
         line = row_line(row)
         if self._f is None:
             self._f = open(self.path, "a", encoding="utf-8")  # noqa: SIM115  (kept open across appends)
         self._f.write(line + "\n")
+        if flush:
+            self.flush()
+        kept = row if row.__dict__.get("_line") == line else parse_line(line)
+        self.done[row.row_key] = kept
+        return kept
+
+    def flush(self) -> None:
+        """Hand what was appended to the OS (and fsync it when the last sync is ``SYNC_EVERY_S`` old)."""
+        if self._f is None:
+            return
         self._f.flush()
         now = time.monotonic()
         if now - self._synced >= SYNC_EVERY_S:
             os.fsync(self._f.fileno())
             self._synced = now
-        kept = row if row.__dict__.get("_line") == line else parse_line(line)
-        self.done[row.row_key] = kept
-        return kept
 
     def close(self) -> None:
         """fsync and close the shard file (the runner calls this when a run's rows are all written)."""

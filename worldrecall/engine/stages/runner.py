@@ -154,13 +154,18 @@ class Runner:
             for row in rows:
                 if not store.is_final(row.row_key):  # the parent alone decides a row is done
                     try:
-                        kept = store.append(row)
+                        kept = store.append(row, flush=False)
                     except OSError as e:
                         raise ResultsNotWritable(
                             f"cannot append results to {store.path}: {e.strerror or e}; the rows written so far "
                             f"are kept (a torn last line is repaired) and rerunning the same command resumes") from None
                     if "_memo_key" in row.__dict__:  # taken from the score memo: a later job may take it as written
                         remember(row.__dict__["_memo_key"], kept)
+            try:
+                store.flush()  # a case's rows reach the OS together
+            except OSError as e:
+                raise ResultsNotWritable(f"cannot append results to {store.path}: {e.strerror or e}; the rows "
+                                         f"written so far are kept and rerunning the same command resumes") from None
             if done:  # else the memo pass emitted part of the case; a worker emits the rest
                 bar.update(1)
 
