@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from worldrecall.core.digests import file_state
 from worldrecall.core.tables import backend_signature
 from worldrecall.engine.sinks.blobs import BlobStore
 from worldrecall.engine.sinks.results_view import (
@@ -144,18 +145,34 @@ def headline_metrics(result: Any, host: Any) -> tuple[dict[str, float], dict[str
 
 
 def case_index(result: Any, blobs: BlobStore, output_root: Path) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    """(benchmark, model) -> [{case_id, metric, file, sha256, bytes, blob}]: every per-case file, stored once."""
+    """(benchmark, model) -> [{case_id, metric, file, sha256, bytes, blob}]: every per-case file, stored once.
+
+    A file stored earlier in this process, unchanged since and its blob still there, is not stored again (a
+    sweep's jobs share nearly all their per-case files)."""
     out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    root = str(output_root)
     for r in result.rows:
         for a in (r.info or {}).get("artifacts") or []:
-            p = Path(a)
-            if not p.is_file():
+            state = file_state(a)
+            if state is None:
                 continue
-            digest, blob = blobs.put(p, link=True)
-            out.setdefault((r.benchmark, r.model), []).append({
-                "case_id": r.case_id, "metric": r.metric, "file": p.name, "sha256": digest,
-                "bytes": p.stat().st_size, "blob": os.path.relpath(blob, output_root)})  # same bytes as the blob
+            known = _STORED.get((a, root))
+            if known is None or known[0] != state or not os.path.exists(known[2]):
+                p = Path(a)
+                if not p.is_file():
+                    continue
+                digest, blob = blobs.put(p, link=True)
+                known = _STORED[(a, root)] = (state, {"file": p.name, "sha256": digest, "bytes": state[1],
+                                                      "blob": os.path.relpath(blob, output_root)}, str(blob))
+                while len(_STORED) > 200_000:
+                    _STORED.pop(next(iter(_STORED)))
+            out.setdefault((r.benchmark, r.model), []).append({"case_id": r.case_id, "metric": r.metric,
+                                                               **known[1]})  # same bytes as the blob
     return out
+
+
+# (per-case file, output root) -> (its state, its index entry, its blob): what this process stored
+_STORED: dict[tuple[str, str], tuple[Any, dict[str, Any], str]] = {}
 
 
 def results_digest(files: list[Path]) -> str:
