@@ -63,6 +63,52 @@ def test_measurement_key_with_the_alignment_serialised_once_is_the_same_key():
     assert key_with_alignment(Alignment(), {}) == cache_key({"alignment": Alignment().to_json()})
 
 
+def test_the_pipelines_keys_are_the_cache_keys_of_their_parts(tmp_path):
+    """``CasePipeline.keys`` writes the measurement and score keys from parts serialised once per metric: the
+    same keys as ``cache_key`` of the whole mappings, for metrics with optional models, odd params (a path, a
+    non-ASCII text, nested mappings) and per-case ``cache_params``."""
+    import sys
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from worldrecall.core.cache import cache_key
+    from worldrecall.core.data import Alignment, Phase
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from helpers import toy_plugin
+    from helpers.toy_plugin import make_dataset, toy_config
+
+    from worldrecall.engine.stages.runner import Runner
+    from worldrecall.registry.host import load_plugins
+
+    host = load_plugins(extra=[toy_plugin], fresh=True)
+    runner = Runner(toy_config(tmp_path, make_dataset(tmp_path, {"good": [0]})), host)
+    pipe = runner.pipeline
+
+    class Odd(toy_plugin.BrightnessDrift):
+        name = "toy.odd"
+        optional_models = ("flow",)
+        params = {"max_side": 64, "where": Path("/x/é"), "nested": {"b": [1, 2.5], "a": None}}
+        thresholds = {"tolerance": 10.0, "band": [0.1, 0.9]}
+
+        def cache_params(self, case, alignment):
+            return {"case": case.case_id, "n": len(alignment.phases)}
+
+    al = Alignment({"A": Phase("A", 0, 3), "B": Phase("B", 4, 7)}, {"n": 8, "note": "ünïcode"})
+    for metric in (toy_plugin.BrightnessDrift(), Odd()):
+        for cid in ("c0", "c1"):
+            case = SimpleNamespace(case_id=cid, fingerprint=lambda cid=cid: cid * 32)
+            key, score_key = pipe.keys(metric, case, al)
+            want = cache_key({"alignment": al.to_json(), "metric": metric.name, "version": metric.version,
+                              "case": case.fingerprint(), "params": metric.params,
+                              "models": pipe.hub.identities(metric.models),
+                              "optional_models": {r: pipe.hub.selection.get(r) or "" for r in metric.optional_models},
+                              "extra": metric.cache_params(case, al)})
+            assert key == want
+            assert score_key == cache_key({"measurement": want, "version": metric.version,
+                                           "thresholds": metric.thresholds, "artifacts": pipe.write_artifacts})
+
+
 def test_a_job_runs_with_a_larger_young_generation_and_restores_it(monkeypatch):
     """``run_plain`` raises the collector's young-generation threshold for the job and restores it after,
     also when the job raises."""

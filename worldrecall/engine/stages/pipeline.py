@@ -72,6 +72,7 @@ class CasePipeline:
         # (id(alignment), metric, id(case)) -> (alignment, case, (measurement key, score key)), for this job (a
         # pipeline lives for one job): the memo pass, the scores-only check and the scoring all ask
         self._keys: dict[tuple[int, str, int], tuple[Alignment, Case, tuple[str, str]]] = {}
+        self._fixed: dict[int, tuple[Metric, tuple[str, str, str]]] = {}  # id(metric) -> its case-free key text
         self.write_artifacts, self.device, self.batch_size = artifacts, device, batch_size
         self.counters = Counters()
         self.merged = Counters()  # what forked workers reported
@@ -288,16 +289,28 @@ class CasePipeline:
         known = self._keys.get((id(alignment), metric.name, id(case)))
         if known is not None and known[0] is alignment and known[1] is case:
             return known[2]
-        key = key_with_alignment(alignment, {
-            "metric": metric.name, "version": metric.version, "case": case.fingerprint(), "params": metric.params,
-            "models": self.hub.identities(metric.models),
-            "optional_models": {r: self.hub.selection.get(r) or "" for r in metric.optional_models},
-            "extra": metric.cache_params(case, alignment),
-        })
-        score_key = cache_key({"measurement": key, "version": metric.version, "thresholds": metric.thresholds,
-                               "artifacts": self.write_artifacts})
+        # cache_key({"alignment": …, "case": …, "extra": …, "metric": …, "models": …, "optional_models": …,
+        # "params": …, "version": …}) and cache_key({"artifacts": …, "measurement": key, "thresholds": …,
+        # "version": …}), written out in sorted key order from the parts serialised once (tested equal)
+        fixed = self._fixed_parts(metric)
+        key = key_with_alignment_text(alignment, '"case":' + _dump(case.fingerprint()) + ',"extra":'
+                                      + _dump(metric.cache_params(case, alignment)) + fixed[0])
+        score_key = hashlib.sha256((fixed[1] + key + fixed[2]).encode()).hexdigest()
         self._keys[(id(alignment), metric.name, id(case))] = (alignment, case, (key, score_key))
         return key, score_key
+
+    def _fixed_parts(self, metric: Metric) -> tuple[str, str, str]:
+        """A metric's key text that no case changes (name, models, params, version, thresholds), once a job."""
+        known = self._fixed.get(id(metric))
+        if known is not None and known[0] is metric:
+            return known[1]
+        optional = {r: self.hub.selection.get(r) or "" for r in metric.optional_models}
+        parts = (f',"metric":{_dump(metric.name)},"models":{_dump(self.hub.identities(metric.models))},'
+                 f'"optional_models":{_dump(optional)},"params":{_dump(metric.params)},"version":{_dump(metric.version)}}}',
+                 f'{{"artifacts":{_dump(self.write_artifacts)},"measurement":"',
+                 f'","thresholds":{_dump(metric.thresholds)},"version":{_dump(metric.version)}}}')
+        self._fixed[id(metric)] = (metric, parts)
+        return parts
 
     def measured(self, plan: BenchmarkPlan, item: Case | CaseError, is_final: IsFinal) -> bool:
         """Whether every row of ``item`` left to do needs a score only: its alignment is memoised and its
@@ -340,15 +353,26 @@ def key_with_alignment(alignment: Alignment, parts: Mapping[str, Any]) -> str:
     ``cache_key`` sorts keys and "alignment" sorts before every other part, so the text is the whole
     mapping's serialisation with the alignment's text first (``tests/test_rescore_memos.py`` checks it)."""
     assert all(k > "alignment" for k in parts)
+    if not parts:
+        return cache_key({"alignment": alignment.to_json()})
+    return key_with_alignment_text(alignment, _dump(dict(parts))[1:-1] + "}")
+
+
+def key_with_alignment_text(alignment: Alignment, rest: str) -> str:
+    """sha256 of ``'{"alignment":' + <the alignment's text> + "," + rest``: ``rest`` is the serialised other
+    parts (each key sorting after "alignment") without the opening brace, with the closing one."""
     head = alignment.__dict__.get("_key_head")
     if head is None:  # an alignment is not changed once aligned: its text is hashed once, then copied
-        text = json.dumps(alignment.to_json(), sort_keys=True, default=str, separators=(",", ":"))
-        head = alignment.__dict__["_key_head"] = (text, hashlib.sha256(('{"alignment":' + text).encode()))
-    if not parts:
-        return hashlib.sha256(('{"alignment":' + head[0] + "}").encode()).hexdigest()
+        text = _dump(alignment.to_json())
+        head = alignment.__dict__["_key_head"] = (text, hashlib.sha256(('{"alignment":' + text + ",").encode()))
     h = head[1].copy()
-    h.update(("," + json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))[1:]).encode())
+    h.update(rest.encode())
     return h.hexdigest()
+
+
+def _dump(value: Any) -> str:
+    """JSON text as :func:`cache_key` writes it (sorted keys, no spaces, ``str`` for anything else)."""
+    return json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
 
 
 # memo file -> (its state, the alignment read from it): a sweep's later jobs reuse the object (and the hash
