@@ -151,6 +151,27 @@ def test_a_table_json_cannot_carry_exactly_is_not_cached(tmp_path):
     assert list(back["x"]) == [1.0, 2.5] and back["s"].isna().tolist() == [False, True]
 
 
+@pytest.mark.parametrize("frame, kept", [
+    (pd.DataFrame({"x": [1.0, -0.0, float("nan"), 1e-300, 0.1 + 0.2], "n": [1, 2, 3, 4, 5]}), True),
+    (pd.DataFrame({"o": ["a", None, 1, 2.5, True]}), True),  # mixed object cells keep their Python types
+    (pd.DataFrame({"o": [(1, 2), "a"]}), False),  # a tuple would come back a list
+    (pd.DataFrame({"o": [{"k": 1}, "a"]}).astype({"o": object}), True),
+    (pd.DataFrame({"c": pd.Categorical(["a", "b"], categories=["b", "a", "z"])}), False),  # categories lost
+    (pd.DataFrame({"i": pd.array([1, None], dtype="Int64")}), True),
+    (pd.DataFrame({"t": pd.to_datetime(["2026-01-01", "2026-06-01"])}), False),
+])
+def test_the_cache_keeps_a_table_only_where_it_reads_back_exactly(tmp_path, frame, kept):
+    cache = AggregateCache(tmp_path)
+    cache.put("ef" * 32, {"t": frame})
+    aggregate_cache._MEMO.clear()  # read the file, not this process's memo
+    back = AggregateCache(tmp_path).get("ef" * 32)
+    assert (back is not None) == kept
+    if kept:
+        pd.testing.assert_frame_equal(back["t"], frame, check_exact=True)
+        assert [str(t) for t in back["t"].dtypes] == [str(t) for t in frame.dtypes]
+        assert back["t"].to_csv(index=False) == frame.to_csv(index=False)
+
+
 def test_stats_aggregators_partition_exactly(tmp_path):
     """mean, macro, bootstrap, paired and ranking declare ``by_benchmark``: the same tables as one call."""
     host = load_plugins(fresh=True, extra=[ToyPlugin()])

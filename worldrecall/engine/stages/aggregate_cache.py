@@ -110,6 +110,25 @@ def _same(a: pd.DataFrame, b: pd.DataFrame) -> bool:
     return True
 
 
+_PLAIN_DTYPES = {"int64", "float64", "bool", "object"}
+
+
+def _plain(df: pd.DataFrame) -> bool:
+    """Only dtypes whose cells JSON writes as they are (no categories, dates, extension types)."""
+    return all(str(t) in _PLAIN_DTYPES for t in df.dtypes)
+
+
+def _plain_same(a: pd.DataFrame, b: pd.DataFrame, text: str) -> bool:
+    """:func:`_same` for a frame of plain dtypes: the read-back frame writes the same JSON (every cell and
+    dtype), and its object cells have the same Python types (a tuple is not a list, 1 is not 1.0)."""
+    back = _encode(b)
+    if back is None or json.dumps(back, sort_keys=True, allow_nan=True) != text:
+        return False
+    if list(a.columns) != list(b.columns) or [str(t) for t in a.dtypes] != [str(t) for t in b.dtypes]:
+        return False
+    return all(a[c].dtype != object or [type(_cell(v)) for v in a[c]] == [type(v) for v in b[c]] for c in a.columns)
+
+
 class AggregateCache:
     """``<cache_dir>/aggregates/<key[:2]>/<key>.json``: ``{"digest", "tables": {name: frame}}``."""
 
@@ -160,7 +179,7 @@ class AggregateCache:
                 back = _decode(json.loads(text))
             except (TypeError, ValueError):
                 return
-            if not _same(df, back):
+            if not (_plain_same(df, back, text) if _plain(df) else _same(df, back)):
                 log.debug("aggregate table %s is not carried exactly by the JSON cache; not cached", name)
                 return
             enc[name] = json.loads(text)

@@ -305,9 +305,10 @@ class CasePipeline:
         if known is not None and known[0] is metric:
             return known[1]
         optional = {r: self.hub.selection.get(r) or "" for r in metric.optional_models}
-        parts = (f',"metric":{_dump(metric.name)},"models":{_dump(self.hub.identities(metric.models))},'
-                 f'"optional_models":{_dump(optional)},"params":{_dump(metric.params)},"version":{_dump(metric.version)}}}',
-                 f'{{"artifacts":{_dump(self.write_artifacts)},"measurement":"',
+        measurement = (f',"metric":{_dump(metric.name)},"models":{_dump(self.hub.identities(metric.models))},'
+                       f'"optional_models":{_dump(optional)},"params":{_dump(metric.params)},'
+                       f'"version":{_dump(metric.version)}}}')
+        parts = (measurement, f'{{"artifacts":{_dump(self.write_artifacts)},"measurement":"',
                  f'","thresholds":{_dump(metric.thresholds)},"version":{_dump(metric.version)}}}')
         self._fixed[id(metric)] = (metric, parts)
         return parts
