@@ -158,6 +158,7 @@ def test_a_table_json_cannot_carry_exactly_is_not_cached(tmp_path):
     (pd.DataFrame({"o": [{"k": 1}, "a"]}).astype({"o": object}), True),
     (pd.DataFrame({"c": pd.Categorical(["a", "b"], categories=["b", "a", "z"])}), False),  # categories lost
     (pd.DataFrame({"i": pd.array([1, None], dtype="Int64")}), True),
+    (pd.DataFrame({"s": ["a", None, "é|,\n"], "v": [0.5, None, 2.0]}), True),  # pandas' default strings, missing
     (pd.DataFrame({"t": pd.to_datetime(["2026-01-01", "2026-06-01"])}), False),
 ])
 def test_the_cache_keeps_a_table_only_where_it_reads_back_exactly(tmp_path, frame, kept):

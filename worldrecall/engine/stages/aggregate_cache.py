@@ -110,7 +110,7 @@ def _same(a: pd.DataFrame, b: pd.DataFrame) -> bool:
     return True
 
 
-_PLAIN_DTYPES = {"int64", "float64", "bool", "object"}
+_PLAIN_DTYPES = {"int64", "float64", "bool", "object", "str"}  # "str": pandas 3's default strings
 
 
 def _plain(df: pd.DataFrame) -> bool:
