@@ -187,6 +187,35 @@ def test_plot_writes_a_png(tmp_path):
     assert empty.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_the_heatmap_has_one_row_per_metric_value_and_draws_what_its_cells_say(tmp_path):
+    """Metrics that share a short name (each benchmark's camera_gate) get a row each; a counterfactual with
+    no comparable case is grey; a targeted cell that holds is outlined solid, one that does not dashed."""
+    import numpy as np
+    from PIL import Image
+
+    from worldrecall.plugins.synthetic.heatmap import CELL_H, CELL_W, MISSING
+    from worldrecall.plugins.synthetic.validity import COLUMNS, heatmap_cells
+
+    def rec(metric, cf, frac, targeted=False, holds=None):
+        return {"metric": metric, "value": "passed", "counterfactual": cf, "backend": "-", "n_cases": 4,
+                "n_oracle_better": int(frac * 4), "fraction": frac, "targeted": targeted, "holds": holds,
+                "direction": "higher", "note": ""}
+
+    df = pd.DataFrame([rec("memobench.camera_gate", "frozen_camera", 1.0, True, True),
+                       rec("memobench.camera_gate", "forgetful", 0.0),
+                       rec("opis.camera_gate", "frozen_camera", 0.5, True, False),
+                       rec("scene_memory.memory_scene_f1", "forgetful", 0.25)], columns=COLUMNS)
+    rows, cols, cells = heatmap_cells(df)
+    assert rows == ["memobench.camera_gate:passed", "opis.camera_gate:passed", "memory_scene_f1:passed"]
+    assert cols == ["frozen_camera", "forgetful"]
+    assert [(c.row, c.col, c.outline) for c in cells] == [(0, 0, "solid"), (0, 1, ""), (1, 0, "dashed"), (2, 1, "")]
+    img = np.asarray(Image.open(plot_validity(df, tmp_path / "v.png")).convert("RGB"))
+    assert (img == MISSING).all(axis=2).sum() > CELL_W * CELL_H // 2  # two cells without a record
+    green = (img[..., 1] > 90) & (img[..., 0] < 40)  # RdYlGn at 1.0
+    red = (img[..., 0] > 150) & (img[..., 1] < 20)  # RdYlGn at 0.0
+    assert green.sum() > CELL_W * CELL_H // 2 and red.sum() > CELL_W * CELL_H // 2
+
+
 def test_registered_through_the_plugin_host():
     from worldrecall.registry.host import PluginHost
 
@@ -214,3 +243,14 @@ def test_gate_neutrality_rows():
     assert df.loc["wrong_trajectory", "holds"] is None and df.loc["wrong_trajectory", "camera"] == "wrong"
     # state_reset's c2 is undefined (skipped): 2 cases, both as the oracle
     assert (df.loc["state_reset", "n_cases"], df.loc["state_reset", "holds"]) == (2, True)
+
+
+def test_two_rules_on_one_metric_value_give_one_record_per_counterfactual():
+    """A metric value caught by two rules (one with a note on why it is not always caught) is one row per
+    counterfactual: targeted where either rule catches it, with that rule's note — not two contradicting rows."""
+    catches = {CC: {"value": "score", "catches": ["frozen_camera"],
+                    "also": [{"value": "score", "catches": ["wrong_trajectory"], "note": "why"}]}}
+    df = ValidityMatrix().aggregate(rows_fixture(), {"catches": catches})["validity"]
+    got = {r.counterfactual: (bool(r.targeted), r.note) for r in df.itertuples()}
+    assert len(df) == len(got) == 3  # frozen_camera, wrong_trajectory, forgetful: once each
+    assert got == {"frozen_camera": (True, ""), "wrong_trajectory": (True, "why"), "forgetful": (False, "")}

@@ -137,6 +137,27 @@ def expectations(table: Mapping[str, Mapping[str, Any]] = EXPECTED_CATCHES) -> l
     return out
 
 
+@dataclass(frozen=True)
+class _Joined:
+    """Every rule on one (metric, value, oracle subset): a counterfactual appears once in the matrix, targeted
+    when any rule catches it, with that rule's note."""
+
+    metric: str
+    value: str
+    catches: tuple[str, ...]
+    reference_at_least: float | None
+    notes: Mapping[str, str]
+
+
+def _joined(rules: list[Expectation]) -> list[_Joined]:
+    groups: dict[tuple[str, str, float | None], dict[str, str]] = {}
+    for e in rules:
+        notes = groups.setdefault((e.metric, e.value, e.reference_at_least), {})
+        for cf in e.catches:
+            notes.setdefault(cf, e.note)
+    return [_Joined(m, v, tuple(notes), ref, notes) for (m, v, ref), notes in groups.items()]
+
+
 def lower_is_better(metric: str, value: str, value_meta: Mapping[str, Mapping[str, Any]],
                     extra: set[str] | frozenset[str] = frozenset()) -> bool:
     """Direction as the metric declares it (``value_meta`` from the engine); ``extra`` forces lower-is-better."""
@@ -215,7 +236,7 @@ class ValidityMatrix(Aggregator):
                 table.setdefault(key, {}).setdefault(r.model, {})[r.case_id] = x
 
         recs = []
-        for e in rules:
+        for e in _joined(rules):
             for (metric, value, backend), by_model in sorted(table.items()):
                 if (metric, value) != (e.metric, e.value) or ref not in by_model:
                     continue
@@ -243,7 +264,7 @@ class ValidityMatrix(Aggregator):
                             "targeted": targeted,
                             "holds": (frac == 1.0) if targeted else None,
                             "direction": "lower" if lower else "higher",
-                            "note": e.note if targeted else "",
+                            "note": e.notes.get(cf, "") if targeted else "",
                         }
                     )
         return {"validity": pd.DataFrame.from_records(recs, columns=COLUMNS),
@@ -303,69 +324,47 @@ def _validity_png(table_csv: str) -> bytes:
         return p.read_bytes()
 
 
+def heatmap_cells(df: pd.DataFrame) -> tuple[list[str], list[str], list[Any]]:
+    """The heat-map's row labels, columns (counterfactuals, the suite's order) and cells of a validity table.
+
+    A row is one metric value: the metric's short name where no other metric of the table has it (three
+    benchmarks have a ``camera_gate``), the backend only where one metric value was scored by several."""
+    from worldrecall.plugins.synthetic.counterfactuals import MODELS
+    from worldrecall.plugins.synthetic.heatmap import Cell
+
+    short = {m: m.split(".", 1)[-1] for m in df["metric"].unique()}
+    shared = {n for n in short.values() if list(short.values()).count(n) > 1}
+    multi = df.groupby(["metric", "value"])["backend"].transform("nunique") > 1
+    labels = [f"{m if short[m] in shared else short[m]}:{v}" + (f" [{b}]" if many else "")
+              for m, v, b, many in zip(df["metric"], df["value"], df["backend"], multi)]
+    rows = list(dict.fromkeys(labels))
+    known = [m for m in MODELS if m in set(df["counterfactual"])]
+    cols = known + sorted(set(df["counterfactual"]) - set(known))
+    cells = []
+    for label, r in zip(labels, df.itertuples()):
+        outline = ("solid" if r.holds is True or r.holds == 1.0 else "dashed") if bool(r.targeted) else ""
+        frac = None if pd.isna(r.fraction) else float(r.fraction)
+        cells.append(Cell(rows.index(label), cols.index(r.counterfactual), frac,
+                          f"{r.fraction:.2f}\n{r.n_oracle_better}/{r.n_cases}", outline))
+    return rows, cols, cells
+
+
 def plot_validity(df: pd.DataFrame, path: Path | str) -> Path:
     """Heat-map PNG: metric value x counterfactual, colour = fraction of cases the oracle wins,
     targeted cells outlined (solid when the expectation holds, dashed when it does not)."""
     import textwrap
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Rectangle
-
-    from worldrecall.plugins.synthetic.counterfactuals import MODELS
+    from worldrecall.plugins.synthetic.heatmap import draw_heatmap, draw_note
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if df.empty:
-        fig, ax = plt.subplots(figsize=(4, 1.5))
-        ax.text(0.5, 0.5, "no validity rows", ha="center", va="center")
-        ax.axis("off")
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        return path
-    # the backend only where one metric value was scored by several (else it only widens the labels)
-    multi = df.groupby(["metric", "value"])["backend"].transform("nunique") > 1
-    df = df.assign(
-        row=[
-            f"{m.split('.', 1)[-1]}:{v}" + (f" [{b}]" if many else "")
-            for m, v, b, many in zip(df["metric"], df["value"], df["backend"], multi)
-        ]
-    )
-    rows = list(dict.fromkeys(df["row"]))
-    known = [m for m in MODELS if m in set(df["counterfactual"])]
-    cols = known + sorted(set(df["counterfactual"]) - set(known))
-    grid = np.full((len(rows), len(cols)), np.nan)
-    for r in df.itertuples():
-        grid[rows.index(r.row), cols.index(r.counterfactual)] = r.fraction
-    fig, ax = plt.subplots(figsize=(1.1 * len(cols) + 3.0, 0.45 * len(rows) + 1.8))
-    cmap = plt.get_cmap("RdYlGn").with_extremes(bad="#dddddd")
-    im = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
-    for r in df.itertuples():
-        i, j = rows.index(r.row), cols.index(r.counterfactual)
-        ax.text(
-            j, i, f"{r.fraction:.2f}\n{r.n_oracle_better}/{r.n_cases}", ha="center", va="center", fontsize=7
-        )
-        if r.targeted:
-            ax.add_patch(
-                Rectangle(
-                    (j - 0.5, i - 0.5), 1, 1, fill=False, lw=2.2, ec="black", ls="-" if r.holds else "--"
-                )
-            )
-    ax.set_xticks(range(len(cols)), cols, rotation=35, ha="right", fontsize=8)
-    ax.set_yticks(range(len(rows)), rows, fontsize=8)
-    ax.set_title("Does each metric rank the oracle above the counterfactual?", fontsize=10)
+    title = "Does each metric rank the oracle above the counterfactual?"
     legend = ("cell: fraction, oracle-better/cases · solid outline: targeted failure, caught on every case · dashed "
               "outline: targeted, not always caught · grey: not applicable (no comparable cases)")
-    # wrapped to the figure's width (~13 characters of 8 pt per inch): one draw, no canvas grown to fit it
-    width = int(fig.get_figwidth() * 13)
-    ax.set_xlabel("counterfactual model (the failure it commits)\n\n" + "\n".join(textwrap.wrap(legend, width)),
-                  fontsize=8)
-    ax.set_ylabel("metric:value", fontsize=9)
-    cb = fig.colorbar(im, ax=ax, fraction=0.03, pad=0.02)
-    cb.set_label("fraction of cases the oracle scores better", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    if df.empty:
+        return draw_note(path, "no validity rows")
+    rows, cols, cells = heatmap_cells(df)
+    width_chars = max(60, int((104 * len(cols)) / 6.6))  # ~6.6 px per character of the 12 px legend font
+    return draw_heatmap(path, rows, cols, cells, title=title,
+                        xlabel="counterfactual model (the failure it commits)",
+                        legend=textwrap.wrap(legend, width_chars), ylabel="metric:value",
+                        bar_label="fraction of cases the oracle scores better")
