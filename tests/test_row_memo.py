@@ -86,14 +86,17 @@ def test_a_rescore_job_takes_each_unchanged_row_as_appended_before(tmp_path, wor
 def test_a_row_is_recalled_only_for_what_determines_it():
     row = ScoreRow("toy", "m", "c0", "toy.a", {"x": 0.5}, strata={"s": "a"}, backend={"flow": "dis_flow"},
                    info={"videos": {"generated": "/v.mp4"}}, warnings=["w"])
-    key = row_memo.memo_key(row, "k" * 64, '{"values": {"x": 0.5}}')
-    assert row_memo.memo_key(ScoreRow.from_json(row.to_json()), "k" * 64, '{"values": {"x": 0.5}}') == key
-    for change in ({"warnings": ["w", "another"]}, {"strata": {"s": "b"}}, {"backend": {"flow": "raft"}},
-                   {"info": {"videos": {"generated": "/w.mp4"}}}, {"metric_version": "2"}, {"model": "n"}):
+    entry, ctx = '{"values": {"x": 0.5}}', row_memo.context({"s": "a"}, {"generated": "/v.mp4"})
+    key = row_memo.memo_key(row, "k" * 64, entry, ctx)
+    assert row_memo.memo_key(ScoreRow.from_json(row.to_json()), "k" * 64, entry, ctx) == key
+    for change in ({"warnings": ["w", "another"]}, {"backend": {"flow": "raft"}}, {"metric_version": "2"},
+                   {"model": "n"}, {"status": "skipped"}):
         other = ScoreRow.from_json({**row.to_json(), **change})
-        assert row_memo.memo_key(other, "k" * 64, '{"values": {"x": 0.5}}') != key, change
-    assert row_memo.memo_key(row, "j" * 64, '{"values": {"x": 0.5}}') != key
-    assert row_memo.memo_key(row, "k" * 64, '{"values": {"x": 0.25}}') != key
+        assert row_memo.memo_key(other, "k" * 64, entry, ctx) != key, change
+    for strata, videos in (({"s": "b"}, {"generated": "/v.mp4"}), ({"s": "a"}, {"generated": "/w.mp4"})):
+        assert row_memo.memo_key(row, "k" * 64, entry, row_memo.context(strata, videos)) != key
+    assert row_memo.memo_key(row, "j" * 64, entry, ctx) != key
+    assert row_memo.memo_key(row, "k" * 64, '{"values": {"x": 0.25}}', ctx) != key
 
 
 def test_the_store_keeps_rows_as_read_back_from_their_lines(tmp_path):

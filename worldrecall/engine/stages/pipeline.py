@@ -28,7 +28,7 @@ from worldrecall.core.results import json_default
 from worldrecall.core.video import VideoError, VideoPool
 from worldrecall.engine.stages.measurement_memo import ProcessMeasurementCache
 from worldrecall.engine.stages.plan import BenchmarkPlan
-from worldrecall.engine.stages.row_memo import memo_key, recall
+from worldrecall.engine.stages.row_memo import context, memo_key, recall
 from worldrecall.engine.stages.score_memo import ProcessScoreCache
 from worldrecall.registry.host import PluginHost
 
@@ -136,6 +136,7 @@ class CasePipeline:
         case = item
         out: list[ScoreRow] = []
         complete = True
+        case_context = context(case.strata, video_paths(case))
         alignments: dict[str, Alignment | CaseFailure | None] = {}
         for name, metric in plan.metrics.items():
             if is_final((plan.name, case.model, case.case_id, name)):
@@ -164,7 +165,7 @@ class CasePipeline:
                     continue
                 if row.status == "ok" and name in plan.absent:  # systematically null values: said on the row
                     row.warnings.append(plan.absent[name])
-                row = _as_written(row)
+                row = _as_written(row, case_context)
             out.append(row)
         return out, complete
 
@@ -391,13 +392,13 @@ def _remember_alignment(memo_file: str, alignment: Alignment) -> None:
         _ALIGNED.pop(next(iter(_ALIGNED)))
 
 
-def _as_written(row: ScoreRow) -> ScoreRow:
+def _as_written(row: ScoreRow, case_context: str) -> ScoreRow:
     """A row taken from the score memo as this process appended it before (see :mod:`.row_memo`), or the
     row itself, marked with what determines it so the runner remembers it once appended."""
     taken = row.__dict__.pop("_score_memo", None)
     if taken is None or taken[1] is None:
         return row
-    key = memo_key(row, *taken)
+    key = memo_key(row, *taken, case_context)
     known = recall(key)
     if known is not None:
         return known

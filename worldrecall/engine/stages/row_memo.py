@@ -20,11 +20,16 @@ MEMO_ROWS = 100_000  # a default run has ~4,000 rows; a sweep's jobs share most 
 _ROWS: dict[tuple[Any, ...], ScoreRow] = {}
 
 
-def memo_key(row: ScoreRow, score_key: str, entry: str) -> tuple[Any, ...]:
-    """What determines a row taken from the score memo entry ``entry`` (its JSON text) under ``score_key``."""
-    around = json.dumps([row.strata, row.backend, row.warnings, row.info.get("videos"), row.metric_version,
-                         row.status, row.reason], sort_keys=True, default=str)
-    return (row.row_key, score_key, entry, around)
+def context(strata: Any, videos: Any) -> str:
+    """What a case adds to each of its rows that no metric changes: strata and videos (once per case)."""
+    return json.dumps([strata, videos], sort_keys=True, default=str)
+
+
+def memo_key(row: ScoreRow, score_key: str, entry: str, case_context: str) -> tuple[Any, ...]:
+    """What determines a row taken from the score memo entry ``entry`` (its JSON text) under ``score_key``, of
+    a case whose :func:`context` is ``case_context``."""
+    return (row.row_key, score_key, entry, case_context, tuple(sorted(row.backend.items())), tuple(row.warnings),
+            row.metric_version, row.status, row.reason)
 
 
 def recall(key: tuple[Any, ...]) -> ScoreRow | None:
