@@ -39,7 +39,7 @@ class _Late:
 
 
 def _fresh_process() -> None:
-    row_memo._ROWS.clear()
+    row_memo.forget_all()
     pipeline._ALIGNED.clear()
     measurement_memo._MEMO.clear()
     measurement_memo._BYTES[0] = 0
@@ -142,3 +142,16 @@ def test_measurements_kept_in_memory_are_what_a_load_gives(tmp_path, monkeypatch
     _fresh_process()
     monkeypatch.setattr(measurement_memo, "_OWNER", -1)  # a forked worker: reads, keeps nothing
     assert cache.load("toy.a", "k" * 64)["x"] == 0.75 and not measurement_memo._MEMO
+
+
+def test_the_row_memo_is_bounded_by_the_lines_it_holds(monkeypatch):
+    from worldrecall.engine.stages.row_store import parse_line, row_line
+
+    row_memo.forget_all()
+    monkeypatch.setattr(row_memo, "MEMO_LINE_BYTES", 1000)
+    rows = [parse_line(row_line(ScoreRow("toy", "m", f"c{i}", "toy.a", {"x": float(i)}))) for i in range(20)]
+    for i, r in enumerate(rows):
+        row_memo.remember(("k", i), r)
+    assert row_memo._BYTES[0] <= 1000 and row_memo._BYTES[0] == sum(len(r._line) for r in row_memo._ROWS.values())
+    assert row_memo.recall(("k", 19)) is rows[19] and row_memo.recall(("k", 0)) is None  # the oldest went first
+    row_memo.forget_all()

@@ -18,7 +18,7 @@ import numpy as np
 from worldrecall.core.cache import MeasurementCache, split_measurement
 from worldrecall.core.digests import file_state
 
-MEMO_BYTES = 256 << 20  # a default run's re-scored metric needs a few MB
+MEMO_BYTES = 128 << 20  # a default run's re-scored metric needs a few MB
 _OWNER = os.getpid()  # forked workers keep nothing: their memory is the frames' (``video.max_bytes``)
 # entry file -> (its state, meta as JSON text, arrays, their bytes)
 _MEMO: dict[str, tuple[Any, str, dict[str, np.ndarray], int]] = {}

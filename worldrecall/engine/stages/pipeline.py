@@ -380,7 +380,7 @@ def _dump(value: Any) -> str:
 # memo file -> (its state, the alignment read from it): a sweep's later jobs reuse the object (and the hash
 # of its text the measurement keys start with) while the file is unchanged
 _ALIGNED: dict[str, tuple[tuple[int, int, int], Alignment]] = {}
-MEMO_ALIGNMENTS = 50_000
+MEMO_ALIGNMENTS = 20_000  # a default run reads 576
 
 
 def _remember_alignment(memo_file: str, alignment: Alignment) -> None:

@@ -16,8 +16,11 @@ from typing import Any
 
 from worldrecall.core.data import ScoreRow
 
-MEMO_ROWS = 100_000  # a default run has ~4,000 rows; a sweep's jobs share most of them
+# bounded by the rows' line lengths (their objects take a few times as much): a default run's rows are ~9 MB
+# of lines, and a sweep's jobs share most of them
+MEMO_LINE_BYTES = 32 << 20
 _ROWS: dict[tuple[Any, ...], ScoreRow] = {}
+_BYTES = [0]
 
 
 def context(strata: Any, videos: Any) -> str:
@@ -39,6 +42,20 @@ def recall(key: tuple[Any, ...]) -> ScoreRow | None:
 
 def remember(key: tuple[Any, ...], row: ScoreRow) -> None:
     """Keep ``row`` (a row read back from its line) under ``key``; bounded, the oldest go first."""
+    old = _ROWS.pop(key, None)
+    if old is not None:
+        _BYTES[0] -= _size(old)
     _ROWS[key] = row
-    while len(_ROWS) > MEMO_ROWS:
-        _ROWS.pop(next(iter(_ROWS)))
+    _BYTES[0] += _size(row)
+    while _BYTES[0] > MEMO_LINE_BYTES and _ROWS:
+        _BYTES[0] -= _size(_ROWS.pop(next(iter(_ROWS))))
+
+
+def _size(row: ScoreRow) -> int:
+    return len(row.__dict__.get("_line") or "")
+
+
+def forget_all() -> None:
+    """Empty the memo (tests: a fresh process)."""
+    _ROWS.clear()
+    _BYTES[0] = 0
