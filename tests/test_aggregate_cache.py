@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -403,3 +404,38 @@ def test_a_by_metric_declaration_naming_a_missing_column_says_so(tmp_path):
     with pytest.raises(ValueError, match=r"aggregator 'toy_sloppy': by_metric sorts table 'toy_total' by "
                                          r"\['no_such_column'\]"):
         aggregate_rows(host, _three_metric_rows(), cfg, per_benchmark={"bench_a": ["toy_sloppy"]})
+
+
+def test_a_joined_table_is_written_from_its_parts_lines_byte_for_byte(tmp_path, monkeypatch):
+    """Tables the aggregation joined from per-metric and per-benchmark parts are written (CSV and Markdown)
+    from the parts' lines: exactly ``to_csv`` and ``pipe_table`` of the whole; a re-score of one metric draws
+    that metric's part again and nothing else; parts whose dtypes differ from the whole's are drawn whole."""
+    from worldrecall.engine.sinks import files
+    from worldrecall.engine.sinks.pipe_table import pipe_table
+    from worldrecall.engine.stages import aggregate as agg_mod
+
+    host = load_plugins(fresh=True, extra=[ThreeMetrics()])
+    names = ["mean", "macro", "bootstrap", "paired"]
+    cfg = {"suite": {}, "aggregators": names, "benchmarks": {}, "cache_dir": str(tmp_path),
+           "aggregator_params": {"bootstrap": {"replicates": 50}, "paired": {"replicates": 50}}}
+    files._TEXT.clear()
+    files._LINES.clear()
+    drawn: list[int] = []
+    real = files._own_lines
+    monkeypatch.setattr(files, "_own_lines", lambda df, *a: drawn.append(len(df)) or real(df, *a))
+    for shift in (0.0, 0.05):
+        keys: dict[str, str] = {}
+        drawn.clear()
+        tables = aggregate_rows(host, _three_metric_rows(shift), cfg, per_benchmark={}, keys=keys)
+        for name in names:
+            df = tables[name]
+            assert agg_mod.joined_parts(keys[name]) is not None
+            assert files.table_text(df, keys[name]) == (df.to_csv(index=False), pipe_table(df)), name
+        if shift:  # a re-score of bench_a.alpha: only its parts are drawn, small ones
+            assert drawn and max(drawn) < len(tables["mean"]) / 2
+    # a whole whose column types its parts do not share (an integer part next to a missing value)
+    a = pd.DataFrame({"k": ["a", "b"], "n": [1234567, 2]})
+    b = pd.DataFrame({"k": ["c"], "n": [None]}, dtype=object).astype({"n": float})
+    whole = pd.concat([a, b], ignore_index=True)
+    monkeypatch.setattr(agg_mod, "_JOINS", {"w" * 64: ([("a" * 64, a), ("b" * 64, b)], np.arange(3))})
+    assert files.table_text(whole, "w" * 64) == (whole.to_csv(index=False), pipe_table(whole))

@@ -12,7 +12,8 @@ from worldrecall.engine.sinks.base import SinkContext
 from worldrecall.engine.sinks.blobs import write_if_changed
 from worldrecall.engine.sinks.case_csv import case_csv
 from worldrecall.engine.sinks.leaderboard_view import leaderboard_text
-from worldrecall.engine.sinks.pipe_table import pipe_table
+from worldrecall.engine.sinks.pipe_table import pipe_head, pipe_rows, pipe_table
+from worldrecall.engine.stages.aggregate import joined_parts
 from worldrecall.engine.stages.result import RunResult
 
 
@@ -50,15 +51,73 @@ _TEXT: dict[str, tuple[str, str]] = {}  # table content key -> (CSV, Markdown), 
 
 
 def table_text(df: Any, key: str | None) -> tuple[str, str]:
-    """A table as CSV and as a Markdown pipe table, drawn once per content key (``RunResult.table_keys``)."""
+    """A table as CSV and as a Markdown pipe table, drawn once per content key (``RunResult.table_keys``).
+
+    A table the aggregation joined from parts (a re-score's changed metric and the unchanged ones) is written
+    from its parts' lines, each part's drawn once (:func:`_row_lines`): byte for byte what ``to_csv`` and
+    :func:`pipe_table` write for the whole."""
     if key is not None and key in _TEXT:
         return _TEXT[key]
-    text = (df.to_csv(index=False), pipe_table(df))
+    lines = _row_lines(df, key, list(df.columns)) if joined_parts(key) is not None and len(df.columns) else None
+    if lines is not None:
+        text = (df.iloc[0:0].to_csv(index=False) + "".join(lines[0]),
+                "\n".join([*pipe_head(df), *lines[1]]) + "\n")
+    else:
+        text = (df.to_csv(index=False), pipe_table(df))
     if key is not None:
         if len(_TEXT) >= 5000:
             _TEXT.pop(next(iter(_TEXT)))
         _TEXT[key] = text
     return text
+
+
+_LINES: dict[tuple[Any, ...], tuple[list[str], list[str]]] = {}  # (part key, columns) -> its CSV and MD lines
+
+
+def _row_lines(df: Any, key: str | None, cols: list[str]) -> tuple[list[str], list[str]] | None:
+    """The CSV and Markdown lines of ``df``'s rows (no header) as a table with columns ``cols`` and ``df``'s
+    dtypes writes them, or None where a line would depend on other rows (a quoted line break)."""
+    memo = (key, tuple(cols))
+    if key is not None and memo in _LINES:
+        return _LINES[memo]
+    joined = joined_parts(key)
+    if joined is not None and list(df.columns) == cols:
+        parts, order = joined
+        dtypes = [str(t) for t in df.dtypes]
+        csv: list[str] = []
+        md: list[str] = []
+        for part_key, part in parts:
+            # a cell's text follows its column's dtype: a part reads as in the whole only with the whole's dtypes
+            if list(part.columns) != cols or [str(t) for t in part.dtypes] != dtypes:
+                return _own_lines(df, key, cols)
+            got = _row_lines(part, part_key, cols)
+            if got is None:
+                return None
+            csv += got[0]
+            md += got[1]
+        if len(csv) != len(df) or len(order) != len(df):
+            return _own_lines(df, key, cols)
+        out = ([csv[i] for i in order], [md[i] for i in order])
+    else:
+        return _own_lines(df, key, cols)
+    _remember_lines(memo, out)
+    return out
+
+
+def _own_lines(df: Any, key: str | None, cols: list[str]) -> tuple[list[str], list[str]] | None:
+    csv = df.to_csv(index=False, header=False).splitlines(keepends=True) if len(df) else []
+    if len(csv) != len(df):
+        return None
+    out = (csv, pipe_rows(df))
+    if key is not None:
+        _remember_lines((key, tuple(cols)), out)
+    return out
+
+
+def _remember_lines(memo: tuple[Any, ...], lines: tuple[list[str], list[str]]) -> None:
+    _LINES[memo] = lines
+    while len(_LINES) > 5000:
+        _LINES.pop(next(iter(_LINES)))
 
 
 class TimingSink:

@@ -19,12 +19,19 @@ def _cell(v: Any, digits: int) -> str:
 
 def pipe_table(df: pd.DataFrame, digits: int = 4) -> str:
     """``df`` as a GitHub-flavoured Markdown pipe table (numbers right-aligned, NaN as an empty cell)."""
-    cols = [str(c) for c in df.columns]
-    if not cols:
+    if not len(df.columns):
         return ""
+    return "\n".join([*pipe_head(df, digits), *pipe_rows(df, digits)]) + "\n"
+
+
+def pipe_head(df: pd.DataFrame, digits: int = 4) -> list[str]:
+    """The table's header and alignment lines (the alignment follows each column's dtype)."""
     numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns]
-    lines = ["| " + " | ".join(_cell(c, digits) for c in cols) + " |",
-             "|" + "|".join("---:" if n else ":---" for n in numeric) + "|"]
-    for row in df.itertuples(index=False):
-        lines.append("| " + " | ".join(_cell(v, digits) for v in row) + " |")
-    return "\n".join(lines) + "\n"
+    return ["| " + " | ".join(_cell(str(c), digits) for c in df.columns) + " |",
+            "|" + "|".join("---:" if n else ":---" for n in numeric) + "|"]
+
+
+def pipe_rows(df: pd.DataFrame, digits: int = 4) -> list[str]:
+    """One line per row; a cell's text depends on its value alone (a row's line is the same in any table
+    whose column has the same dtype)."""
+    return ["| " + " | ".join(_cell(v, digits) for v in row) + " |" for row in df.itertuples(index=False)]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from worldrecall.core.cache import cache_key
@@ -131,10 +132,20 @@ class _Groups:
         return df
 
     def _joined(self, frames: list[Any], order: Any) -> Any:
-        """Parts concatenated (and sorted by ``order``); its key names the parts' keys."""
+        """Parts concatenated (and sorted by ``order``); its key names the parts' keys, and
+        :func:`joined_parts` gives the parts and the order their rows take in the whole."""
         parts = [self.key_of(f) for f in frames]
         key = cache_key({"parts": parts, "order": list(order or [])}) if all(parts) else None
-        return self._keyed(_sorted(_concat(frames), order), key)
+        whole = _concat(frames)
+        rows = np.arange(len(whole))
+        if order and len(whole):
+            whole = whole.sort_values(list(order), kind="stable")
+            rows = whole.index.to_numpy()
+            whole = whole.reset_index(drop=True)
+        if key is not None:
+            kept = [(k, f) for k, f in zip(parts, frames) if len(f)] or [(parts[0], frames[0])]
+            _remember_join(key, (kept, rows))
+        return self._keyed(whole, key)
 
     def rows_of(self, key: Any) -> list[ScoreRow]:
         if key == "*":
@@ -218,11 +229,20 @@ def _grouped(rows: list[ScoreRow]) -> bool:
     return True
 
 
-def _sorted(df: Any, columns: Any) -> Any:
-    """A table reassembled from per-metric parts, in the order the whole comes out in (stable sort)."""
-    if not columns or not len(df):
-        return df
-    return df.sort_values(list(columns), kind="stable").reset_index(drop=True)
+# a joined table's key -> ([(part key, part frame)], the part rows' order in the whole: row i of the whole is
+# row rows[i] of the parts' rows one after another), for the sinks to write a whole from its parts' lines
+_JOINS: dict[str, tuple[list[tuple[str, Any]], Any]] = {}
+
+
+def joined_parts(key: str | None) -> tuple[list[tuple[str, Any]], Any] | None:
+    """The parts of the table with content key ``key`` when this process joined it from parts."""
+    return _JOINS.get(key) if key is not None else None
+
+
+def _remember_join(key: str, join: tuple[list[tuple[str, Any]], Any]) -> None:
+    _JOINS[key] = join
+    while len(_JOINS) > 2000:
+        _JOINS.pop(next(iter(_JOINS)))
 
 
 def _concat(frames: list[Any]) -> Any:
