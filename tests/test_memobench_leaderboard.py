@@ -103,6 +103,30 @@ def test_bootstrap_ci():
     assert 50.0 <= a["ci_low"] < 60.0 < a["ci_high"] <= 70.0
 
 
+def test_a_columns_interval_is_remembered_per_stream_and_is_the_one_computed():
+    """With the stream that seeds the resampling, each column's interval is remembered: the same intervals as
+    computing them afresh, a changed column recomputed alone, another stream never served from the memo."""
+    from worldrecall.plugins.memobench import leaderboard as lb
+
+    x = np.random.default_rng(1).normal(50, 10, (30, 4))
+    x[:5, 1] = np.nan
+    x[:, 3] = np.nan  # an all-NaN column: no interval
+    lb._CI.clear()
+    plain = lb.bootstrap_ci(x, 300, np.random.default_rng([0, 7]), 0.95)
+    first = lb.bootstrap_ci(x, 300, np.random.default_rng([0, 7]), 0.95, (0, 7))
+    again = lb.bootstrap_ci(x, 300, np.random.default_rng([0, 7]), 0.95, (0, 7))
+    for got in (first, again):
+        assert np.array_equal(got[0], plain[0], equal_nan=True) and np.array_equal(got[1], plain[1], equal_nan=True)
+    assert np.isnan(first[0][3]) and len(lb._CI) == 4
+    y = x.copy()
+    y[:, 0] += 5.0  # a re-scored metric: its column alone is computed again
+    changed = lb.bootstrap_ci(y, 300, np.random.default_rng([0, 7]), 0.95, (0, 7))
+    fresh = lb.bootstrap_ci(y, 300, np.random.default_rng([0, 7]), 0.95)
+    assert np.array_equal(changed[0], fresh[0], equal_nan=True) and len(lb._CI) == 5
+    other = lb.bootstrap_ci(x, 300, np.random.default_rng([0, 8]), 0.95, (0, 8))
+    assert not np.array_equal(other[0][:3], plain[0][:3])  # another stream resamples other cases
+
+
 def test_bootstrap_is_seeded():
     vals = np.random.default_rng(0).normal(50, 10, 40)
     rows = [ScoreRow("memobench", "C", f"c{i}", "memobench.visual_quality", {"score": float(v)},
