@@ -83,12 +83,12 @@ def aggregate_doc(result: Any, host: Any) -> dict[str, Any]:
                                                "views": []})
             models = []
             for model, m in v.sort_values("position").groupby("model", sort=False):
-                first = m.iloc[0]
+                rows = list(m.itertuples(index=False))
                 cells = {str(r.column): {"mean": _num(r.mean), "ci_low": _num(r.ci_low), "ci_high": _num(r.ci_high),
                                          "unit": str(r.unit), "direction": str(r.direction), "metric": str(r.metric)}
-                         for r in m.itertuples(index=False)}
-                models.append({"model": str(model), "rank": _num(first["rank"]), "rank_label": str(first["rank_label"]),
-                               "n_cases": int(first["n_cases"]), "cells": cells})
+                         for r in rows}
+                models.append({"model": str(model), "rank": _num(rows[0].rank), "rank_label": str(rows[0].rank_label),
+                               "n_cases": int(rows[0].n_cases), "cells": cells})
             entry["views"].append({"variant": str(variant), "title": str(v["title"].iloc[0]),
                                    "note": str(v["note"].iloc[0]), "models": models})
     return {"schema": SCHEMA_ID, "benchmarks": benches}
