@@ -65,11 +65,11 @@ def place_labels(labels: list[tuple[float, str]], taken: list[Box], left: float,
             for y in (y_line - 2 - k * step, y_line + 0.8 * size + 2 + k * step):
                 candidates += [(right - 2, y, "end"), (left + 2, y, "start")]
         candidates.sort(key=lambda c: c[2] != "end")  # the right end first, at every distance
-        fits = [c for c in candidates if top <= text_box(c[0], c[1], text, size, c[2])[1]
-                and text_box(c[0], c[1], text, size, c[2])[3] <= bottom]
-        free = [c for c in fits if not any(_overlaps(text_box(c[0], c[1], text, size, c[2]), b) for b in taken)]
-        x, y, anchor = (free or fits or candidates)[0]
-        taken.append(text_box(x, y, text, size, anchor))
+        boxed = [(c, text_box(c[0], c[1], text, size, c[2])) for c in candidates]  # each box measured once
+        fits = [(c, box) for c, box in boxed if top <= box[1] and box[3] <= bottom]
+        free = [(c, box) for c, box in fits if not any(_overlaps(box, b) for b in taken)]
+        (x, y, anchor), box = (free or fits or boxed)[0]
+        taken.append(box)
         out.append((x, y, anchor))
     return out
 
