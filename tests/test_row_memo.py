@@ -155,3 +155,43 @@ def test_the_row_memo_is_bounded_by_the_lines_it_holds(monkeypatch):
     assert row_memo._BYTES[0] <= 1000 and row_memo._BYTES[0] == sum(len(r._line) for r in row_memo._ROWS.values())
     assert row_memo.recall(("k", 19)) is rows[19] and row_memo.recall(("k", 0)) is None  # the oldest went first
     row_memo.forget_all()
+
+
+def test_a_cold_jobs_workers_hand_their_memo_entries_to_the_parent(tmp_path, monkeypatch):
+    """The score and alignment memo entries forked workers wrote reach the parent with their rows: a re-score
+    job after a cold one (a sweep's second job) reads no entry of an unchanged metric, and no alignment, from
+    disk; its rows are a fresh process's."""
+    from worldrecall.core import cache as core_cache
+    from worldrecall.engine.stages.runner import Runner
+
+    host = load_plugins(extra=[toy_plugin, _Late()], fresh=True)
+    ds = make_dataset(tmp_path, {"good": [0, 5, 10], "bad": [40, 60, 80]})
+
+    def run(root: str, tol: float, cache: str = "cache", workers: int = 2):
+        cfg = toy_config(tmp_path / root, ds, workers=workers)
+        cfg["cache_dir"] = str(tmp_path / cache)
+        metrics = cfg["benchmarks"]["toy"]["metrics"]
+        metrics["late"] = {"params": {}, "thresholds": {"tolerance": 10.0}}
+        metrics["brightness"]["thresholds"]["tolerance"] = tol
+        return Runner(cfg, host).run()
+
+    _fresh_process()
+    from worldrecall.engine.stages import score_memo
+    score_memo._MEMO.clear()
+    run("a", 10.0)  # cold: measured and scored in two forked workers
+    read: list[tuple[str, str]] = []
+    real = core_cache.ScoreCache.get
+    monkeypatch.setattr(core_cache.ScoreCache, "get",
+                        lambda self, metric, key: read.append((self.root.name, metric)) or real(self, metric, key))
+    rescored = run("b", 20.0)
+    # only what the re-scored metric needs: its new score entries (none yet) and its measurements' input notes
+    assert read and set(read) == {("scores", "toy.brightness"), ("input_notes", "toy.brightness")}
+    monkeypatch.setattr(core_cache.ScoreCache, "get", real)
+    _fresh_process()
+    score_memo._MEMO.clear()
+    fresh = run("c", 20.0, cache="fresh", workers=1)
+
+    def content(rows, cache: str):
+        return json.dumps([row_content(r) for r in rows], sort_keys=True).replace(str(tmp_path / cache), "CACHE")
+
+    assert content(rescored.rows, "cache") == content(fresh.rows, "fresh")

@@ -50,6 +50,8 @@ class CounterHooks(Protocol):
     def reset_counters(self) -> None: ...
     def snapshot(self) -> dict[str, dict[str, float]]: ...
     def merge(self, other: Mapping[str, Mapping[str, float]]) -> None: ...
+    def learnt(self) -> dict[str, list[list[str]]]: ...  # a worker's new memo entries since the last call
+    def learn(self, entries: Mapping[str, Sequence[Sequence[str]]]) -> None: ...  # the parent keeps them
 
 
 class SerialExecutor:
@@ -122,6 +124,7 @@ class ForkExecutor:
                         continue
                     if msg["t"] == "rows":
                         emit(groups[w.group][msg["i"]], [ScoreRow.from_json(r) for r in msg["rows"]])
+                        counters.learn(msg.get("learnt") or {})
                         w.next_item = msg["i"] + 1
                     elif msg["t"] == "done":
                         counters.merge(msg["counters"])
@@ -192,8 +195,8 @@ def _worker_main(conn: Connection, groups: Sequence[Sequence[Item]], work: Work,
         counters.reset_counters()
         for i in range(first, len(groups[g])):
             rows = work(groups[g][i])
-            conn.send_bytes(json.dumps({"t": "rows", "i": i, "rows": [r.to_json() for r in rows]},
-                                       default=json_default, allow_nan=True).encode())
+            conn.send_bytes(json.dumps({"t": "rows", "i": i, "rows": [r.to_json() for r in rows],
+                                        "learnt": counters.learnt()}, default=json_default, allow_nan=True).encode())
         conn.send_bytes(json.dumps({"t": "done", "counters": counters.snapshot()}).encode())
 
 

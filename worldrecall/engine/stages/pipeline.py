@@ -100,6 +100,17 @@ class CasePipeline:
         """Add a worker's counters (its :meth:`snapshot`) to this run's totals."""
         self.merged.merge(other)
 
+    def learnt(self) -> dict[str, list[tuple[str, str, str]]]:
+        """The score and alignment memo entries this (worker) process wrote since the last call."""
+        return {"scores": self.scores.take_recent(), "alignments": self.alignments.take_recent()}
+
+    def learn(self, entries: Mapping[str, Any]) -> None:
+        """Keep in this process the memo entries a forked worker wrote (:meth:`learnt`): the next job (a
+        sweep's re-score job after its cold one) finds them in memory instead of reading and checking each
+        file again."""
+        self.scores.learn(entries.get("scores") or ())
+        self.alignments.learn(entries.get("alignments") or ())
+
     def totals(self) -> dict[str, dict[str, float]]:
         """This process's counters plus every merged worker's."""
         t = Counters()

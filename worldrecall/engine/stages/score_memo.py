@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,8 @@ class ProcessScoreCache(ScoreCache):
         super().__init__(root, enabled)
         self._memo = _MEMO.setdefault(str(self.root.absolute()), {})
         self._root = str(self.root)
+        self.recent: list[tuple[str, str, str]] = []  # put by a forked worker, for its parent (take_recent)
+        self._owner = os.getpid()
 
     def _file(self, metric: str, key: str) -> str:
         """The entry's file (as ``_path``, without building a Path: thousands of lookups a job)."""
@@ -61,13 +63,32 @@ class ProcessScoreCache(ScoreCache):
     def put(self, metric: str, key: str, entry: Mapping[str, Any]) -> None:
         super().put(metric, key, entry)
         if self.enabled:
-            self._remember(metric, key, json.loads(json.dumps(entry, sort_keys=True, allow_nan=True)))
+            body = self._remember(metric, key, json.loads(json.dumps(entry, sort_keys=True, allow_nan=True)))
+            if body is not None and os.getpid() != self._owner:  # a worker forked from the process that made it
+                self.recent.append((metric, key, body))
 
-    def _remember(self, metric: str, key: str, entry: Mapping[str, Any]) -> None:
+    def take_recent(self) -> list[tuple[str, str, str]]:
+        """The entries put since the last call, as (metric, key, JSON text): a forked worker hands them to the
+        parent with its rows, so the parent's later jobs find them in memory too."""
+        out, self.recent = self.recent, []
+        return out
+
+    def learn(self, entries: Iterable[Sequence[str]]) -> None:
+        """Remember entries a worker of this process put (:meth:`take_recent`), as of their files' state now."""
+        for metric, key, body in entries:
+            state = file_state(self._file(metric, key))
+            if state is not None:
+                self._keep(metric, key, body, state)
+
+    def _remember(self, metric: str, key: str, entry: Mapping[str, Any]) -> str | None:
         state = file_state(self._file(metric, key))
         if state is None:
-            return
+            return None
+        body = json.dumps(entry, sort_keys=True, allow_nan=True)
+        self._keep(metric, key, body, state)
+        return body
+
+    def _keep(self, metric: str, key: str, body: str, state: tuple[int, int, int]) -> None:
         if len(self._memo) >= MEMO_ENTRIES:  # bounded: the oldest entries go first
             self._memo.pop(next(iter(self._memo)))
-        body = json.dumps(entry, sort_keys=True, allow_nan=True)
         self._memo[(metric, key)] = (body, state)
