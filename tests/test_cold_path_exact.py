@@ -81,3 +81,93 @@ def test_decode_unreadable_file_is_one_line(tmp_path):
     p.write_bytes(b"\x00" * 64)
     with pytest.raises(VideoError, match=r"bad.mp4: "):
         video_mod._decode_cv2(p)
+
+
+# -- Scene Memory F1: one kernel run for every case of a clip with the same clouds -------------------------
+
+def test_kernel_memo_reuses_equal_clouds_across_cases(monkeypatch):
+    from worldrecall.plugins.scene_memory import metrics as sm
+
+    m = sm.MemorySceneF1()
+    th = dict(m.thresholds)
+    runs = []
+    real = sm.MemorySceneF1._kernel
+    monkeypatch.setattr(sm.MemorySceneF1, "_kernel", staticmethod(lambda o, r, t: runs.append(1) or real(o, r, t)))
+    # O: the 8 corners of the unit cube; V: the same shifted by 0.001 along x. Every revisit point is
+    # 0.001 from its observation partner, far below τ = 2 % of the diagonal, so R = P = F1 = 1.
+    O = np.array([[x, y, z] for x in (0.0, 1.0) for y in (0.0, 1.0) for z in (0.0, 1.0)])
+    V = O + [0.001, 0.0, 0.0]
+    first = m.kernel(O.copy(), V.copy(), th)
+    assert (first.f1, first.retention, first.precision) == (1.0, 1.0, 1.0)
+    # six other cases in between (other models of the clip), then a case with equal clouds in new arrays
+    for k in range(6):
+        m.kernel(O * (2.0 + k), V * (2.0 + k), th)
+    again = m.kernel(np.array(O), np.array(V), th)
+    assert again is first and len(runs) == 7
+    assert m.kernel(O, V, {**th, "distance_threshold_ratio": 0.01}) is not first  # other thresholds: a new run
+    assert len(runs) == 8
+
+
+def test_kernel_memo_is_bounded(monkeypatch):
+    from worldrecall.plugins.scene_memory import metrics as sm
+
+    m = sm.MemorySceneF1()
+    th = dict(m.thresholds)
+    O = np.array([[x, y, z] for x in (0.0, 1.0) for y in (0.0, 1.0) for z in (0.0, 1.0)])
+    for k in range(sm.KERNEL_MEMO_ENTRIES + 5):
+        m.kernel(O + k, O + k, th)
+    assert len(m._kernels) == sm.KERNEL_MEMO_ENTRIES
+    monkeypatch.setattr(sm, "KERNEL_MEMO_BYTES", 1)  # a byte cap below one entry: only the newest is kept
+    m.kernel(O - 1, O - 1, th)
+    assert len(m._kernels) == 1
+
+
+# -- OPIS: a window's projected visibility test runs once per static object ----------------------------------
+
+def _opis_case():
+    """Static objects in every projected state (visible, outside, too small, occluded), matched or not."""
+    from test_opis_score import E1, E2, E3, FRAME, det, geometry, inv, obj, proj, win  # noqa: F401
+
+    objects = [obj("a", E1, track="static_geometry"), obj("b", E2, track="static_geometry"),
+               obj("c", E3, track="static_geometry"), obj("d", E1, track="static_geometry", category="mug"),
+               obj("e", E2)]  # e: no geometry (identity only)
+    projections = {"a": proj("a"), "b": proj("b", inside=2), "c": proj("c", spread=1.0),
+                   "d": proj("d", occluded=9)}
+    windows = [win("w0", [det("o1", E1), det("o2", E2), det("o5", E2)], geometry(projections), ordinal=0),
+               win("w1", [det("o3", E3)], geometry(projections, camera_confidence=0.1), ordinal=1),
+               win("w2", [], geometry({"a": proj("a", valid=3)}), ordinal=2)]
+    return inv(*objects), windows
+
+
+def test_opis_rows_equal_the_unshared_visibility_tests(monkeypatch):
+    from worldrecall.plugins.opis import rows as rows_mod
+    from worldrecall.plugins.opis import visibility as vis_mod
+    from worldrecall.plugins.opis.thresholds import OpisThresholds
+
+    inventory, windows = _opis_case()
+    calls = []
+    real_proj = vis_mod.projected_visibility
+
+    def counted(*a, **k):
+        calls.append(a[0].object_id)
+        return real_proj(*a, **k)
+
+    monkeypatch.setattr(vis_mod, "projected_visibility", counted)
+    monkeypatch.setattr(rows_mod, "projected_visibility", counted)
+    for th in (OpisThresholds(), OpisThresholds(official_parity=True)):
+        calls.clear()
+        shared = rows_mod.build_rows(inventory, windows, th)
+        n_shared = len(calls)
+        real_classify = rows_mod.classify_visibility
+        # the plain code: every classify_visibility call runs its own projected test
+        monkeypatch.setattr(rows_mod, "classify_visibility",
+                            lambda **kw: real_classify(**{k: v for k, v in kw.items() if k != "projected"}))
+        calls.clear()
+        plain = rows_mod.build_rows(inventory, windows, th)
+        monkeypatch.setattr(rows_mod, "classify_visibility", real_classify)
+        assert [r.to_json() for r in shared[0]] == [r.to_json() for r in plain[0]]
+        assert shared[1] == plain[1]
+        # 4 + 4 + 1 projected objects: once each (the plain code asks twice where the state is not final)
+        assert n_shared == 9 and len(calls) > n_shared
+    states = [r.visibility_state for r in shared[0]]
+    assert states[:4] == ["expected_visible", "outside_view", "too_small", "occluded"]
