@@ -171,3 +171,33 @@ def test_opis_rows_equal_the_unshared_visibility_tests(monkeypatch):
         assert n_shared == 9 and len(calls) > n_shared
     states = [r.visibility_state for r in shared[0]]
     assert states[:4] == ["expected_visible", "outside_view", "too_small", "occluded"]
+
+
+# -- Scene Memory turning points: find_peaks without importing scipy.signal ----------------------------------
+
+def test_prominent_peaks_hand_value():
+    from worldrecall.plugins.scene_memory.trajectory import prominent_peaks
+
+    x = [0, 2, 1, 3, 3, 3, 0, 1, 0]
+    # peaks 1 (prominence 2 - max(0, 1) = 1), 4 (middle of the 3,3,3 plateau: 3 - 0 = 3), 7 (1 - 0 = 1)
+    assert prominent_peaks(np.array(x, float), 1.0) == [1, 4, 7]
+    assert prominent_peaks(np.array(x, float), 1.5) == [4]
+    assert prominent_peaks(np.array([1.0, 1.0, 1.0]), 0.0) == []      # no strict rise: no peak
+    assert prominent_peaks(np.array([]), 0.0) == []
+
+
+def test_prominent_peaks_equal_scipy_find_peaks():
+    from scipy.signal import find_peaks
+
+    from worldrecall.plugins.scene_memory.trajectory import prominent_peaks
+
+    rng = np.random.default_rng(3)
+    for trial in range(400):
+        n = int(rng.integers(0, 60))
+        x = rng.integers(0, 5, n).astype(float) if trial % 2 else rng.normal(size=n)  # ties and plateaus
+        if trial % 7 == 0 and n:
+            x[rng.integers(0, n)] = np.nan
+        top = float(np.nanmax(x)) if n and np.isfinite(x).any() else 1.0
+        for frac in (0.0, 0.25, 0.5, 0.9):
+            want = [int(p) for p in find_peaks(x, prominence=frac * abs(top))[0]]
+            assert prominent_peaks(x, frac * abs(top)) == want, (x.tolist(), frac)
