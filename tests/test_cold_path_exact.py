@@ -201,3 +201,44 @@ def test_prominent_peaks_equal_scipy_find_peaks():
         for frac in (0.0, 0.25, 0.5, 0.9):
             want = [int(p) for p in find_peaks(x, prominence=frac * abs(top))[0]]
             assert prominent_peaks(x, frac * abs(top)) == want, (x.tolist(), frac)
+
+
+# -- memory_loop pair metrics: a first frame's SSIM terms and colour means computed once ----------------------
+
+def _colour_deltas_reference(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """The plain code: float64 copies of both CIELAB images, means per channel."""
+    la = cv2.cvtColor(a, cv2.COLOR_RGB2LAB).astype(np.float64)
+    lb = cv2.cvtColor(b, cv2.COLOR_RGB2LAB).astype(np.float64)
+    light = abs(float(np.mean(la[..., 0]) - np.mean(lb[..., 0])) * 100.0 / 255.0)
+    ca = np.asarray([np.mean(la[..., 1]), np.mean(la[..., 2])]) - 128.0
+    cb = np.asarray([np.mean(lb[..., 1]), np.mean(lb[..., 2])]) - 128.0
+    return light, float(np.linalg.norm(ca - cb))
+
+
+def test_colour_deltas_equal_the_float64_means():
+    from worldrecall.plugins.scene_memory.rendering import colour_deltas, lab_means
+
+    # hand value: white vs black in OpenCV's 8-bit Lab: L 255 vs 0 -> 100; a, b both 128 -> chroma 0
+    white, black = np.full((4, 5, 3), 255, np.uint8), np.zeros((4, 5, 3), np.uint8)
+    assert lab_means(white) == (255.0, 128.0, 128.0)
+    assert colour_deltas(white, black) == (100.0, 0.0)
+    rng = np.random.default_rng(11)
+    for h, w in ((240, 320), (17, 23), (1, 1), (481, 643)):
+        a = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+        for b in (rng.integers(0, 256, (h, w, 3), dtype=np.uint8),
+                  np.clip(a.astype(int) + rng.integers(-9, 10, a.shape), 0, 255).astype(np.uint8)):
+            assert colour_deltas(a, b) == _colour_deltas_reference(a, b)
+            assert colour_deltas(a, b, lab_means(a)) == _colour_deltas_reference(a, b)
+
+
+def test_ssim_rgb_with_shared_first_frame_terms_is_the_same_number():
+    from worldrecall.plugins.scene_memory.pair_frames import rgb_stats, ssim_rgb
+
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, 256, (61, 90, 3), dtype=np.uint8)
+    stats = rgb_stats(a)
+    kept = [s.copy() for t in stats for s in t]
+    for _ in range(3):  # one first frame, several revisits
+        b = np.clip(a.astype(int) + rng.integers(-20, 21, a.shape), 0, 255).astype(np.uint8)
+        assert ssim_rgb(a, b, stats) == ssim_rgb(a, b)
+    assert all(np.array_equal(x, y) for x, y in zip(kept, [s for t in stats for s in t]))  # terms untouched
