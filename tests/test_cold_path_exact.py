@@ -223,7 +223,7 @@ def test_colour_deltas_equal_the_float64_means():
     assert lab_means(white) == (255.0, 128.0, 128.0)
     assert colour_deltas(white, black) == (100.0, 0.0)
     rng = np.random.default_rng(11)
-    for h, w in ((240, 320), (17, 23), (1, 1), (481, 643)):
+    for h, w in ((240, 320), (17, 23), (1, 1), (97, 131)):  # (larger frames start OpenCV threads before forks)
         a = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
         for b in (rng.integers(0, 256, (h, w, 3), dtype=np.uint8),
                   np.clip(a.astype(int) + rng.integers(-9, 10, a.shape), 0, 255).astype(np.uint8)):
@@ -242,3 +242,37 @@ def test_ssim_rgb_with_shared_first_frame_terms_is_the_same_number():
         b = np.clip(a.astype(int) + rng.integers(-20, 21, a.shape), 0, 255).astype(np.uint8)
         assert ssim_rgb(a, b, stats) == ssim_rgb(a, b)
     assert all(np.array_equal(x, y) for x, y in zip(kept, [s for t in stats for s in t]))  # terms untouched
+
+
+# -- MemoBench pixel fidelity: each frame's own SSIM terms once per run of pairs -----------------------------
+
+def _ssim_reference(a: np.ndarray, b: np.ndarray) -> float:
+    """The plain expression, every term computed per pair."""
+    x = cv2.cvtColor(a, cv2.COLOR_RGB2GRAY).astype(np.float32)
+    y = cv2.cvtColor(b, cv2.COLOR_RGB2GRAY).astype(np.float32)
+    c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
+    blur = lambda z: cv2.GaussianBlur(z, (11, 11), 1.5)  # noqa: E731
+    mx, my = blur(x), blur(y)
+    mx2, my2, mxy = mx * mx, my * my, mx * my
+    sx2, sy2, sxy = blur(x * x) - mx2, blur(y * y) - my2, blur(x * y) - mxy
+    return float((((2 * mxy + c1) * (2 * sxy + c2)) / ((mx2 + my2 + c1) * (sx2 + sy2 + c2) + 1e-8)).mean())
+
+
+def test_pair_ssims_equal_one_ssim_per_pair():
+    from worldrecall.plugins.memobench import sampling
+    from worldrecall.plugins.memobench.pixel_fidelity import pair_ssims, ssim
+
+    # constant 100 vs 110: σ = 0 -> (2·100·110 + C1) / (100² + 110² + C1), C1 = 6.5025 (float32)
+    x, y = np.full((16, 16, 3), 100, np.uint8), np.full((16, 16, 3), 110, np.uint8)
+    assert ssim(x, y) == pytest.approx(22006.5025 / 22106.5025, abs=1e-6)
+    rng = np.random.default_rng(9)
+    gen = rng.integers(0, 256, (13, 24, 32, 3), dtype=np.uint8)
+    gt = np.clip(gen[:9].astype(int) + rng.integers(-30, 31, (9, 24, 32, 3)), 0, 255).astype(np.uint8)
+    defs = sampling.pixel_phase_indices(4, 8, 13, 3, 6, 9)  # 9 GT frames for 13 generated ones: repeats
+    pairs = sorted({(i, j) for gens, gts in defs.values() for i, j in zip(gens, gts)})
+    assert len(pairs) > len({i for i, _ in pairs}) and len(pairs) > len({j for _, j in pairs})
+    gen_of, gt_of = {p: gen[p[0]] for p in pairs}, {p: gt[p[1]] for p in pairs}
+    for keep in (1, 8):
+        got = pair_ssims(pairs, gen_of, gt_of, keep_gt=keep)
+        assert list(got) == pairs
+        assert all(got[p] == _ssim_reference(gen_of[p], gt_of[p]) == ssim(gen_of[p], gt_of[p]) for p in pairs)
