@@ -38,8 +38,8 @@ class _Declaring:
     def __init__(self, n: int):
         self.n, self.real = n, cv2.VideoCapture
 
-    def __call__(self, path: str):
-        cap, n = self.real(path), self.n
+    def __call__(self, path: str, *args):
+        cap, n = self.real(path, *args), self.n
 
         class Cap:
             def __getattr__(self, a):
@@ -68,6 +68,21 @@ def test_decode_equals_the_plain_decoder(random_video, monkeypatch, declared):
     assert got.shape == want.shape and got.dtype == np.uint8 and got.flags.c_contiguous
     assert np.array_equal(got, want)
     assert got.base is None or got.base.shape == got.shape  # a trimmed result holds no spare frames
+
+
+def test_decode_uses_one_decoder_thread(random_video, monkeypatch):
+    want = _decode_reference(random_video)
+    threads = []
+    real = cv2.VideoCapture
+
+    def opening(*a):
+        cap = real(*a)
+        threads.append(cap.get(cv2.CAP_PROP_N_THREADS))  # FFmpeg's decoder threads for this capture
+        return cap
+
+    monkeypatch.setattr(cv2, "VideoCapture", opening)
+    assert np.array_equal(video_mod._decode_cv2(random_video), want)
+    assert threads == [1.0]
 
 
 def test_decode_frame_cap_still_counts_every_decoded_frame(random_video, monkeypatch):
@@ -276,3 +291,16 @@ def test_pair_ssims_equal_one_ssim_per_pair():
         got = pair_ssims(pairs, gen_of, gt_of, keep_gt=keep)
         assert list(got) == pairs
         assert all(got[p] == _ssim_reference(gen_of[p], gt_of[p]) == ssim(gen_of[p], gt_of[p]) for p in pairs)
+
+
+def test_opis_decoded_timestamps_with_one_decoder_thread(random_video):
+    import av
+
+    from worldrecall.plugins.opis.windows import _decoded_times, decoded_timestamps
+
+    with av.open(str(random_video)) as c:  # the plain decode, FFmpeg's automatic threads
+        want = [float(f.time) for f in c.decode(video=0) if f.time is not None]
+    got = _decoded_times.__wrapped__(str(random_video), 0, 0)
+    assert list(got) == want and len(want) == 9
+    assert decoded_timestamps(random_video) == [t - want[0] for t in want]
+    assert decoded_timestamps(random_video)[1] == pytest.approx(1 / 8)  # written at 8 fps

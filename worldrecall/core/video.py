@@ -294,7 +294,7 @@ def _decode_cv2(p: Path, limits: _Limits | None = None) -> np.ndarray:
     import cv2
 
     limits = limits or _Limits(0, 0)
-    cap = cv2.VideoCapture(str(p))
+    cap = cv2.VideoCapture(str(p), cv2.CAP_ANY, [cv2.CAP_PROP_N_THREADS, 1])  # a worker's one thread (same pixels)
     if not cap.isOpened():
         raise VideoError(f"{p}: cannot be opened (corrupt or truncated container?)")
     # RGB frames go straight into one array sized from the header (doubled while it under-declares) and the
