@@ -304,3 +304,26 @@ def test_opis_decoded_timestamps_with_one_decoder_thread(random_video):
     assert list(got) == want and len(want) == 9
     assert decoded_timestamps(random_video) == [t - want[0] for t in want]
     assert decoded_timestamps(random_video)[1] == pytest.approx(1 / 8)  # written at 8 fps
+
+
+def test_observation_side_is_reused_and_gives_the_same_scores(monkeypatch):
+    from worldrecall.plugins.scene_memory import f1
+
+    rng = np.random.default_rng(4)
+    O = np.round(rng.random((600, 3)) * 20) / 20       # a grid: repeated points and exact ties
+    revisits = [O + rng.normal(0, s, O.shape) for s in (0.0, 0.002, 0.05)]
+    fresh = []
+    for V in revisits:
+        f1._LAST_OBSERVATION.clear()
+        r = f1.score_point_clouds(O, V, keep_points=True)
+        fresh.append((r.values(), r.obs.copy(), r.rev.copy(), r.retained.copy(), r.hallucinated.copy()))
+    built = []
+    real = f1.unique_rows
+    monkeypatch.setattr(f1, "unique_rows", lambda p: built.append(len(p)) or real(p))
+    f1._LAST_OBSERVATION.clear()
+    for V, want in zip(revisits, fresh):
+        r = f1.score_point_clouds(O.copy(), V, keep_points=True)
+        assert r.values() == want[0]
+        assert all(np.array_equal(a, b) for a, b in zip((r.obs, r.rev, r.retained, r.hallucinated), want[1:]))
+    assert len(built) == 3 + 1  # each revisit once, the observation once
+    assert fresh[0][0]["f1"] == 1.0  # the revisit is the observation itself
