@@ -327,3 +327,17 @@ def test_observation_side_is_reused_and_gives_the_same_scores(monkeypatch):
         assert all(np.array_equal(a, b) for a, b in zip((r.obs, r.rev, r.retained, r.hallucinated), want[1:]))
     assert len(built) == 3 + 1  # each revisit once, the observation once
     assert fresh[0][0]["f1"] == 1.0  # the revisit is the observation itself
+
+
+def test_a_video_is_opened_once_for_its_header_check_and_decode(random_video, monkeypatch):
+    from worldrecall.core.video import Video
+
+    want = _decode_reference(random_video)
+    opened = []
+    real = cv2.VideoCapture
+    monkeypatch.setattr(cv2, "VideoCapture", lambda *a: opened.append(a[0]) or real(*a))
+    assert np.array_equal(Video(random_video).frames(), want)
+    assert opened == [str(random_video)]
+    # a header over a cap still fails before any decoding, and leaves nothing open to decode from
+    with pytest.raises(video_mod.VideoLimitError, match=r"v.mp4: 9 declared frames exceed the limit of 8"):
+        Video(random_video, max_frames=8).frames()

@@ -225,9 +225,9 @@ class Video:
             raise VideoError(f"{p}: empty file (0 bytes)")
         if p.suffix.lower() not in VIDEO_SUFFIXES:
             raise VideoError(f"{p}: unsupported video type {p.suffix!r}")
-        _check_container(p, limits)
+        cap = _check_container(p, limits)
         try:
-            frames = _decode_cv2(p, limits)
+            frames = _decode_cv2(p, limits, cap)
         except VideoLimitError:
             raise
         except VideoError:
@@ -260,11 +260,12 @@ class _Limits:
                              "(video.max_frames)")
 
 
-def _check_container(p: Path, limits: _Limits) -> None:
-    """Frame size and declared frame count from the container header (OpenCV, else PyAV), before decoding."""
+def _check_container(p: Path, limits: _Limits) -> object | None:
+    """Frame size and declared frame count from the container header (OpenCV, else PyAV), before decoding.
+    Returns OpenCV's capture, still at frame 0, when OpenCV read the header (the decoder goes on with it)."""
     import cv2
 
-    cap = cv2.VideoCapture(str(p))
+    cap = cv2.VideoCapture(str(p), cv2.CAP_ANY, [cv2.CAP_PROP_N_THREADS, 1])  # a worker's one thread (same pixels)
     try:
         if cap.isOpened():
             w, h = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
@@ -272,9 +273,11 @@ def _check_container(p: Path, limits: _Limits) -> None:
             limits.pixels(p, w, h)
             limits.frames(p, n, "declared frames")
             limits.nbytes(p, n, w, h, "declared frames")
-            return
+            cap, opened = None, cap
+            return opened
     finally:
-        cap.release()
+        if cap is not None:
+            cap.release()
     try:
         import av
 
@@ -290,11 +293,11 @@ def _check_container(p: Path, limits: _Limits) -> None:
     limits.nbytes(p, n, w, h, "declared frames")
 
 
-def _decode_cv2(p: Path, limits: _Limits | None = None) -> np.ndarray:
+def _decode_cv2(p: Path, limits: _Limits | None = None, cap: object | None = None) -> np.ndarray:
     import cv2
 
     limits = limits or _Limits(0, 0)
-    cap = cv2.VideoCapture(str(p), cv2.CAP_ANY, [cv2.CAP_PROP_N_THREADS, 1])  # a worker's one thread (same pixels)
+    cap = cap or cv2.VideoCapture(str(p), cv2.CAP_ANY, [cv2.CAP_PROP_N_THREADS, 1])  # one thread (same pixels)
     if not cap.isOpened():
         raise VideoError(f"{p}: cannot be opened (corrupt or truncated container?)")
     # RGB frames go straight into one array sized from the header (doubled while it under-declares) and the
