@@ -16,7 +16,6 @@ from worldrecall.core import video as video_mod
 from worldrecall.core.video import VideoError
 from worldrecall.formats.mp4 import write_video
 
-
 # -- video decoding into one preallocated array ------------------------------------------------------------
 
 def _decode_reference(p: Path) -> np.ndarray:
@@ -141,7 +140,7 @@ def test_kernel_memo_is_bounded(monkeypatch):
 
 def _opis_case():
     """Static objects in every projected state (visible, outside, too small, occluded), matched or not."""
-    from test_opis_score import E1, E2, E3, FRAME, det, geometry, inv, obj, proj, win  # noqa: F401
+    from test_opis_score import E1, E2, E3, det, geometry, inv, obj, proj, win
 
     objects = [obj("a", E1, track="static_geometry"), obj("b", E2, track="static_geometry"),
                obj("c", E3, track="static_geometry"), obj("d", E1, track="static_geometry", category="mug"),
@@ -176,7 +175,7 @@ def test_opis_rows_equal_the_unshared_visibility_tests(monkeypatch):
         real_classify = rows_mod.classify_visibility
         # the plain code: every classify_visibility call runs its own projected test
         monkeypatch.setattr(rows_mod, "classify_visibility",
-                            lambda **kw: real_classify(**{k: v for k, v in kw.items() if k != "projected"}))
+                            lambda real=real_classify, **kw: real(**{k: v for k, v in kw.items() if k != "projected"}))
         calls.clear()
         plain = rows_mod.build_rows(inventory, windows, th)
         monkeypatch.setattr(rows_mod, "classify_visibility", real_classify)
@@ -266,7 +265,7 @@ def _ssim_reference(a: np.ndarray, b: np.ndarray) -> float:
     x = cv2.cvtColor(a, cv2.COLOR_RGB2GRAY).astype(np.float32)
     y = cv2.cvtColor(b, cv2.COLOR_RGB2GRAY).astype(np.float32)
     c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
-    blur = lambda z: cv2.GaussianBlur(z, (11, 11), 1.5)  # noqa: E731
+    blur = lambda z: cv2.GaussianBlur(z, (11, 11), 1.5)
     mx, my = blur(x), blur(y)
     mx2, my2, mxy = mx * mx, my * my, mx * my
     sx2, sy2, sxy = blur(x * x) - mx2, blur(y * y) - my2, blur(x * y) - mxy
