@@ -31,7 +31,6 @@ DEFAULT_MAX_FRAMES = 100_000
 DEFAULT_MAX_BYTES = 2 << 30  # decoded frames a process holds: a 1080p x 345-frame or 720p x 776-frame video
 
 
-
 def _container_fps(path: Path) -> float | None:
     import cv2
 
@@ -112,7 +111,6 @@ class Video:
     def content_hash(self) -> str:
         """sha256 of the file bytes (or of the sorted frame files' names and bytes)."""
         if self._hash is None:
-
             if not self.path.exists():
                 raise VideoError(f"{self.path}: does not exist")
             if self.is_frame_folder:
@@ -149,7 +147,7 @@ class Video:
             if bad := [i for i in missing if not 0 <= i < n]:
                 raise FrameIndexError(self.path, bad[0], n, decodable=whole is not None)
             lim = _Limits(self.max_pixels, self.max_frames)
-            memo.update({i: fit_size(_read_image(files[i], lim) if whole is None else whole[i], size) for i in missing})
+            memo.update({i: fit_size(read_image(files[i], lim.max_pixels) if whole is None else whole[i], size) for i in missing})
         if self._pool is not None:
             self._pool._grew(self)
         return [memo[int(i)] for i in indices]
@@ -227,9 +225,9 @@ class Video:
             raise VideoError(f"{p}: empty file (0 bytes)")
         if p.suffix.lower() not in VIDEO_SUFFIXES:
             raise VideoError(f"{p}: unsupported video type {p.suffix!r}")
-        _check_container(p, limits)
+        cap = _check_container(p, limits)
         try:
-            frames = _decode_cv2(p, limits)
+            frames = _decode_cv2(p, limits, cap)
         except VideoLimitError:
             raise
         except VideoError:
@@ -262,11 +260,12 @@ class _Limits:
                              "(video.max_frames)")
 
 
-def _check_container(p: Path, limits: _Limits) -> None:
-    """Frame size and declared frame count from the container header (OpenCV, else PyAV), before decoding."""
+def _check_container(p: Path, limits: _Limits) -> object | None:
+    """Frame size and declared frame count from the container header (OpenCV, else PyAV), before decoding.
+    Returns OpenCV's capture, still at frame 0, when OpenCV read the header (the decoder goes on with it)."""
     import cv2
 
-    cap = cv2.VideoCapture(str(p))
+    cap = cv2.VideoCapture(str(p), cv2.CAP_ANY, [cv2.CAP_PROP_N_THREADS, 1])  # a worker's one thread (same pixels)
     try:
         if cap.isOpened():
             w, h = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
@@ -274,9 +273,11 @@ def _check_container(p: Path, limits: _Limits) -> None:
             limits.pixels(p, w, h)
             limits.frames(p, n, "declared frames")
             limits.nbytes(p, n, w, h, "declared frames")
-            return
+            cap, opened = None, cap
+            return opened
     finally:
-        cap.release()
+        if cap is not None:
+            cap.release()
     try:
         import av
 
@@ -292,32 +293,35 @@ def _check_container(p: Path, limits: _Limits) -> None:
     limits.nbytes(p, n, w, h, "declared frames")
 
 
-def _decode_cv2(p: Path, limits: _Limits | None = None) -> np.ndarray:
+def _decode_cv2(p: Path, limits: _Limits | None = None, cap: object | None = None) -> np.ndarray:
     import cv2
 
     limits = limits or _Limits(0, 0)
-    cap = cv2.VideoCapture(str(p))
+    cap = cap or cv2.VideoCapture(str(p), cv2.CAP_ANY, [cv2.CAP_PROP_N_THREADS, 1])  # one thread (same pixels)
     if not cap.isOpened():
         raise VideoError(f"{p}: cannot be opened (corrupt or truncated container?)")
-    out = []
+    # RGB frames go straight into one array sized from the header (doubled while it under-declares) and the
+    # decoder refills one BGR buffer: no allocation per frame, no stacking copy at the end
+    out, n, bgr, resized = None, 0, None, False
     try:
-        while True:
-            ok, fr = cap.read()
-            if not ok:
-                break
-            if not out:  # the header may have hidden the size: check the first decoded frame too
-                limits.pixels(p, int(fr.shape[1]), int(fr.shape[0]))
-            out.append(cv2.cvtColor(fr, cv2.COLOR_BGR2RGB))
-            # a container may under-declare its frames: stop as soon as a cap is passed
-            limits.frames(p, len(out), "decoded frames (or more)")
-            limits.nbytes(p, len(out), int(fr.shape[1]), int(fr.shape[0]), "decoded frames (or more)")
+        while (got := cap.read(bgr))[0]:
+            bgr = got[1]
+            if out is None:  # the header may have hidden the size: check the first decoded frame too
+                limits.pixels(p, int(bgr.shape[1]), int(bgr.shape[0]))
+                out = np.empty((min(max(int(cap.get(cv2.CAP_PROP_FRAME_COUNT)), 1), 4096), *bgr.shape), np.uint8)
+            out = np.concatenate([out, np.empty_like(out)]) if n == len(out) else out
+            if not (resized := resized or bgr.shape != out.shape[1:]):
+                cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB, dst=out[n])
+            n += 1  # a container may under-declare its frames: stop as soon as a cap is passed
+            limits.frames(p, n, "decoded frames (or more)")
+            limits.nbytes(p, n, int(bgr.shape[1]), int(bgr.shape[0]), "decoded frames (or more)")
     finally:
         cap.release()
-    if not out:
+    if out is None:
         raise VideoError(f"{p}: no decodable frames (corrupt or truncated?)")
-    if len({f.shape for f in out}) > 1:
+    if resized:
         raise VideoError(f"{p}: frames change size mid-stream")
-    return np.stack(out)
+    return out if n == len(out) else out[:n].copy()
 
 
 def _decode_pyav(p: Path, limits: _Limits | None = None) -> np.ndarray:
@@ -395,11 +399,6 @@ def read_image(f: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
         raise VideoError(f"{f}: unreadable image")
     _Limits(max_pixels, 0).pixels(f, int(img.shape[1]), int(img.shape[0]))  # whatever OpenCV decoded
     return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
-
-
-def _read_image(f: Path, limits: _Limits) -> np.ndarray:
-    """One frame file as RGB under the run's pixel cap (:func:`read_image`)."""
-    return read_image(f, limits.max_pixels)
 
 
 def _decode_folder(p: Path, limits: _Limits | None = None) -> np.ndarray:

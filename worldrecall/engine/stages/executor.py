@@ -59,10 +59,13 @@ class SerialExecutor:
 
     def run(self, groups: Sequence[Sequence[Item]], work: Work, emit: Emit, dead: Dead,
             counters: CounterHooks) -> None:
-        one_thread_per_process()  # the numbers a worker process would give (workers=1 and 2: identical rows)
-        for group in groups:
-            for item in group:
-                emit(item, work(item))
+        blas = one_thread_per_process()  # the numbers a worker process would give (workers=1 and 2: identical rows)
+        try:
+            for group in groups:
+                for item in group:
+                    emit(item, work(item))
+        finally:  # the parent's own BLAS threads again for what follows (aggregation), as after forked workers
+            blas.restore_original_limits()
 
 
 class ForkExecutor:
@@ -161,15 +164,22 @@ class _Worker:
         self.next_item = 0
 
 
-def one_thread_per_process() -> None:
-    """One intra-op thread for torch (when imported) and OpenMP: case-parallel processes already fill the cores,
-    and a case's numbers must not depend on which process scored it (float reductions follow the thread count)."""
+def one_thread_per_process() -> Any:
+    """One intra-op thread for torch (when imported), OpenMP and BLAS: case-parallel processes already fill the
+    cores, and a case's numbers must not depend on which process scored it (float reductions follow the thread
+    count). numpy's OpenBLAS, loaded before the fork, otherwise keeps a helper thread per core that spins after
+    every matrix product: with two workers on two cores the spinning helpers take the CPU from the other worker
+    (the Scene Memory F1 kernel ran 3.6x slower in wall time when two processes shared the cores). Returns the
+    BLAS limit (``restore_original_limits()`` undoes it)."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # for a torch first imported later
     os.environ.setdefault("OPENCV_FOR_THREADS_NUM", "1")  # for an OpenCV first imported later
+    from threadpoolctl import threadpool_limits
+
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
     if "cv2" in sys.modules:  # DIS flow, remap, resize split work by thread count: same numbers in any process
         sys.modules["cv2"].setNumThreads(1)
+    return threadpool_limits(1, user_api="blas")  # the BLAS libraries loaded already (numpy's OpenBLAS)
 
 
 def _worker_main(conn: Connection, groups: Sequence[Sequence[Item]], work: Work, counters: CounterHooks,

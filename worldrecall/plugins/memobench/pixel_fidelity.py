@@ -50,41 +50,71 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
     return float(10 * np.log10(255.0 ** 2 / mse))
 
 
-def ssim(a: np.ndarray, b: np.ndarray) -> float:
-    """Grayscale SSIM (float32, Gaussian 11×11 σ=1.5, reflect-101 borders, C1=(0.01·255)², C2=(0.03·255)²)."""
+def gray_stats(frame: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One frame's own SSIM terms: (x, μx, μx², σx²) of its OpenCV grayscale in float32."""
     import cv2
 
-    x = cv2.cvtColor(a, cv2.COLOR_RGB2GRAY).astype(np.float32)
-    y = cv2.cvtColor(b, cv2.COLOR_RGB2GRAY).astype(np.float32)
-    c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
-
-    def blur(z: np.ndarray) -> np.ndarray:
-        return cv2.GaussianBlur(z, (11, 11), 1.5)
-
-    # ((2·μxμy + C1)(2·σxy + C2)) / ((μx² + μy² + C1)(σx² + σy² + C2) + 1e-8), the same float32 operations
-    # in the same order as the plain expression, done in place (fewer temporaries; bit-identical)
-    mx, my = blur(x), blur(y)
-    mx2, my2 = mx * mx, my * my
-    mxy = np.multiply(mx, my, out=mx)
-    sx2 = blur(x * x)
+    x = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY).astype(np.float32)
+    mx = _blur(x)
+    mx2 = mx * mx
+    sx2 = _blur(x * x)
     sx2 -= mx2
-    sy2 = blur(y * y)
-    sy2 -= my2
-    sxy = blur(np.multiply(x, y, out=x))
+    return x, mx, mx2, sx2
+
+
+def _blur(z: np.ndarray) -> np.ndarray:
+    import cv2
+
+    return cv2.GaussianBlur(z, (11, 11), 1.5)
+
+
+def ssim(a: np.ndarray, b: np.ndarray, stats_a: tuple[np.ndarray, ...] | None = None,
+         stats_b: tuple[np.ndarray, ...] | None = None) -> float:
+    """Grayscale SSIM (float32, Gaussian 11×11 σ=1.5, reflect-101 borders, C1=(0.01·255)², C2=(0.03·255)²).
+
+    ``stats_a`` / ``stats_b``: the frames' :func:`gray_stats` when the caller holds them (a frame compared
+    in several pairs); the inputs are never modified.
+    """
+    c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
+    x, mx, mx2, sx2 = gray_stats(a) if stats_a is None else stats_a
+    y, my, my2, sy2 = gray_stats(b) if stats_b is None else stats_b
+    # ((2·μxμy + C1)(2·σxy + C2)) / ((μx² + μy² + C1)(σx² + σy² + C2) + 1e-8), the same float32 operations
+    # in the same order as the plain expression, in place on fresh arrays (fewer temporaries; bit-identical)
+    mxy = mx * my
+    sxy = _blur(x * y)
     sxy -= mxy
     num = np.multiply(mxy, 2, out=mxy)
     num += c1
     t = np.multiply(sxy, 2, out=sxy)
     t += c2
     num *= t
-    den = np.add(mx2, my2, out=mx2)
+    den = mx2 + my2
     den += c1
-    t = np.add(sx2, sy2, out=sx2)
+    t = sx2 + sy2
     t += c2
     den *= t
     den += 1e-8
     num /= den
     return float(num.mean())
+
+
+def pair_ssims(pairs: list[tuple[int, int]], gen_of: Mapping[Any, np.ndarray], gt_of: Mapping[Any, np.ndarray],
+               keep_gt: int = 8) -> dict[tuple[int, int], float]:
+    """:func:`ssim` of every (generated, GT) index pair, each frame's own terms computed once while it is
+    in use: ``pairs`` sorted by generated index (all of one frame's pairs together), the last ``keep_gt``
+    GT frames kept (the phases resample nearby GT frames)."""
+    out: dict[tuple[int, int], float] = {}
+    gen_key, gen_stats = None, None
+    gt_stats: dict[int, tuple[np.ndarray, ...]] = {}
+    for p in pairs:
+        if p[0] != gen_key:
+            gen_key, gen_stats = p[0], gray_stats(gen_of[p])
+        if p[1] not in gt_stats:
+            while len(gt_stats) >= keep_gt:
+                gt_stats.pop(next(iter(gt_stats)))
+            gt_stats[p[1]] = gray_stats(gt_of[p])
+        out[p] = ssim(gen_of[p], gt_of[p], gen_stats, gt_stats[p[1]])
+    return out
 
 
 class PixelFidelity(MemoBenchMetric):
@@ -124,7 +154,7 @@ class PixelFidelity(MemoBenchMetric):
         gen_of = {p: pick(frames, [p[0]])[0] for p in pairs}
         gt_of = {p: fitted[p[1]] for p in pairs}
         p_val = {p: psnr(gen_of[p], gt_of[p]) for p in pairs}
-        s_val = {p: ssim(gen_of[p], gt_of[p]) for p in pairs}
+        s_val = pair_ssims(pairs, gen_of, gt_of)
         l_val: dict[tuple[int, int], float] = {}
         perceptual, backend = optional_model(ctx, "perceptual") if self.params["lpips"] else (None, None)
         if perceptual is not None:

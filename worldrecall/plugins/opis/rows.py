@@ -18,7 +18,13 @@ from worldrecall.plugins.opis.association import assign, associate, raw_cosine, 
 from worldrecall.plugins.opis.records import Inventory, InventoryObject, Window
 from worldrecall.plugins.opis.structure import dynamic_structure_value, static_value_from_geometry
 from worldrecall.plugins.opis.thresholds import OpisThresholds
-from worldrecall.plugins.opis.visibility import FINAL_STATES, KNOWN_INVISIBLE, classify_visibility
+from worldrecall.plugins.opis.visibility import (
+    FINAL_STATES,
+    KNOWN_INVISIBLE,
+    Visibility,
+    classify_visibility,
+    projected_visibility,
+)
 
 
 @dataclass
@@ -79,11 +85,15 @@ def build_window_rows(inventory: Inventory, window: Window, ordinal: int, th: Op
     scored = bool(geo is not None and geo.scored)
     objects = inventory.objects
 
+    # the projected test of a static candidate is pure, and asked before and after association: run it once
+    projected = {o.object_id: projected_visibility(projections[o.object_id], cam_conf, window.frame_size, th)
+                 for o in objects if _geometry_candidate(o) and projections.get(o.object_id) is not None}
     # A.6 before association: objects known to be invisible leave the candidate set
     pre = {
         o.object_id: classify_visibility(
             projection=projections.get(o.object_id), camera_confidence=cam_conf, frame_size=window.frame_size,
             observed_bbox=None, geometry_required=_geometry_candidate(o), frame_scored=scored, th=th,
+            projected=projected.get(o.object_id),
         )
         for o in objects
     }
@@ -92,7 +102,7 @@ def build_window_rows(inventory: Inventory, window: Window, ordinal: int, th: Op
     match = associate(candidates, window.observations, th)
     obs_by_id = {o.observed_id: o for o in window.observations}
     unmatched, absorbed = _absorb_removed_detections(removed, list(match.unmatched_observations), obs_by_id, th)
-    rows = [_object_row(o, window, ordinal, match, obs_by_id, th) for o in objects]
+    rows = [_object_row(o, window, ordinal, match, obs_by_id, th, projected.get(o.object_id)) for o in objects]
 
     attributable = bool(rows) and all(r.presence is not None or r.visibility_state in KNOWN_INVISIBLE for r in rows)
     extras = WindowExtras(
@@ -120,8 +130,9 @@ def _absorb_removed_detections(removed: list[InventoryObject], unmatched: list[s
 
 
 def _object_row(o: InventoryObject, window: Window, ordinal: int, match: Any, obs_by_id: dict[str, Any],
-                th: OpisThresholds) -> Row:
-    """One inventory object's row: final visibility (A.6), then presence, identity and structure."""
+                th: OpisThresholds, projected: Visibility | None = None) -> Row:
+    """One inventory object's row: final visibility (A.6), then presence, identity and structure
+    (``projected``: the object's projected test, when the window ran it already)."""
     geo = window.geometry
     projections = geo.projections if geo is not None else {}
     cam_conf = geo.camera_confidence if geo is not None else None
@@ -131,7 +142,7 @@ def _object_row(o: InventoryObject, window: Window, ordinal: int, match: Any, ob
     vis = classify_visibility(
         projection=projections.get(o.object_id), camera_confidence=cam_conf, frame_size=window.frame_size,
         observed_bbox=None if observed is None else observed.bbox, geometry_required=required,
-        frame_scored=scored, th=th, dynamic=o.dynamic_track,
+        frame_scored=scored, th=th, dynamic=o.dynamic_track, projected=projected,
     )
     row = Row(
         window_id=window.window_id, window_ordinal=ordinal, frame_index=window.frame_index,

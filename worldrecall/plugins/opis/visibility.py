@@ -167,6 +167,7 @@ def classify_visibility(
     frame_scored: bool,
     th: OpisThresholds,
     dynamic: bool = False,
+    projected: Visibility | None = None,
 ) -> Visibility:
     """A.6 for one object in one window; ``observed_bbox`` is the matched detection's box (None: unmatched).
 
@@ -174,10 +175,14 @@ def classify_visibility(
     used, since a static reference projection does not predict an independently moving object).
     ``dynamic`` + ``th.dynamic_projection_presence`` (O-A3 flagged variant): an unmatched dynamic object
     with projection evidence is judged by it for Presence only (never geometry eligible).
+    ``projected``: :func:`projected_visibility` of these inputs when the caller has it already (a window
+    asks before and after association; the test is pure); else computed here when it is needed.
     """
-    projected = None
-    if projection is not None and geometry_required:
-        projected = projected_visibility(projection, camera_confidence, frame_size, th)
+    if projection is None or not geometry_required:
+        projected = None
+    else:
+        if projected is None:
+            projected = projected_visibility(projection, camera_confidence, frame_size, th)
         if projected.state in FINAL_STATES:
             return projected
     if observed_bbox is not None:

@@ -11,6 +11,7 @@ in float64 throughout with the faster de-duplicated ICP.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -120,10 +121,9 @@ def score_point_clouds(observation: np.ndarray, revisit: np.ndarray, *, voxel_si
     icp_res, accepted, how, V = _release_alignment(O, V, dt, alignment, centroid_align, float32, icp_kw)
     # Repeated points (a static camera renders the same pixels again) only add kd-tree work: score the
     # distinct points, each counted with its multiplicity — the same numbers as the full clouds.
-    Ou, inv_o, w_o = unique_rows(O)
+    Ou, inv_o, w_o, tree_o = observation_side(O)
     Vu, inv_v, w_v = unique_rows(V)
     # Queries in kd-tree leaf order hit the cache far better (about 2x faster).
-    tree_o = cKDTree(Ou, leafsize=32)
     po = tree_o.indices
     pv = spatial_order(Vu)
     Vu, w_v = Vu[pv], w_v[pv]
@@ -162,6 +162,24 @@ def score_point_clouds(observation: np.ndarray, revisit: np.ndarray, *, voxel_si
         res.obs, res.retained = Ou[inv_o], retained[inv_o]
         res.rev, res.hallucinated = Vu[inv_v], halluc[inv_v]
     return res
+
+
+# The observation side (distinct points, their kd-tree) of the last clouds scored: a clip's models share its
+# observation leg, so consecutive cases score one observation cloud against different revisits.
+_LAST_OBSERVATION: dict[str, Any] = {}
+
+
+def observation_side(O: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, cKDTree]:
+    """(distinct rows, row of each input point among them, counts, their kd-tree) of the observation cloud
+    ``O``, reused while the same cloud (same dtype, shape and bytes) is scored again. Read-only: the tree is
+    only queried, the arrays only read."""
+    O = np.ascontiguousarray(O)
+    key = hashlib.sha1(O.tobytes() + str((O.dtype, O.shape)).encode()).hexdigest()
+    if _LAST_OBSERVATION.get("key") != key:
+        Ou, inv_o, w_o = unique_rows(O)
+        _LAST_OBSERVATION.clear()
+        _LAST_OBSERVATION.update(key=key, side=(Ou, inv_o, w_o, cKDTree(Ou, leafsize=32)))
+    return _LAST_OBSERVATION["side"]
 
 
 def _release_alignment(O: np.ndarray, V: np.ndarray, dt: type, alignment: str, centroid_align: bool,

@@ -236,15 +236,21 @@ class _SceneF1Base(Metric):
     def kernel(self, observation: np.ndarray, revisit: np.ndarray, th: Mapping[str, Any]) -> KernelResult:
         """The B.7 kernel under the thresholds ``th``, with per-point outcomes for the artifacts.
 
-        Memoised on this metric instance (the engine scores, then writes the artifacts of the same case with
-        the same instance), so the artifacts reuse the score's run; at most 4 entries: one case's clouds and legs.
+        Memoised on this metric instance by content (the engine scores, then writes the artifacts of the same
+        case with the same instance, so the artifacts reuse the score's run). A worker scores a clip's cases
+        together, and models that change only appearance share the clip's geometry, hence its clouds: the
+        memo holds the last ``KERNEL_MEMO_ENTRIES`` results (a clip's models with their legs) within
+        ``KERNEL_MEMO_BYTES`` of per-point arrays, so those cases reuse one run. Pure: the same clouds and
+        thresholds give the same result.
         """
         key = (_digest(observation), _digest(revisit), tuple(sorted((k, str(v)) for k, v in th.items())))
         memo: dict[tuple, KernelResult] = self.__dict__.setdefault("_kernels", {})
         if key not in memo:
-            while len(memo) >= 4:
-                memo.pop(next(iter(memo)))
-            memo[key] = self._kernel(observation, revisit, th)
+            res = self._kernel(observation, revisit, th)
+            held = sum(_points_bytes(r) for r in memo.values()) + _points_bytes(res)
+            while memo and (len(memo) >= KERNEL_MEMO_ENTRIES or held > KERNEL_MEMO_BYTES):
+                held -= _points_bytes(memo.pop(next(iter(memo))))
+            memo[key] = res
         return memo[key]
 
     @staticmethod
@@ -341,6 +347,14 @@ class _SceneF1Base(Metric):
         except NotApplicable:
             return []
         return write_artifacts(res, Path(out_dir), title=f"{self.name}  F1={res.f1:.3f}")
+
+
+KERNEL_MEMO_ENTRIES = 24        # a clip's 8 synthetic models, each with its clouds and up to 2 legs
+KERNEL_MEMO_BYTES = 256 << 20   # per-point arrays the memo may hold (real clouds are larger)
+
+
+def _points_bytes(res: KernelResult) -> int:
+    return sum(a.nbytes for a in (res.obs, res.rev, res.retained, res.hallucinated))
 
 
 def _digest(a: np.ndarray) -> str:

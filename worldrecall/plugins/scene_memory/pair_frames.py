@@ -40,35 +40,38 @@ def resize_like(frame: np.ndarray, target: np.ndarray) -> np.ndarray:
     return cv2.resize(frame, (target.shape[1], target.shape[0]), interpolation=cv2.INTER_CUBIC)
 
 
-def _ssim_channel(x: np.ndarray, y: np.ndarray) -> float:
+def _blur(z: np.ndarray) -> np.ndarray:
     import cv2
 
-    c1, c2 = (0.01 * 255.0) ** 2, (0.03 * 255.0) ** 2
+    return cv2.GaussianBlur(z, (11, 11), 1.5)
+
+
+def _channel_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One channel's own SSIM terms: (x, μx, μx², σx²) in float32 (shared by every pair using the frame)."""
     x = x.astype(np.float32)
-    y = y.astype(np.float32)
-
-    def blur(z: np.ndarray) -> np.ndarray:
-        return cv2.GaussianBlur(z, (11, 11), 1.5)
-
-    # num = (2·μxμy + C1)(2·σxy + C2), den = (μx² + μy² + C1)(σx² + σy² + C2): the same float32 operations
-    # in the same order as the plain expressions, done in place (fewer temporaries; bit-identical)
-    mx, my = blur(x), blur(y)
-    mx2, my2 = mx * mx, my * my
-    mxy = np.multiply(mx, my, out=mx)
-    sx2 = blur(x * x)
+    mx = _blur(x)
+    mx2 = mx * mx
+    sx2 = _blur(x * x)
     sx2 -= mx2
-    sy2 = blur(y * y)
-    sy2 -= my2
-    sxy = blur(np.multiply(x, y, out=x))
+    return x, mx, mx2, sx2
+
+
+def _ssim_channel(sa: tuple[np.ndarray, ...], sb: tuple[np.ndarray, ...]) -> float:
+    c1, c2 = (0.01 * 255.0) ** 2, (0.03 * 255.0) ** 2
+    (x, mx, mx2, sx2), (y, my, my2, sy2) = sa, sb
+    # num = (2·μxμy + C1)(2·σxy + C2), den = (μx² + μy² + C1)(σx² + σy² + C2): the same float32 operations
+    # in the same order as the plain expressions, in place on fresh arrays (the inputs stay untouched)
+    mxy = mx * my
+    sxy = _blur(x * y)
     sxy -= mxy
     num = np.multiply(mxy, 2, out=mxy)
     num += c1
     t = np.multiply(sxy, 2, out=sxy)
     t += c2
     num *= t
-    den = np.add(mx2, my2, out=mx2)
+    den = mx2 + my2
     den += c1
-    t = np.add(sx2, sy2, out=sx2)
+    t = sx2 + sy2
     t += c2
     den *= t
     np.maximum(den, 1e-12, out=den)
@@ -76,9 +79,16 @@ def _ssim_channel(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(num))
 
 
-def ssim_rgb(a: np.ndarray, b: np.ndarray) -> float:
-    """Mean over the RGB channels of the Gaussian-window SSIM, clamped to [0, 1]."""
-    v = float(np.mean([_ssim_channel(a[:, :, c], b[:, :, c]) for c in range(a.shape[2])]))
+def rgb_stats(a: np.ndarray) -> list[tuple[np.ndarray, ...]]:
+    """Per-channel SSIM terms of one frame, for :func:`ssim_rgb` (compute once for a frame in many pairs)."""
+    return [_channel_stats(a[:, :, c]) for c in range(a.shape[2])]
+
+
+def ssim_rgb(a: np.ndarray, b: np.ndarray, stats_a: list[tuple[np.ndarray, ...]] | None = None) -> float:
+    """Mean over the RGB channels of the Gaussian-window SSIM, clamped to [0, 1]; ``stats_a``: a's
+    :func:`rgb_stats` when the caller holds them."""
+    sa = rgb_stats(a) if stats_a is None else stats_a
+    v = float(np.mean([_ssim_channel(x, y) for x, y in zip(sa, rgb_stats(b))]))
     return 0.0 if not np.isfinite(v) else min(max(v, 0.0), 1.0)
 
 

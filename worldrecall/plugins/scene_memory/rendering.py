@@ -14,15 +14,31 @@ from typing import Any
 import numpy as np
 
 
-def colour_deltas(frame_a: np.ndarray, frame_b_aligned: np.ndarray) -> tuple[float, float]:
-    """(lightness delta, chroma delta) of frame A and frame B (already resized to A)."""
+def lab_means(frame: np.ndarray) -> tuple[float, float, float]:
+    """Means of OpenCV's 8-bit L*, a*, b* over ``frame`` (RGB uint8).
+
+    Exact integer channel sums over the pixel count: what the float64 mean of the integer channel gives,
+    to the bit (its partial sums are integers below 2**53), without a float64 copy of the image.
+    """
     import cv2
 
-    la = cv2.cvtColor(frame_a, cv2.COLOR_RGB2LAB).astype(np.float64)
-    lb = cv2.cvtColor(frame_b_aligned, cv2.COLOR_RGB2LAB).astype(np.float64)
-    light = abs(float(np.mean(la[..., 0]) - np.mean(lb[..., 0])) * 100.0 / 255.0)
-    ca = np.asarray([np.mean(la[..., 1]), np.mean(la[..., 2])]) - 128.0
-    cb = np.asarray([np.mean(lb[..., 1]), np.mean(lb[..., 2])]) - 128.0
+    lab = cv2.cvtColor(frame, cv2.COLOR_RGB2LAB)
+    n = lab.shape[0] * lab.shape[1]
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    s = cv2.sumElems(lab)
+    return s[0] / n, s[1] / n, s[2] / n
+
+
+def colour_deltas(frame_a: np.ndarray, frame_b_aligned: np.ndarray,
+                  means_a: tuple[float, float, float] | None = None) -> tuple[float, float]:
+    """(lightness delta, chroma delta) of frame A and frame B (already resized to A); ``means_a``: A's
+    :func:`lab_means` when the caller holds them (a frame in several pairs)."""
+    la = lab_means(frame_a) if means_a is None else means_a
+    lb = lab_means(frame_b_aligned)
+    light = abs(float(la[0] - lb[0]) * 100.0 / 255.0)
+    ca = np.asarray([la[1], la[2]]) - 128.0
+    cb = np.asarray([lb[1], lb[2]]) - 128.0
     return light, float(np.linalg.norm(ca - cb))
 
 

@@ -36,10 +36,11 @@ from worldrecall.plugins.scene_memory.pair_frames import (
     clamp01,
     pair_frames,
     resize_like,
+    rgb_stats,
     ssim_rgb,
     usable_pairs,
 )
-from worldrecall.plugins.scene_memory.rendering import colour_deltas, pair_scores
+from worldrecall.plugins.scene_memory.rendering import colour_deltas, lab_means, pair_scores
 
 _FACTS = ("gate", "gate_official", "departed", "returned", "n_pairs", "departure", "floor_passed")
 
@@ -133,7 +134,12 @@ def _fidelity_pairs(case: Case, pairs: list[dict[str, Any]], embedder: Any) -> l
     b = [resize_like(y, x) for x, y in zip(a, b)]
     emb = np.asarray(embedder.embed([*a, *b], case=case), dtype=np.float64)
     ea, eb = emb[: len(a)], emb[len(a):]
-    return [{**p, "cosine": float(np.dot(u, v)), "ssim": ssim_rgb(x, y)} for p, x, y, u, v in zip(pairs, a, b, ea, eb)]
+    stats: dict[int, Any] = {}  # a first frame's SSIM terms, shared by the pairs that start there
+    for p, x in zip(pairs, a):
+        if int(p["first_frame"]) not in stats:
+            stats[int(p["first_frame"])] = rgb_stats(x)
+    return [{**p, "cosine": float(np.dot(u, v)), "ssim": ssim_rgb(x, y, stats[int(p["first_frame"])])}
+            for p, x, y, u, v in zip(pairs, a, b, ea, eb)]
 
 
 def _fidelity_per_pair(pairs: list[dict[str, Any]], th: Mapping[str, Any]) -> list[float]:
@@ -296,9 +302,12 @@ class MemoryRenderingRecovery(_SuiteMetric):
         except BackendUnavailable as e:
             texture, out["texture_error"] = None, str(e)
         a, b = pair_frames(case, pairs)
+        means: dict[int, tuple[float, float, float]] = {}  # a first frame's colour means, shared by its pairs
         for p, x, y in zip(pairs, a, b):
             y = resize_like(y, x)
-            light, chroma = colour_deltas(x, y)
+            if int(p["first_frame"]) not in means:
+                means[int(p["first_frame"])] = lab_means(x)
+            light, chroma = colour_deltas(x, y, means[int(p["first_frame"])])
             gram = None if texture is None else float(texture.distance(x, y))
             out["pairs"].append({**p, "lightness_delta": light, "chroma_delta": chroma, "gram_distance": gram})
         return out

@@ -201,7 +201,6 @@ def turning_points(poses_c2w: np.ndarray, fps: float, *, rotation_weight: float 
     maxima with prominence ≥ ``prominence``·max are turning points, in row order.
     """
     from scipy.ndimage import median_filter
-    from scipy.signal import find_peaks
 
     P = np.asarray(poses_c2w, dtype=np.float64)
     if len(P) < 3:
@@ -214,8 +213,41 @@ def turning_points(poses_c2w: np.ndarray, fps: float, *, rotation_weight: float 
     top = float(sm.max())
     if top <= 0:
         return []
-    peaks, _ = find_peaks(sm, prominence=prominence * top)
-    return [int(p) for p in peaks]
+    return prominent_peaks(sm, prominence * top)
+
+
+def prominent_peaks(x: np.ndarray, min_prominence: float) -> list[int]:
+    """``scipy.signal.find_peaks(x, prominence=min_prominence)[0]`` as a list, without importing
+    scipy.signal (~0.4 s in every worker for one call): only comparisons and one subtraction, so the
+    same peaks exactly.
+
+    Peaks are local maxima (a plateau counts once, at its middle ``(left + right) // 2``; the ends never
+    count); a peak's prominence is its height above the higher of the lowest points on each side before
+    a strictly higher sample (or the end).
+    """
+    v = [float(a) for a in np.asarray(x, dtype=np.float64).reshape(-1)]
+    n, out, i = len(v), [], 1
+    while i < n - 1:
+        if v[i - 1] < v[i]:
+            ahead = i + 1
+            while ahead < n - 1 and v[ahead] == v[i]:
+                ahead += 1
+            if v[ahead] < v[i]:
+                peak = (i + ahead - 1) // 2
+                if min_prominence <= v[peak] - max(_side_min(v, peak, -1), _side_min(v, peak, 1)):
+                    out.append(peak)
+                i = ahead
+        i += 1
+    return out
+
+
+def _side_min(v: list[float], peak: int, step: int) -> float:
+    """Lowest sample from ``peak`` towards one end, stopping before the first one above the peak."""
+    low, i = v[peak], peak
+    while 0 <= i < len(v) and v[i] <= v[peak]:
+        low = min(low, v[i])
+        i += step
+    return low
 
 
 @dataclass
