@@ -350,7 +350,7 @@ class _SceneF1Base(Metric):
 
 
 KERNEL_MEMO_ENTRIES = 24        # a clip's 8 synthetic models, each with its clouds and up to 2 legs
-KERNEL_MEMO_BYTES = 256 << 20   # per-point arrays the memo may hold (real clouds are larger)
+KERNEL_MEMO_BYTES = 128 << 20   # per-point arrays a worker may hold (a clip's cases sharing geometry are adjacent)
 
 
 def _points_bytes(res: KernelResult) -> int:
