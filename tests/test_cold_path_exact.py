@@ -90,6 +90,22 @@ def test_decode_frame_cap_still_counts_every_decoded_frame(random_video, monkeyp
         video_mod._decode_cv2(random_video, video_mod._Limits(0, 5))
 
 
+def test_an_under_declaring_header_never_grows_the_frames_past_the_byte_budget(random_video, monkeypatch):
+    """A header that declares 1 frame: the frame array grows as frames arrive, never past what the byte budget
+    allows (plus the one frame that fails it), and the decode fails with the budget's reason."""
+    monkeypatch.setattr(cv2, "VideoCapture", _Declaring(1))
+    sizes: list[int] = []
+    real = np.empty
+    monkeypatch.setattr(video_mod.np, "empty", lambda shape, *a, **k: sizes.append(shape[0]) or real(shape, *a, **k))
+    frame = 24 * 32 * 3
+    with pytest.raises(video_mod.VideoLimitError, match=r"decoding 6 decoded frames \(or more\) of 32x24"):
+        video_mod._decode_cv2(random_video, video_mod._Limits(0, 0, 5 * frame))
+    assert sizes and max(sizes) <= 6  # 5 frames fit the budget; the 6th fails it
+    sizes.clear()
+    assert np.array_equal(video_mod._decode_cv2(random_video, video_mod._Limits(0, 0, 9 * frame)),
+                          _decode_reference(random_video)) and max(sizes) <= 10
+
+
 def test_decode_unreadable_file_is_one_line(tmp_path):
     p = tmp_path / "bad.mp4"
     p.write_bytes(b"\x00" * 64)

@@ -249,6 +249,12 @@ class _Limits:
                 f"budget of {gib(self.max_bytes)} (video.max_bytes={self.max_bytes}); raise video.max_bytes "
                 f"(and run fewer workers if memory is short)")
 
+    def most_frames(self, w: int, h: int) -> int:
+        """The most frames of ``w`` x ``h`` the frame and byte caps let one video decode."""
+        caps = [self.max_frames] if self.max_frames > 0 else []
+        caps += [self.max_bytes // max(w * h * 3, 1)] if self.max_bytes > 0 else []
+        return min(caps, default=1 << 40)
+
     def pixels(self, where: Path, w: int, h: int) -> None:
         if self.max_pixels > 0 and w * h > self.max_pixels:
             raise VideoLimitError(f"{where}: frame size {w}x{h} ({w * h / 1e6:.1f} Mpx) exceeds the limit of "
@@ -308,8 +314,12 @@ def _decode_cv2(p: Path, limits: _Limits | None = None, cap: object | None = Non
             bgr = got[1]
             if out is None:  # the header may have hidden the size: check the first decoded frame too
                 limits.pixels(p, int(bgr.shape[1]), int(bgr.shape[0]))
-                out = np.empty((min(max(int(cap.get(cv2.CAP_PROP_FRAME_COUNT)), 1), 4096), *bgr.shape), np.uint8)
-            out = np.concatenate([out, np.empty_like(out)]) if n == len(out) else out
+                most = limits.most_frames(int(bgr.shape[1]), int(bgr.shape[0]))  # one more frame fails the caps
+                out = np.empty((min(max(int(cap.get(cv2.CAP_PROP_FRAME_COUNT)), 1), 4096, most + 1), *bgr.shape),
+                               np.uint8)
+            if n == len(out):  # the header under-declared: grow, within the caps, copying the frames decoded
+                out, old = np.empty((min(2 * n, most + 1), *out.shape[1:]), np.uint8), out
+                out[:n] = old
             if not (resized := resized or bgr.shape != out.shape[1:]):
                 cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB, dst=out[n])
             n += 1  # a container may under-declare its frames: stop as soon as a cap is passed
