@@ -156,7 +156,7 @@ def test_kernel_memo_is_bounded(monkeypatch):
 
 def _opis_case():
     """Static objects in every projected state (visible, outside, too small, occluded), matched or not."""
-    from test_opis_score import E1, E2, E3, det, geometry, inv, obj, proj, win
+    from helpers.opis_builders import E1, E2, E3, det, geometry, inv, obj, proj, win
 
     objects = [obj("a", E1, track="static_geometry"), obj("b", E2, track="static_geometry"),
                obj("c", E3, track="static_geometry"), obj("d", E1, track="static_geometry", category="mug"),
