@@ -45,14 +45,15 @@ def _fresh_process() -> None:
     measurement_memo._BYTES[0] = 0
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_a_rescore_job_takes_each_unchanged_row_as_appended_before(tmp_path, workers):
+def _run_with(tmp_path, workers: int):
+    """``run(root, tol)``: a job of the toy benchmark with two metrics, brightness at tolerance ``tol`` and
+    late at 10, over one dataset (cache folder ``cache`` under ``tmp_path``)."""
     from worldrecall.engine.stages.runner import Runner
 
     host = load_plugins(extra=[toy_plugin, _Late()], fresh=True)
     ds = make_dataset(tmp_path, {"good": [0, 5, 10], "bad": [40, 60, 80]})
 
-    def run(root: str, tol: float, cache: str = "cache"):
+    def run(root: str, tol: float, cache: str = "cache", workers: int = workers):
         cfg = toy_config(tmp_path / root, ds, workers=workers)
         cfg["cache_dir"] = str(tmp_path / cache)
         metrics = cfg["benchmarks"]["toy"]["metrics"]
@@ -60,6 +61,17 @@ def test_a_rescore_job_takes_each_unchanged_row_as_appended_before(tmp_path, wor
         metrics["brightness"]["thresholds"]["tolerance"] = tol
         return Runner(cfg, host).run()
 
+    return run
+
+
+def _content(rows, tmp_path, cache: str) -> str:
+    """The rows' content, artifacts named relative to their cache folder (each run has its own)."""
+    return json.dumps([row_content(r) for r in rows], sort_keys=True).replace(str(tmp_path / cache), "CACHE")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_rescore_job_takes_each_unchanged_row_as_appended_before(tmp_path, workers):
+    run = _run_with(tmp_path, workers)
     _fresh_process()
     run("a", 10.0)  # cold
     b = run("b", 20.0)  # a re-score of brightness: late's rows come from the score memo
@@ -75,11 +87,7 @@ def test_a_rescore_job_takes_each_unchanged_row_as_appended_before(tmp_path, wor
     assert [r.to_json() for r in written] == [r.to_json() for r in c.rows]
     _fresh_process()
     fresh = run("d", 30.0, cache="fresh")
-
-    def content(rows, cache: str):  # artifacts live under each cache folder
-        return json.dumps([row_content(r) for r in rows], sort_keys=True).replace(str(tmp_path / cache), "CACHE")
-
-    assert content(fresh.rows, "fresh") == content(c.rows, "cache")
+    assert _content(fresh.rows, tmp_path, "fresh") == _content(c.rows, tmp_path, "cache")
     assert fresh.tables["mean"].equals(c.tables["mean"])
 
 
@@ -162,19 +170,8 @@ def test_a_cold_jobs_workers_hand_their_memo_entries_to_the_parent(tmp_path, mon
     job after a cold one (a sweep's second job) reads no entry of an unchanged metric, and no alignment, from
     disk; its rows are a fresh process's."""
     from worldrecall.core import cache as core_cache
-    from worldrecall.engine.stages.runner import Runner
 
-    host = load_plugins(extra=[toy_plugin, _Late()], fresh=True)
-    ds = make_dataset(tmp_path, {"good": [0, 5, 10], "bad": [40, 60, 80]})
-
-    def run(root: str, tol: float, cache: str = "cache", workers: int = 2):
-        cfg = toy_config(tmp_path / root, ds, workers=workers)
-        cfg["cache_dir"] = str(tmp_path / cache)
-        metrics = cfg["benchmarks"]["toy"]["metrics"]
-        metrics["late"] = {"params": {}, "thresholds": {"tolerance": 10.0}}
-        metrics["brightness"]["thresholds"]["tolerance"] = tol
-        return Runner(cfg, host).run()
-
+    run = _run_with(tmp_path, 2)
     _fresh_process()
     from worldrecall.engine.stages import score_memo
     score_memo._MEMO.clear()
@@ -190,8 +187,4 @@ def test_a_cold_jobs_workers_hand_their_memo_entries_to_the_parent(tmp_path, mon
     _fresh_process()
     score_memo._MEMO.clear()
     fresh = run("c", 20.0, cache="fresh", workers=1)
-
-    def content(rows, cache: str):
-        return json.dumps([row_content(r) for r in rows], sort_keys=True).replace(str(tmp_path / cache), "CACHE")
-
-    assert content(rescored.rows, "cache") == content(fresh.rows, "fresh")
+    assert _content(rescored.rows, tmp_path, "cache") == _content(fresh.rows, tmp_path, "fresh")

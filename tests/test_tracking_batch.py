@@ -21,6 +21,14 @@ CHILDREN = [
 ]
 
 
+def _one_by_one(t: Tracker, parent: str | None, spec: dict) -> str:
+    """One finished run as start_run / log_batch / end_run make it (what the batched path must equal)."""
+    rid = t.start_run(spec["name"], parent_id=parent, start_time=1000.0, tags=spec["tags"])
+    t.log_batch(rid, metrics=spec["metrics"], params=spec["params"])
+    t.end_run(rid, "FINISHED", end_time=1010.0)
+    return rid
+
+
 def _log(tmp_path, batched: bool):
     t = Tracker({"experiment": "batch"}, tmp_path)
     job = t.start_run("job", start_time=1000.0)
@@ -28,12 +36,7 @@ def _log(tmp_path, batched: bool):
         ids = t.log_finished_runs(job, CHILDREN, 1000.0, 1010.0)
         assert ids is not None and len(ids) == 2
     else:
-        ids = []
-        for c in CHILDREN:
-            rid = t.start_run(c["name"], parent_id=job, start_time=1000.0, tags=c["tags"])
-            t.log_batch(rid, metrics=c["metrics"], params=c["params"])
-            t.end_run(rid, "FINISHED", end_time=1010.0)
-            ids.append(rid)
+        ids = [_one_by_one(t, job, c) for c in CHILDREN]
     t.end_run(job, "FINISHED", end_time=1011.0)
     return t, job, ids
 
@@ -86,15 +89,8 @@ def test_a_job_and_its_model_runs_are_one_transaction_equal_to_logging_them_one_
     assert ids is not None and len(ids) == 3
     assert len(sessions) == 5 and len(set(sessions)) == 1  # runs, tags, params, metrics, latest metrics: one session
     u = Tracker({"experiment": "batch"}, tmp_path / "u")
-    ju = u.start_run(job_spec["name"], start_time=1000.0, tags=job_spec["tags"])
-    u.log_batch(ju, metrics=job_spec["metrics"], params=job_spec["params"])
-    u.end_run(ju, "FINISHED", end_time=1010.0)
-    one_by_one = []
-    for c in CHILDREN:
-        rid = u.start_run(c["name"], parent_id=ju, start_time=1000.0, tags=c["tags"])
-        u.log_batch(rid, metrics=c["metrics"], params=c["params"])
-        u.end_run(rid, "FINISHED", end_time=1010.0)
-        one_by_one.append(rid)
+    ju = _one_by_one(u, None, job_spec)
+    one_by_one = [_one_by_one(u, ju, c) for c in CHILDREN]
     assert "mlflow.parentRunId" not in t.client.get_run(ids[0]).data.tags
     assert _view(t, "-", ids[0]) == _view(u, "-", ju)
     for b, s in zip(ids[1:], one_by_one):
