@@ -130,3 +130,13 @@ def test_a_job_runs_with_a_larger_young_generation_and_restores_it(monkeypatch):
     with pytest.raises(RuntimeError):
         job.run_plain({})
     assert gc.get_threshold() == before
+
+
+def test_a_bounded_memo_drops_its_oldest_entries_first():
+    from worldrecall.engine.stages.bounded import remember
+
+    memo: dict[str, int] = {}
+    assert [remember(memo, k, i, 3) for i, k in enumerate("abcd")] == [0, 1, 2, 3]
+    assert memo == {"b": 1, "c": 2, "d": 3}
+    remember(memo, "c", 9, 3)  # a key already held keeps its place
+    assert list(memo.items()) == [("b", 1), ("c", 9), ("d", 3)]

@@ -18,6 +18,7 @@ import pandas as pd
 from worldrecall.core.cache import cache_key
 from worldrecall.core.data import ScoreRow
 from worldrecall.core.tables import case_table
+from worldrecall.engine.stages.bounded import remember
 from worldrecall.engine.stages.row_digests import rows_digest
 
 _LINES: dict[str, str] = {}  # (columns, a benchmark's rows) -> its CSV lines, for the later jobs of this process
@@ -76,8 +77,5 @@ def _lines(rows: list[ScoreRow], cols: list[str], ckey: str) -> str:
     text = _LINES.get(key)
     if text is None:
         df = case_table(rows)
-        text = df.reindex(columns=cols).to_csv(index=False, header=False)
-        if len(_LINES) >= MEMO_ENTRIES:
-            _LINES.pop(next(iter(_LINES)))
-        _LINES[key] = text
+        text = remember(_LINES, key, df.reindex(columns=cols).to_csv(index=False, header=False), MEMO_ENTRIES)
     return text

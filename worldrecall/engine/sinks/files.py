@@ -14,6 +14,7 @@ from worldrecall.engine.sinks.case_csv import case_csv
 from worldrecall.engine.sinks.leaderboard_view import leaderboard_text
 from worldrecall.engine.sinks.pipe_table import pipe_head, pipe_rows, pipe_table
 from worldrecall.engine.stages.aggregate import joined_parts
+from worldrecall.engine.stages.bounded import remember
 from worldrecall.engine.stages.result import RunResult
 
 
@@ -65,9 +66,7 @@ def table_text(df: Any, key: str | None) -> tuple[str, str]:
     else:
         text = (df.to_csv(index=False), pipe_table(df))
     if key is not None:
-        if len(_TEXT) >= 5000:
-            _TEXT.pop(next(iter(_TEXT)))
-        _TEXT[key] = text
+        remember(_TEXT, key, text, 5000)
     return text
 
 
@@ -100,8 +99,7 @@ def _row_lines(df: Any, key: str | None, cols: list[str]) -> tuple[list[str], li
         out = ([csv[i] for i in order], [md[i] for i in order])
     else:
         return _own_lines(df, key, cols)
-    _remember_lines(memo, out)
-    return out
+    return remember(_LINES, memo, out, 5000)
 
 
 def _own_lines(df: Any, key: str | None, cols: list[str]) -> tuple[list[str], list[str]] | None:
@@ -110,14 +108,8 @@ def _own_lines(df: Any, key: str | None, cols: list[str]) -> tuple[list[str], li
         return None
     out = (csv, pipe_rows(df))
     if key is not None:
-        _remember_lines((key, tuple(cols)), out)
+        remember(_LINES, (key, tuple(cols)), out, 5000)
     return out
-
-
-def _remember_lines(memo: tuple[Any, ...], lines: tuple[list[str], list[str]]) -> None:
-    _LINES[memo] = lines
-    while len(_LINES) > 5000:
-        _LINES.pop(next(iter(_LINES)))
 
 
 class TimingSink:

@@ -24,6 +24,7 @@ from typing import Any
 from worldrecall.engine.sinks.base import SinkContext
 from worldrecall.engine.sinks.blobs import write_if_changed
 from worldrecall.engine.sinks.results_view import tables_of_kind
+from worldrecall.engine.stages.bounded import remember
 from worldrecall.engine.stages.result import RunResult
 from worldrecall.engine.stages.row_digests import row_digest
 
@@ -118,10 +119,8 @@ def cases_lines(result: Any) -> str:
         d = row_digest(r)
         line = _CASE_LINES.get(d)
         if line is None:
-            line = json.dumps({k: getattr(r, k) for k in keys}, sort_keys=True, default=str) + "\n"
-            if len(_CASE_LINES) >= 200_000:
-                _CASE_LINES.pop(next(iter(_CASE_LINES)))
-            _CASE_LINES[d] = line
+            line = remember(_CASE_LINES, d, json.dumps({k: getattr(r, k) for k in keys}, sort_keys=True,
+                                                       default=str) + "\n", 200_000)
         out.append(line)
     return "".join(out)
 

@@ -20,6 +20,7 @@ from worldrecall.core.cache import cache_key
 from worldrecall.core.components import Aggregator, UndeclaredValue
 from worldrecall.core.data import ScoreRow
 from worldrecall.engine.stages.aggregate_cache import AggregateCache, entry_key
+from worldrecall.engine.stages.bounded import remember
 from worldrecall.engine.stages.plan import enabled_benchmarks
 from worldrecall.engine.stages.row_digests import rows_digest
 from worldrecall.registry.host import PluginHost
@@ -144,7 +145,7 @@ class _Groups:
             whole = whole.reset_index(drop=True)
         if key is not None:
             kept = [(k, f) for k, f in zip(parts, frames) if len(f)] or [(parts[0], frames[0])]
-            _remember_join(key, (kept, rows))
+            remember(_JOINS, key, (kept, rows), 2000)
         return self._keyed(whole, key)
 
     def rows_of(self, key: Any) -> list[ScoreRow]:
@@ -237,12 +238,6 @@ _JOINS: dict[str, tuple[list[tuple[str, Any]], Any]] = {}
 def joined_parts(key: str | None) -> tuple[list[tuple[str, Any]], Any] | None:
     """The parts of the table with content key ``key`` when this process joined it from parts."""
     return _JOINS.get(key) if key is not None else None
-
-
-def _remember_join(key: str, join: tuple[list[tuple[str, Any]], Any]) -> None:
-    _JOINS[key] = join
-    while len(_JOINS) > 2000:
-        _JOINS.pop(next(iter(_JOINS)))
 
 
 def _concat(frames: list[Any]) -> Any:

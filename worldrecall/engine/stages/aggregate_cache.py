@@ -27,6 +27,7 @@ import pandas as pd
 from worldrecall.core.atomic import atomic_write_text
 from worldrecall.core.cache import cache_key
 from worldrecall.core.digests import file_digest, file_state
+from worldrecall.engine.stages.bounded import remember
 
 log = logging.getLogger(__name__)
 FORMAT = 2  # bump when the stored layout changes
@@ -203,6 +204,4 @@ def _remember(p: Path, tables: dict[str, pd.DataFrame]) -> None:
     state = file_state(p)
     if state is None:
         return
-    if len(_MEMO) >= MEMO_ENTRIES:  # bounded: the oldest entries go first
-        _MEMO.pop(next(iter(_MEMO)))
-    _MEMO[str(p)] = (state, tables)
+    remember(_MEMO, str(p), (state, tables), MEMO_ENTRIES)

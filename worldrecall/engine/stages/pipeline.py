@@ -26,6 +26,7 @@ from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.results import json_default
 from worldrecall.core.video import VideoError, VideoPool
+from worldrecall.engine.stages.bounded import remember
 from worldrecall.engine.stages.measurement_memo import ProcessMeasurementCache
 from worldrecall.engine.stages.plan import BenchmarkPlan
 from worldrecall.engine.stages.row_memo import context, memo_key, recall
@@ -398,9 +399,7 @@ def _remember_alignment(memo_file: str, alignment: Alignment) -> None:
     state = file_state(memo_file)
     if state is None:
         return
-    _ALIGNED[memo_file] = (state, alignment)
-    while len(_ALIGNED) > MEMO_ALIGNMENTS:
-        _ALIGNED.pop(next(iter(_ALIGNED)))
+    remember(_ALIGNED, memo_file, (state, alignment), MEMO_ALIGNMENTS)
 
 
 def _as_written(row: ScoreRow, case_context: str) -> ScoreRow:

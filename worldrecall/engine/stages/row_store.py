@@ -131,4 +131,4 @@ class ResultStore:
         others = [p for p in self.dir.glob("rows-shard-*.jsonl") if p != self.path]
         if not others:
             return sorted(self.done.values(), key=lambda r: r.row_key)
-        return read_rows([*others, self.path]) if self.path.exists() else read_rows(others)
+        return read_rows([*others, self.path])  # a shard file not written yet reads as no rows

@@ -16,6 +16,7 @@ from typing import Any
 
 from worldrecall.core.cache import ScoreCache
 from worldrecall.core.digests import file_state
+from worldrecall.engine.stages.bounded import remember
 
 MEMO_ENTRIES = 200_000  # per cache folder; an entry is a few hundred bytes of JSON
 # folder -> (metric, key) -> (entry JSON, the entry file's (mtime, size, inode))
@@ -89,6 +90,4 @@ class ProcessScoreCache(ScoreCache):
         return body
 
     def _keep(self, metric: str, key: str, body: str, state: tuple[int, int, int]) -> None:
-        if len(self._memo) >= MEMO_ENTRIES:  # bounded: the oldest entries go first
-            self._memo.pop(next(iter(self._memo)))
-        self._memo[(metric, key)] = (body, state)
+        remember(self._memo, (metric, key), (body, state), MEMO_ENTRIES)

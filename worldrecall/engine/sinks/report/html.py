@@ -33,6 +33,7 @@ from worldrecall.engine.sinks.leaderboard_view import leaderboard_views
 from worldrecall.engine.sinks.report.images import frame_thumbs, image_thumb
 from worldrecall.engine.sinks.report.svg import line_chart
 from worldrecall.engine.sinks.results_view import direction_label, short_metric, unit_label, value_meta
+from worldrecall.engine.stages.bounded import remember
 from worldrecall.engine.stages.config import resolve_config
 from worldrecall.engine.stages.row_digests import row_digest
 
@@ -165,20 +166,13 @@ class _Sections:
                 atomic_write_text(path, json.dumps({"html": html_text, "images": list(local.rules)}))
             except OSError:
                 pass  # a full cache costs time, never the report
-        _remember(_SECTION_MEMO, key, hit, 20_000)
+        remember(_SECTION_MEMO, key, hit, 20_000)
         imgs.merge(hit[1])
         return hit[0]
 
 
 _SECTION_MEMO: dict[str, tuple[str, dict[str, str]]] = {}
 _KEPT_IMAGES: set[str] = set()  # image names this process wrote or found under report_sections/images
-
-
-def _remember(memo: dict[Any, Any], key: Any, value: Any, limit: int) -> None:
-    """``memo[key] = value``, bounded: past ``limit`` entries the oldest go first."""
-    memo[key] = value
-    while len(memo) > limit:
-        memo.pop(next(iter(memo)))
 
 
 def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str, Any]) -> Path:
@@ -308,7 +302,7 @@ class _Fragments:
         if hit is None:
             local = _Images()
             hit = (draw(local), dict(local.rules))
-            _remember(_FRAGMENTS, k, hit, 100_000)
+            remember(_FRAGMENTS, k, hit, 100_000)
         imgs.merge(hit[1])
         return hit[0]
 
@@ -405,7 +399,7 @@ def _trace_chart(p: Path) -> str:
             t = json.loads(p.read_text())
         except ValueError:
             t = None
-        _remember(_CHARTS, key, line_chart(t) if isinstance(t, dict) and t.get("kind") == "worldrecall.trace" else "",
+        remember(_CHARTS, key, line_chart(t) if isinstance(t, dict) and t.get("kind") == "worldrecall.trace" else "",
                   50_000)
     return _CHARTS[key]
 

@@ -40,6 +40,7 @@ from worldrecall.engine.sinks.results_view import (
     value_meta,
     view_ranks,
 )
+from worldrecall.engine.stages.bounded import remember
 
 RUN_KEYS = ("n_cases", "n_failed_cases", "failure_rate")
 
@@ -162,10 +163,9 @@ def case_index(result: Any, blobs: BlobStore, output_root: Path) -> dict[tuple[s
                 if not p.is_file():
                     continue
                 digest, blob = blobs.put(p, link=True)
-                known = _STORED[(a, root)] = (state, {"file": p.name, "sha256": digest, "bytes": state[1],
-                                                      "blob": os.path.relpath(blob, output_root)}, str(blob))
-                while len(_STORED) > 200_000:
-                    _STORED.pop(next(iter(_STORED)))
+                entry = {"file": p.name, "sha256": digest, "bytes": state[1],
+                         "blob": os.path.relpath(blob, output_root)}
+                known = remember(_STORED, (a, root), (state, entry, str(blob)), 200_000)
             out.setdefault((r.benchmark, r.model), []).append({"case_id": r.case_id, "metric": r.metric,
                                                                **known[1]})  # same bytes as the blob
     return out
