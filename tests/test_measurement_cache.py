@@ -27,3 +27,25 @@ def test_an_unsynced_entry_left_empty_or_torn_is_recomputed(tmp_path, damage):
     assert np.array_equal(again["per_frame"], np.arange(6.0)) and again["n"] == 6
     third, hit = cache.get_or_compute("m", "ab" * 32, compute)  # rewritten whole: a hit now
     assert hit and len(calls) == 2 and np.array_equal(third["per_frame"], np.arange(6.0))
+
+
+def test_an_entry_is_the_npz_that_savez_writes_straight_to_a_file(tmp_path):
+    """The entry is assembled in memory and written at once: the same bytes as ``np.savez`` on the file, so
+    entries written before and after read the same (many arrays of mixed dtypes and empty shapes)."""
+    import json
+
+    from worldrecall.core.cache import _digest
+
+    rng = np.random.default_rng(3)
+    m = {f"a{i}": rng.normal(size=(i % 5, 2)) if i % 3 else rng.random(i) > 0.5 for i in range(40)}
+    m["meta"] = {"n": 3, "name": "x"}
+    cache = MeasurementCache(tmp_path / "c")
+    cache.store("m", "cd" * 32, m)
+    arrays = {k: v for k, v in m.items() if isinstance(v, np.ndarray)}
+    meta_bytes = json.dumps({"meta": m["meta"]}, sort_keys=True, allow_nan=True).encode()
+    straight = tmp_path / "straight.npz"
+    np.savez(straight, **arrays, __meta__=np.frombuffer(meta_bytes, dtype=np.uint8),
+             __digest__=np.frombuffer(_digest(arrays, meta_bytes).encode(), dtype=np.uint8))
+    assert cache.path_for("m", "cd" * 32).read_bytes() == straight.read_bytes()
+    back = cache.load("m", "cd" * 32)
+    assert back["meta"] == m["meta"] and all(np.array_equal(back[k], v) for k, v in arrays.items())

@@ -295,6 +295,12 @@ def test_psnr_and_ssim_equal_the_plain_float_expressions_bit_for_bit():
                       np.clip(a.astype(int) + rng.integers(-3, 4, a.shape), 0, 255).astype(np.uint8), a.copy()):
                 assert psnr(a, b) == _plain_psnr(a, b)
                 assert ssim(a, b) == _plain_ssim(a, b)
+    # the largest squared difference (255**2 fills uint16) on every pixel of a 1080p frame, and one pixel off
+    black, white = np.zeros((1080, 1920, 3), np.uint8), np.full((1080, 1920, 3), 255, np.uint8)
+    nearly = white.copy()
+    nearly[0, 0, 0] = 254
+    assert psnr(black, white) == _plain_psnr(black, white) == 0.0
+    assert psnr(black, nearly) == _plain_psnr(black, nearly) > 0.0
     # other dtypes / shapes keep the float64 path
     f = rng.random((4, 4, 3)) * 255
     assert psnr(f, f + 1.0) == _plain_psnr(f, f + 1.0) == pytest.approx(10 * math.log10(255 ** 2))

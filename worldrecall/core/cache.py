@@ -9,6 +9,7 @@ measurement's arrays, its JSON-able values under ``__meta__`` and a sha256 over 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -100,7 +101,11 @@ class MeasurementCache:
         payload[_DIGEST] = np.frombuffer(_digest(arrays, meta_bytes).encode(), dtype=np.uint8)
         # atomic publish: readers see the old entry or the whole new one. No fsync: an entry that a power
         # loss leaves empty or torn fails its digest on load and is recomputed, so syncing buys nothing
-        atomic_write(self.path_for(metric, key), lambda f: np.savez(f, **payload))
+        # built in memory, then written at once: zipfile seeks back over every member's header, and on a
+        # file each seek flushes a small write (same bytes, about half the time for 150-array entries)
+        buf = io.BytesIO()
+        np.savez(buf, **payload)
+        atomic_write(self.path_for(metric, key), lambda f: f.write(buf.getbuffer()))
 
     def get_or_compute(self, metric: str, key: str, compute: Callable[[], Mapping[str, Any]]) -> tuple[dict[str, Any], bool]:
         """Return (measurement, hit). Round-trips fresh results through the same encoding as cached ones."""

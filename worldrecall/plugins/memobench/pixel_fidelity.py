@@ -39,10 +39,12 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
     if a.dtype == b.dtype == np.uint8 and a.shape == b.shape and a.ndim in (2, 3) and a.size:
         # the same MSE without float64 copies: the squared differences are integers and their sum stays
         # far below 2**53, so the float64 mean is exactly (integer sum) / n — computed here in integers
+        # (|a - b|**2 <= 65025 fits uint16; summed in uint64, which no frame can overflow)
         import cv2
 
-        d = cv2.absdiff(a, b).ravel().astype(np.int64)
-        mse = int(np.dot(d, d)) / d.size
+        d = cv2.absdiff(a, b).astype(np.uint16)
+        np.multiply(d, d, out=d)
+        mse = int(d.sum(dtype=np.uint64)) / d.size
     else:
         mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
     if mse < 1e-10:
