@@ -91,6 +91,32 @@ def test_a_rescore_job_takes_each_unchanged_row_as_appended_before(tmp_path, wor
     assert fresh.tables["mean"].equals(c.tables["mean"])
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_first_rescore_job_after_a_cold_one_takes_the_unchanged_rows_as_foreseen(tmp_path, workers):
+    """A cold job builds, for each case its workers finished, the rows a later job would rebuild from the
+    score memo (by that job's own memo pass): the first re-score job takes them instead of serialising them
+    again, and they are what a fresh process computes. The cold job's counters are not changed by it."""
+    from worldrecall.engine.stages import score_memo
+
+    run = _run_with(tmp_path, workers)
+    _fresh_process()
+    score_memo._MEMO.clear()
+    cold = run("a", 10.0)
+    assert cold.cache_stats.get("score_hits", 0) == 0  # foreseeing is not a memo hit
+    foreseen = dict(row_memo._ROWS)
+    assert len(foreseen) == 12  # both metrics' six rows, under the memo keys of the cold thresholds
+    b = run("b", 20.0)  # a re-score of brightness: late's rows are the foreseen ones
+    late = [r for r in b.rows if r.metric == "toy.late"]
+    assert len(late) == 6 and all(any(r is f for f in foreseen.values()) for r in late)
+    assert not any(any(r is f for f in foreseen.values()) for r in b.rows if r.metric == "toy.brightness")
+    written = read_rows(b.results_dir.glob("rows-shard-*.jsonl"))
+    assert [r.to_json() for r in written] == [r.to_json() for r in b.rows]
+    _fresh_process()
+    score_memo._MEMO.clear()
+    fresh = run("c", 20.0, cache="fresh")
+    assert _content(fresh.rows, tmp_path, "fresh") == _content(b.rows, tmp_path, "cache")
+
+
 def test_a_row_is_recalled_only_for_what_determines_it():
     row = ScoreRow("toy", "m", "c0", "toy.a", {"x": 0.5}, strata={"s": "a"}, backend={"flow": "dis_flow"},
                    info={"videos": {"generated": "/v.mp4"}}, warnings=["w"])

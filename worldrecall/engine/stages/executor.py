@@ -126,8 +126,8 @@ class ForkExecutor:
                             assign(list(live.values())[-1])
                         continue
                     if msg["t"] == "rows":
+                        counters.learn(msg.get("learnt") or {})  # first: what emit does may use them
                         emit(groups[w.group][msg["i"]], [ScoreRow.from_json(r) for r in msg["rows"]])
-                        counters.learn(msg.get("learnt") or {})
                         w.next_item = msg["i"] + 1
                     elif msg["t"] == "done":
                         counters.merge(msg["counters"])

@@ -141,6 +141,21 @@ class CasePipeline:
         rows, complete = self._rows(plan, item, is_final, memo_only=True)
         return (rows, True) if complete else ([r for r in rows if r.status in ("ok", "skipped")], False)
 
+    def foreseen_rows(self, plan: BenchmarkPlan, item: Case | CaseError) -> list[ScoreRow]:
+        """The rows a later job of this process would take from the score memo for this case, built now by
+        that job's own memo pass (a cold job's case, once its workers' memo entries are here): each carries
+        its row-memo key. Counted as ``foresee`` time, not as alignment or measurement, and not as memo hits."""
+        t0 = time.perf_counter()
+        timing, hits = dict(self.counters.timing), (self.scores.hits, self.alignments.hits)
+        try:
+            rows, _ = self._rows(plan, item, lambda key: False, memo_only=True)
+        finally:
+            self.counters.timing.clear()
+            self.counters.timing.update(timing)
+            self.scores.hits, self.alignments.hits = hits
+            self._tick("foresee", t0)
+        return [r for r in rows if "_memo_key" in r.__dict__]
+
     def _rows(self, plan: BenchmarkPlan, item: Case | CaseError, is_final: IsFinal,
               memo_only: bool) -> tuple[list[ScoreRow], bool]:
         if isinstance(item, CaseError):

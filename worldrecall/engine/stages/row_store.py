@@ -40,6 +40,12 @@ def parse_line(line: str) -> ScoreRow:
     return row
 
 
+def as_written(row: ScoreRow) -> ScoreRow:
+    """``row`` as a reader of its line gets it (``row`` itself when it is such a row)."""
+    line = row_line(row)
+    return row if row.__dict__.get("_line") == line else parse_line(line)
+
+
 def read_rows(paths: Iterable[Path]) -> list[ScoreRow]:
     """Rows from every file, last write per (benchmark, model, case, metric) wins; torn lines are ignored."""
     latest: dict[tuple[str, str, str, str], ScoreRow] = {}
@@ -101,7 +107,7 @@ class ResultStore:
         self._f.write(line + "\n")
         if flush:
             self.flush()
-        kept = row if row.__dict__.get("_line") == line else parse_line(line)
+        kept = row if row.__dict__.get("_line") == line else parse_line(line)  # as_written, line at hand
         self.done[row.row_key] = kept
         return kept
 

@@ -40,7 +40,7 @@ from worldrecall.engine.stages.plan import (
 from worldrecall.engine.stages.progress import progress_bar
 from worldrecall.engine.stages.result import RunResult, build_result
 from worldrecall.engine.stages.row_memo import remember
-from worldrecall.engine.stages.row_store import ResultStore, read_rows
+from worldrecall.engine.stages.row_store import ResultStore, as_written, read_rows
 from worldrecall.registry.host import PluginHost
 
 log = logging.getLogger(__name__)
@@ -196,11 +196,23 @@ class Runner:
             finally:  # memory follows the case: a video no later case of this run reads is dropped now
                 done_with(item, uses)
 
+        emit = job.emit
+        if not here:  # a job that measures: what a later re-score job takes from the memo is built now
+            def emit(item: Case | CaseError, rows: list[ScoreRow]) -> None:
+                job.emit(item, rows)
+                self._foresee(plan, item)
+
         if devices and todo:
             check_fork_safe_for_devices()
         make_executor(workers, self._use_device if devices and todo else None).run(
-            todo, work, job.emit, dead, self.pipeline)
+            todo, work, emit, dead, self.pipeline)
         job.bar.close()
+
+    def _foresee(self, plan: BenchmarkPlan, item: Case | CaseError) -> None:
+        """Remember, as written, the rows a later job of this process would rebuild for ``item`` from the
+        score memo (the first re-score job after a cold one then takes them as a sweep's later jobs do)."""
+        for row in self.pipeline.foreseen_rows(plan, item):
+            remember(row.__dict__["_memo_key"], as_written(row))
 
     def _use_device(self, slot: int) -> None:
         """In worker ``slot`` (just forked): see only GPU ``devices[slot]``, which CUDA then calls ``cuda:0``."""
