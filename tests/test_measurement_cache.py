@@ -49,3 +49,21 @@ def test_an_entry_is_the_npz_that_savez_writes_straight_to_a_file(tmp_path):
     assert cache.path_for("m", "cd" * 32).read_bytes() == straight.read_bytes()
     back = cache.load("m", "cd" * 32)
     assert back["meta"] == m["meta"] and all(np.array_equal(back[k], v) for k, v in arrays.items())
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_an_entry_reads_the_same_whether_read_at_once_or_member_by_member(tmp_path, monkeypatch, whole):
+    from worldrecall.core import cache as core_cache
+
+    monkeypatch.setattr(core_cache, "_READ_WHOLE", 1 << 30 if whole else 0)
+    cache = MeasurementCache(tmp_path)
+    m = {"a": np.arange(12.0).reshape(3, 4), "b": np.array([True, False]), "n": 2, "s": "x"}
+    cache.store("m", "ef" * 32, m)
+    back = cache.load("m", "ef" * 32)
+    assert back.keys() == m.keys() and back["n"] == 2 and back["s"] == "x"
+    assert np.array_equal(back["a"], m["a"]) and back["b"].dtype == bool
+    path = cache.path_for("m", "ef" * 32)
+    raw = bytearray(path.read_bytes())
+    raw[raw.index(np.arange(12.0).tobytes()[8:16])] ^= 1  # one flipped bit in an array's data
+    path.write_bytes(bytes(raw))
+    assert cache.load("m", "ef" * 32) is None and cache.corrupt == 1 and not path.exists()

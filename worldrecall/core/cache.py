@@ -22,6 +22,7 @@ from worldrecall.core.atomic import atomic_write, atomic_write_text
 
 log = logging.getLogger(__name__)
 
+_READ_WHOLE = 1 << 20  # bytes
 _META = "__meta__"
 _DIGEST = "__digest__"
 
@@ -73,10 +74,14 @@ class MeasurementCache:
 
     def load(self, metric: str, key: str) -> dict[str, Any] | None:
         p = self.path_for(metric, key)
-        if not p.exists():
+        try:
+            size = p.stat().st_size
+        except OSError:  # not computed yet
             return None
         try:
-            with np.load(p, allow_pickle=False) as z:
+            # a small entry is read at once (zipfile's seek-and-read per member costs more than the bytes)
+            src = io.BytesIO(p.read_bytes()) if size <= _READ_WHOLE else p
+            with np.load(src, allow_pickle=False) as z:
                 data = {k: z[k] for k in z.files}
             meta_bytes = data.pop(_META).tobytes()
             digest = bytes(data.pop(_DIGEST).tobytes()).decode()

@@ -13,7 +13,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from stat import S_ISREG
+from stat import S_ISDIR, S_ISREG
 from typing import Any
 
 from worldrecall.core.atomic import atomic_write_text
@@ -36,16 +36,17 @@ def stat_memo(path: Path, kind: str, compute: Callable[[], Any], persist: bool =
 
 def file_digest(path: Path) -> str:
     """sha256 of a file (or of a folder's files in sorted order), memoised by (path, mtime, size, inode)."""
-    path = Path(path)
-    if path.is_dir():
-        h = hashlib.sha256()
-        for rel, abspath, st in _tree_files(os.path.abspath(path)):
-            h.update("/".join(rel).encode())
-            h.update(_digest_of(abspath, st).encode())
-        return h.hexdigest()
     # the inode (with mtime and size) identifies the content; an absolute path without resolving symlinks
-    # saves a realpath per file (thousands per warm run)
-    return _digest_of(os.path.abspath(path), path.stat())
+    # saves a realpath per file (thousands per warm run), and one stat tells a folder from a file
+    abspath = os.path.abspath(path)
+    st = os.stat(abspath)
+    if S_ISDIR(st.st_mode):
+        h = hashlib.sha256()
+        for rel, file, fst in _tree_files(abspath):
+            h.update("/".join(rel).encode())
+            h.update(_digest_of(file, fst).encode())
+        return h.hexdigest()
+    return _digest_of(abspath, st)
 
 
 def _digest_of(abspath: str, st: os.stat_result) -> str:

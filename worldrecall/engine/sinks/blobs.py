@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from worldrecall.core.atomic import atomic_write_text
+from worldrecall.core.atomic import atomic_write
 from worldrecall.core.digests import file_state
 
 
@@ -143,7 +143,7 @@ def write_if_changed(path: Path, text: str) -> Path:
             return path
     except OSError:
         pass
-    atomic_write_text(path, text)
+    atomic_write(path, lambda f: f.write(data))  # the bytes encoded above (a report page is ~20 MB)
     path.chmod(0o666 & ~_UMASK)  # mkstemp makes 0600; logged files must be readable like any other output
     return path
 
