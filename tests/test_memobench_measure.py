@@ -313,3 +313,34 @@ def test_measurement_survives_the_cache(cls, cases, tmp_path):
     again = cache.load(metric.name, "k")
     assert again is not None
     assert metric.score(again, metric.thresholds) == metric.score(fresh, metric.thresholds)
+
+
+def test_pixel_fidelity_reuses_a_gt_frames_terms_across_the_models_of_a_clip(cases, monkeypatch):
+    """One metric instance measuring every model of the clip (as a worker does) blurs each resampled GT
+    frame once, and gives bit for bit what a fresh instance per case gives; a bounded memo that keeps
+    nothing gives the same too."""
+    from worldrecall.plugins.memobench import pixel_fidelity as pf
+
+    def measure(metric, case):
+        alignment = PhaseAligner().align(case, {})
+        return metric.measure(case, alignment, MeasureContext(models=hub(), batch_size=4))
+
+    order = ["oracle", "frozen", "shuffled", "forgetful"]
+    calls = []
+    real = pf.gray_stats
+    monkeypatch.setattr(pf, "gray_stats", lambda frame: calls.append(1) or real(frame))
+    fresh = {m: measure(PixelFidelity(), cases[m]) for m in order}
+    n_fresh, calls[:] = len(calls), []
+    shared = PixelFidelity()
+    reused = {m: measure(shared, cases[m]) for m in order}
+    n_gt = len(shared._gt_stats.kept)  # the clip's resampled GT frames (the same for every model)
+    assert n_gt > 0 and len(calls) == n_fresh - (len(order) - 1) * n_gt  # each blurred once, not per model
+    monkeypatch.setattr(pf, "GT_STATS_BYTES", 0)  # keeps nothing: every case computes its own
+    none_kept = PixelFidelity()
+    bounded = {m: measure(none_kept, cases[m]) for m in order}
+    assert not none_kept._gt_stats.kept
+    for m in order:
+        for got in (reused[m], bounded[m]):
+            assert got.keys() == fresh[m].keys()
+            for k, v in fresh[m].items():
+                assert np.array_equal(got[k], v, equal_nan=True) if isinstance(v, np.ndarray) else got[k] == v

@@ -11,7 +11,7 @@ the case (the official code blanks all twelve values then).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -101,10 +101,12 @@ def ssim(a: np.ndarray, b: np.ndarray, stats_a: tuple[np.ndarray, ...] | None = 
 
 
 def pair_ssims(pairs: list[tuple[int, int]], gen_of: Mapping[Any, np.ndarray], gt_of: Mapping[Any, np.ndarray],
-               keep_gt: int = 8) -> dict[tuple[int, int], float]:
+               keep_gt: int = 8, gt_stats_of: Callable[[int, np.ndarray], tuple[np.ndarray, ...]] | None = None,
+               ) -> dict[tuple[int, int], float]:
     """:func:`ssim` of every (generated, GT) index pair, each frame's own terms computed once while it is
     in use: ``pairs`` sorted by generated index (all of one frame's pairs together), the last ``keep_gt``
-    GT frames kept (the phases resample nearby GT frames)."""
+    GT frames kept (the phases resample nearby GT frames). ``gt_stats_of(j, frame)``: GT frame ``j``'s
+    :func:`gray_stats` from the caller (who may hold them from another case of the same GT)."""
     out: dict[tuple[int, int], float] = {}
     gen_key, gen_stats = None, None
     gt_stats: dict[int, tuple[np.ndarray, ...]] = {}
@@ -114,9 +116,38 @@ def pair_ssims(pairs: list[tuple[int, int]], gen_of: Mapping[Any, np.ndarray], g
         if p[1] not in gt_stats:
             while len(gt_stats) >= keep_gt:
                 gt_stats.pop(next(iter(gt_stats)))
-            gt_stats[p[1]] = gray_stats(gt_of[p])
+            gt_stats[p[1]] = gray_stats(gt_of[p]) if gt_stats_of is None else gt_stats_of(p[1], gt_of[p])
         out[p] = ssim(gen_of[p], gt_of[p], gen_stats, gt_stats[p[1]])
     return out
+
+
+class _GtStats:
+    """The blurred terms (μ, σ²) of GT frames at one size, kept across the cases that compare the same GT
+    (a worker scores a clip's models one after another, each against the same resampled GT frames), within
+    ``GT_STATS_BYTES``, the oldest dropped first; x and μ² are recomputed from the frame (cheap, exact)."""
+
+    def __init__(self) -> None:
+        self.kept: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self.nbytes = 0
+
+    def of(self, gt: tuple[Any, ...], j: int, frame: np.ndarray) -> tuple[np.ndarray, ...]:
+        key = (*gt, j)
+        hit = self.kept.get(key)
+        if hit is None:
+            x, mx, mx2, sx2 = gray_stats(frame)
+            self.kept[key] = (mx, sx2)
+            self.nbytes += mx.nbytes + sx2.nbytes
+            while self.nbytes > GT_STATS_BYTES and self.kept:
+                old = self.kept.pop(next(iter(self.kept)))
+                self.nbytes -= old[0].nbytes + old[1].nbytes
+            return x, mx, mx2, sx2
+        import cv2
+
+        mx, sx2 = hit
+        return cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY).astype(np.float32), mx, mx * mx, sx2
+
+
+GT_STATS_BYTES = 64 << 20  # a 320x240 clip's resampled GT frames; larger frames reuse what fits
 
 
 class PixelFidelity(MemoBenchMetric):
@@ -156,7 +187,10 @@ class PixelFidelity(MemoBenchMetric):
         gen_of = {p: pick(frames, [p[0]])[0] for p in pairs}
         gt_of = {p: fitted[p[1]] for p in pairs}
         p_val = {p: psnr(gen_of[p], gt_of[p]) for p in pairs}
-        s_val = pair_ssims(pairs, gen_of, gt_of)
+        # the same GT content at the same size gives the same terms (another model's case of this clip)
+        gt = (case.reference.content_hash(), size)
+        memo: _GtStats = self.__dict__.setdefault("_gt_stats", _GtStats())
+        s_val = pair_ssims(pairs, gen_of, gt_of, gt_stats_of=lambda j, frame: memo.of(gt, j, frame))
         l_val: dict[tuple[int, int], float] = {}
         perceptual, backend = optional_model(ctx, "perceptual") if self.params["lpips"] else (None, None)
         if perceptual is not None:
