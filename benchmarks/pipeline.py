@@ -141,9 +141,7 @@ def measure(args: argparse.Namespace, parts: set[str]) -> dict:
         rescore = rescore_parts(work / "single", t_rescore)
         decodes = list(timing["decode_counts"].values())
         model_s = sum(timing["model_forward_seconds"].values())
-        # every stage's CPU time, the parent's imports for its workers (Metric.imports) included
-        busy = sum(timing.get(k, 0.0) for k in ("load", "fingerprint", "imports", "align", "measure", "score",
-                                                "artifacts"))
+        busy = sum(timing.get(k, 0.0) for k in ("load", "fingerprint", "align", "measure", "score", "artifacts"))
         report.update({
             "single_run_cold_s": round(t_single, 1),
             "single_run_warm_rerun_s": round(t_warm, 1),

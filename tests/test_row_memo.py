@@ -4,7 +4,6 @@ their lines), alignments, measurements. Each memo gives what a fresh process wou
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -216,36 +215,3 @@ def test_a_cold_jobs_workers_hand_their_memo_entries_to_the_parent(tmp_path, mon
     fresh = run("c", 20.0, cache="fresh", workers=1)
     assert _content(rescored.rows, tmp_path, "cache") == _content(fresh.rows, tmp_path, "fresh")
 
-
-def test_a_metrics_declared_imports_happen_once_before_the_workers_fork(tmp_path, monkeypatch):
-    """``Metric.imports``: the parent imports them once before forking (timed as ``imports``), so no worker
-    imports them again; the rows are those of a run without the declaration."""
-    from worldrecall.engine.stages.runner import Runner
-
-    class Importing(BrightnessDrift):
-        name = "toy.importing"
-        imports = ("helpers.import_probe",)
-
-        def measure(self, case, alignment, ctx):
-            import helpers.import_probe  # noqa: F401  (what the declaration promises the measure stage does)
-
-            return super().measure(case, alignment, ctx)
-
-    class _Plugin:
-        @toy_plugin.hookimpl
-        def register_metrics(self, register):
-            register(Importing)
-
-    log = tmp_path / "imports.log"
-    monkeypatch.setenv("WR_IMPORT_PROBE_LOG", str(log))
-    monkeypatch.delitem(sys.modules, "helpers.import_probe", raising=False)
-    host = load_plugins(extra=[toy_plugin, _Plugin()], fresh=True)
-    ds = make_dataset(tmp_path, {"good": [0, 5, 10], "bad": [40, 60, 80]})
-    cfg = toy_config(tmp_path / "out", ds, workers=2)
-    cfg["benchmarks"]["toy"]["metrics"]["importing"] = {"params": {}, "thresholds": {"tolerance": 10.0}}
-    result = Runner(cfg, host).run()
-    assert log.read_text().split() == [str(os.getpid())]  # once, here; the forked workers found it imported
-    assert result.timing["imports"] > 0
-    rows = [r for r in result.rows if r.metric == "toy.importing"]
-    plain = {r.row_key[:3]: r.values for r in result.rows if r.metric == "toy.brightness"}
-    assert len(rows) == 6 and all(r.status == "ok" and r.values == plain[r.row_key[:3]] for r in rows)

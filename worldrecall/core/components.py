@@ -181,8 +181,6 @@ class Metric:
     models: ClassVar[tuple[str, ...]] = ()   # model roles the measure stage needs
     optional_models: ClassVar[tuple[str, ...]] = ()  # roles used when configured (e.g. LPIPS), else skipped
     judges: ClassVar[tuple[str, ...]] = ()   # judge names the measure stage needs
-    # modules the measure stage imports (e.g. "torch"): imported once before workers are forked, not in each
-    imports: ClassVar[tuple[str, ...]] = ()
     params: ClassVar[dict[str, Any]] = {}    # measurement parameters (defaults)
     thresholds: ClassVar[dict[str, Any]] = {}  # scoring parameters (defaults)
 

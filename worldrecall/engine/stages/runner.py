@@ -8,7 +8,6 @@ code last (see :func:`worldrecall.engine.stages.aggregate.outcome`).
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import sys
@@ -205,25 +204,9 @@ class Runner:
 
         if devices and todo:
             check_fork_safe_for_devices()
-        if workers > 1 or devices:
-            self._import_for(plan)
         make_executor(workers, self._use_device if devices and todo else None).run(
             todo, work, emit, dead, self.pipeline)
         job.bar.close()
-
-    def _import_for(self, plan: BenchmarkPlan) -> None:
-        """Import what the plan's metrics declare they import (``Metric.imports``) here, once, before the
-        workers are forked: each would otherwise import it itself (torch: ~0.7 s of CPU per worker). Counted
-        as ``imports`` time. Importing runs no library code that starts threads, so forking stays safe."""
-        t0 = time.perf_counter()
-        wanted = {m for name, metric in plan.metrics.items() if name not in plan.skipped for m in metric.imports}
-        for name in sorted(wanted):
-            if name not in sys.modules:
-                try:
-                    importlib.import_module(name)
-                except ImportError:  # the metric reports it on its rows, in its own words
-                    pass
-        self.timing["imports"] += time.perf_counter() - t0
 
     def _foresee(self, plan: BenchmarkPlan, item: Case | CaseError) -> None:
         """Remember, as written, the rows a later job of this process would rebuild for ``item`` from the

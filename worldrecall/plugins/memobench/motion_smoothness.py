@@ -73,7 +73,6 @@ class MotionSmoothness(MemoBenchMetric):
         "R_score": Value(higher_is_better=True, range=(0.0, 1.0), unit="", description="R-phase smoothness"),
     }
     models: ClassVar[tuple[str, ...]] = ("flow",)
-    imports: ClassVar[tuple[str, ...]] = ("torch",)  # the warp (grid_sample), whatever the flow backend
     params: ClassVar[dict[str, Any]] = {"max_side": 640, "sample_step": 4}
     thresholds: ClassVar[dict[str, Any]] = {"tau": 0.15, "min_samples": 3, "short_phase_zero": True}
 
