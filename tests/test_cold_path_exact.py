@@ -356,3 +356,36 @@ def test_a_video_is_opened_once_for_its_header_check_and_decode(random_video, mo
     # a header over a cap still fails before any decoding, and leaves nothing open to decode from
     with pytest.raises(video_mod.VideoLimitError, match=r"v.mp4: 9 declared frames exceed the limit of 8"):
         Video(random_video, max_frames=8).frames()
+
+
+def _warp_error_reference(a: np.ndarray, b: np.ndarray, flow: np.ndarray) -> float:
+    """The plain torch warp error (the code the numpy grid replaced)."""
+    import torch
+    import torch.nn.functional as F
+
+    h, w = a.shape[:2]
+    t1 = torch.from_numpy(np.ascontiguousarray(a)).permute(2, 0, 1).float().div(255).unsqueeze(0)
+    t2 = torch.from_numpy(np.ascontiguousarray(b)).permute(2, 0, 1).float().div(255).unsqueeze(0)
+    f = torch.from_numpy(np.ascontiguousarray(flow, dtype=np.float32)).permute(2, 0, 1)
+    gy, gx = torch.meshgrid(torch.arange(h, dtype=torch.float32), torch.arange(w, dtype=torch.float32),
+                            indexing="ij")
+    wx = (gx + f[0]) / (w - 1) * 2.0 - 1.0
+    wy = (gy + f[1]) / (h - 1) * 2.0 - 1.0
+    grid = torch.stack([wx, wy], dim=-1).unsqueeze(0)
+    warped = F.grid_sample(t1, grid, mode="bilinear", padding_mode="border", align_corners=True)
+    return float((warped - t2).abs().mean().item())
+
+
+def test_warp_error_equals_the_plain_torch_expression():
+    from worldrecall.plugins.memobench.motion_smoothness import warp_error
+
+    rng = np.random.default_rng(11)
+    for h, w in ((240, 320), (17, 23), (96, 160), (2, 3)):
+        for scale in (0.0, 0.3, 4.0, 80.0):  # zero flow, sub-pixel, pixels, far outside (border padding)
+            a = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+            b = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+            flow = (rng.normal(size=(h, w, 2)) * scale).astype(np.float32)
+            assert warp_error(a, b, flow) == _warp_error_reference(a, b, flow), (h, w, scale)
+    flow64 = rng.normal(size=(17, 23, 2)) * 2.0  # a float64 flow is taken as float32, as before
+    a, b = (rng.integers(0, 256, (17, 23, 3), dtype=np.uint8) for _ in range(2))
+    assert warp_error(a, b, flow64) == _warp_error_reference(a, b, flow64)

@@ -35,14 +35,19 @@ def warp_error(a: np.ndarray, b: np.ndarray, flow: np.ndarray) -> float:
         raise CaseFailure(f"flow backend returned shape {tuple(flow.shape)} for {w}x{h} frames")
     t1 = torch.from_numpy(np.ascontiguousarray(a)).permute(2, 0, 1).float().div(255).unsqueeze(0)
     t2 = torch.from_numpy(np.ascontiguousarray(b)).permute(2, 0, 1).float().div(255).unsqueeze(0)
-    f = torch.from_numpy(np.ascontiguousarray(flow, dtype=np.float32)).permute(2, 0, 1)
-    gy, gx = torch.meshgrid(torch.arange(h, dtype=torch.float32), torch.arange(w, dtype=torch.float32),
-                            indexing="ij")
-    wx = (gx + f[0]) / (w - 1) * 2.0 - 1.0   # normalised to [-1, 1] for align_corners=True
-    wy = (gy + f[1]) / (h - 1) * 2.0 - 1.0
-    grid = torch.stack([wx, wy], dim=-1).unsqueeze(0)
-    warped = F.grid_sample(t1, grid, mode="bilinear", padding_mode="border", align_corners=True)
-    return float((warped - t2).abs().mean().item())
+    fl = np.ascontiguousarray(flow, dtype=np.float32)
+    # (p + F(p)) / (size - 1) * 2 - 1 per axis, normalised to [-1, 1] for align_corners=True: the float32
+    # operations torch would run, in numpy, written straight into the [1, H, W, 2] grid (fewer temporaries)
+    grid = np.empty((1, h, w, 2), np.float32)
+    np.add(fl[..., 0], np.arange(w, dtype=np.float32)[None, :], out=grid[0, ..., 0])
+    np.add(fl[..., 1], np.arange(h, dtype=np.float32)[:, None], out=grid[0, ..., 1])
+    with np.errstate(divide="ignore", invalid="ignore"):  # a 1-pixel side divides by 0, as torch does
+        grid[..., 0] /= np.float32(w - 1)
+        grid[..., 1] /= np.float32(h - 1)
+    grid *= np.float32(2.0)
+    grid -= np.float32(1.0)
+    warped = F.grid_sample(t1, torch.from_numpy(grid), mode="bilinear", padding_mode="border", align_corners=True)
+    return float(warped.sub_(t2).abs_().mean().item())
 
 
 def phase_score(n_samples: int, errors: np.ndarray, tau: float, min_samples: int,
