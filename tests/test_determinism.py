@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import cv2
+import pytest
 
 from worldrecall.engine.stages.executor import SerialExecutor
 
@@ -56,3 +57,30 @@ def test_workers_use_one_blas_thread_and_the_serial_run_gives_the_parents_back()
         ForkExecutor(1).run([[1]], work, lambda item, rows: got.append(item),
                             lambda item, why: died.append(why) or [], Counters())
         assert (got, died) == ([1], [])
+
+
+@pytest.mark.timeout(120)
+def test_workers_fork_cleanly_after_this_process_ran_opencv_with_its_thread_pool():
+    """A large OpenCV call here starts OpenCV's pool; a worker forked after it sets one thread (as every worker
+    does) and must not wait forever for pool threads it does not have. The pool is stopped while workers are
+    forked and given back after."""
+    import numpy as np
+
+    from worldrecall.engine.stages.executor import ForkExecutor
+
+    cv2.setNumThreads(2)
+    big = np.random.default_rng(0).integers(0, 255, (2000, 2000, 3), dtype=np.uint8)
+    cv2.GaussianBlur(big, (31, 31), 5)  # the pool's threads now exist in this process
+
+    class Counters:
+        def reset_counters(self): ...
+        def snapshot(self): return {}
+        def merge(self, other): ...
+        def learnt(self): return {}
+        def learn(self, entries): ...
+
+    got, died = [], []
+    ForkExecutor(2).run([[1], [2]], lambda item: [], lambda item, rows: got.append(item),
+                        lambda item, why: died.append(why) or [], Counters())
+    assert sorted(got) == [1, 2] and died == []
+    assert cv2.getNumThreads() == 2  # this process's own setting is back

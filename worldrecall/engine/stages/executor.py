@@ -106,11 +106,12 @@ class ForkExecutor:
                 w.group = None
                 w.conn.send_bytes(b"null")  # no more work: the worker exits
 
-        for slot in range(min(self.workers, len(todo))):
-            start(slot)
-        for w in list(live.values()):
-            assign(w)
+        opencv = _OpenCVPoolStopped()  # before the first fork, until the last worker is joined
         try:
+            for slot in range(min(self.workers, len(todo))):
+                start(slot)
+            for w in list(live.values()):
+                assign(w)
             while any(w.group is not None for w in live.values()):
                 ready = wait([w.conn for w in live.values() if w.group is not None])
                 for conn in ready:
@@ -141,6 +142,7 @@ class ForkExecutor:
                 except OSError:
                     pass
                 w.proc.join(timeout=5)
+            opencv.restore()
 
     @staticmethod
     def _died(w: _Worker, groups: Sequence[Sequence[Item]], todo: deque[tuple[int, int]], dead: Dead,
@@ -162,6 +164,27 @@ class _Worker:
         self.proc, self.conn, self.slot = proc, conn, slot
         self.group: int | None = None
         self.next_item = 0
+
+
+class _OpenCVPoolStopped:
+    """OpenCV's thread pool stopped in this process while workers are forked from it, then given back.
+
+    A pool the parent started (any large OpenCV call with more than one thread) is copied into a forked child
+    without its threads; the child's ``cv2.setNumThreads(1)`` then waits for them forever (a hang seen when a
+    Python session resized a big image before a run with two workers). One thread here joins the pool's
+    threads before the fork, so each child starts from a process without them.
+    """
+
+    def __init__(self) -> None:
+        self.cv2 = sys.modules.get("cv2")
+        self.before = self.cv2.getNumThreads() if self.cv2 is not None else None
+        if self.cv2 is not None and self.before != 1:
+            self.cv2.setNumThreads(1)
+
+    def restore(self) -> None:
+        if self.cv2 is not None and self.before is not None and self.before != 1:
+            self.cv2.setNumThreads(self.before)
+        self.before = None
 
 
 def one_thread_per_process() -> Any:
