@@ -120,3 +120,39 @@ def test_experiments_compose_as_a_list_as_the_readme_shows():
     assert cfg["suite"]["params"]["n_cases"] == 2 and cfg["aggregator_params"]["bootstrap"]["replicates"] == 200
     assert cfg["tracking"]["enabled"] is False and cfg["report"]["enabled"] is False and cfg["progress"] is False
     assert compose(["experiment=[smoke]"])["tracking"]["enabled"] is True  # quiet alone turns tracking off
+
+
+@pytest.mark.parametrize("overrides", [[], ["max_failure_rate=1", "workers=2"], ["only=[memobench]", "++models.flow=dis_flow"],
+                                       ["benchmarks.memobench.metrics.ors.thresholds.area_max=1"],
+                                       ["video.max_bytes=1000", "devices=[0,1]", "shard.count=2", "shard.index=1"],
+                                       ["models=reference", "experiment=[smoke,quiet]"]])
+def test_a_jobs_composed_config_is_already_what_resolving_it_gives(overrides):
+    """A job takes Hydra's composition as resolved (config.yaml composes on the schema): merging it into the
+    schema again gives the same keys, values and types."""
+    from hydra import compose as hcompose
+    from hydra import initialize_config_dir
+
+    from worldrecall.engine.cli import _plugin_conf_dirs
+    from worldrecall.engine.hydra_entry import CONF_DIR, register_resolvers, to_plain
+    from worldrecall.engine.stages.config import resolve_config, store_schemas
+
+    def same(a, b, path=""):
+        assert type(a) is type(b), path
+        if isinstance(a, dict):
+            assert a.keys() == b.keys(), path
+            for k in a:
+                same(a[k], b[k], f"{path}.{k}")
+        elif isinstance(a, list):
+            assert len(a) == len(b), path
+            for i, (x, y) in enumerate(zip(a, b)):
+                same(x, y, f"{path}[{i}]")
+        else:
+            assert a == b or (a != a and b != b), path
+
+    store_schemas()
+    register_resolvers()
+    extra = list(_plugin_conf_dirs())
+    search = ["hydra.searchpath=[" + ",".join(extra) + "]"] if extra else []
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        plain = to_plain(hcompose(config_name="config", overrides=[*overrides, *search]))
+    same(dict(resolve_config(dict(plain))), plain)
