@@ -25,6 +25,7 @@ from worldrecall.engine.sinks.results_view import (
     unit_label,
     value_meta,
 )
+from worldrecall.engine.stages.bounded import remember
 
 
 def fmt(v: Any, lo: Any = None, hi: Any = None, digits: int = 3) -> str:
@@ -147,8 +148,22 @@ def leaderboard_text(result: Any, host: Any) -> str:
         return "no scores\n"
     parts = []
     for title, df, note in views:
-        parts.append(f"\n== {title} ==\n" + (df.to_string(index=False) if len(df) else "(no rows)") + f"\n{note}\n")
+        parts.append(f"\n== {title} ==\n" + _table_text(df) + f"\n{note}\n")
     return "".join(parts)
+
+
+def _table_text(df: pd.DataFrame) -> str:
+    """``df.to_string(index=False)`` of a view (its cells are formatted strings), memoised by content: a sweep's
+    re-score job redraws only the views its metric changed."""
+    if not len(df):
+        return "(no rows)"
+    key = (tuple(map(str, df.columns)), tuple(map(str, df.dtypes)),
+           tuple(tuple(map(repr, row)) for row in df.itertuples(index=False, name=None)))
+    text = _TEXTS.get(key)
+    return text if text is not None else remember(_TEXTS, key, df.to_string(index=False), 256)
+
+
+_TEXTS: dict[tuple[Any, ...], str] = {}
 
 
 def print_leaderboard(result: Any, host: Any) -> None:
