@@ -20,6 +20,16 @@ def test_serial_executor_scores_with_one_thread_like_a_worker():
 
 
 
+class _NoCounters:
+    """Counter hooks that count nothing (the executors' contract, for runs of bare work functions)."""
+
+    def reset_counters(self): ...
+    def snapshot(self): return {}
+    def merge(self, other): ...
+    def learnt(self): return {}
+    def learn(self, entries): ...
+
+
 def _blas_threads() -> list[int]:
     from threadpoolctl import threadpool_info
 
@@ -41,13 +51,6 @@ def test_workers_use_one_blas_thread_and_the_serial_run_gives_the_parents_back()
         assert seen == [[1] * len(seen[0])] and seen[0]
         assert set(_blas_threads()) == {2}
 
-        class Counters:
-            def reset_counters(self): ...
-            def snapshot(self): return {}
-            def merge(self, other): ...
-            def learnt(self): return {}
-            def learn(self, entries): ...
-
         def work(item):  # in the forked worker: a worker dies (and reports it) unless it has one BLAS thread
             if set(_blas_threads()) != {1}:
                 os._exit(3)
@@ -55,7 +58,7 @@ def test_workers_use_one_blas_thread_and_the_serial_run_gives_the_parents_back()
 
         got, died = [], []
         ForkExecutor(1).run([[1]], work, lambda item, rows: got.append(item),
-                            lambda item, why: died.append(why) or [], Counters())
+                            lambda item, why: died.append(why) or [], _NoCounters())
         assert (got, died) == ([1], [])
 
 
@@ -72,15 +75,8 @@ def test_workers_fork_cleanly_after_this_process_ran_opencv_with_its_thread_pool
     big = np.random.default_rng(0).integers(0, 255, (2000, 2000, 3), dtype=np.uint8)
     cv2.GaussianBlur(big, (31, 31), 5)  # the pool's threads now exist in this process
 
-    class Counters:
-        def reset_counters(self): ...
-        def snapshot(self): return {}
-        def merge(self, other): ...
-        def learnt(self): return {}
-        def learn(self, entries): ...
-
     got, died = [], []
     ForkExecutor(2).run([[1], [2]], lambda item: [], lambda item, rows: got.append(item),
-                        lambda item, why: died.append(why) or [], Counters())
+                        lambda item, why: died.append(why) or [], _NoCounters())
     assert sorted(got) == [1, 2] and died == []
     assert cv2.getNumThreads() == 2  # this process's own setting is back

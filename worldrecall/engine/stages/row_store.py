@@ -40,9 +40,10 @@ def parse_line(line: str) -> ScoreRow:
     return row
 
 
-def as_written(row: ScoreRow) -> ScoreRow:
-    """``row`` as a reader of its line gets it (``row`` itself when it is such a row)."""
-    line = row_line(row)
+def as_written(row: ScoreRow, line: str | None = None) -> ScoreRow:
+    """``row`` as a reader of its line (``line``, when the caller has it) gets it: ``row`` itself when it is
+    such a row."""
+    line = row_line(row) if line is None else line
     return row if row.__dict__.get("_line") == line else parse_line(line)
 
 
@@ -107,7 +108,7 @@ class ResultStore:
         self._f.write(line + "\n")
         if flush:
             self.flush()
-        kept = row if row.__dict__.get("_line") == line else parse_line(line)  # as_written, line at hand
+        kept = as_written(row, line)
         self.done[row.row_key] = kept
         return kept
 
