@@ -117,6 +117,16 @@ def test_the_first_rescore_job_after_a_cold_one_takes_the_unchanged_rows_as_fore
     assert _content(fresh.rows, tmp_path, "fresh") == _content(b.rows, tmp_path, "cache")
 
 
+def test_a_job_told_no_later_job_follows_foresees_nothing(tmp_path):
+    from worldrecall.engine.stages.runner import Runner
+
+    host = load_plugins(extra=[toy_plugin, _Late()], fresh=True)
+    ds = make_dataset(tmp_path, {"good": [0, 5, 10], "bad": [40, 60, 80]})
+    _fresh_process()
+    cold = Runner(toy_config(tmp_path / "a", ds, workers=2), host, foresee=False).run()
+    assert cold.rows and not row_memo._ROWS and "foresee" not in cold.timing
+
+
 def test_a_row_is_recalled_only_for_what_determines_it():
     row = ScoreRow("toy", "m", "c0", "toy.a", {"x": 0.5}, strata={"s": "a"}, backend={"flow": "dis_flow"},
                    info={"videos": {"generated": "/v.mp4"}}, warnings=["w"])

@@ -37,11 +37,16 @@ def test_a_launch_collects_its_garbage_then_freezes_what_stays(tmp_path, monkeyp
         gc.unfreeze()
 
 
-def test_worldrecall_run_does_not_settle_a_process_that_ends(tmp_path, monkeypatch):
-    calls = []
-    monkeypatch.setattr(job, "run_plain", lambda plain, **kw: 0)
+def test_worldrecall_run_does_not_settle_or_foresee_for_a_process_that_ends(tmp_path, monkeypatch):
+    """``worldrecall run`` ends its process after its one job: no settling, and the job builds no rows for a
+    re-score job that will not come; a multirun's jobs, and a launch in a process that goes on, do."""
+    calls, foresee = [], []
+    monkeypatch.setattr(job, "run_plain", lambda plain, **kw: foresee.append(kw["foresee"]) or 0)
     monkeypatch.setattr(hydra_entry, "settle_heap", lambda: calls.append(1))
-    assert cli.main(["run", f"output_root={tmp_path}", "progress=false", "tracking=none"]) == 0
-    assert calls == []
-    assert cli.hydra_run([f"output_root={tmp_path}", "progress=false", "tracking=none"]) == 0
-    assert calls == [1]
+    args = [f"output_root={tmp_path}", "progress=false", "tracking=none"]
+    assert cli.main(["run", *args]) == 0
+    assert calls == [] and foresee == [False]
+    assert cli.main(["run", "-m", *args, "workers=1,2"]) == 0
+    assert calls == [] and foresee == [False, True, True]
+    assert cli.hydra_run(args) == 0
+    assert calls == [1] and foresee == [False, True, True, True]

@@ -64,7 +64,12 @@ def hydra_job(cfg: DictConfig) -> int:
     # composed on the schema (config.yaml's first default): complete, typed and resolved already, so the job
     # does not merge it into the schema again (~35 ms a job; tests/test_cli.py checks the two are equal)
     plain = ResolvedConfig(to_plain(cfg))
-    return run_plain(plain, job_dir=job_dir, overrides=list(hc.overrides.task), sweep_dir=sweep_dir)
+    later_jobs = sweep_dir is not None or not _LAST_LAUNCH[0]  # a multirun's next job, or the next launch
+    return run_plain(plain, job_dir=job_dir, overrides=list(hc.overrides.task), sweep_dir=sweep_dir,
+                     foresee=later_jobs)
+
+
+_LAST_LAUNCH = [False]  # the running launch is this process's last (``launch(settle=False)``)
 
 
 def _codes(returns: Any) -> Iterable[int]:
@@ -87,9 +92,11 @@ def _codes(returns: Any) -> Iterable[int]:
 def launch(args: Sequence[str], settle: bool = True) -> int:
     """Run (or with ``-m`` multirun) :func:`hydra_job` over Hydra overrides ``args``; the worst exit code.
 
-    ``settle``: afterwards, :func:`settle_heap` for the process's next launch (False where the process ends
-    right after, as ``worldrecall run`` does).
+    ``settle``: afterwards, :func:`settle_heap` for the process's next launch. False where the process ends
+    right after, as ``worldrecall run`` does: then nothing is settled, and a single job does not foresee
+    the rows of a re-score job that will not come.
     """
+    _LAST_LAUNCH[0] = not settle
     code = _launch(args)
     if settle:
         settle_heap()

@@ -67,22 +67,22 @@ def fewer_collections() -> Iterator[None]:
 
 
 def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: list[str] | None = None,
-              sweep_dir: Path | None = None, host: PluginHost | None = None) -> int:
+              sweep_dir: Path | None = None, host: PluginHost | None = None, foresee: bool = True) -> int:
     """Run a config (a plain dict; missing keys take the schema's defaults) and write its outputs; returns
-    the exit code."""
+    the exit code. ``foresee``: a later job of this process may re-score (see :class:`Runner`)."""
     with fewer_collections():
-        return _run_plain(plain, job_dir, overrides, sweep_dir, host)
+        return _run_plain(plain, job_dir, overrides, sweep_dir, host, foresee)
 
 
 def _run_plain(plain: Mapping[str, Any], job_dir: Path | None, overrides: list[str] | None,
-               sweep_dir: Path | None, host: PluginHost | None) -> int:
+               sweep_dir: Path | None, host: PluginHost | None, foresee: bool = True) -> int:
     ctx_args = {"job_dir": job_dir, "overrides": tuple(overrides or ()), "sweep_dir": sweep_dir}
     try:
         cfg = resolve_config(plain)  # the only time: everything below reads this config or the result's
         host = host or host_for(cfg)
         for name, err in host.failures:
             print(f"warning: plugin {name!r} skipped: {err}", file=sys.stderr)
-        runner = Runner(cfg, host)
+        runner = Runner(cfg, host, foresee=foresee)
         # MLflow's ~1 s import overlaps the run instead of following it — unless the run will not log: a shard
         # (its merge logs), or a rerun of a logged config, which usually resumes every row and then reuses its
         # run without MLflow (sinks/tracking/reuse.py)

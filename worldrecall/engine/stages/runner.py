@@ -53,7 +53,11 @@ class ResultsNotWritable(RuntimeError):
 class Runner:
     """Runs every enabled benchmark of a config (a plain dict; missing keys take the schema's defaults)."""
 
-    def __init__(self, cfg: Mapping[str, Any], host: PluginHost):
+    def __init__(self, cfg: Mapping[str, Any], host: PluginHost, foresee: bool = True):
+        """``foresee``: a later job of this process may re-score these results, so a job that measures builds
+        the rows that job would take from the score memo (:meth:`_foresee`); False where the process ends
+        after this job (``worldrecall run`` without ``-m``)."""
+        self.foresee = foresee
         cfg = resolve_config(cfg)  # a no-op for the job's config, which is resolved already
         self.results_dir = Path(cfg["output_root"]) / "results" / run_key(cfg)  # the config as written
         self.cfg = cfg = ResolvedConfig(enable_metrics(cfg, host))  # metrics=[name, …] joins each to its benchmark
@@ -197,7 +201,7 @@ class Runner:
                 done_with(item, uses)
 
         emit = job.emit
-        if not here:  # a job that measures: what a later re-score job takes from the memo is built now
+        if self.foresee and not here:  # a job that measures: what a later re-score job takes is built now
             def emit(item: Case | CaseError, rows: list[ScoreRow]) -> None:
                 job.emit(item, rows)
                 self._foresee(plan, item)
