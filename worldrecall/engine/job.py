@@ -142,7 +142,7 @@ def merge_job(results_dir: Path, cfg: Mapping[str, Any], host: PluginHost, job_d
     digest = rows_digest(results_dir)
     rows = load_rows(results_dir)
     keys: dict[str, str] = {}
-    tables = aggregate_rows(host, rows, cfg, keys=keys)
+    tables = aggregate_rows(host, rows, cfg, keys=keys, defer_writes=True)  # its outputs follow
     result = build_result(Path(results_dir), rows, tables, cfg, host.plugins.values(), table_keys=keys)
     count = cfg["shard"]["count"]
     name = f"merged · {count} shards" if sweep_dir is not None and count > 1 else None

@@ -21,8 +21,10 @@ __all__ = ["Sink", "SinkContext", "write_sinks", "job_sinks", "shard_sinks", "me
 
 
 def _files() -> list[Sink]:
-    # order matters: the report embeds the plots; timing records the sinks before it; MLflow logs them all
-    return [TablesSink(), PlotsSink(), ReportSink(), SubmissionSink(), TimingSink(), JobSummarySink()]
+    # order matters: the report embeds the plots; timing records the sinks before it; MLflow logs them all.
+    # The report is written by a forked child while the tables and the submission (which read only the
+    # result) are written here; it is joined before timing (sinks/forked.py)
+    return [PlotsSink(), ReportSink(), TablesSink(), SubmissionSink(), TimingSink(), JobSummarySink()]
 
 
 def job_sinks() -> list[Sink]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from worldrecall.core.data import one_line
+from worldrecall.engine.stages.later import run_later
 from worldrecall.engine.stages.result import RunResult
 
 EXIT_OUTPUT_FAILED = 5  # every result was written, but an output (report, MLflow …) could not be
@@ -45,7 +46,20 @@ class SinkContext:
 
 
 class Sink(Protocol):
-    """One output of a run."""
+    """One output of a run.
+
+    Optional, declared on the class (torchmetrics-style metadata; absent means the conservative default):
+
+    - ``reads_outputs: bool = True`` — it reads what earlier sinks wrote (``ctx.written``, ``seconds``,
+      ``notes``). A sink that reads only the result says False, and may run while a forked sink is written.
+    - ``forks: bool = False`` (or ``forks(result) -> bool``) — it may be written by a forked child (:mod:`worldrecall.engine.sinks.forked`)
+      while the sinks after it that do not read outputs run here. Such a sink hands its in-memory memos back
+      through ``memo_keys() -> Any`` (in the child, before writing), ``memo_delta(keys) -> JSON`` and
+      ``memo_merge(delta)`` (here), so later jobs of this process find them.
+    - ``prepare(result, ctx) -> None`` — the part it can do before earlier outputs exist: called before it
+      forks, and, for every sink still to run, before a forked sink is waited for (MLflow makes its runs
+      while the report is written, and logs the files once they are there).
+    """
 
     name: str
 
@@ -54,19 +68,53 @@ class Sink(Protocol):
         ...
 
 
+def run_one(sink: Sink, result: RunResult, ctx: SinkContext) -> None:
+    """Write one sink, isolated: a failure is one line on stderr and a name in ``ctx.failed``."""
+    t0 = time.perf_counter()
+    try:
+        ctx.written.extend(sink.write(result, ctx))
+    except Exception as e:  # noqa: BLE001  (one output must not cost the others; the exit code tells)
+        log.debug("output %s failed", sink.name, exc_info=True)
+        print(f"error: output {sink.name} failed: {type(e).__name__}: {one_line(e)} (the other outputs were "
+              "written; rerun the same command to retry)", file=sys.stderr)
+        ctx.failed.append(sink.name)
+    ctx.seconds[sink.name] = time.perf_counter() - t0
+
+
+def _prepare(sink: Sink, result: RunResult, ctx: SinkContext) -> None:
+    prepare = getattr(sink, "prepare", None)
+    if prepare is None:
+        return
+    try:
+        prepare(result, ctx)
+    except Exception:  # noqa: BLE001  (what it prepares, ``write`` does again; its failure is reported there)
+        log.debug("output %s: preparing failed", sink.name, exc_info=True)
+
+
 def write_sinks(result: RunResult, ctx: SinkContext, sinks: Sequence[Sink]) -> int:
     """Run every sink in order, each isolated; returns the job's exit code.
 
-    That is the result's own code, or :data:`EXIT_OUTPUT_FAILED` where it was 0 and a sink failed.
+    That is the result's own code, or :data:`EXIT_OUTPUT_FAILED` where it was 0 and a sink failed. A sink that
+    ``forks`` is written by a child while the next sinks that do not read outputs run here; it is joined
+    before the first one that does (its files keep their place in ``ctx.written``).
     """
-    for sink in sinks:
-        t0 = time.perf_counter()
-        try:
-            ctx.written.extend(sink.write(result, ctx))
-        except Exception as e:  # noqa: BLE001  (one output must not cost the others; the exit code tells)
-            log.debug("output %s failed", sink.name, exc_info=True)
-            print(f"error: output {sink.name} failed: {type(e).__name__}: {one_line(e)} (the other outputs were "
-                  "written; rerun the same command to retry)", file=sys.stderr)
-            ctx.failed.append(sink.name)
-        ctx.seconds[sink.name] = time.perf_counter() - t0
+    from worldrecall.engine.sinks.forked import Forked, can_fork
+
+    pending: list[Forked] = []
+    for i, sink in enumerate(sinks):
+        if pending and getattr(sink, "reads_outputs", True):
+            for later in sinks[i:]:  # before waiting: what every sink still to run can do already
+                _prepare(later, result, ctx)
+            for f in pending:
+                f.join()
+            pending = []
+        forks = getattr(sink, "forks", False)
+        if (forks(result) if callable(forks) else forks) and can_fork():
+            _prepare(sink, result, ctx)
+            pending.append(Forked(sink, result, ctx, run_one))
+            continue
+        run_one(sink, result, ctx)
+    for f in pending:
+        f.join()
+    run_later()  # what no forked sink took with it: the job's new cache entries (stages/later.py)
     return EXIT_OUTPUT_FAILED if result.exit_code == 0 and ctx.failed else result.exit_code

@@ -30,6 +30,7 @@ class TablesSink:
     the resolved config (secrets redacted) and the plugin manifest."""
 
     name = "tables"
+    reads_outputs = False  # the result only: written while a forked report is (sinks/forked.py)
 
     def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
         tdir = result.results_dir / "tables"

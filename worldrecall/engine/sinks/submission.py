@@ -132,6 +132,7 @@ class SubmissionSink:
     """Writes the bundle under ``results/<key>/submission/``."""
 
     name = "submission"
+    reads_outputs = False  # the result only: written while a forked report is (sinks/forked.py)
 
     def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
         out = Path(result.results_dir) / "submission"

@@ -70,7 +70,8 @@ def value_meta(host: PluginHost, rows: Iterable[ScoreRow]) -> dict[str, dict[str
 
 def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any],
                    per_benchmark: Mapping[str, list[str]] | None = None,
-                   cache: AggregateCache | None = None, keys: dict[str, str] | None = None) -> dict[str, Any]:
+                   cache: AggregateCache | None = None, keys: dict[str, str] | None = None,
+                   defer_writes: bool = False) -> dict[str, Any]:
     """Run the global, suite and per-benchmark aggregators; returns every table by name.
 
     ``keys`` (when given) receives each table's content key: equal keys, equal tables (the key names the
@@ -80,13 +81,16 @@ def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any
     an aggregator saw before with the same params and code; an aggregator that declares ``by_benchmark`` is
     run (and cached) per benchmark and its tables concatenated in benchmark order, and one that declares
     ``by_metric`` per metric within a benchmark, so a re-score job aggregates the changed metric only.
+    ``defer_writes``: the default cache writes its new entries after the job's outputs (a job's caller that
+    writes them, :func:`~worldrecall.engine.sinks.base.write_sinks`, says so).
     """
     suite = cfg["suite"]
     if per_benchmark is None:
         # what the run itself aggregated (`worldrecall aggregate` and a shard merge give the same tables)
         per_benchmark = {n: list(b.get("aggregators") or []) for n, b in enabled_benchmarks(cfg).items()}
     if cache is None:
-        cache = AggregateCache(Path(cfg["cache_dir"]) / "aggregates" if cfg.get("cache_dir") else None)
+        cache = AggregateCache(Path(cfg["cache_dir"]) / "aggregates" if cfg.get("cache_dir") else None,
+                               defer=defer_writes)
     groups = _Groups(host, rows, cfg, cache)
     tables: dict[str, Any] = {}
     for name in list(cfg["aggregators"] or []) + list(suite.get("aggregators") or []):

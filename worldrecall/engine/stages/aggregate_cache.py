@@ -28,6 +28,7 @@ from worldrecall.core.atomic import atomic_write_text
 from worldrecall.core.cache import cache_key
 from worldrecall.core.digests import file_digest, file_state
 from worldrecall.engine.stages.bounded import remember
+from worldrecall.engine.stages.later import later
 
 log = logging.getLogger(__name__)
 FORMAT = 2  # bump when the stored layout changes
@@ -133,9 +134,12 @@ def _plain_same(a: pd.DataFrame, b: pd.DataFrame, text: str) -> bool:
 class AggregateCache:
     """``<cache_dir>/aggregates/<key[:2]>/<key>.json``: ``{"digest", "tables": {name: frame}}``."""
 
-    def __init__(self, root: Path | str | None):
+    def __init__(self, root: Path | str | None, defer: bool = False):
         self.root = Path(root) if root is not None else None
         self.hits = self.misses = 0
+        # defer: an entry computed here is kept in memory at once (trusted, as computed) and written after
+        # the job's outputs (stages/later.py); a job's outputs then never wait for its cache files
+        self.defer = defer
 
     def _path(self, key: str) -> Path:
         assert self.root is not None
@@ -148,7 +152,8 @@ class AggregateCache:
             return None
         p = self._path(key)
         known = _MEMO.get(str(p))
-        if known is not None and known[0] == file_state(p):  # read or written by this process, file unchanged since
+        # computed by this process, or read or written by it with the file unchanged since
+        if known is not None and (known[0] is COMPUTED or known[0] == file_state(p)):
             self.hits += 1
             return {name: df.copy() for name, df in known[1].items()} if copy else dict(known[1])
         try:
@@ -170,6 +175,14 @@ class AggregateCache:
         """Store ``tables`` when every one reads back identical; otherwise store nothing."""
         if self.root is None:
             return
+        if self.defer:
+            kept = {name: df.copy() for name, df in tables.items()}
+            remember(_MEMO, str(self._path(key)), (COMPUTED, kept), MEMO_ENTRIES)
+            later(lambda: self._write(key, kept, remembered=True))
+            return
+        self._write(key, tables)
+
+    def _write(self, key: str, tables: Mapping[str, Any], remembered: bool = False) -> None:
         enc: dict[str, Any] = {}
         for name, df in tables.items():
             doc = _encode(df)
@@ -188,7 +201,8 @@ class AggregateCache:
         try:
             atomic_write_text(self._path(key), json.dumps({"digest": hashlib.sha256(body.encode()).hexdigest(),
                                                            "tables": enc}, allow_nan=True))
-            _remember(self._path(key), {name: df.copy() for name, df in tables.items()})
+            if not remembered:
+                _remember(self._path(key), {name: df.copy() for name, df in tables.items()})
         except OSError as e:  # a full or read-only cache costs time, never results
             log.debug("could not write aggregate cache %s: %s", key, e)
 
@@ -196,8 +210,9 @@ class AggregateCache:
 # entry file -> (its state, tables), for the later jobs of this process (a sweep's re-score jobs read a
 # hundred small entries a job; each read from disk costs a parse, a digest and a frame build); a file changed
 # or removed since is read (and its digest checked) again
-_MEMO: dict[str, tuple[tuple[int, int, int] | None, dict[str, pd.DataFrame]]] = {}
+_MEMO: dict[str, tuple[Any, dict[str, pd.DataFrame]]] = {}
 MEMO_ENTRIES = 5000
+COMPUTED = object()  # the state of an entry this process computed: valid for its key whatever the file holds
 
 
 def _remember(p: Path, tables: dict[str, pd.DataFrame]) -> None:

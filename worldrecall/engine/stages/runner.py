@@ -112,7 +112,8 @@ class Runner:
             log.warning(msg)
         t0 = time.perf_counter()
         keys: dict[str, str] = {}
-        tables = aggregate_rows(self.host, rows, self.cfg, {p.name: p.aggregators for p in plans}, keys=keys)
+        tables = aggregate_rows(self.host, rows, self.cfg, {p.name: p.aggregators for p in plans}, keys=keys,
+                                defer_writes=True)  # the job's outputs follow (engine/job.py)
         self.timing["aggregate"] += time.perf_counter() - t0
         self.timing["total"] = time.perf_counter() - t_start
         backends = {r: self.hub.selection.get(r, "") for p in plans for m in p.metrics.values() for r in m.models}

@@ -142,9 +142,12 @@ class _Sections:
 
     def _keep_images(self, rules: Mapping[str, str]) -> None:
         for name, b64 in rules.items():
-            if name not in _KEPT_IMAGES and not self._image(name).exists():
-                atomic_write_text(self._image(name), b64)
-            _KEPT_IMAGES.add(name)
+            if name not in _KEPT_IMAGES:
+                if not self._image(name).exists():
+                    atomic_write_text(self._image(name), b64)
+                _KEPT_IMAGES.add(name)
+                if _JOURNAL is not None:
+                    _JOURNAL.append(("kept", name))
 
     def render(self, model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, memo: Path,
                opts: Mapping[str, Any]) -> str:
@@ -166,13 +169,84 @@ class _Sections:
                 atomic_write_text(path, json.dumps({"html": html_text, "images": list(local.rules)}))
             except OSError:
                 pass  # a full cache costs time, never the report
-        remember(_SECTION_MEMO, key, hit, 20_000)
+        _keep("sections", key, hit)
         imgs.merge(hit[1])
         return hit[0]
 
 
 _SECTION_MEMO: dict[str, tuple[str, dict[str, str]]] = {}
 _KEPT_IMAGES: set[str] = set()  # image names this process wrote or found under report_sections/images
+
+# -- the in-memory memos, and how a forked report hands its new entries back (engine/sinks/forked.py) ------
+_LIMITS = {"sections": 20_000, "fragments": 100_000, "charts": 50_000, "images": 200_000}
+# every image a memo entry holds, by name (the same string objects): a forked report sends back the names of
+# the images its new entries use, and the bytes of those this process has not seen
+_IMAGES: dict[str, str] = {}
+_JOURNAL: list[tuple[str, Any]] | None = None  # in a forked report: (memo, key) of each entry it adds
+
+
+def _memo(name: str) -> dict[Any, Any]:
+    return {"sections": _SECTION_MEMO, "fragments": _FRAGMENTS, "charts": _CHARTS, "images": _IMAGES}[name]
+
+
+def _keep(name: str, key: Any, value: Any) -> Any:
+    memo = _memo(name)
+    if key not in memo:
+        if _JOURNAL is not None:
+            _JOURNAL.append((name, key))
+        if name in ("sections", "fragments"):
+            for image, b64 in value[1].items():
+                if image not in _IMAGES:
+                    _keep("images", image, b64)
+    return remember(memo, key, value, _LIMITS[name])
+
+
+def start_journal() -> None:
+    """From now on (in a forked report child), note each memo entry added."""
+    global _JOURNAL
+    _JOURNAL = []
+
+
+def journal_delta() -> dict[str, Any]:
+    """The entries added since :func:`start_journal`, as JSON: keys as nested lists, images by name (with
+    the bytes of the images new to the memos)."""
+    out: dict[str, Any] = {"sections": [], "fragments": [], "charts": [], "kept": [], "images": {}}
+    for name, key in _JOURNAL or []:
+        memo = _memo(name) if name != "kept" else None
+        if memo is not None and key not in memo:  # added, then dropped again by the bound
+            continue
+        if name == "kept":
+            out["kept"].append(key)
+        elif name == "images":
+            out["images"][key] = memo[key]
+        elif name == "charts":
+            out["charts"].append([key, memo[key]])
+        else:
+            value, images = memo[key]
+            out[name].append([key, value, list(images)])
+    return out
+
+
+def _tuples(v: Any) -> Any:
+    """A JSON key back as the tuple it was (memo keys hold tuples only, never lists)."""
+    return tuple(_tuples(x) for x in v) if isinstance(v, list) else v
+
+
+def merge_delta(delta: dict[str, Any]) -> None:
+    """Take a forked report's new entries into this process's memos, as if it had rendered here (an entry
+    whose image this process no longer holds is left out: it is drawn again when needed)."""
+    for image, b64 in delta["images"].items():
+        remember(_IMAGES, image, b64, _LIMITS["images"])
+    for name in ("sections", "fragments"):
+        for key, value, names in delta[name]:
+            try:
+                images = {n: _IMAGES[n] for n in names}
+            except KeyError:
+                continue
+            _keep(name, key if name == "sections" else _tuples(key), (value, images))
+    for key, value in delta["charts"]:
+        _keep("charts", _tuples(key), value)
+    _KEPT_IMAGES.update(delta["kept"])
 
 
 def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str, Any]) -> Path:
@@ -302,7 +376,7 @@ class _Fragments:
         if hit is None:
             local = _Images()
             hit = (draw(local), dict(local.rules))
-            remember(_FRAGMENTS, k, hit, 100_000)
+            _keep("fragments", k, hit)
         imgs.merge(hit[1])
         return hit[0]
 
@@ -399,8 +473,7 @@ def _trace_chart(p: Path) -> str:
             t = json.loads(p.read_text())
         except ValueError:
             t = None
-        remember(_CHARTS, key, line_chart(t) if isinstance(t, dict) and t.get("kind") == "worldrecall.trace" else "",
-                  50_000)
+        _keep("charts", key, line_chart(t) if isinstance(t, dict) and t.get("kind") == "worldrecall.trace" else "")
     return _CHARTS[key]
 
 

@@ -26,6 +26,7 @@ import os
 import re
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +202,22 @@ def supersede(tracker: Any, runs: list[Any], by: str) -> None:
             tracker.set_tags(r.info.run_id, {SUPERSEDED_BY: by, CURRENT: "false"})
 
 
+def job_metrics(result: Any, host: Any) -> dict[str, Any]:
+    """What a job logs that depends on its result only: the headline and each model's metrics."""
+    return {"headline": headline_metrics(result, host), "models": per_model_metrics(result, host)}
+
+
+@dataclass
+class OpenJob:
+    """A job whose runs exist (with their metrics, params, tags and per-case files) and whose own files are
+    still to be logged (:func:`finish_job`)."""
+
+    job: str
+    made: bool  # in one transaction, finished already (a SQL store); else the job's run is still open
+    blobs: BlobStore
+    earlier: list[Any]
+
+
 def log_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, files: list[Path],
             overrides: list[str], parent: str | None, run_name: str, job_tags: Mapping[str, str],
             params: Mapping[str, Any]) -> tuple[str, bool]:
@@ -211,6 +228,15 @@ def log_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, file
     logged and the earlier runs of that config are tagged ``worldrecall.superseded_by=<new run>`` and
     ``worldrecall.current=false`` (sweep jobs always log: their sweep parent is new each time).
     """
+    opened = open_job(tracker, result, plain, host, files, overrides, parent, run_name, job_tags, params)
+    return opened if isinstance(opened, tuple) else finish_job(tracker, opened, files)
+
+
+def open_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, files: list[Path],
+             overrides: list[str], parent: str | None, run_name: str, job_tags: Mapping[str, str],
+             params: Mapping[str, Any]) -> tuple[str, bool] | OpenJob:
+    """:func:`log_job`'s first part, which needs the result and its tables (``files``' CSVs) only: the
+    earlier run reused, or the runs made. The MLflow sink does it while the report is still being written."""
     chash = result.provenance.config_hash
     digest = results_digest(files)
     earlier = earlier_invocations(tracker, chash) if parent is None else []
@@ -223,7 +249,8 @@ def log_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, file
     end = time.time()
     start = result.started_at or end  # the runner's own start (`aggregate` has none: its run is the merge)
     label = override_label(overrides)
-    head, best_tags = headline_metrics(result, host)
+    metrics = job_metrics(result, host)
+    head, best_tags = metrics["headline"]
     job_tags_all = {**job_tags, **best_tags, "worldrecall.kind": "job" if parent else "invocation",
                     "worldrecall.config_hash": chash, "worldrecall.results_digest": digest, CURRENT: "true"}
     over = {f"override.{o.partition('=')[0].lstrip('+~')}": o.partition("=")[2] for o in overrides if "=" in o}
@@ -232,12 +259,12 @@ def log_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, file
         if r.backend:
             backends_of.setdefault((r.benchmark, r.model), set()).add(backend_signature(r.backend))
     children = []
-    for (bench, model), metrics in sorted(per_model_metrics(result, host).items()):
+    for (bench, model), model_metrics in sorted(metrics["models"].items()):
         backends = sorted(backends_of.get((bench, model), set()) - {"-"})
         children.append({"key": (bench, model), "name": f"{model} · {bench}" + (f" · {label}" if label else ""),
                          "tags": {**job_tags, "worldrecall.kind": "model", "worldrecall.config_hash": chash,
                                   CURRENT: "true"},
-                         "metrics": metrics, "parent": 0, "params": {
+                         "metrics": model_metrics, "parent": 0, "params": {
                              "model": model, "benchmark": bench, "backends": ";".join(backends) or "-",
                              "backend_set": str((plain.get("models") or {}).get("set") or "-"),
                              "config_hash": chash, **over}})
@@ -257,11 +284,6 @@ def log_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, file
                 tracker.log_batch(child, metrics=c["metrics"], params=c["params"])
                 tracker.end_run(child, "FINISHED", end_time=end)
                 ids.append(child)
-        for p in files:
-            sub = {".csv": "tables", ".md": "tables", ".json": "meta", ".png": "plots", ".html": "report"}.get(p.suffix)
-            if sub and p.exists():
-                # tables and the report are written atomically (a new file each time): safe to hard-link
-                tracker.log_file_once(job, p, sub, blobs, link=sub in ("tables", "report"))
         index = case_index(result, blobs, output_root)
         for c, child in zip(children, ids):
             bench, model = c["key"]
@@ -271,14 +293,30 @@ def log_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, file
                 idx.parent.mkdir(parents=True, exist_ok=True)
                 idx.write_text(json.dumps({"blob_root": str(output_root), "files": entries}, indent=1))
                 tracker.log_file_once(child, idx, "cases", blobs)
-        if made is None:
+    except Exception:
+        tracker.end_run(job, "FAILED")
+        blobs.save()
+        raise
+    return OpenJob(job, made is not None, blobs, earlier)
+
+
+def finish_job(tracker: Any, opened: OpenJob, files: list[Path]) -> tuple[str, bool]:
+    """:func:`log_job`'s second part: the job's files (tables, meta, plots, report), then its run's end."""
+    job = opened.job
+    try:
+        for p in files:
+            sub = {".csv": "tables", ".md": "tables", ".json": "meta", ".png": "plots", ".html": "report"}.get(p.suffix)
+            if sub and p.exists():
+                # tables and the report are written atomically (a new file each time): safe to hard-link
+                tracker.log_file_once(job, p, sub, opened.blobs, link=sub in ("tables", "report"))
+        if not opened.made:
             tracker.end_run(job, "FINISHED", end_time=time.time())
     except Exception:
         tracker.end_run(job, "FAILED")
         raise
     finally:
-        blobs.save()
-    supersede(tracker, earlier, job)
+        opened.blobs.save()
+    supersede(tracker, opened.earlier, job)
     return job, False
 
 

@@ -9,6 +9,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from worldrecall.engine.redaction import flatten
 from worldrecall.engine.sinks.base import SinkContext
@@ -62,12 +63,35 @@ class MlflowSink:
 
     def __init__(self, run_name: str | None = None, rows_digest: str | None = None) -> None:
         self.run_name, self.rows_digest = run_name, rows_digest
+        self._opened: tuple[RunResult, Any] | None = None  # (result, what prepare opened, or its error)
+
+    def prepare(self, result: RunResult, ctx: SinkContext) -> None:
+        """The runs themselves (metrics, params, tags, per-case files), made while a forked report is still
+        being written: they need the result and its tables only. The job's files are logged by ``write``."""
+        try:
+            opened = self._open(result, ctx)
+        except Exception as e:  # noqa: BLE001  (``write`` raises it: the sink fails as it would have there)
+            opened = e
+        if opened is not None:
+            self._opened = (result, opened)
 
     def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
-        from worldrecall.engine.sinks.sweep_summary import current_swept_keys
-        from worldrecall.engine.sinks.tracking.runs import log_job, override_label, results_digest
-        from worldrecall.engine.sinks.tracking.tracker import Tracker
-        from worldrecall.engine.sinks.tracking.views import headline_keys
+        known, self._opened = self._opened, None
+        opened = known[1] if known is not None and known[0] is result else None
+        if isinstance(opened, Exception):
+            raise opened
+        if opened is None:
+            early = self._early(result, ctx)
+            if early is not None:
+                return early
+            opened = self._open(result, ctx)
+            if opened is None:
+                return []
+        return self._finish(result, ctx, opened)
+
+    def _early(self, result: RunResult, ctx: SinkContext) -> list[Path] | None:
+        """The outcome when nothing is to be logged (tracking off, rows logged already, a reused run)."""
+        from worldrecall.engine.sinks.tracking.runs import results_digest
 
         cfg = result.config
         tcfg = cfg["tracking"]
@@ -77,16 +101,13 @@ class MlflowSink:
             ctx.notes.append("MLflow: these merged rows are already logged (by the last shard or an earlier "
                              "aggregate)")
             return []
-        overrides = list(ctx.overrides)
-        parent = parent_run(ctx.sweep_dir)
-        files = [p for p in ctx.written if Path(p).is_relative_to(result.results_dir)]  # not the job folder's
-        t0 = time.perf_counter()
-        meta = result.results_dir / RECORD
-        digest = results_digest(files)
-        uri = store_uri(tcfg, Path(cfg["output_root"]))
-        if parent is None and self.rows_digest is None:
-            rec = reusable(result.results_dir, uri, result.provenance.config_hash, digest)
+        if parent_run(ctx.sweep_dir) is None and self.rows_digest is None:
+            t0 = time.perf_counter()
+            digest = results_digest(_files(result, ctx))
+            rec = reusable(result.results_dir, store_uri(tcfg, Path(cfg["output_root"])),
+                           result.provenance.config_hash, digest)
             if rec is not None:  # nothing changed: nothing to log, MLflow not even imported
+                meta = result.results_dir / RECORD
                 _write_record(meta, {**rec, "mlflow_s": round(time.perf_counter() - t0, 4), "setup_s": 0.0,
                                      "import_s": 0.0, "prefetch_s": 0.0, "reused": True,
                                      "reused_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
@@ -94,19 +115,46 @@ class MlflowSink:
                                  "again (that run is reused)")
                 ctx.notes.append(rec["ui"])
                 return [meta]
+        return None
+
+    def _open(self, result: RunResult, ctx: SinkContext) -> Any:
+        """The tracker and the job's runs (:func:`~worldrecall.engine.sinks.tracking.runs.open_job`); None
+        where there is nothing to log (then ``write`` says why) or MLflow is not installed."""
+        from worldrecall.engine.sinks.sweep_summary import current_swept_keys
+        from worldrecall.engine.sinks.tracking.runs import open_job, override_label
+        from worldrecall.engine.sinks.tracking.tracker import Tracker
+
+        cfg = result.config
+        tcfg = cfg["tracking"]
+        if not tcfg["enabled"] or (self.rows_digest is not None and already_logged(result.results_dir,
+                                                                                   self.rows_digest)):
+            return None
+        t0 = time.perf_counter()
         try:
             tracker = Tracker(tcfg, Path(cfg["output_root"]))
         except ImportError:
             print("warning: MLflow is not installed (pip install 'worldrecall[tracking]'); nothing tracked",
                   file=sys.stderr)
-            return []
+            return None
+        overrides = list(ctx.overrides)
+        parent = parent_run(ctx.sweep_dir)
         swept = set(current_swept_keys(ctx.sweep_dir)) if parent else set()
         varying = [o for o in overrides if o.partition("=")[0].lstrip("+~") in swept]  # what a job varies
         name = self.run_name or ((override_label(varying) or "job") if parent else
                                  (tcfg["run_name"] or f"worldrecall · {','.join(result.benchmarks) or 'no benchmark'}"))
-        t_log = time.perf_counter()
-        run_id, reused = log_job(tracker, result, cfg, ctx.host, files, varying, parent, name,
-                                 provenance_tags(result, overrides), flatten(dict(cfg)))
+        files = _files(result, ctx)
+        job = open_job(tracker, result, cfg, ctx.host, files, varying, parent, name,
+                       provenance_tags(result, overrides), flatten(dict(cfg)))
+        return {"tracker": tracker, "job": job, "parent": parent, "seconds": time.perf_counter() - t0}
+
+    def _finish(self, result: RunResult, ctx: SinkContext, opened: dict[str, Any]) -> list[Path]:
+        from worldrecall.engine.sinks.tracking.runs import finish_job, results_digest
+        from worldrecall.engine.sinks.tracking.views import headline_keys
+
+        t0 = time.perf_counter()
+        tracker, job, parent = opened["tracker"], opened["job"], opened["parent"]
+        files = _files(result, ctx)
+        run_id, reused = job if isinstance(job, tuple) else finish_job(tracker, job, files)
         if self.rows_digest is not None:
             mark_logged(result.results_dir, self.rows_digest)
         if reused:
@@ -116,10 +164,17 @@ class MlflowSink:
         ui = tracker.ui_command(run_id if parent is None else None, result.benchmarks, columns)
         ctx.notes.append(ui)
         # what was logged, for a later rerun (reuse.py); measured after logging, so not logged itself;
-        # benchmarks/pipeline.py reads the seconds
-        _write_record(meta, {"mlflow_s": round(time.perf_counter() - t_log + tracker.setup_s + tracker.import_s, 4),
+        # benchmarks/pipeline.py reads the seconds (both parts: the runs, then the files)
+        seconds = opened["seconds"] + time.perf_counter() - t0
+        meta = result.results_dir / RECORD
+        _write_record(meta, {"mlflow_s": round(seconds + tracker.import_s, 4),
                              "setup_s": round(tracker.setup_s, 4), "import_s": round(tracker.import_s, 4),
                              "prefetch_s": round(tracker.prefetch_s, 4), "run_id": run_id, "reused": reused,
                              "parent": parent, "uri": tracker.uri, "config_hash": result.provenance.config_hash,
-                             "results_digest": digest, "ui": ui})
+                             "results_digest": results_digest(files), "ui": ui})
         return [meta]
+
+
+def _files(result: RunResult, ctx: SinkContext) -> list[Path]:
+    """The job's files under its results folder (not the job folder's), in the order they were written."""
+    return [Path(p) for p in ctx.written if Path(p).is_relative_to(result.results_dir)]

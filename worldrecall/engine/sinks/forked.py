@@ -1,0 +1,155 @@
+"""A sink written by a forked child while the parent writes the next sinks (two cores, one job's outputs).
+
+A re-score job spends half its time after the run, in sinks that are independent of one another: the HTML
+report (a 20 MB page) needs only the result and the plots, while the tables, the submission bundle and
+MLflow's preparation need only the result. A sink that says so (``forks = True``) is written in a child
+forked from this process — it inherits the frozen result, the host and every memo, nothing is pickled — and
+joined before the first later sink that reads what the earlier ones wrote (``reads_outputs``, e.g. timing,
+MLflow, the console).
+
+What the child sends back is JSON (in an unlinked temporary file): its files, its seconds, its failure if it failed, what it
+printed and logged (replayed here, at the sink's place), and what it added to the sink's in-memory memos
+(``memo_keys`` / ``memo_delta`` / ``memo_merge``), so this process's later jobs find them as if the sink had
+run here. A child that dies or answers nothing is not a lost output: the sink is written here instead.
+
+Forking needs a platform with ``os.fork`` and a process without other Python threads (a thread holding a
+lock at the fork would leave the child waiting for it forever); otherwise the sink simply runs in order.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from worldrecall.engine.stages import later
+from worldrecall.engine.stages.result import RunResult
+
+log = logging.getLogger(__name__)
+RunOne = Callable[[Any, RunResult, Any], None]
+
+
+# threads a fork waits for (``os.register_at_fork``): MLflow's background import (sinks/tracking/tracker.py)
+FORK_SAFE_THREADS = {"mlflow-import"}
+
+
+def can_fork() -> bool:
+    """A fork is safe here: POSIX, and no other Python thread runs but those a fork waits for."""
+    others = [t for t in threading.enumerate() if t is not threading.main_thread()]
+    return (hasattr(os, "fork") and threading.current_thread() is threading.main_thread()
+            and all(t.name in FORK_SAFE_THREADS for t in others))
+
+
+class _Records(logging.Handler):
+    """The child's log records, kept to be handled again by the parent's loggers."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[dict[str, Any]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        exc = logging.Formatter().formatException(record.exc_info) if record.exc_info else ""
+        self.records.append({"name": record.name, "levelno": record.levelno, "levelname": record.levelname,
+                             "msg": record.getMessage() + (f"\n{exc}" if exc else ""), "pathname": record.pathname,
+                             "lineno": record.lineno, "funcName": record.funcName})
+
+
+class Forked:
+    """One sink being written by a forked child; :meth:`join` folds its outcome into the job's context."""
+
+    def __init__(self, sink: Any, result: RunResult, ctx: Any, run_one: RunOne) -> None:
+        self.sink, self.result, self.ctx, self.run_one = sink, result, ctx, run_one
+        self.at = len(ctx.written)  # its files go where the sink's place in the order is
+        sys.stdout.flush()
+        sys.stderr.flush()  # or the child would write this process's buffered lines a second time
+        from worldrecall.engine.stages.executor import _OpenCVPoolStopped
+
+        opencv = _OpenCVPoolStopped()  # a pool this process started would leave the child's OpenCV waiting
+        # the child's answer goes to an unlinked temporary file, read once the child is gone (a pipe would
+        # make the child wait, megabytes of memo 64 KiB at a time, until this process reads)
+        self.answer = tempfile.TemporaryFile()
+        try:
+            self.pid = os.fork()
+        except OSError:
+            opencv.restore()
+            self.answer.close()
+            raise
+        if self.pid == 0:
+            self._child(self.answer.fileno())  # never returns
+        opencv.restore()
+        later.hand_over()  # the child does the job's deferred cache writes, after its sink
+
+    def _child(self, fd: int) -> None:
+        code = 0
+        try:
+            from worldrecall.engine.stages.executor import die_with_parent
+
+            die_with_parent(os.getppid())
+            out, err, records = io.StringIO(), io.StringIO(), _Records()
+            sys.stdout, sys.stderr = out, err
+            for lg in [logging.root, *logging.Logger.manager.loggerDict.values()]:
+                if isinstance(lg, logging.Logger):
+                    lg.handlers, lg.propagate = [], True
+            logging.root.handlers = [records]
+            known = self.sink.memo_keys() if hasattr(self.sink, "memo_keys") else None
+            n_written, n_notes, n_failed = len(self.ctx.written), len(self.ctx.notes), len(self.ctx.failed)
+            self.run_one(self.sink, self.result, self.ctx)
+            memo = None
+            if known is not None and self.sink.name not in self.ctx.failed[n_failed:]:
+                try:
+                    memo = self.sink.memo_delta(known)
+                except Exception:  # noqa: BLE001  (a memo that cannot travel costs a later job time only)
+                    log.debug("memo of %s not handed back", self.sink.name, exc_info=True)
+            later.run_later()  # the deferred cache writes, on this core: the parent writes its own sinks meanwhile
+            doc = {"written": [str(p) for p in self.ctx.written[n_written:]], "notes": self.ctx.notes[n_notes:],
+                   "failed": self.ctx.failed[n_failed:], "seconds": self.ctx.seconds.get(self.sink.name, 0.0),
+                   "out": out.getvalue(), "err": err.getvalue(), "logs": records.records, "memo": memo}
+            data = json.dumps(doc, allow_nan=True).encode()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        except BaseException:  # noqa: BLE001  (no message: the parent writes the sink itself)
+            code = 1
+        finally:
+            os._exit(code)
+
+    def join(self) -> None:
+        """Wait for the child; its files, notes, failure, output and memo become this process's."""
+        t_join = time.perf_counter()
+        _, status = os.waitpid(self.pid, 0)
+        wait = time.perf_counter() - t_join
+        with self.answer as f:
+            f.seek(0)
+            data = f.read()
+        try:
+            if status != 0:
+                raise ValueError(f"exit status {status}")
+            doc = json.loads(data)
+        except ValueError as e:
+            log.debug("output %s: its forked child gave no result (%s); writing it here", self.sink.name, e)
+            n = len(self.ctx.written)
+            self.run_one(self.sink, self.result, self.ctx)
+            new = self.ctx.written[n:]
+            del self.ctx.written[n:]
+            self.ctx.written[self.at:self.at] = new  # in the sink's place, as if written in order
+            return
+        sys.stdout.write(doc["out"])
+        sys.stderr.write(doc["err"])
+        for rec in doc["logs"]:
+            record = logging.makeLogRecord(rec)
+            logging.getLogger(record.name).handle(record)
+        self.ctx.written[self.at:self.at] = [Path(p) for p in doc["written"]]
+        self.ctx.notes.extend(doc["notes"])
+        self.ctx.failed.extend(doc["failed"])
+        self.ctx.seconds[self.sink.name] = float(doc["seconds"])
+        self.ctx.seconds[f"{self.sink.name}.wait"] = wait  # what this process waited for it, after its own sinks
+        if doc["memo"] is not None:
+            self.sink.memo_merge(doc["memo"])
