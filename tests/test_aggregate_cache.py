@@ -238,7 +238,19 @@ def test_stats_aggregators_partition_by_metric_exactly(tmp_path):
     cfg = {"suite": {}, "aggregators": names, "benchmarks": {}, "cache_dir": str(tmp_path),
            "aggregator_params": {"bootstrap": {"replicates": 200}, "paired": {"replicates": 200}}}
     partitioned = aggregate_rows(host, rows, cfg, per_benchmark={})
+    from worldrecall.engine.stages import aggregate as aggregate_mod
     from worldrecall.engine.stages.aggregate import _params, value_meta
+
+    joins: list[int] = []
+    real_concat = aggregate_mod._concat
+    aggregate_mod._concat = lambda frames: joins.append(1) or real_concat(frames)
+    try:  # the same parts again: each whole is the one joined before (a copy), not joined again
+        again = aggregate_rows(host, _three_metric_rows(), cfg, per_benchmark={})
+    finally:
+        aggregate_mod._concat = real_concat
+    assert joins == [] and all(again[t] is not partitioned[t] for t in again)
+    for tname, df in again.items():
+        pd.testing.assert_frame_equal(df, partitioned[tname], check_exact=True)
 
     for name in names:
         agg = host.aggregator(name)

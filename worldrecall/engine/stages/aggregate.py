@@ -141,6 +141,10 @@ class _Groups:
         :func:`joined_parts` gives the parts and the order their rows take in the whole."""
         parts = [self.key_of(f) for f in frames]
         key = cache_key({"parts": parts, "order": list(order or [])}) if all(parts) else None
+        known = _WHOLES.get(key) if key is not None and key in _JOINS else None
+        if known is not None:  # the same parts joined by an earlier job: that whole (a copy leaves this stage)
+            self._shared.setdefault(id(known), []).append(known)
+            return self._keyed(known, key)
         whole = _concat(frames)
         rows = np.arange(len(whole))
         if order and len(whole):
@@ -150,6 +154,8 @@ class _Groups:
         if key is not None:
             kept = [(k, f) for k, f in zip(parts, frames) if len(f)] or [(parts[0], frames[0])]
             remember(_JOINS, key, (kept, rows), 2000)
+            remember(_WHOLES, key, whole, 2000)
+            self._shared.setdefault(id(whole), []).append(whole)
         return self._keyed(whole, key)
 
     def rows_of(self, key: Any) -> list[ScoreRow]:
@@ -237,6 +243,7 @@ def _grouped(rows: list[ScoreRow]) -> bool:
 # a joined table's key -> ([(part key, part frame)], the part rows' order in the whole: row i of the whole is
 # row rows[i] of the parts' rows one after another), for the sinks to write a whole from its parts' lines
 _JOINS: dict[str, tuple[list[tuple[str, Any]], Any]] = {}
+_WHOLES: dict[str, Any] = {}  # a joined table's key -> the whole, for later jobs (a re-score joins the same parts)
 
 
 def joined_parts(key: str | None) -> tuple[list[tuple[str, Any]], Any] | None:
