@@ -217,3 +217,14 @@ def test_mlflow_makes_its_runs_while_the_report_is_written_and_logs_it_after(tmp
     assert len(runs_made) == 1 + len(MODELS)  # the job and one per (benchmark, model), no duplicate
     arts = {a.path for a in client.list_artifacts(rec["run_id"], "report")}
     assert arts == {"report/index.html"}
+
+
+def test_a_fork_that_fails_writes_the_sink_here_in_order(tmp_path, monkeypatch):
+    def no_fork():
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(forked.os, "fork", no_fork)
+    pids = _spy(monkeypatch, tmp_path, "write_report")
+    _fresh_memos(monkeypatch)
+    results = _job(tmp_path, "nofork", workers=1)  # (no worker forks either)
+    assert _pids(pids) == [os.getpid()] and (results / "report" / "index.html").is_file()

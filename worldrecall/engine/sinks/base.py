@@ -111,8 +111,11 @@ def write_sinks(result: RunResult, ctx: SinkContext, sinks: Sequence[Sink]) -> i
         forks = getattr(sink, "forks", False)
         if (forks(result) if callable(forks) else forks) and can_fork():
             _prepare(sink, result, ctx)
-            pending.append(Forked(sink, result, ctx, run_one))
-            continue
+            try:
+                pending.append(Forked(sink, result, ctx, run_one))
+                continue
+            except OSError as e:  # no fork to be had (out of memory, a process limit): written here, in order
+                log.debug("output %s: not forked (%s)", sink.name, e)
         run_one(sink, result, ctx)
     for f in pending:
         f.join()

@@ -22,6 +22,7 @@ import io
 import json
 import logging
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -93,6 +94,7 @@ class Forked:
             from worldrecall.engine.stages.executor import die_with_parent
 
             die_with_parent(os.getppid())
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C (as for forked workers)
             out, err, records = io.StringIO(), io.StringIO(), _Records()
             sys.stdout, sys.stderr = out, err
             for lg in [logging.root, *logging.Logger.manager.loggerDict.values()]:
