@@ -117,36 +117,6 @@ def test_the_first_rescore_job_after_a_cold_one_takes_the_unchanged_rows_as_fore
     assert _content(fresh.rows, tmp_path, "fresh") == _content(b.rows, tmp_path, "cache")
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_a_cold_job_reads_its_small_measurements_ahead_for_the_first_rescore_job(tmp_path, monkeypatch, workers):
-    """Foreseeing a case also reads its small measurement entries into memory: the first re-score job then
-    reads no measurement file, and scores what a fresh process scores."""
-    from worldrecall.core.cache import MeasurementCache
-
-    run = _run_with(tmp_path, workers)
-    _fresh_process()
-    cold = run("a", 10.0)
-    assert cold.cache_stats.get("hits", 0) == 0  # the reads ahead are not this job's hits
-    assert len(measurement_memo._MEMO) == 12  # two metrics x six cases, each a few KB
-    reads: list[str] = []
-    real = MeasurementCache.load
-    monkeypatch.setattr(MeasurementCache, "load", lambda self, m, k: reads.append(m) or real(self, m, k))
-    b = run("b", 20.0)  # brightness re-scored from its measurements
-    assert reads == [] and b.cache_stats["hits"] == 6
-    monkeypatch.setattr(MeasurementCache, "load", real)
-    _fresh_process()
-    fresh = run("c", 20.0, cache="fresh")
-    assert _content(fresh.rows, tmp_path, "fresh") == _content(b.rows, tmp_path, "cache")
-
-
-def test_a_big_measurement_is_not_read_ahead(tmp_path, monkeypatch):
-    monkeypatch.setattr(measurement_memo, "WARM_BYTES", 10)  # every entry is "big"
-    run = _run_with(tmp_path, 2)
-    _fresh_process()
-    run("a", 10.0)
-    assert not measurement_memo._MEMO
-
-
 def test_a_job_told_no_later_job_follows_foresees_nothing(tmp_path):
     from worldrecall.engine.stages.runner import Runner
 

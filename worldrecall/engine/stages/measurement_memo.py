@@ -19,7 +19,6 @@ from worldrecall.core.cache import MeasurementCache, split_measurement
 from worldrecall.core.digests import file_state
 
 MEMO_BYTES = 128 << 20  # a default run's re-scored metric needs a few MB
-WARM_BYTES = 64 << 10  # entries a cold job reads ahead for its first re-score job: the small ones
 _OWNER = os.getpid()  # forked workers keep nothing: their memory is the frames' (``video.max_bytes``)
 # entry file -> (its state, meta as JSON text, arrays, their bytes)
 _MEMO: dict[str, tuple[Any, str, dict[str, np.ndarray], int]] = {}
@@ -38,21 +37,6 @@ class ProcessMeasurementCache(MeasurementCache):
         if got is not None:
             _remember(path, got)
         return got
-
-    def warm(self, metric: str, key: str) -> None:
-        """Read a small entry into memory now, for a later job (a cold job foresees its first re-score job,
-        which then scores these measurements without reading their files)."""
-        path = self.path_for(metric, key)
-        if str(path) in _MEMO:
-            return
-        try:
-            if path.stat().st_size > WARM_BYTES:
-                return  # the big ones (point clouds, inventories) would push the rest out
-        except OSError:
-            return
-        hits, misses, corrupt = self.hits, self.misses, self.corrupt
-        self.load(metric, key)
-        self.hits, self.misses, self.corrupt = hits, misses, corrupt  # not this job's reads
 
 
 

@@ -77,7 +77,6 @@ class CasePipeline:
         self.write_artifacts, self.device, self.batch_size = artifacts, device, batch_size
         self.counters = Counters()
         self.merged = Counters()  # what forked workers reported
-        self._foreseeing = False  # in foreseen_rows
 
     # -- counters -------------------------------------------------------------------------------
     def reset_counters(self) -> None:
@@ -145,15 +144,12 @@ class CasePipeline:
     def foreseen_rows(self, plan: BenchmarkPlan, item: Case | CaseError) -> list[ScoreRow]:
         """The rows a later job of this process would take from the score memo for this case, built now by
         that job's own memo pass (a cold job's case, once its workers' memo entries are here): each carries
-        its row-memo key. The case's small measurement entries are read into memory too (that job re-scores
-        one metric from them). Counted as ``foresee`` time, not as alignment or measurement, and not as hits."""
+        its row-memo key. Counted as ``foresee`` time, not as alignment or measurement, and not as memo hits."""
         t0 = time.perf_counter()
         timing, hits = dict(self.counters.timing), (self.scores.hits, self.alignments.hits)
-        self._foreseeing = True
         try:
             rows, _ = self._rows(plan, item, lambda key: False, memo_only=True)
         finally:
-            self._foreseeing = False
             self.counters.timing.clear()
             self.counters.timing.update(timing)
             self.scores.hits, self.alignments.hits = hits
@@ -256,8 +252,6 @@ class CasePipeline:
             t0 = time.perf_counter()
             key, score_key = self.keys(metric, case, alignment)
             memo = self.scores.get(metric.name, score_key)
-            if memo is not None and self._foreseeing:  # a later job re-scores this measurement, likely
-                self.measurements.warm(metric.name, key)
             if memo is not None:  # pure score of the same inputs: reuse (no measurement load at all)
                 row.__dict__["_score_memo"] = (score_key, self.scores.text_of(metric.name, score_key))
                 row.values = memo["values"]
