@@ -96,14 +96,16 @@ RERUN = RUN.replace('print(json.dumps({"rc": rc}))',
                     'print(json.dumps({"rc": rc, "mlflow_loaded": "mlflow" in sys.modules}))')
 
 
-def _toy_args(tmp_path: Path) -> tuple[list[str], Path]:
+def _toy_args(tmp_path: Path, report: bool = False) -> tuple[list[str], Path]:
     ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
     out = tmp_path / "out"
-    return ["run", *toy_cli_overrides(ds, out, "workers=1", *_LIGHT, max_side=None)], out
+    light = [a for a in _LIGHT if not (report and a.startswith("report."))]
+    return ["run", *toy_cli_overrides(ds, out, "workers=1", *light, max_side=None)], out
 
 
-def test_a_rerun_that_changed_nothing_reuses_its_run_without_loading_mlflow(tmp_path):
-    args, out = _toy_args(tmp_path)
+@pytest.mark.parametrize("report", [False, True])  # with the report, written by a forked child meanwhile
+def test_a_rerun_that_changed_nothing_reuses_its_run_without_loading_mlflow(tmp_path, report):
+    args, out = _toy_args(tmp_path, report)
     first = _python(RERUN, json.dumps(args), str(Path(__file__).parent))
     assert json.loads(first.stdout.splitlines()[-1]) == {"rc": 0, "mlflow_loaded": True}, first.stderr[-3000:]
     rec = json.loads(next((out / "results").glob("*/meta/tracking.json")).read_text())

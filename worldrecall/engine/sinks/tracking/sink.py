@@ -63,72 +63,81 @@ class MlflowSink:
 
     def __init__(self, run_name: str | None = None, rows_digest: str | None = None) -> None:
         self.run_name, self.rows_digest = run_name, rows_digest
-        self._opened: tuple[RunResult, Any] | None = None  # (result, what prepare opened, or its error)
+        self._opened: tuple[RunResult, Any] | None = None  # (result, what prepare opened, None or its error)
 
     def prepare(self, result: RunResult, ctx: SinkContext) -> None:
         """The runs themselves (metrics, params, tags, per-case files), made while a forked report is still
-        being written: they need the result and its tables only. The job's files are logged by ``write``."""
+        being written: they need the result and its tables only. The job's files are logged by ``write``.
+        Where nothing is to be logged (tracking off, rows logged already, a reused run) it does nothing:
+        ``write`` says why, without importing MLflow."""
+        if self._nothing_to_log(result, ctx) is not None:
+            return
         try:
-            opened = self._open(result, ctx)
+            opened = self._open(result, ctx)  # None: MLflow is not installed (said once, there)
         except Exception as e:  # noqa: BLE001  (``write`` raises it: the sink fails as it would have there)
             opened = e
-        if opened is not None:
-            self._opened = (result, opened)
+        self._opened = (result, opened)
 
     def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
         known, self._opened = self._opened, None
-        opened = known[1] if known is not None and known[0] is result else None
-        if isinstance(opened, Exception):
-            raise opened
-        if opened is None:
-            early = self._early(result, ctx)
-            if early is not None:
-                return early
-            opened = self._open(result, ctx)
-            if opened is None:
-                return []
-        return self._finish(result, ctx, opened)
+        if known is not None and known[0] is result:  # prepared
+            if isinstance(known[1], Exception):
+                raise known[1]
+            return [] if known[1] is None else self._finish(result, ctx, known[1])
+        early = self._early(result, ctx)
+        if early is not None:
+            return early
+        opened = self._open(result, ctx)
+        return [] if opened is None else self._finish(result, ctx, opened)
 
-    def _early(self, result: RunResult, ctx: SinkContext) -> list[Path] | None:
-        """The outcome when nothing is to be logged (tracking off, rows logged already, a reused run)."""
+    def _nothing_to_log(self, result: RunResult, ctx: SinkContext) -> tuple[str, Any] | None:
+        """Why nothing is to be logged — ("off" | "logged" | "reused", the reused run's record) — or None.
+        Reads the record of an earlier run only: no side effect, MLflow not imported."""
         from worldrecall.engine.sinks.tracking.runs import results_digest
 
         cfg = result.config
         tcfg = cfg["tracking"]
         if not tcfg["enabled"]:
-            return []
+            return ("off", None)
         if self.rows_digest is not None and already_logged(result.results_dir, self.rows_digest):
-            ctx.notes.append("MLflow: these merged rows are already logged (by the last shard or an earlier "
-                             "aggregate)")
-            return []
+            return ("logged", None)
         if parent_run(ctx.sweep_dir) is None and self.rows_digest is None:
-            t0 = time.perf_counter()
-            digest = results_digest(_files(result, ctx))
             rec = reusable(result.results_dir, store_uri(tcfg, Path(cfg["output_root"])),
-                           result.provenance.config_hash, digest)
-            if rec is not None:  # nothing changed: nothing to log, MLflow not even imported
-                meta = result.results_dir / RECORD
-                _write_record(meta, {**rec, "mlflow_s": round(time.perf_counter() - t0, 4), "setup_s": 0.0,
-                                     "import_s": 0.0, "prefetch_s": 0.0, "reused": True,
-                                     "reused_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-                ctx.notes.append(f"MLflow: same config and same numbers as run {rec['run_id']}; nothing logged "
-                                 "again (that run is reused)")
-                ctx.notes.append(rec["ui"])
-                return [meta]
+                           result.provenance.config_hash, results_digest(_files(result, ctx)))
+            if rec is not None:
+                return ("reused", rec)
         return None
 
+    def _early(self, result: RunResult, ctx: SinkContext) -> list[Path] | None:
+        """The outcome when nothing is to be logged (tracking off, rows logged already, a reused run)."""
+        t0 = time.perf_counter()
+        why = self._nothing_to_log(result, ctx)
+        if why is None:
+            return None
+        if why[0] == "logged":
+            ctx.notes.append("MLflow: these merged rows are already logged (by the last shard or an earlier "
+                             "aggregate)")
+        if why[0] != "reused":
+            return []
+        rec = why[1]  # nothing changed: nothing to log, MLflow not even imported
+        meta = result.results_dir / RECORD
+        _write_record(meta, {**rec, "mlflow_s": round(time.perf_counter() - t0, 4), "setup_s": 0.0,
+                             "import_s": 0.0, "prefetch_s": 0.0, "reused": True,
+                             "reused_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        ctx.notes.append(f"MLflow: same config and same numbers as run {rec['run_id']}; nothing logged "
+                         "again (that run is reused)")
+        ctx.notes.append(rec["ui"])
+        return [meta]
+
     def _open(self, result: RunResult, ctx: SinkContext) -> Any:
-        """The tracker and the job's runs (:func:`~worldrecall.engine.sinks.tracking.runs.open_job`); None
-        where there is nothing to log (then ``write`` says why) or MLflow is not installed."""
+        """The tracker and the job's runs (:func:`~worldrecall.engine.sinks.tracking.runs.open_job`), for a
+        job :meth:`_nothing_to_log` let through; None where MLflow is not installed."""
         from worldrecall.engine.sinks.sweep_summary import current_swept_keys
         from worldrecall.engine.sinks.tracking.runs import open_job, override_label
         from worldrecall.engine.sinks.tracking.tracker import Tracker
 
         cfg = result.config
         tcfg = cfg["tracking"]
-        if not tcfg["enabled"] or (self.rows_digest is not None and already_logged(result.results_dir,
-                                                                                   self.rows_digest)):
-            return None
         t0 = time.perf_counter()
         try:
             tracker = Tracker(tcfg, Path(cfg["output_root"]))
