@@ -182,14 +182,25 @@ def test_no_fork_where_another_thread_runs(monkeypatch):
     finally:
         stop.set()
         t.join()
-    quiet = threading.Thread(target=stop.wait, name="mlflow-import", daemon=True)  # waited for at every fork
-    stop.clear()
-    quiet.start()
-    try:
-        assert forked.can_fork()
-    finally:
-        stop.set()
-        quiet.join()
+    for name in ("mlflow-import", "tqdm_monitor"):  # waited for at every fork; a progress bar's, for good
+        quiet = threading.Thread(target=stop.wait, name=name, daemon=True)
+        stop.clear()
+        quiet.start()
+        try:
+            assert forked.can_fork()
+        finally:
+            stop.set()
+            quiet.join()
+
+
+def test_a_job_with_progress_bars_still_forks_its_report(tmp_path, monkeypatch):
+    """A progress bar starts tqdm's monitor thread for the life of the process: that must not turn the
+    overlap off for every later job (a sweep in a terminal)."""
+    pids = _spy(monkeypatch, tmp_path, "write_report")
+    _fresh_memos(monkeypatch)
+    _job(tmp_path, "bars", progress=True)
+    _job(tmp_path, "bars2", progress=True)
+    assert len(_pids(pids)) == 2 and all(p != os.getpid() for p in _pids(pids))
 
 
 @pytest.mark.parametrize("workers", [1, 2])

@@ -38,8 +38,10 @@ log = logging.getLogger(__name__)
 RunOne = Callable[[Any, RunResult, Any], None]
 
 
-# threads a fork waits for (``os.register_at_fork``): MLflow's background import (sinks/tracking/tracker.py)
-FORK_SAFE_THREADS = {"mlflow-import"}
+# threads that cannot leave the child waiting: MLflow's background import, which every fork waits for
+# (``os.register_at_fork``, sinks/tracking/tracker.py), and tqdm's monitor, which any progress bar starts for
+# the life of the process and which takes only tqdm's own lock (a forked sink draws no bar)
+FORK_SAFE_THREADS = {"mlflow-import", "tqdm_monitor"}
 
 
 def can_fork() -> bool:
