@@ -82,7 +82,7 @@ def _run_plain(plain: Mapping[str, Any], job_dir: Path | None, overrides: list[s
         host = host or host_for(cfg)
         for name, err in host.failures:
             print(f"warning: plugin {name!r} skipped: {err}", file=sys.stderr)
-        runner = Runner(cfg, host, foresee=foresee)
+        runner = Runner(cfg, host, foresee=foresee, defer_cache_writes=True)  # write_sinks follows
         # MLflow's ~1 s import overlaps the run instead of following it — unless the run will not log: a shard
         # (its merge logs), or a rerun of a logged config, which usually resumes every row and then reuses its
         # run without MLflow (sinks/tracking/reuse.py)

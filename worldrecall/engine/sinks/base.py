@@ -54,7 +54,8 @@ class Sink(Protocol):
       ``notes``). A sink that reads only the result says False, and may run while a forked sink is written.
     - ``forks: bool = False`` (or ``forks(result) -> bool``) — it may be written by a forked child (:mod:`worldrecall.engine.sinks.forked`)
       while the sinks after it that do not read outputs run here. Such a sink hands its in-memory memos back
-      through ``memo_keys() -> Any`` (in the child, before writing), ``memo_delta(keys) -> JSON`` and
+      through ``memo_mark() -> Any`` (in the child, before writing: what to tell new entries by),
+      ``memo_delta(mark) -> JSON`` and
       ``memo_merge(delta)`` (here), so later jobs of this process find them.
     - ``prepare(result, ctx) -> None`` — the part it can do before earlier outputs exist: called before it
       forks, and, for every sink still to run, before a forked sink is waited for (MLflow makes its runs

@@ -9,7 +9,7 @@ MLflow, the console).
 
 What the child sends back is JSON (in an unlinked temporary file): its files, its seconds, its failure if it failed, what it
 printed and logged (replayed here, at the sink's place), and what it added to the sink's in-memory memos
-(``memo_keys`` / ``memo_delta`` / ``memo_merge``), so this process's later jobs find them as if the sink had
+(``memo_mark`` / ``memo_delta`` / ``memo_merge``), so this process's later jobs find them as if the sink had
 run here. A child that dies or answers nothing is not a lost output: the sink is written here instead.
 
 Forking needs a platform with ``os.fork`` and a process without other Python threads (a thread holding a
@@ -73,9 +73,9 @@ class Forked:
         self.at = len(ctx.written)  # its files go where the sink's place in the order is
         sys.stdout.flush()
         sys.stderr.flush()  # or the child would write this process's buffered lines a second time
-        from worldrecall.engine.stages.executor import _OpenCVPoolStopped
+        from worldrecall.engine.stages.executor import OpenCVPoolStopped
 
-        opencv = _OpenCVPoolStopped()  # a pool this process started would leave the child's OpenCV waiting
+        opencv = OpenCVPoolStopped()  # a pool this process started would leave the child's OpenCV waiting
         # the child's answer goes to an unlinked temporary file, read once the child is gone (a pipe would
         # make the child wait, megabytes of memo 64 KiB at a time, until this process reads)
         self.answer = tempfile.TemporaryFile()
@@ -103,13 +103,13 @@ class Forked:
                 if isinstance(lg, logging.Logger):
                     lg.handlers, lg.propagate = [], True
             logging.root.handlers = [records]
-            known = self.sink.memo_keys() if hasattr(self.sink, "memo_keys") else None
+            mark = self.sink.memo_mark() if hasattr(self.sink, "memo_mark") else None
             n_written, n_notes, n_failed = len(self.ctx.written), len(self.ctx.notes), len(self.ctx.failed)
             self.run_one(self.sink, self.result, self.ctx)
             memo = None
-            if known is not None and self.sink.name not in self.ctx.failed[n_failed:]:
+            if mark is not None and self.sink.name not in self.ctx.failed[n_failed:]:
                 try:
-                    memo = self.sink.memo_delta(known)
+                    memo = self.sink.memo_delta(mark)
                 except Exception:  # noqa: BLE001  (a memo that cannot travel costs a later job time only)
                     log.debug("memo of %s not handed back", self.sink.name, exc_info=True)
             later.run_later()  # the deferred cache writes, on this core: the parent writes its own sinks meanwhile

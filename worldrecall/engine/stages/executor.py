@@ -106,7 +106,7 @@ class ForkExecutor:
                 w.group = None
                 w.conn.send_bytes(b"null")  # no more work: the worker exits
 
-        opencv = _OpenCVPoolStopped()  # before the first fork, until the last worker is joined
+        opencv = OpenCVPoolStopped()  # before the first fork, until the last worker is joined
         try:
             for slot in range(min(self.workers, len(todo))):
                 start(slot)
@@ -166,7 +166,7 @@ class _Worker:
         self.next_item = 0
 
 
-class _OpenCVPoolStopped:
+class OpenCVPoolStopped:
     """OpenCV's thread pool stopped in this process while workers are forked from it, then given back.
 
     A pool the parent started (any large OpenCV call with more than one thread) is copied into a forked child

@@ -53,11 +53,14 @@ class ResultsNotWritable(RuntimeError):
 class Runner:
     """Runs every enabled benchmark of a config (a plain dict; missing keys take the schema's defaults)."""
 
-    def __init__(self, cfg: Mapping[str, Any], host: PluginHost, foresee: bool = True):
+    def __init__(self, cfg: Mapping[str, Any], host: PluginHost, foresee: bool = True,
+                 defer_cache_writes: bool = False):
         """``foresee``: a later job of this process may re-score these results, so a job that measures builds
         the rows that job would take from the score memo (:meth:`_foresee`); False where the process ends
-        after this job (``worldrecall run`` without ``-m``)."""
-        self.foresee = foresee
+        after this job (``worldrecall run`` without ``-m``). ``defer_cache_writes``: the caller writes the
+        job's outputs next (:func:`~worldrecall.engine.sinks.base.write_sinks`), which writes the new aggregate
+        cache entries after them (``stages/later.py``)."""
+        self.foresee, self.defer_cache_writes = foresee, defer_cache_writes
         cfg = resolve_config(cfg)  # a no-op for the job's config, which is resolved already
         self.results_dir = Path(cfg["output_root"]) / "results" / run_key(cfg)  # the config as written
         self.cfg = cfg = ResolvedConfig(enable_metrics(cfg, host))  # metrics=[name, …] joins each to its benchmark
@@ -113,7 +116,7 @@ class Runner:
         t0 = time.perf_counter()
         keys: dict[str, str] = {}
         tables = aggregate_rows(self.host, rows, self.cfg, {p.name: p.aggregators for p in plans}, keys=keys,
-                                defer_writes=True)  # the job's outputs follow (engine/job.py)
+                                defer_writes=self.defer_cache_writes)
         self.timing["aggregate"] += time.perf_counter() - t0
         self.timing["total"] = time.perf_counter() - t_start
         backends = {r: self.hub.selection.get(r, "") for p in plans for m in p.metrics.values() for r in m.models}

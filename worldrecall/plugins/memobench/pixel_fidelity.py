@@ -54,14 +54,18 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
 
 def gray_stats(frame: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One frame's own SSIM terms: (x, μx, μx², σx²) of its OpenCV grayscale in float32."""
-    import cv2
-
-    x = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY).astype(np.float32)
+    x = _gray(frame)
     mx = _blur(x)
     mx2 = mx * mx
     sx2 = _blur(x * x)
     sx2 -= mx2
     return x, mx, mx2, sx2
+
+
+def _gray(frame: np.ndarray) -> np.ndarray:
+    import cv2
+
+    return cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY).astype(np.float32)
 
 
 def _blur(z: np.ndarray) -> np.ndarray:
@@ -141,10 +145,8 @@ class _GtStats:
                 old = self.kept.pop(next(iter(self.kept)))
                 self.nbytes -= old[0].nbytes + old[1].nbytes
             return x, mx, mx2, sx2
-        import cv2
-
         mx, sx2 = hit
-        return cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY).astype(np.float32), mx, mx * mx, sx2
+        return _gray(frame), mx, mx * mx, sx2
 
 
 GT_STATS_BYTES = 64 << 20  # a 320x240 clip's resampled GT frames; larger frames reuse what fits

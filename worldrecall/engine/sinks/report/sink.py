@@ -35,13 +35,14 @@ class ReportSink:
 
         return [write_report(result, ctx.host, [p for p in ctx.written if p.suffix == ".png"], result.config)]
 
-    def memo_keys(self) -> Any:
+    def memo_mark(self) -> Any:
+        """The report's memos note each entry added from now on (the mark is that journal)."""
         from worldrecall.engine.sinks.report import html
 
         html.start_journal()
         return True
 
-    def memo_delta(self, keys: Any) -> dict[str, Any]:
+    def memo_delta(self, mark: Any) -> dict[str, Any]:
         from worldrecall.engine.sinks.report import html
 
         return html.journal_delta()
