@@ -158,6 +158,21 @@ def test_ors_area_band_is_a_threshold():
     assert v["score"] == 0.225
 
 
+def test_ors_bands_are_chosen_per_frame():
+    from worldrecall.plugins.memobench.ors import frame_confidences
+
+    # frame 0: an in-band 0.5 beats a fallback-band 0.9 (the fallback band is looked at only when the first is
+    # empty); frame 1: fallback only, best of 0.3 / 0.6; frame 2: its 0.1 is below min_score 0.2,
+    # so only the 0.4 counts; a candidate on frame 5 (past n_r = 3) is never looked at
+    frames = np.array([0, 0, 1, 1, 2, 2, 5])
+    cov = np.array([0.10, 0.60, 0.55, 0.58, 0.10, 0.10, 0.10])
+    score = np.array([0.5, 0.9, 0.3, 0.6, 0.1, 0.4, 1.0])
+    conf = frame_confidences(frames, cov, score, 3, 0.001, 0.5, 0.7, 0.2)
+    assert conf == [0.5, 0.6, 0.4]
+    # no fallback band: frame 1 is not detected
+    assert frame_confidences(frames, cov, score, 3, 0.001, 0.5, 0.5, 0.2) == [0.5, None, 0.4]
+
+
 def test_ors_zero_cases():
     empty = {"n_r": 0, "cand_frame": np.zeros(0, int), "cand_coverage": np.zeros(0), "cand_score": np.zeros(0)}
     assert _score(ORS, empty)["score"] == 0.0

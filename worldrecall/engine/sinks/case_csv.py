@@ -28,10 +28,12 @@ MEMO_ENTRIES = 2000
 def case_columns(rows: Sequence[ScoreRow]) -> list[str]:
     """``case_table``'s columns: the fixed ones, then strata and values in order of first appearance."""
     cols = dict.fromkeys(["benchmark", "model", "case_id", "metric", "status", "reason", "backend", "metric_version"])
-    for r in rows:
-        for k in r.strata:
+    # rows of one metric share their keys: each distinct (strata, values) key list is walked once, in order of
+    # first appearance, which keeps every key's first appearance where it was
+    for strata, values in dict.fromkeys((tuple(r.strata), tuple(r.values)) for r in rows):
+        for k in strata:
             cols.setdefault(f"strata.{k}")
-        for k in r.values:
+        for k in values:
             cols.setdefault(f"value.{k}")
     return list(cols)
 

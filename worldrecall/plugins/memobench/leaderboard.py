@@ -152,14 +152,19 @@ def _nanmean(col: np.ndarray) -> float:
 def marks(table: pd.DataFrame, columns: list[str], lower: set[str] | frozenset[str] = frozenset()) -> pd.DataFrame:
     """"best" / "second" per column within each split (``lower``: lower is better; ties share a mark)."""
     out = table[["split", "model"]].copy()
+    splits = table["split"].to_numpy(dtype=object)
+    # each split's rows, splits in order of first appearance (what ``groupby(sort=False)`` visits)
+    groups = [np.flatnonzero(splits == s) for s in dict.fromkeys(splits)]
     for col in columns:
-        out[col] = ""
-        for split, grp in table.groupby("split", sort=False):
-            vals = sorted(grp[col].dropna().unique(), reverse=col not in lower)
+        x = table[col].to_numpy(dtype=float)
+        labels = np.full(len(table), "", dtype=object)
+        for rows in groups:
+            g = x[rows]
+            vals = sorted(np.unique(g[~np.isnan(g)]).tolist(), reverse=col not in lower)
             for rank, label in ((0, "best"), (1, "second")):
                 if len(vals) > rank:
-                    hit = grp.index[np.isclose(grp[col].to_numpy(dtype=float), vals[rank])]
-                    out.loc[hit, col] = label
+                    labels[rows[np.isclose(g, vals[rank])]] = label
+        out[col] = pd.Series(labels, index=out.index, dtype=str)
     return out
 
 
@@ -187,7 +192,7 @@ def view_cells(main: pd.DataFrame, gated: pd.DataFrame, ci: pd.DataFrame, coltab
                ors_percent: bool) -> pd.DataFrame:
     """The paper's columns and the official HTML ranking value as cells of the ranked views (kind
     ``view_columns``): each column with its CI, unit and direction, for the gated and the all-cases view."""
-    meta = coltab.set_index("column")
+    meta = {rec["column"]: rec for rec in coltab.to_dict("records")}
     bounds: dict[tuple[Any, Any, Any, Any], tuple[Any, Any]] = {}  # the first CI record per key, looked up once
     for rec in ci.loc[ci["split"] == split, ["model", "variant", "column", "ci_low", "ci_high"]].itertuples(index=False):
         bounds.setdefault((split, rec.model, rec.variant, rec.column), (rec.ci_low, rec.ci_high))
@@ -195,15 +200,18 @@ def view_cells(main: pd.DataFrame, gated: pd.DataFrame, ci: pd.DataFrame, coltab
     for variant, table in (("gated", gated), ("all", main)):
         t = table[table["split"] == split]
         cols = [c for c in COLUMNS if c in t.columns and c != "ORS"]
+        cells = {}  # what a column's cells say besides their numbers, drawn once
+        for c in cols:
+            m = meta[c]
+            unit = str(m["unit"])
+            cells[c] = {"column": str(m["label"]), "metric": str(m["metric"]), "unit": unit,
+                        "direction": "↑" if bool(m["higher_is_better"]) else "↓",
+                        "digits": 3 if unit in ("0–1", "fraction") else 2}
         for row in t.to_dict("records"):
             for c in cols:
                 hit = bounds.get((split, row["model"], variant, c))
-                m = meta.loc[c]
-                unit = str(m["unit"])
-                recs.append({"benchmark": BENCHMARK, "variant": variant, "model": row["model"],
-                             "column": str(m["label"]), "metric": str(m["metric"]), "unit": unit,
-                             "direction": "↑" if bool(m["higher_is_better"]) else "↓",
-                             "digits": 3 if unit in ("0–1", "fraction") else 2, "mean": row.get(c, np.nan),
+                recs.append({"benchmark": BENCHMARK, "variant": variant, "model": row["model"], **cells[c],
+                             "mean": row.get(c, np.nan),
                              "ci_low": hit[0] if hit else np.nan, "ci_high": hit[1] if hit else np.nan})
             recs.append({"benchmark": BENCHMARK, "variant": variant, "model": row["model"], "column": OFFICIAL_MEAN,
                          "metric": "", "unit": "mixed", "direction": "↑", "digits": 2,
@@ -252,14 +260,21 @@ class MemoBenchLeaderboard(Aggregator):
         cols = list(COLUMNS)
         gated_cols = [c for c in p["gated_columns"] if c in COLUMNS]
         main, gated, ci = [], [], []
+        # the case table as arrays, taken apart by boolean masks (as fast as pandas' filters are slow); a
+        # mask keeps the rows' order, so every mean and bootstrap draw is the one of the filtered frame
+        values = cases[cols].to_numpy(dtype=float)
+        gates = cases["gate"].to_numpy(dtype=float)
+        split_of = cases["split"].to_numpy(dtype=object)
+        model_of = cases["model"].to_numpy(dtype=object)
+        gated_at = [cols.index(c) for c in gated_cols]
         for split in p["splits"]:
-            sub = cases if split == "all" else cases[cases["split"] == split]
-            for model in sorted(sub["model"].unique()):
-                mc = sub[sub["model"] == model]
-                gate = mc["gate"].to_numpy()
-                rate = _nanmean(gate)
-                for variant, data, use in (("all", mc, cols), ("gated", mc[mc["gate"] == 1.0], gated_cols)):
-                    x = data[use].to_numpy(dtype=float)
+            in_split = np.ones(len(cases), dtype=bool) if split == "all" else split_of == split
+            for model in sorted(set(model_of[in_split].tolist())):
+                mine = in_split & (model_of == model)
+                rate = _nanmean(gates[mine])
+                for variant, rows, use, at in (("all", mine, cols, list(range(len(cols)))),
+                                               ("gated", mine & (gates == 1.0), gated_cols, gated_at)):
+                    x = values[rows][:, at]
                     means = np.array([_nanmean(x[:, j]) for j in range(len(use))])
                     stream = [p["seed"], zlib.crc32(f"{split}|{model}|{variant}".encode())]
                     lo, hi = bootstrap_ci(x, p["replicates"], np.random.default_rng(stream), p["level"], tuple(stream))
@@ -271,11 +286,11 @@ class MemoBenchLeaderboard(Aggregator):
                     for j, col in enumerate(use):
                         ci.append({"split": split, "model": model, "variant": variant, "column": col,
                                    "mean": means[j], "ci_low": lo[j], "ci_high": hi[j], "n": int(n_counts[j])})
-                    row = {"split": split, "model": model, "n_cases": len(data), **dict(zip(use, means))}
+                    row = {"split": split, "model": model, "n_cases": int(rows.sum()), **dict(zip(use, means))}
                     if variant == "all":
                         main.append({**row, GATE: rate})
                     else:
-                        gated.append({"split": split, "model": model, "n_gated": len(data), GATE: rate,
+                        gated.append({"split": split, "model": model, "n_gated": int(rows.sum()), GATE: rate,
                                       **dict(zip(use, means))})
         main_df = pd.DataFrame(main, columns=["split", "model", "n_cases", *cols, GATE])
         gated_df = pd.DataFrame(gated, columns=["split", "model", "n_gated", GATE, *gated_cols])

@@ -41,17 +41,25 @@ def candidate_arrays(per_frame: list[list[Detection]]) -> dict[str, np.ndarray]:
 def frame_confidences(cand_frame: np.ndarray, cand_coverage: np.ndarray, cand_score: np.ndarray, n_frames: int,
                       area_min: float, area_max: float, area_max_fallback: float,
                       min_score: float) -> list[float | None]:
-    """Per frame: best in-band score, or None when not detected (official two-band rule)."""
-    out: list[float | None] = []
-    for k in range(n_frames):
-        # inclusive like the official code: a 0.0-score candidate is detected at min_score 0.0
-        sel = (cand_frame == k) & (cand_score >= min_score)
-        cov, sc = cand_coverage[sel], cand_score[sel]
-        band = (cov >= area_min) & (cov <= area_max)
-        if not band.any():
-            band = (cov >= area_min) & (cov <= area_max_fallback)
-        out.append(float(sc[band].max()) if band.any() else None)
-    return out
+    """Per frame: best in-band score, or None when not detected (official two-band rule).
+
+    Frame by frame, as the official loop: a frame's candidates with score >= ``min_score`` (inclusive: a
+    0.0-score candidate is detected at min_score 0.0), the first band where one has coverage in it, that
+    band's best score. Computed for all frames at once (a re-score job scores every case's R frames)."""
+    n = max(int(n_frames), 0)
+    frame = np.asarray(cand_frame)
+    cov, sc = np.asarray(cand_coverage), np.asarray(cand_score)
+    keep = (frame >= 0) & (frame < n) & (sc >= min_score)  # a candidate of no R frame is never looked at
+    frame, cov, sc = frame[keep].astype(np.int64), cov[keep], sc[keep]
+    found = np.zeros(n, dtype=bool)
+    best = np.full(n, -np.inf)
+    for upper in (area_max, area_max_fallback):  # the fallback band only for frames the first left empty
+        band = (cov >= area_min) & (cov <= upper) & ~found[frame]
+        hit = np.zeros(n, dtype=bool)
+        hit[frame[band]] = True
+        np.maximum.at(best, frame[band], sc[band].astype(np.float64))
+        found |= hit
+    return [float(b) if f else None for b, f in zip(best.tolist(), found.tolist())]
 
 
 def ors_values(confidences: list[float | None]) -> tuple[float, float, float, int]:
