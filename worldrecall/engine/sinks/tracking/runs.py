@@ -19,6 +19,7 @@ small ``cases/index.json`` per run, never copied.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -61,13 +62,14 @@ def per_model_metrics(result: Any, host: Any) -> dict[tuple[str, str], dict[str,
     s = summary(host, result.tables)
     per: dict[tuple[str, str], dict[str, float]] = {}
     keys: dict[str, set[str]] = {}
-    for r in s.itertuples(index=False):
-        k = metric_key(r.metric, r.value, r.benchmark, host)
-        m = per.setdefault((r.benchmark, r.model), {})
-        m[k] = _f(r.mean)
-        if not (math.isnan(_f(r.ci_low)) and math.isnan(_f(r.ci_high))):
-            m[f"{k}.ci_low"], m[f"{k}.ci_high"] = _f(r.ci_low), _f(r.ci_high)
-        keys.setdefault(r.benchmark, set()).update(m)
+    for bench, model, metric, value, mean, lo, hi in _columns(s, "benchmark", "model", "metric", "value", "mean",
+                                                             "ci_low", "ci_high"):
+        k = metric_key(metric, value, bench, host)
+        m = per.setdefault((bench, model), {})
+        m[k] = _f(mean)
+        if not (math.isnan(_f(lo)) and math.isnan(_f(hi))):
+            m[f"{k}.ci_low"], m[f"{k}.ci_high"] = _f(lo), _f(hi)
+        keys.setdefault(bench, set()).update(m)
     for (bench, model), lb in leaderboard_metrics(result, host).items():
         per.setdefault((bench, model), {}).update(lb)
         keys.setdefault(bench, set()).update(lb)
@@ -105,18 +107,26 @@ def leaderboard_metrics(result: Any, host: Any) -> dict[tuple[str, str], dict[st
     models = {(r.benchmark, r.model) for r in result.rows}
     out: dict[tuple[str, str], dict[str, float]] = {}
     for t in frames:
-        for r in t.itertuples(index=False):
-            if (r.benchmark, r.model) not in models:  # an imported official result row, not a model of this run
+        for bench, model, variant, column, mean, lo, hi in _columns(t, "benchmark", "model", "variant", "column",
+                                                                    "mean", "ci_low", "ci_high"):
+            if (bench, model) not in models:  # an imported official result row, not a model of this run
                 continue
-            prefix = "leaderboard" if r.variant == "all" else f"leaderboard_{r.variant}"
-            key = f"{prefix}.{mlflow_key(str(r.column))}"
-            m = out.setdefault((r.benchmark, r.model), {})
-            m[key] = _f(r.mean)
-            if not (math.isnan(_f(r.ci_low)) and math.isnan(_f(r.ci_high))):
-                m[f"{key}.ci_low"], m[f"{key}.ci_high"] = _f(r.ci_low), _f(r.ci_high)
+            prefix = "leaderboard" if variant == "all" else f"leaderboard_{variant}"
+            key = f"{prefix}.{mlflow_key(str(column))}"
+            m = out.setdefault((bench, model), {})
+            m[key] = _f(mean)
+            if not (math.isnan(_f(lo)) and math.isnan(_f(hi))):
+                m[f"{key}.ci_low"], m[f"{key}.ci_high"] = _f(lo), _f(hi)
     return out
 
 
+def _columns(df: Any, *names: str) -> Any:
+    """A frame's rows as tuples of these columns' Python values (what ``itertuples`` gives them as, without
+    a namedtuple and a box per cell: a job's tables have thousands of cells)."""
+    return zip(*(df[c].tolist() for c in names))
+
+
+@functools.lru_cache(maxsize=4096)  # a pure function of a label; the same few labels come every job
 def mlflow_key(label: str) -> str:
     """A column label as an MLflow metric name (letters, digits, ``_ - . /`` and spaces only)."""
     key = re.sub(r"[^A-Za-z0-9_\-./ ]+", "_", label).strip("_ ")
@@ -131,18 +141,27 @@ def headline_metrics(result: Any, host: Any) -> tuple[dict[str, float], dict[str
         m["wall_s"] = float(result.timing["total"])
     tags: dict[str, str] = {}
     s = summary(host, result.tables)
-    for (bench, metric, value), g in s.groupby(["benchmark", "metric", "value"]):
+    # (benchmark, metric, value) -> its rows' (model, mean), in the summary's order; groups in sorted order and
+    # NaN keys left out, as ``groupby`` visits them (a few hundred groups a job: no sub-frame per group)
+    groups: dict[tuple[Any, Any, Any], list[tuple[Any, float]]] = {}
+    for bench, metric, value, model, mean in _columns(s, "benchmark", "metric", "value", "model", "mean"):
+        if not any(k is None or (isinstance(k, float) and math.isnan(k)) for k in (bench, metric, value)):
+            groups.setdefault((bench, metric, value), []).append((model, _f(mean)))
+    for (bench, metric, value) in sorted(groups):
         cls = host.metrics.get(metric)
         if cls is None or getattr(cls, "primary", "") != value:
             continue
         meta = value_meta(host, metric, value)
-        g = g.dropna(subset=["mean"])
-        if meta is None or meta.higher_is_better is None or not len(g):
+        g = [(model, mean) for model, mean in groups[(bench, metric, value)] if not math.isnan(mean)]
+        if meta is None or meta.higher_is_better is None or not g:
             continue
-        best = g.loc[g["mean"].idxmax() if meta.higher_is_better else g["mean"].idxmin()]
+        best = g[0]  # the first of the best, as idxmax / idxmin take it
+        for cand in g[1:]:
+            if (cand[1] > best[1]) if meta.higher_is_better else (cand[1] < best[1]):
+                best = cand
         key = f"{bench}.{metric_key(metric, value, bench, host)}"
-        m[f"{key}.best"] = float(best["mean"])
-        tags[f"best.{key}"] = f"{best['model']} ({direction_label(meta)})"
+        m[f"{key}.best"] = float(best[1])
+        tags[f"best.{key}"] = f"{best[0]} ({direction_label(meta)})"
     return m, tags
 
 
