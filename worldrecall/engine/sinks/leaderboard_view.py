@@ -68,7 +68,10 @@ def _build_views(result: Any, host: Any) -> list[tuple[str, pd.DataFrame, str]]:
     views = _concat(tables_of_kind(host, result.tables, "view"))
     cells = _concat(tables_of_kind(host, result.tables, "view_columns"))
     out: list[tuple[str, pd.DataFrame, str]] = []
-    for bench in sorted({r.benchmark for r in result.rows}):
+    models: dict[str, set[str]] = {}  # benchmark -> its models (every view lists each, scored or not)
+    for r in result.rows:
+        models.setdefault(r.benchmark, set()).add(r.model)
+    for bench in sorted(models):
         mine = views[views["benchmark"] == bench] if len(views) else views
         covered: set[str] = set()
         groups = list(mine.groupby(["order", "backend"], sort=True)) if len(mine) else []
@@ -79,11 +82,11 @@ def _build_views(result: Any, host: Any) -> list[tuple[str, pd.DataFrame, str]]:
             out.append(_declared_view(v, extra, several))
             covered |= set(v["metric"].dropna()) | (set(extra["metric"].dropna()) if len(extra) else set())
         if len(mine):
-            rest = _generic_view(result, host, bench, exclude=covered)
+            rest = _generic_view(result, host, bench, models[bench], exclude=covered)
             if rest[1].shape[1] > 1:
                 out.append(rest)
         else:
-            out.append(_generic_view(result, host, bench))
+            out.append(_generic_view(result, host, bench, models[bench]))
     return out
 
 
@@ -113,22 +116,24 @@ def _declared_view(view: pd.DataFrame, extra: pd.DataFrame, name_backend: bool) 
     return title, pd.DataFrame(recs).fillna("n/a"), str(first["note"])
 
 
-def _generic_view(result: Any, host: Any, bench: str, exclude: set[str] | None = None) -> tuple[str, pd.DataFrame, str]:
+def _generic_view(result: Any, host: Any, bench: str, models: set[str],
+                  exclude: set[str] | None = None) -> tuple[str, pd.DataFrame, str]:
     s = summary(host, result.tables)
     s = s[(s["benchmark"] == bench) & ~s["metric"].isin(exclude or set())]
     prim = {n: getattr(c, "primary", "") for n, c in host.metrics.items()}
     s = s[[prim.get(m) == v for m, v in zip(s["metric"], s["value"])]]
     recs: dict[str, dict[str, Any]] = {}
-    for r in s.itertuples(index=False):
-        meta = value_meta(host, r.metric, r.value)
+    cols = ("metric", "value", "model", "mean", "ci_low", "ci_high")
+    # (an empty selection is a frame without columns: ``s[[]]``)
+    for metric, value, model, mean, ci_low, ci_high in zip(*(s[c].tolist() for c in cols)) if len(s) else ():
+        meta = value_meta(host, metric, value)
         unit = unit_label(meta)
-        head = f"{short_metric(r.metric, bench)} ({unit} {direction_label(meta)})".replace("( ", "(")
-        rec = recs.setdefault(r.model, {"model": r.model, "_key": math.nan})
-        rec[head] = fmt(r.mean, r.ci_low, r.ci_high, _digits(unit))
-        if math.isnan(rec["_key"]) and not math.isnan(r.mean) and meta is not None and meta.higher_is_better is not None:
-            rec["_key"] = -r.mean if meta.higher_is_better else r.mean
-    models = sorted({r.model for r in result.rows if r.benchmark == bench})
-    for m in models:
+        head = f"{short_metric(metric, bench)} ({unit} {direction_label(meta)})".replace("( ", "(")
+        rec = recs.setdefault(model, {"model": model, "_key": math.nan})
+        rec[head] = fmt(mean, ci_low, ci_high, _digits(unit))
+        if math.isnan(rec["_key"]) and not math.isnan(mean) and meta is not None and meta.higher_is_better is not None:
+            rec["_key"] = -mean if meta.higher_is_better else mean
+    for m in sorted(models):
         recs.setdefault(m, {"model": m, "_key": math.nan})
     df = pd.DataFrame(list(recs.values()))
     df = df.sort_values(["_key", "model"], na_position="last").drop(columns="_key").fillna("n/a")
