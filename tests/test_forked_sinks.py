@@ -239,3 +239,42 @@ def test_a_fork_that_fails_writes_the_sink_here_in_order(tmp_path, monkeypatch):
     _fresh_memos(monkeypatch)
     results = _job(tmp_path, "nofork", workers=1)  # (no worker forks either)
     assert _pids(pids) == [os.getpid()] and (results / "report" / "index.html").is_file()
+
+
+class _Files:
+    """A sink that writes named files (forking or not), and one that reads what was written before it."""
+
+    def __init__(self, name: str, files: list[str], forks: bool, root: Path) -> None:
+        self.name, self.files, self.forks, self.root = name, files, forks, root
+        self.reads_outputs = False
+
+    def write(self, result, ctx):
+        out = []
+        for f in self.files:
+            (self.root / f).write_text(f)
+            out.append(self.root / f)
+        return out
+
+
+def test_two_forked_sinks_keep_every_file_in_its_place(tmp_path):
+    """Files of sinks forked at different places come back at those places: as if written in order."""
+    from worldrecall.engine.sinks.base import SinkContext, write_sinks
+
+    seen: list[list[str]] = []
+
+    class Reader:
+        name = "reader"
+
+        def write(self, result, ctx):
+            seen.append([p.name for p in ctx.written])
+            return []
+
+    class Result:
+        exit_code = 0
+
+    sinks = [_Files("a", ["a1", "a2"], True, tmp_path), _Files("b", ["b1"], False, tmp_path),
+             _Files("c", ["c1", "c2"], True, tmp_path), _Files("d", ["d1"], False, tmp_path), Reader()]
+    ctx = SinkContext(host=None)
+    assert write_sinks(Result(), ctx, sinks) == 0
+    assert seen == [["a1", "a2", "b1", "c1", "c2", "d1"]]
+    assert {"a.wait", "c.wait"} <= set(ctx.seconds)  # both were forked

@@ -92,6 +92,15 @@ def _prepare(sink: Sink, result: RunResult, ctx: SinkContext) -> None:
         log.debug("output %s: preparing failed", sink.name, exc_info=True)
 
 
+def _join(pending: Sequence[Any]) -> None:
+    """Join forked sinks in the order they forked; each one's files go in at its place, so the places of the
+    ones forked after it move by that many."""
+    for i, f in enumerate(pending):
+        n = f.join()
+        for later in pending[i + 1:]:
+            later.at += n
+
+
 def write_sinks(result: RunResult, ctx: SinkContext, sinks: Sequence[Sink]) -> int:
     """Run every sink in order, each isolated; returns the job's exit code.
 
@@ -106,8 +115,7 @@ def write_sinks(result: RunResult, ctx: SinkContext, sinks: Sequence[Sink]) -> i
         if pending and getattr(sink, "reads_outputs", True):
             for later in sinks[i:]:  # before waiting: what every sink still to run can do already
                 _prepare(later, result, ctx)
-            for f in pending:
-                f.join()
+            _join(pending)
             pending = []
         forks = getattr(sink, "forks", False)
         if (forks(result) if callable(forks) else forks) and can_fork():
@@ -118,7 +126,6 @@ def write_sinks(result: RunResult, ctx: SinkContext, sinks: Sequence[Sink]) -> i
             except OSError as e:  # no fork to be had (out of memory, a process limit): written here, in order
                 log.debug("output %s: not forked (%s)", sink.name, e)
         run_one(sink, result, ctx)
-    for f in pending:
-        f.join()
+    _join(pending)
     run_later()  # what no forked sink took with it: the job's new cache entries (stages/later.py)
     return EXIT_OUTPUT_FAILED if result.exit_code == 0 and ctx.failed else result.exit_code

@@ -125,8 +125,9 @@ class Forked:
         finally:
             os._exit(code)
 
-    def join(self) -> None:
-        """Wait for the child; its files, notes, failure, output and memo become this process's."""
+    def join(self) -> int:
+        """Wait for the child; its files, notes, failure, output and memo become this process's. Returns how
+        many files went in at its place (a sink forked after it has its place that much further on)."""
         t_join = time.perf_counter()
         _, status = os.waitpid(self.pid, 0)
         wait = time.perf_counter() - t_join
@@ -144,16 +145,18 @@ class Forked:
             new = self.ctx.written[n:]
             del self.ctx.written[n:]
             self.ctx.written[self.at:self.at] = new  # in the sink's place, as if written in order
-            return
+            return len(new)
         sys.stdout.write(doc["out"])
         sys.stderr.write(doc["err"])
         for rec in doc["logs"]:
             record = logging.makeLogRecord(rec)
             logging.getLogger(record.name).handle(record)
-        self.ctx.written[self.at:self.at] = [Path(p) for p in doc["written"]]
+        written = [Path(p) for p in doc["written"]]
+        self.ctx.written[self.at:self.at] = written
         self.ctx.notes.extend(doc["notes"])
         self.ctx.failed.extend(doc["failed"])
         self.ctx.seconds[self.sink.name] = float(doc["seconds"])
         self.ctx.seconds[f"{self.sink.name}.wait"] = wait  # what this process waited for it, after its own sinks
         if doc["memo"] is not None:
             self.sink.memo_merge(doc["memo"])
+        return len(written)
