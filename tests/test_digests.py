@@ -118,6 +118,29 @@ def test_case_csv_redraws_only_the_metric_that_changed() -> None:
     assert drawn == [{"b.changed"}]
 
 
+def test_case_csv_takes_an_unchanged_benchmark_whole() -> None:
+    """A re-score of one benchmark's metric draws that benchmark's lines again; another benchmark whose rows
+    did not change is taken whole from the memo, and the file is still the whole table's CSV."""
+    from worldrecall.core.data import ScoreRow
+    from worldrecall.core.tables import case_table
+    from worldrecall.engine.sinks import case_csv as mod
+
+    def rows(x: float) -> list[ScoreRow]:
+        return [ScoreRow(b, m, c, f"{b}.{k}", {"v": x if b == "a" and k == "changed" else 0.25}, strata={"s": c})
+                for b in ("a", "z") for m in ("m0", "m1") for c in ("c0", "c1") for k in ("changed", "same")]
+
+    mod._BENCHMARKS.clear()
+    assert mod.case_csv(rows(0.5)) == case_table(rows(0.5)).to_csv(index=False)
+    drawn = []
+    real = mod._draw_benchmark
+    mod._draw_benchmark = lambda rs, *a: drawn.append({r.benchmark for r in rs}) or real(rs, *a)
+    try:
+        assert mod.case_csv(rows(0.75)) == case_table(rows(0.75)).to_csv(index=False)
+    finally:
+        mod._draw_benchmark = real
+    assert drawn == [{"a"}]
+
+
 def test_digest_memo_is_written_only_when_something_was_learnt(tmp_path: Path) -> None:
     memo = tmp_path / "file_digests.json"
     f = tmp_path / "input.bin"

@@ -46,12 +46,28 @@ def case_csv(rows: Sequence[ScoreRow]) -> str:
     per: dict[str, list[ScoreRow]] = {}
     for r in rows:
         per.setdefault(r.benchmark, []).append(r)
-    head = pd.DataFrame(columns=cols).to_csv(index=False)
     ckey = cache_key({"columns": cols})
+    head = _HEADS.get(ckey)
+    if head is None:
+        head = remember(_HEADS, ckey, pd.DataFrame(columns=cols).to_csv(index=False), MEMO_ENTRIES)
     return head + "".join(_benchmark_lines(per[b], cols, ckey) for b in sorted(per))
 
 
 def _benchmark_lines(rows: list[ScoreRow], cols: list[str], ckey: str) -> str:
+    """One benchmark's lines, memoised by (columns, its rows' content in order): a re-score job changes one
+    benchmark, and the others' lines are then taken whole."""
+    key = cache_key({"benchmark": ckey, "rows": rows_digest(rows)})
+    text = _BENCHMARKS.get(key)
+    if text is None:
+        text = remember(_BENCHMARKS, key, _draw_benchmark(rows, cols, ckey), MEMO_ENTRIES)
+    return text
+
+
+_BENCHMARKS: dict[str, str] = {}  # (columns, a benchmark's rows) -> its lines
+_HEADS: dict[str, str] = {}  # columns -> the header line
+
+
+def _draw_benchmark(rows: list[ScoreRow], cols: list[str], ckey: str) -> str:
     per: dict[str, list[ScoreRow]] = {}
     for r in rows:
         per.setdefault(r.metric, []).append(r)
