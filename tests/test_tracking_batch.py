@@ -95,3 +95,20 @@ def test_a_job_and_its_model_runs_are_one_transaction_equal_to_logging_them_one_
     assert _view(t, "-", ids[0]) == _view(u, "-", ju)
     for b, s in zip(ids[1:], one_by_one):
         assert _view(t, ids[0], b) == _view(u, ju, s)
+
+
+def test_a_later_tracker_of_this_process_finds_its_experiment_without_reading_its_tags(tmp_path, monkeypatch):
+    """The experiment a tracker found is found again by the next one of this process (a sweep's next job) by a
+    query that reads no tags; one deleted, or renamed, in between is looked up as MLflow does."""
+    first = Tracker({"experiment": "exp"}, tmp_path)
+    calls = []
+    real = first.client.get_experiment_by_name
+    monkeypatch.setattr(type(first.client), "get_experiment_by_name",
+                        lambda self, name: calls.append(name) or real(name))
+    again = Tracker({"experiment": "exp"}, tmp_path)
+    assert again.experiment_id == first.experiment_id and calls == []
+    again.client.rename_experiment(again.experiment_id, "other")
+    moved = Tracker({"experiment": "exp"}, tmp_path)  # a new experiment of that name
+    assert calls == ["exp"] and moved.experiment_id != first.experiment_id
+    moved.client.delete_experiment(moved.experiment_id)
+    assert Tracker({"experiment": "exp"}, tmp_path)._active_experiment() is None

@@ -213,6 +213,12 @@ def _insert(session: Any, table: Any, values: list[dict[str, Any]]) -> None:
     session.connection().exec_driver_sql(sql, [tuple(v[c] for c in cols) for v in values])
 
 
+# (store URI, experiment name) -> its id, as this process found or made it (checked active on each use)
+_EXPERIMENTS: dict[tuple[str, str], str] = {}
+_SWEPT_STALE: set[tuple[str, str]] = set()  # (store URI, experiment id) whose stale runs this process closed
+_LOCATIONS: dict[tuple[str, str], str] = {}  # (store URI, experiment id) -> its artifact location
+
+
 def default_uri(output_root: Path) -> str:
     return f"sqlite:///{(Path(output_root).resolve() / 'mlflow.db')}"
 
@@ -251,11 +257,18 @@ class Tracker:
             if fresh and not seeded:
                 save_template(db)  # the next fresh store is a copy, not ~50 migrations (~8 s)
             self.experiment_id = self._experiment()
-        if not fresh:
+        if not fresh and (self.uri, self.experiment_id) not in _SWEPT_STALE:
+            # once per store and process: a later job of this process (a sweep's) finds no run of a killed
+            # process that the first did not (a process killed meanwhile is the next invocation's to close)
             self.close_stale_runs()
+            _SWEPT_STALE.add((self.uri, self.experiment_id))
         self.setup_s = time.perf_counter() - t1  # store creation/migration/opening, experiment, stale runs
 
     def _experiment(self) -> str:
+        known = self._active_experiment()
+        if known is not None:
+            return known
+
         def get_or_create() -> str:
             exp = self.client.get_experiment_by_name(self.experiment_name)
             if exp is not None:
@@ -270,7 +283,29 @@ class Tracker:
                 if "already exists" in str(e).lower() or "unique" in str(e).lower():
                     return self.client.get_experiment_by_name(self.experiment_name).experiment_id
                 raise
-        return _retry(get_or_create)
+        exp_id = _retry(get_or_create)
+        _EXPERIMENTS[(self.uri, self.experiment_name)] = exp_id
+        return exp_id
+
+    def _active_experiment(self) -> str | None:
+        """The experiment's id where this process found or made it before in this SQL store and it is still
+        active, read without its tags (which hold every shared view: MLflow's own lookup reads them all,
+        hundreds after a few sweeps); None: look it up as MLflow does."""
+        exp_id = _EXPERIMENTS.get((self.uri, self.experiment_name))
+        store = getattr(getattr(self.client, "_tracking_client", None), "store", None)
+        if exp_id is None or store is None or not hasattr(store, "ManagedSessionMaker"):
+            return None
+        try:
+            from mlflow.store.tracking.dbmodels.models import SqlExperiment
+
+            with store.ManagedSessionMaker() as session:
+                row = session.query(SqlExperiment.experiment_id, SqlExperiment.lifecycle_stage).filter(
+                    SqlExperiment.name == self.experiment_name).one_or_none()
+        except Exception:  # noqa: BLE001 - anything odd: MLflow's own lookup says what
+            return None
+        if row is None or str(row[0]) != exp_id or row[1] != "active":
+            return None
+        return exp_id
 
     def close_stale_runs(self) -> list[str]:
         """Runs left RUNNING by a killed process of this host (its pid is gone) are marked KILLED."""
@@ -337,7 +372,10 @@ class Tracker:
             return None
         import uuid
 
-        location = _retry(lambda: self.client.get_experiment(self.experiment_id)).artifact_location
+        location = _LOCATIONS.get((self.uri, self.experiment_id))
+        if location is None:  # an experiment's artifact location never changes: looked up (with its tags) once
+            location = _retry(lambda: self.client.get_experiment(self.experiment_id)).artifact_location
+            _LOCATIONS[(self.uri, self.experiment_id)] = location
         start_ms, end_ms, now = int(start_time * 1000), int(end_time * 1000), int(time.time() * 1000)
 
         def write() -> list[tuple[str, str]]:
