@@ -112,3 +112,28 @@ def test_a_later_tracker_of_this_process_finds_its_experiment_without_reading_it
     assert calls == ["exp"] and moved.experiment_id != first.experiment_id
     moved.client.delete_experiment(moved.experiment_id)
     assert Tracker({"experiment": "exp"}, tmp_path)._active_experiment() is None
+
+
+def test_shared_views_in_one_transaction_equal_mlflows_own_tags(tmp_path, monkeypatch):
+    """The runs-page views a job shares are stored in one transaction, as the experiment tags MLflow's
+    set_experiment_tag stores (same keys and values); a deleted experiment is refused as MLflow refuses it."""
+    from mlflow.exceptions import MlflowException
+
+    from worldrecall.engine.sinks.tracking.tracker import SHARED_VIEW_TAG
+
+    states = [{"searchFilter": f"params.benchmark = '{b}'", "orderByKey": "metrics.`rank`", "orderByAsc": True,
+               "selectedColumns": ["metrics.`rank`"]} for b in ("a", "b")]
+    batched = Tracker({"experiment": "views"}, tmp_path / "one")
+    keys = batched.share_views(states)
+    monkeypatch.setattr(Tracker, "_set_experiment_tags", lambda self, tags: False)  # MLflow's way, one by one
+    plain = Tracker({"experiment": "views"}, tmp_path / "two")
+    assert plain.share_views(states) == keys
+
+    def views(t: Tracker) -> dict:
+        return {k: v for k, v in t.client.get_experiment(t.experiment_id).tags.items() if k.startswith(SHARED_VIEW_TAG)}
+
+    assert views(batched) == views(plain) and len(views(batched)) == 2
+    monkeypatch.undo()
+    batched.client.delete_experiment(batched.experiment_id)
+    with pytest.raises(MlflowException, match="active"):
+        batched.share_views(states[:1])

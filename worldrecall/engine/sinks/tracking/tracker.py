@@ -480,28 +480,63 @@ class Tracker:
         view: an experiment tag ``mlflow.sharedViewState.<key>`` holding the page's state as JSON, opened by
         ``?viewStateShareKey=<key>`` (the UI's own "Share" button writes the same). The key is a digest of
         the state, so the same view is stored once however often it is printed."""
+        keys = self.share_views([_view_state(parent_run, benchmark, columns)]) if parent_run else [None]
+        return self._runs_url(keys[0])
+
+    def _runs_url(self, view_key: str | None) -> str:
         import urllib.parse
 
-        q: dict[str, str] = {}
-        if parent_run:
-            f = f"tags.mlflow.parentRunId = '{parent_run}'"
-            state = {"searchFilter": f + (f" and params.benchmark = '{benchmark}'" if benchmark else ""),
-                     "orderByKey": "metrics.`rank`", "orderByAsc": True,
-                     "selectedColumns": [f"metrics.`{c}`" for c in columns]}
-            q[VIEW_KEY_PARAM] = self.share_view(state)
+        q: dict[str, str] = {VIEW_KEY_PARAM: view_key} if view_key else {}
         q["workflowType"] = "machine_learning"
         query = urllib.parse.urlencode(q, quote_via=urllib.parse.quote, safe="")
         return f"http://127.0.0.1:5000/#/experiments/{self.experiment_id}/runs?{query}"
 
     def share_view(self, state: Mapping[str, Any]) -> str:
         """Store a runs-page state as this experiment's shared view; returns its key."""
+        return self.share_views([state])[0]
+
+    def share_views(self, states: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Store runs-page states as this experiment's shared views; returns their keys. On a SQL store in one
+        transaction (MLflow's ``set_experiment_tag`` reads the experiment with all its tags for each)."""
         import hashlib
         import json
 
-        value = json.dumps(state, sort_keys=True)
-        key = hashlib.sha256(value.encode()).hexdigest()[:16]
-        _retry(lambda: self.client.set_experiment_tag(self.experiment_id, SHARED_VIEW_TAG + key, value))
-        return key
+        values = [json.dumps(state, sort_keys=True) for state in states]
+        keys = [hashlib.sha256(v.encode()).hexdigest()[:16] for v in values]
+        tags = {SHARED_VIEW_TAG + k: v for k, v in zip(keys, values)}
+        if not self._set_experiment_tags(tags):
+            for k, v in tags.items():
+                _retry(lambda k=k, v=v: self.client.set_experiment_tag(self.experiment_id, k, v))
+        return keys
+
+    def _set_experiment_tags(self, tags: Mapping[str, str]) -> bool:
+        """``tags`` on this experiment in one transaction of MLflow's SQL store, checked as MLflow checks one
+        (valid key and value, active experiment); False where the store is another kind (set them one by one)."""
+        store = getattr(getattr(self.client, "_tracking_client", None), "store", None)
+        try:
+            from mlflow.exceptions import MlflowException
+            from mlflow.store.tracking.dbmodels.models import SqlExperiment, SqlExperimentTag
+            from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+            from mlflow.utils.validation import _validate_experiment_tag
+        except ImportError:
+            return False
+        if not isinstance(store, SqlAlchemyStore):
+            return False
+        for k, v in tags.items():
+            _validate_experiment_tag(k, v)
+
+        def write() -> None:
+            with store.ManagedSessionMaker(read_only=False) as session:
+                stage = session.query(SqlExperiment.lifecycle_stage).filter(
+                    SqlExperiment.experiment_id == int(self.experiment_id)).scalar()
+                if stage != "active":
+                    raise MlflowException(f"The experiment {self.experiment_id} must be in the 'active' state "
+                                          f"(it is {stage or 'missing'}).")
+                for k, v in tags.items():
+                    session.merge(SqlExperimentTag(experiment_id=int(self.experiment_id), key=k, value=v))
+
+        _retry(write)
+        return True
 
     def ui_command(self, parent_run: str | None = None, benchmarks: Sequence[str] = (),
                    columns: Mapping[str, Sequence[str]] | None = None) -> str:
@@ -521,10 +556,18 @@ class Tracker:
         lines.append(f"{venv_tool('mlflow')} ui --backend-store-uri {self.uri}")
         lines.append(f"then open {self.runs_view()}  (runs table: one run per benchmark x model; select runs -> "
                      "Compare)")
-        for bench in benchmarks if parent_run else ():
-            view = self.runs_view(parent_run, bench, (columns or {}).get(bench, ["rank"]))
-            lines.append(f"  {bench}, this run's models by rank: {view}")
+        shown = list(benchmarks) if parent_run else []
+        keys = self.share_views([_view_state(parent_run, b, (columns or {}).get(b, ["rank"])) for b in shown])
+        for bench, key in zip(shown, keys):  # every benchmark's view stored at once
+            lines.append(f"  {bench}, this run's models by rank: {self._runs_url(key)}")
         return "\n".join(lines)
+
+
+def _view_state(parent_run: str | None, benchmark: str | None, columns: Sequence[str]) -> dict[str, Any]:
+    """The runs page's state on one invocation's per-model runs (of one benchmark), best rank first."""
+    f = f"tags.mlflow.parentRunId = '{parent_run}'"
+    return {"searchFilter": f + (f" and params.benchmark = '{benchmark}'" if benchmark else ""),
+            "orderByKey": "metrics.`rank`", "orderByAsc": True, "selectedColumns": [f"metrics.`{c}`" for c in columns]}
 
 
 SHARED_VIEW_TAG = "mlflow.sharedViewState."  # MLflow UI's shared view state (experiment tag prefix)
