@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 
 from worldrecall import Benchmark, Metric, Value, hookimpl
@@ -203,3 +204,30 @@ def test_the_submission_document_drawn_from_memo_is_the_one_drawn_afresh(tmp_pat
     assert again == first == doc({"oracle": [(0.9, 1), (0.8, 1)], "frozen": [(1.0, 0), (1.0, 0)]})
     monkeypatch.setattr(submission, "_VIEWS", {})
     assert changed == doc({"oracle": [(0.7, 1), (0.8, 1)], "frozen": [(1.0, 0), (1.0, 0)]}) != first
+
+
+def test_view_entries_read_from_columns_are_pandas_groups(tmp_path):
+    """aggregate.json's views read straight from the view table's columns are the ones pandas' groupby and
+    sort_values give (views by benchmark/order/variant, a view's rows by position with numpy's quicksort,
+    models in order of first appearance), for the table in any row order, with ties across models."""
+    import random
+
+    from worldrecall.engine.sinks import submission
+    from worldrecall.engine.stages.config import resolve_config
+
+    host = load_plugins(fresh=True, extra=[ToyPlugin()])
+    cfg = {"suite": {}, "aggregator_params": {"ranking": {"replicates": 50}}, "aggregators": ["mean", "ranking"],
+           "benchmarks": {}}
+    rows = _rows({"oracle": [(0.9, 1), (0.8, 1)], "frozen": [(1.0, 0), (1.0, 0)], "drift": [(0.5, 1), (0.4, 0)]})
+    tables = aggregate_rows(host, rows, resolve_config(cfg))
+    view = next(t for name, t in tables.items() if name.endswith("ranking"))
+    # more models per view than numpy's insertion-sort cut-off (16 rows): the quicksort's own tie order counts
+    big = pd.concat([view.assign(benchmark=b, model=view["model"] + f"_{i}")
+                     for b in ("toy", "a_first", "zz") for i in range(4)], ignore_index=True)
+    assert big.groupby(["benchmark", "order", "variant"]).size().min() > 16
+    rnd = random.Random(0)
+    for k in range(40):
+        t = big.sample(frac=1.0, random_state=k).reset_index(drop=True)
+        if k % 2:
+            t["position"] = [rnd.randint(0, 2) for _ in range(len(t))]
+        assert submission._view_entries(t) == submission._view_entries_by_pandas(t), k

@@ -21,6 +21,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from worldrecall.engine.sinks.base import SinkContext
 from worldrecall.engine.sinks.blobs import write_if_changed
 from worldrecall.engine.sinks.results_view import tables_of_kind
@@ -96,7 +98,46 @@ _VIEWS: dict[str, list[tuple[str, str]]] = {}  # view table content key -> [(ben
 
 
 def _view_entries(t: Any) -> list[tuple[str, str]]:
-    """A view table's views, each as (benchmark, the view as JSON), in the document's order."""
+    """A view table's views, each as (benchmark, the view as JSON), in the document's order.
+
+    Read from the table's columns once (a view table holds every benchmark's views: a few hundred cells), in
+    the order pandas would give them: views by (benchmark, order, variant), a view's rows by position as
+    ``sort_values`` sorts them (numpy's quicksort), models in order of first appearance."""
+    names = ("benchmark", "order", "variant", "title", "note", "model", "position", "rank", "rank_label",
+             "n_cases", "column", "mean", "ci_low", "ci_high", "unit", "direction", "metric")
+    col = {c: t[c].tolist() for c in names}
+    views: dict[tuple[Any, Any, Any], list[int]] = {}
+    for i, key in enumerate(zip(col["benchmark"], col["order"], col["variant"])):
+        if not any(_missing(k) for k in key):  # groupby leaves out a view without a key
+            views.setdefault(key, []).append(i)
+    out = []
+    for (bench, _, variant), rows in sorted(views.items(), key=lambda kv: kv[0]):
+        positions = np.asarray([col["position"][i] for i in rows])
+        if positions.dtype.kind not in "iu":  # a missing position: pandas' own sort decides where it goes
+            return _view_entries_by_pandas(t)
+        models: dict[Any, list[int]] = {}
+        for j in np.argsort(positions, kind="quicksort").tolist():
+            models.setdefault(col["model"][rows[j]], []).append(rows[j])
+        entries = []
+        for model, mine in models.items():
+            first = mine[0]
+            cells = {str(col["column"][i]): {"mean": _num(col["mean"][i]), "ci_low": _num(col["ci_low"][i]),
+                                             "ci_high": _num(col["ci_high"][i]), "unit": str(col["unit"][i]),
+                                             "direction": str(col["direction"][i]), "metric": str(col["metric"][i])}
+                     for i in mine}
+            entries.append({"model": str(model), "rank": _num(col["rank"][first]),
+                            "rank_label": str(col["rank_label"][first]), "n_cases": int(col["n_cases"][first]),
+                            "cells": cells})
+        out.append((str(bench), json.dumps({"variant": str(variant), "title": str(col["title"][rows[0]]),
+                                            "note": str(col["note"][rows[0]]), "models": entries})))
+    return out
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _view_entries_by_pandas(t: Any) -> list[tuple[str, str]]:
     out = []
     for (bench, order, variant), v in t.groupby(["benchmark", "order", "variant"], sort=True):
         models = []
