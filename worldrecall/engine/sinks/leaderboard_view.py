@@ -65,23 +65,27 @@ def leaderboard_views(result: Any, host: Any) -> list[tuple[str, pd.DataFrame, s
 
 
 def _build_views(result: Any, host: Any) -> list[tuple[str, pd.DataFrame, str]]:
-    views = _concat(tables_of_kind(host, result.tables, "view"))
-    cells = _concat(tables_of_kind(host, result.tables, "view_columns"))
+    # the view tables' cells as records, grouped here (a few hundred cells: no sub-frame per view)
+    views = _records(_concat(tables_of_kind(host, result.tables, "view")))
+    cells = _records(_concat(tables_of_kind(host, result.tables, "view_columns")))
     out: list[tuple[str, pd.DataFrame, str]] = []
     models: dict[str, set[str]] = {}  # benchmark -> its models (every view lists each, scored or not)
     for r in result.rows:
         models.setdefault(r.benchmark, set()).add(r.model)
     for bench in sorted(models):
-        mine = views[views["benchmark"] == bench] if len(views) else views
+        mine = [c for c in views if c["benchmark"] == bench]
         covered: set[str] = set()
-        groups = list(mine.groupby(["order", "backend"], sort=True)) if len(mine) else []
-        several = len({b for (_, b), _ in groups}) > 1  # name the backends only where they differ
-        for _, v in groups:
-            extra = cells[(cells["benchmark"] == bench) & (cells["variant"] == v["variant"].iloc[0])] \
-                if len(cells) else cells
+        groups: dict[tuple[Any, Any], list[dict[str, Any]]] = {}  # (order, backend) -> its cells, as groupby
+        for c in mine:
+            if not (_missing(c["order"]) or _missing(c["backend"])):
+                groups.setdefault((c["order"], c["backend"]), []).append(c)
+        several = len({b for _, b in groups}) > 1  # name the backends only where they differ
+        for key in sorted(groups):
+            v = groups[key]
+            extra = [c for c in cells if c["benchmark"] == bench and c["variant"] == v[0]["variant"]]
             out.append(_declared_view(v, extra, several))
-            covered |= set(v["metric"].dropna()) | (set(extra["metric"].dropna()) if len(extra) else set())
-        if len(mine):
+            covered |= {c["metric"] for c in v + extra if not _missing(c["metric"])}
+        if mine:
             rest = _generic_view(result, host, bench, models[bench], exclude=covered)
             if rest[1].shape[1] > 1:
                 out.append(rest)
@@ -90,28 +94,44 @@ def _build_views(result: Any, host: Any) -> list[tuple[str, pd.DataFrame, str]]:
     return out
 
 
-def _declared_view(view: pd.DataFrame, extra: pd.DataFrame, name_backend: bool) -> tuple[str, pd.DataFrame, str]:
-    """One ranked view: a row per model in rank order (unranked last), a column per declared cell."""
-    models = view.drop_duplicates("model")[["model", "position", "rank", "rank_label", "n_cases"]]
-    models = models.assign(_unranked=models["rank"].isna()).sort_values(["_unranked", "rank", "position"])
-    columns = list(dict.fromkeys(view["column"]))
-    extra_cols = list(dict.fromkeys(extra["column"])) if len(extra) else []
-    both = pd.concat([view, extra], ignore_index=True) if len(extra) else view
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    return df.to_dict("records") if len(df) else []
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _declared_view(view: list[dict[str, Any]], extra: list[dict[str, Any]],
+                   name_backend: bool) -> tuple[str, pd.DataFrame, str]:
+    """One ranked view (its cells, and the cells other aggregators add): a row per model in rank order
+    (unranked last, then by position: the stable order ``sort_values`` gives), a column per declared cell."""
+    firsts: dict[Any, dict[str, Any]] = {}
+    for c in view:
+        firsts.setdefault(c["model"], c)  # each model's first cell, as drop_duplicates keeps it
+
+    def order(c: dict[str, Any]) -> tuple[Any, ...]:
+        rank, pos = c["rank"], c["position"]
+        return (_missing(rank), 0.0 if _missing(rank) else rank, _missing(pos), 0 if _missing(pos) else pos)
+
+    ordered = sorted(firsts.values(), key=order)
+    columns = list(dict.fromkeys(c["column"] for c in view))
+    extra_cols = list(dict.fromkeys(c["column"] for c in extra))
     cells: dict[tuple[Any, Any], dict[str, Any]] = {}  # (model, column) -> its first cell, as the rows order
-    for c in both[["model", "column", "unit", "direction", "mean", "ci_low", "ci_high", "digits"]].to_dict("records"):
+    for c in view + extra:
         cells.setdefault((c["model"], c["column"]), c)
     recs = []
-    for m in models.itertuples(index=False):
-        rec: dict[str, Any] = {"rank": m.rank_label, "model": m.model, "cases": int(m.n_cases)}
+    for m in ordered:
+        rec: dict[str, Any] = {"rank": m["rank_label"], "model": m["model"], "cases": int(m["n_cases"])}
         for col in columns + [c for c in extra_cols if c not in columns]:
-            h = cells.get((m.model, col))
+            h = cells.get((m["model"], col))
             if h is None:
                 continue
             head = f"{col} ({h['unit']} {h['direction']})".replace("( ", "(")
-            ungated = m.rank_label == "✗" and h["direction"] != "·"
+            ungated = m["rank_label"] == "✗" and h["direction"] != "·"
             rec[head] = "—" if ungated else fmt(h["mean"], h["ci_low"], h["ci_high"], int(h["digits"]))
         recs.append(rec)
-    first = view.iloc[0]
+    first = view[0]
     title = str(first["title"]) + (f" [backends {first['backend']}]" if name_backend else "")
     return title, pd.DataFrame(recs).fillna("n/a"), str(first["note"])
 
