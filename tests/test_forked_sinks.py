@@ -170,6 +170,46 @@ def test_the_jobs_new_aggregate_entries_are_written_by_the_child(tmp_path, monke
     assert forked_entries and forked_entries == {p.name: p.read_bytes() for p in root.rglob("*.json")}
 
 
+def test_this_process_goes_on_while_the_child_writes_the_deferred_entries(tmp_path, monkeypatch):
+    """The child answers first, then writes the job's deferred cache entries: this process takes the answer
+    and writes its next sinks meanwhile, and waits for the child only at the end of the job's outputs."""
+    from worldrecall.engine.sinks import base
+    from worldrecall.engine.stages import later
+
+    go, seen = tmp_path / "parent-joined", tmp_path / "child-saw"
+    real_run_later = later.run_later
+
+    def run_later_after_the_join():  # in the child: waits (at most 60 s) until this process has joined it
+        if os.getpid() != parent:
+            for _ in range(600):
+                if go.exists():
+                    seen.write_text("joined first")
+                    break
+                import time
+
+                time.sleep(0.1)
+        real_run_later()
+
+    parent = os.getpid()
+    monkeypatch.setattr(later, "run_later", run_later_after_the_join)
+    real_join = forked.Forked.join
+
+    def join(self):
+        n = real_join(self)
+        go.write_text("")  # the answer is here: the child may go on
+        return n
+
+    monkeypatch.setattr(forked.Forked, "join", join)
+    reaped = []
+    real_reap = forked.Forked.reap
+    monkeypatch.setattr(forked.Forked, "reap", lambda self: reaped.append(self.sink.name) or real_reap(self))
+    _fresh_memos(monkeypatch)
+    results = _job(tmp_path, "a")
+    assert seen.read_text() == "joined first"  # the join did not wait for the child's cache writes
+    assert reaped == ["report"] and base.write_sinks  # and the child was waited for before the job ended
+    assert list((results.parents[1] / "cache" / "aggregates").rglob("*.json"))  # its entries are there
+
+
 def test_no_fork_where_another_thread_runs(monkeypatch):
     import threading
 

@@ -111,6 +111,7 @@ def write_sinks(result: RunResult, ctx: SinkContext, sinks: Sequence[Sink]) -> i
     from worldrecall.engine.sinks.forked import Forked, can_fork
 
     pending: list[Forked] = []
+    children: list[Forked] = []  # reaped at the end: each may still write the deferred cache entries
     for i, sink in enumerate(sinks):
         if pending and getattr(sink, "reads_outputs", True):
             for later in sinks[i:]:  # before waiting: what every sink still to run can do already
@@ -122,10 +123,13 @@ def write_sinks(result: RunResult, ctx: SinkContext, sinks: Sequence[Sink]) -> i
             _prepare(sink, result, ctx)
             try:
                 pending.append(Forked(sink, result, ctx, run_one))
+                children.append(pending[-1])
                 continue
             except OSError as e:  # no fork to be had (out of memory, a process limit): written here, in order
                 log.debug("output %s: not forked (%s)", sink.name, e)
         run_one(sink, result, ctx)
     _join(pending)
     run_later()  # what no forked sink took with it: the job's new cache entries (stages/later.py)
+    for f in children:
+        f.reap()
     return EXIT_OUTPUT_FAILED if result.exit_code == 0 and ctx.failed else result.exit_code

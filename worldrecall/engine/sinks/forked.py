@@ -10,7 +10,9 @@ MLflow, the console).
 What the child sends back is JSON (in an unlinked temporary file): its files, its seconds, its failure if it failed, what it
 printed and logged (replayed here, at the sink's place), and what it added to the sink's in-memory memos
 (``memo_mark`` / ``memo_delta`` / ``memo_merge``), so this process's later jobs find them as if the sink had
-run here. A child that dies or answers nothing is not a lost output: the sink is written here instead.
+run here. A byte on a pipe says the answer is complete; the child then writes the job's deferred cache entries
+while this process goes on, and is reaped at the end of the job's outputs. A child that dies or answers
+nothing is not a lost output: the sink is written here instead.
 
 Forking needs a platform with ``os.fork`` and a process without other Python threads (a thread holding a
 lock at the fork would leave the child waiting for it forever); otherwise the sink simply runs in order.
@@ -79,18 +81,26 @@ class Forked:
         # the child's answer goes to an unlinked temporary file, read once the child is gone (a pipe would
         # make the child wait, megabytes of memo 64 KiB at a time, until this process reads)
         self.answer = tempfile.TemporaryFile()
+        # one byte on this pipe says the answer is complete: the child then does the deferred cache writes
+        # while this process goes on (EOF without it: the child died first)
+        ready, done = os.pipe()
         try:
-            self.pid = os.fork()
+            self.pid: int | None = os.fork()
         except OSError:
             opencv.restore()
             self.answer.close()
+            os.close(ready)
+            os.close(done)
             raise
         if self.pid == 0:
-            self._child(self.answer.fileno())  # never returns
+            os.close(ready)
+            self._child(self.answer.fileno(), done)  # never returns
+        os.close(done)
+        self.ready = ready
         opencv.restore()
-        later.hand_over()  # the child does the job's deferred cache writes, after its sink
+        later.hand_over()  # the child does the job's deferred cache writes, after its answer
 
-    def _child(self, fd: int) -> None:
+    def _child(self, fd: int, done: int) -> None:
         code = 0
         try:
             from worldrecall.engine.stages.executor import die_with_parent
@@ -112,7 +122,6 @@ class Forked:
                     memo = self.sink.memo_delta(mark)
                 except Exception:  # noqa: BLE001  (a memo that cannot travel costs a later job time only)
                     log.debug("memo of %s not handed back", self.sink.name, exc_info=True)
-            later.run_later()  # the deferred cache writes, on this core: the parent writes its own sinks meanwhile
             doc = {"written": [str(p) for p in self.ctx.written[n_written:]], "notes": self.ctx.notes[n_notes:],
                    "failed": self.ctx.failed[n_failed:], "seconds": self.ctx.seconds.get(self.sink.name, 0.0),
                    "out": out.getvalue(), "err": err.getvalue(), "logs": records.records, "memo": memo}
@@ -120,6 +129,8 @@ class Forked:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
+            os.write(done, b"1")
+            later.run_later()  # the deferred cache writes, on this core, while the parent goes on (reap waits)
         except BaseException:  # noqa: BLE001  (no message: the parent writes the sink itself)
             code = 1
         finally:
@@ -129,14 +140,15 @@ class Forked:
         """Wait for the child; its files, notes, failure, output and memo become this process's. Returns how
         many files went in at its place (a sink forked after it has its place that much further on)."""
         t_join = time.perf_counter()
-        _, status = os.waitpid(self.pid, 0)
+        answered = os.read(self.ready, 1) == b"1"  # b"": the child is gone without answering
+        os.close(self.ready)
         wait = time.perf_counter() - t_join
         with self.answer as f:
             f.seek(0)
             data = f.read()
         try:
-            if status != 0:
-                raise ValueError(f"exit status {status}")
+            if not answered:
+                raise ValueError(f"exit status {self.reap()}")
             doc = json.loads(data)
         except ValueError as e:
             log.debug("output %s: its forked child gave no result (%s); writing it here", self.sink.name, e)
@@ -160,3 +172,11 @@ class Forked:
         if doc["memo"] is not None:
             self.sink.memo_merge(doc["memo"])
         return len(written)
+
+    def reap(self) -> int | None:
+        """Wait for the child to end (its deferred cache writes, after its answer); its exit status."""
+        if self.pid is None:
+            return None
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = None
+        return status
