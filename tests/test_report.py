@@ -231,6 +231,7 @@ def test_a_changed_row_redraws_only_its_own_parts(tmp_path, monkeypatch):
 
     from worldrecall.core.data import ScoreRow
     from worldrecall.engine.sinks.report import html
+    from worldrecall.engine.stages import later
 
     png = tmp_path / "fig.png"
     cv2.imwrite(str(png), np.full((40, 60, 3), 90, np.uint8))
@@ -260,6 +261,7 @@ def test_a_changed_row_redraws_only_its_own_parts(tmp_path, monkeypatch):
     fresh = html._Sections(tmp_path / "elsewhere", host).render("m", "c0", rows(0.75), host, fresh_imgs,
                                                                tmp_path / "thumbs", opts)
     assert fresh == second and fresh_imgs.rules == imgs.rules
+    later.run_later()  # the sections' cache files (this test's, not another's)
 
 
 def test_a_persisted_section_names_its_images_and_each_image_is_kept_once(tmp_path, monkeypatch):
@@ -271,6 +273,7 @@ def test_a_persisted_section_names_its_images_and_each_image_is_kept_once(tmp_pa
 
     from worldrecall.core.data import ScoreRow
     from worldrecall.engine.sinks.report import html
+    from worldrecall.engine.stages import later
 
     png = tmp_path / "fig.png"
     cv2.imwrite(str(png), np.random.default_rng(0).integers(0, 255, (120, 160, 3), dtype=np.uint8))
@@ -290,6 +293,8 @@ def test_a_persisted_section_names_its_images_and_each_image_is_kept_once(tmp_pa
     imgs = html._Images()
     page = html._Sections(root, host).render("m", "c0", rows(0.25), host, imgs, tmp_path / "thumbs", opts)
     html._Sections(root, host).render("m", "c0", rows(0.5), host, html._Images(), tmp_path / "thumbs", opts)
+    assert not list(root.glob("??/*.json"))  # written after the job's outputs (stages/later.py), not on the way
+    later.run_later()
     docs = [json.loads(p.read_text()) for p in root.glob("??/*.json")]
     images = sorted(root.glob("images/*/*.b64"))
     assert len(docs) == 2 and all(d["images"] == list(imgs.rules) for d in docs)  # names, not the images
@@ -308,6 +313,7 @@ def test_a_persisted_section_names_its_images_and_each_image_is_kept_once(tmp_pa
     redrawn = html._Images()
     assert html._Sections(root, host).render("m", "c0", rows(0.25), host, redrawn, tmp_path / "thumbs", opts) == page
     assert drawn == ["drawn"] and redrawn.rules == imgs.rules
+    later.run_later()  # (this test's own writes, not another test's)
 
 
 @pytest.mark.parametrize("workers", [1, 2])

@@ -35,6 +35,7 @@ from worldrecall.engine.sinks.report.svg import line_chart
 from worldrecall.engine.sinks.results_view import direction_label, short_metric, unit_label, value_meta
 from worldrecall.engine.stages.bounded import remember
 from worldrecall.engine.stages.config import resolve_config
+from worldrecall.engine.stages.later import later
 from worldrecall.engine.stages.row_digests import row_digest
 
 log = logging.getLogger(__name__)
@@ -140,14 +141,16 @@ class _Sections:
             out[name] = b64
         return out
 
-    def _keep_images(self, rules: Mapping[str, str]) -> None:
+    def _keep_images(self, rules: Mapping[str, str]) -> list[tuple[Path, str]]:
+        """The images of ``rules`` this process has not kept yet, marked kept; returns the files to write."""
+        out = []
         for name, b64 in rules.items():
             if name not in _KEPT_IMAGES:
-                if not self._image(name).exists():
-                    atomic_write_text(self._image(name), b64)
+                out.append((self._image(name), b64))
                 _KEPT_IMAGES.add(name)
                 if _JOURNAL is not None:
                     _JOURNAL.append(("kept", name))
+        return out
 
     def render(self, model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, memo: Path,
                opts: Mapping[str, Any]) -> str:
@@ -164,11 +167,18 @@ class _Sections:
             local = _Images()  # the section's images in the order it uses them, merged below as if drawn now
             html_text = _case(model, cid, rows, host, local, memo, opts, self.fragments)
             hit = (html_text, dict(local.rules))
-            try:
-                self._keep_images(local.rules)  # before the section that names them
-                atomic_write_text(path, json.dumps({"html": html_text, "images": list(local.rules)}))
-            except OSError:
-                pass  # a full cache costs time, never the report
+            images, doc = self._keep_images(local.rules), {"html": html_text, "images": list(local.rules)}
+
+            def store(images: list[tuple[Path, str]] = images, doc: dict[str, Any] = doc, path: Path = path) -> None:
+                try:
+                    for file, b64 in images:  # before the section that names them
+                        if not file.exists():
+                            atomic_write_text(file, b64)
+                    atomic_write_text(path, json.dumps(doc))
+                except OSError:
+                    pass  # a full cache costs time, never the report
+
+            later(store)  # for later processes only (this one has it in memory): after the job's outputs
         _keep("sections", key, hit)
         imgs.merge(hit[1])
         return hit[0]
