@@ -19,6 +19,7 @@ import pandas as pd
 
 from worldrecall.engine.sinks.results_view import (
     direction_label,
+    missing,
     short_metric,
     summary,
     tables_of_kind,
@@ -77,14 +78,14 @@ def _build_views(result: Any, host: Any) -> list[tuple[str, pd.DataFrame, str]]:
         covered: set[str] = set()
         groups: dict[tuple[Any, Any], list[dict[str, Any]]] = {}  # (order, backend) -> its cells, as groupby
         for c in mine:
-            if not (_missing(c["order"]) or _missing(c["backend"])):
+            if not (missing(c["order"]) or missing(c["backend"])):
                 groups.setdefault((c["order"], c["backend"]), []).append(c)
         several = len({b for _, b in groups}) > 1  # name the backends only where they differ
         for key in sorted(groups):
             v = groups[key]
             extra = [c for c in cells if c["benchmark"] == bench and c["variant"] == v[0]["variant"]]
             out.append(_declared_view(v, extra, several))
-            covered |= {c["metric"] for c in v + extra if not _missing(c["metric"])}
+            covered |= {c["metric"] for c in v + extra if not missing(c["metric"])}
         if mine:
             rest = _generic_view(result, host, bench, models[bench], exclude=covered)
             if rest[1].shape[1] > 1:
@@ -98,10 +99,6 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return df.to_dict("records") if len(df) else []
 
 
-def _missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
-
-
 def _declared_view(view: list[dict[str, Any]], extra: list[dict[str, Any]],
                    name_backend: bool) -> tuple[str, pd.DataFrame, str]:
     """One ranked view (its cells, and the cells other aggregators add): a row per model in rank order
@@ -112,7 +109,7 @@ def _declared_view(view: list[dict[str, Any]], extra: list[dict[str, Any]],
 
     def order(c: dict[str, Any]) -> tuple[Any, ...]:
         rank, pos = c["rank"], c["position"]
-        return (_missing(rank), 0.0 if _missing(rank) else rank, _missing(pos), 0 if _missing(pos) else pos)
+        return (missing(rank), 0.0 if missing(rank) else rank, missing(pos), 0 if missing(pos) else pos)
 
     ordered = sorted(firsts.values(), key=order)
     columns = list(dict.fromkeys(c["column"] for c in view))

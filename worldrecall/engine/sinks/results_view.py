@@ -32,6 +32,11 @@ def table_kinds(host: Any, tables: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+def missing(v: Any) -> bool:
+    """A cell read from a table column (``tolist``, records) that pandas counts as missing: None or NaN."""
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
 def tables_of_kind(host: Any, tables: Mapping[str, Any], kind: str) -> dict[str, pd.DataFrame]:
     """Every non-empty table of one kind."""
     kinds = table_kinds(host, tables)

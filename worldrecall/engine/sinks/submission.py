@@ -25,7 +25,7 @@ import numpy as np
 
 from worldrecall.engine.sinks.base import SinkContext
 from worldrecall.engine.sinks.blobs import write_if_changed
-from worldrecall.engine.sinks.results_view import tables_of_kind
+from worldrecall.engine.sinks.results_view import missing, tables_of_kind
 from worldrecall.engine.stages.bounded import remember
 from worldrecall.engine.stages.result import RunResult
 from worldrecall.engine.stages.row_digests import row_digest
@@ -108,7 +108,7 @@ def _view_entries(t: Any) -> list[tuple[str, str]]:
     col = {c: t[c].tolist() for c in names}
     views: dict[tuple[Any, Any, Any], list[int]] = {}
     for i, key in enumerate(zip(col["benchmark"], col["order"], col["variant"])):
-        if not any(_missing(k) for k in key):  # groupby leaves out a view without a key
+        if not any(missing(k) for k in key):  # groupby leaves out a view without a key
             views.setdefault(key, []).append(i)
     out = []
     for (bench, _, variant), rows in sorted(views.items(), key=lambda kv: kv[0]):
@@ -131,10 +131,6 @@ def _view_entries(t: Any) -> list[tuple[str, str]]:
         out.append((str(bench), json.dumps({"variant": str(variant), "title": str(col["title"][rows[0]]),
                                             "note": str(col["note"][rows[0]]), "models": entries})))
     return out
-
-
-def _missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def _view_entries_by_pandas(t: Any) -> list[tuple[str, str]]:

@@ -37,6 +37,7 @@ from worldrecall.engine.sinks.blobs import BlobStore
 from worldrecall.engine.sinks.results_view import (
     direction_label,
     metric_key,
+    missing,
     summary,
     tables_of_kind,
     value_meta,
@@ -145,7 +146,7 @@ def headline_metrics(result: Any, host: Any) -> tuple[dict[str, float], dict[str
     # NaN keys left out, as ``groupby`` visits them (a few hundred groups a job: no sub-frame per group)
     groups: dict[tuple[Any, Any, Any], list[tuple[Any, float]]] = {}
     for bench, metric, value, model, mean in _columns(s, "benchmark", "metric", "value", "model", "mean"):
-        if not any(k is None or (isinstance(k, float) and math.isnan(k)) for k in (bench, metric, value)):
+        if not any(missing(k) for k in (bench, metric, value)):
             groups.setdefault((bench, metric, value), []).append((model, _f(mean)))
     for (bench, metric, value) in sorted(groups):
         cls = host.metrics.get(metric)
