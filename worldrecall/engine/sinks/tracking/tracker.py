@@ -215,7 +215,6 @@ def _insert(session: Any, table: Any, values: list[dict[str, Any]]) -> None:
 
 # (store URI, experiment name) -> its id, as this process found or made it (checked active on each use)
 _EXPERIMENTS: dict[tuple[str, str], str] = {}
-_SWEPT_STALE: set[tuple[str, str]] = set()  # (store URI, experiment id) whose stale runs this process closed
 _LOCATIONS: dict[tuple[str, str], str] = {}  # (store URI, experiment id) -> its artifact location
 
 
@@ -257,11 +256,8 @@ class Tracker:
             if fresh and not seeded:
                 save_template(db)  # the next fresh store is a copy, not ~50 migrations (~8 s)
             self.experiment_id = self._experiment()
-        if not fresh and (self.uri, self.experiment_id) not in _SWEPT_STALE:
-            # once per store and process: a later job of this process (a sweep's) finds no run of a killed
-            # process that the first did not (a process killed meanwhile is the next invocation's to close)
+        if not fresh:
             self.close_stale_runs()
-            _SWEPT_STALE.add((self.uri, self.experiment_id))
         self.setup_s = time.perf_counter() - t1  # store creation/migration/opening, experiment, stale runs
 
     def _experiment(self) -> str:
