@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from worldrecall.engine.sinks.results_view import (
+    column_rows,
     direction_label,
     missing,
     short_metric,
@@ -140,9 +141,8 @@ def _generic_view(result: Any, host: Any, bench: str, models: set[str],
     prim = {n: getattr(c, "primary", "") for n, c in host.metrics.items()}
     s = s[[prim.get(m) == v for m, v in zip(s["metric"], s["value"])]]
     recs: dict[str, dict[str, Any]] = {}
-    cols = ("metric", "value", "model", "mean", "ci_low", "ci_high")
-    # (an empty selection is a frame without columns: ``s[[]]``)
-    for metric, value, model, mean, ci_low, ci_high in zip(*(s[c].tolist() for c in cols)) if len(s) else ():
+    for metric, value, model, mean, ci_low, ci_high in column_rows(s, "metric", "value", "model", "mean", "ci_low",
+                                                                   "ci_high"):
         meta = value_meta(host, metric, value)
         unit = unit_label(meta)
         head = f"{short_metric(metric, bench)} ({unit} {direction_label(meta)})".replace("( ", "(")

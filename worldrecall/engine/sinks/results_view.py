@@ -32,6 +32,13 @@ def table_kinds(host: Any, tables: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+def column_rows(df: pd.DataFrame, *names: str) -> Any:
+    """A frame's rows as tuples of these columns' Python values (what ``itertuples`` gives, without a
+    namedtuple and a box per cell: a job's tables have thousands of cells); none for a frame without rows
+    (an empty selection may have no columns at all: ``s[[]]``)."""
+    return zip(*(df[c].tolist() for c in names)) if len(df) else iter(())
+
+
 def missing(v: Any) -> bool:
     """A cell read from a table column (``tolist``, records) that pandas counts as missing: None or NaN."""
     return v is None or (isinstance(v, float) and math.isnan(v))

@@ -35,6 +35,7 @@ from worldrecall.core.digests import file_state
 from worldrecall.core.tables import backend_signature
 from worldrecall.engine.sinks.blobs import BlobStore
 from worldrecall.engine.sinks.results_view import (
+    column_rows,
     direction_label,
     metric_key,
     missing,
@@ -63,7 +64,7 @@ def per_model_metrics(result: Any, host: Any) -> dict[tuple[str, str], dict[str,
     s = summary(host, result.tables)
     per: dict[tuple[str, str], dict[str, float]] = {}
     keys: dict[str, set[str]] = {}
-    for bench, model, metric, value, mean, lo, hi in _columns(s, "benchmark", "model", "metric", "value", "mean",
+    for bench, model, metric, value, mean, lo, hi in column_rows(s, "benchmark", "model", "metric", "value", "mean",
                                                              "ci_low", "ci_high"):
         k = metric_key(metric, value, bench, host)
         m = per.setdefault((bench, model), {})
@@ -108,7 +109,7 @@ def leaderboard_metrics(result: Any, host: Any) -> dict[tuple[str, str], dict[st
     models = {(r.benchmark, r.model) for r in result.rows}
     out: dict[tuple[str, str], dict[str, float]] = {}
     for t in frames:
-        for bench, model, variant, column, mean, lo, hi in _columns(t, "benchmark", "model", "variant", "column",
+        for bench, model, variant, column, mean, lo, hi in column_rows(t, "benchmark", "model", "variant", "column",
                                                                     "mean", "ci_low", "ci_high"):
             if (bench, model) not in models:  # an imported official result row, not a model of this run
                 continue
@@ -119,12 +120,6 @@ def leaderboard_metrics(result: Any, host: Any) -> dict[tuple[str, str], dict[st
             if not (math.isnan(_f(lo)) and math.isnan(_f(hi))):
                 m[f"{key}.ci_low"], m[f"{key}.ci_high"] = _f(lo), _f(hi)
     return out
-
-
-def _columns(df: Any, *names: str) -> Any:
-    """A frame's rows as tuples of these columns' Python values (what ``itertuples`` gives them as, without
-    a namedtuple and a box per cell: a job's tables have thousands of cells)."""
-    return zip(*(df[c].tolist() for c in names))
 
 
 @functools.lru_cache(maxsize=4096)  # a pure function of a label; the same few labels come every job
@@ -145,7 +140,7 @@ def headline_metrics(result: Any, host: Any) -> tuple[dict[str, float], dict[str
     # (benchmark, metric, value) -> its rows' (model, mean), in the summary's order; groups in sorted order and
     # NaN keys left out, as ``groupby`` visits them (a few hundred groups a job: no sub-frame per group)
     groups: dict[tuple[Any, Any, Any], list[tuple[Any, float]]] = {}
-    for bench, metric, value, model, mean in _columns(s, "benchmark", "metric", "value", "model", "mean"):
+    for bench, metric, value, model, mean in column_rows(s, "benchmark", "metric", "value", "model", "mean"):
         if not any(missing(k) for k in (bench, metric, value)):
             groups.setdefault((bench, metric, value), []).append((model, _f(mean)))
     for (bench, metric, value) in sorted(groups):

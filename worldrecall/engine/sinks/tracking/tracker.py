@@ -487,10 +487,6 @@ class Tracker:
         query = urllib.parse.urlencode(q, quote_via=urllib.parse.quote, safe="")
         return f"http://127.0.0.1:5000/#/experiments/{self.experiment_id}/runs?{query}"
 
-    def share_view(self, state: Mapping[str, Any]) -> str:
-        """Store a runs-page state as this experiment's shared view; returns its key."""
-        return self.share_views([state])[0]
-
     def share_views(self, states: Sequence[Mapping[str, Any]]) -> list[str]:
         """Store runs-page states as this experiment's shared views; returns their keys. On a SQL store in one
         transaction (MLflow's ``set_experiment_tag`` reads the experiment with all its tags for each)."""
