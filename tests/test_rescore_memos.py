@@ -140,3 +140,46 @@ def test_a_bounded_memo_drops_its_oldest_entries_first():
     assert memo == {"b": 1, "c": 2, "d": 3}
     remember(memo, "c", 9, 3)  # a key already held keeps its place
     assert list(memo.items()) == [("b", 1), ("c", 9), ("d", 3)]
+
+
+def test_deferred_score_entries_are_served_by_their_job_and_written_after_it(tmp_path):
+    """A job's new score entry is its own until its file is written after the outputs (stages/later.py): the
+    same bytes a direct put writes; the next job checks it against its file like any other entry."""
+    from worldrecall.engine.stages import later
+
+    entry = {"values": {"v": 0.5, "n": float("nan")}, "artifacts": [], "warnings": ["w"]}
+    direct = ProcessScoreCache(tmp_path / "direct")
+    direct.put("m", "cd" * 32, entry)
+    c = ProcessScoreCache(tmp_path / "scores", defer=True)
+    c.put("m", "cd" * 32, entry)
+    entry["values"]["v"] = 9.0  # the caller's dict changes after the put: the entry is as it was put
+    assert not list((tmp_path / "scores").rglob("*.json"))  # nothing written during the job
+    got = c.get("m", "cd" * 32)
+    assert got["values"]["v"] == 0.5 and got["warnings"] == ["w"] and c.text_of("m", "cd" * 32) is not None
+    later.run_later()
+    (written,) = (tmp_path / "scores").rglob("*.json")
+    assert written.read_bytes() == next((tmp_path / "direct").rglob("*.json")).read_bytes()
+    nxt = ProcessScoreCache(tmp_path / "scores", defer=True)  # the next job of the process
+    assert nxt.get("m", "cd" * 32)["values"]["v"] == 0.5  # read from its file, digest checked
+    written.unlink()
+    assert nxt.get("m", "cd" * 32) is None  # deleted after its job: a miss, as without the memo
+    ProcessScoreCache(tmp_path / "scores", defer=True).put("m", "ef" * 32, entry)
+    assert ProcessScoreCache(tmp_path / "scores", defer=True).get("m", "ef" * 32) is None  # lost: a miss
+    later.run_later()  # (its write, left in the queue, lands now)
+    assert ProcessScoreCache(tmp_path / "scores").get("m", "ef" * 32)["values"]["v"] == 9.0
+
+
+def test_a_forked_worker_writes_its_score_entries_at_once(tmp_path):
+    from worldrecall.engine.stages import later
+
+    c = ProcessScoreCache(tmp_path / "scores", defer=True)
+    pid = os.fork()
+    if pid == 0:  # a worker: its deferred queue would die with it
+        try:
+            c.put("m", "ab" * 32, {"values": {"v": 1.0}, "artifacts": []})
+            os._exit(0 if not later._QUEUE and c.take_recent() else 1)
+        finally:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert len(list((tmp_path / "scores").rglob("*.json"))) == 1

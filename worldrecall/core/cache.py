@@ -168,7 +168,10 @@ class ScoreCache:
     def put(self, metric: str, key: str, entry: Mapping[str, Any]) -> None:
         if not self.enabled:
             return
-        body = json.dumps(entry, sort_keys=True, allow_nan=True)
+        self.write_body(metric, key, json.dumps(entry, sort_keys=True, allow_nan=True))
+
+    def write_body(self, metric: str, key: str, body: str) -> None:
+        """Write the entry whose canonical JSON (sorted keys) is ``body``."""
         doc = json.dumps({"digest": hashlib.sha256(body.encode()).hexdigest(), "entry": json.loads(body)},
                          allow_nan=True)
         atomic_write_text(self._path(metric, key), doc)

@@ -58,6 +58,7 @@ class Aligner:
     description: ClassVar[str] = ""
     defaults: ClassVar[dict[str, Any]] = {}
     min_frames: ClassVar[int] = 1
+    imports: ClassVar[tuple[str, ...]] = ()  # modules ``align`` imports when first called (see Metric.imports)
 
     def align(self, case: Case, params: Mapping[str, Any]) -> Alignment:
         """Return the case's Alignment; raise CaseFailure with a one-line reason on bad input."""
@@ -183,6 +184,9 @@ class Metric:
     judges: ClassVar[tuple[str, ...]] = ()   # judge names the measure stage needs
     params: ClassVar[dict[str, Any]] = {}    # measurement parameters (defaults)
     thresholds: ClassVar[dict[str, Any]] = {}  # scoring parameters (defaults)
+    # modules ``measure`` imports when first called (a heavy library it alone needs, e.g. torch): the engine
+    # imports them before it forks workers, so the workers share one import instead of each paying its own
+    imports: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, params: Mapping[str, Any] | None = None, thresholds: Mapping[str, Any] | None = None):
         self.params = merge_typed(type(self).params, params or {}, f"{self.name}.params")

@@ -64,7 +64,7 @@ class CasePipeline:
                  *, artifacts: bool, device: str, batch_size: int):
         self.host, self.hub, self.judges, self.pool = host, hub, judges, pool
         self.measurements = ProcessMeasurementCache(cache_root / "measurements")
-        self.scores = ProcessScoreCache(cache_root / "scores")
+        self.scores = ProcessScoreCache(cache_root / "scores", defer=True)  # its files: after the outputs
         self.alignments = ProcessScoreCache(cache_root / "alignments")  # same pure-function memo, own counters
         # notes a reader added to case.warnings while a metric measured (e.g. a corrupt depth frame read as
         # NaN), per measurement key: a cached measurement brings its notes back onto the rows

@@ -3,7 +3,8 @@ same process: a sweep's re-score jobs and a warm rerun read thousands of small e
 
 An entry is kept as its JSON text (each caller gets its own copy) with the state (mtime, size, inode) of
 its file when it was read or written; a file deleted, rewritten or tampered with since is read (and its
-digest checked) again, exactly as without the memo.
+digest checked) again, exactly as without the memo. A job's own new entries (``defer``) are served from memory
+while their files wait for the end of the job's outputs (:mod:`worldrecall.engine.stages.later`).
 """
 
 from __future__ import annotations
@@ -17,18 +18,28 @@ from typing import Any
 from worldrecall.core.cache import ScoreCache
 from worldrecall.core.digests import file_state
 from worldrecall.engine.stages.bounded import remember
+from worldrecall.engine.stages.later import later
 
 MEMO_ENTRIES = 200_000  # per cache folder; an entry is a few hundred bytes of JSON
-# folder -> (metric, key) -> (entry JSON, the entry file's (mtime, size, inode))
-_MEMO: dict[str, dict[tuple[str, str], tuple[str, tuple[int, int, int]]]] = {}
+# folder -> (metric, key) -> (entry JSON, the entry file's (mtime, size, inode), or PENDING)
+_MEMO: dict[str, dict[tuple[str, str], tuple[str, tuple[int, int, int] | None]]] = {}
+PENDING = None  # the state of an entry put with ``defer``: no file state is known; after its job, read again
+_PENDING: dict[str, set[tuple[str, str]]] = {}  # folder -> entries this job put whose files are deferred
 
 
 class ProcessScoreCache(ScoreCache):
     """:class:`ScoreCache` whose verified entries are remembered for the process (shared per folder)."""
 
-    def __init__(self, root: Path | str, enabled: bool = True):
+    def __init__(self, root: Path | str, enabled: bool = True, defer: bool = False):
         super().__init__(root, enabled)
         self._memo = _MEMO.setdefault(str(self.root.absolute()), {})
+        # defer: an entry this process puts is served from memory for the rest of the job and its file is
+        # written after the job's outputs (stages/later.py), on the report child's core; a forked worker
+        # writes at once (its queue would die with it). A cache is made per job: what an earlier job
+        # deferred is written by now (or lost: a miss), so its entries are checked against their files again
+        self.defer = defer
+        self._pending = _PENDING.setdefault(str(self.root.absolute()), set())
+        self._pending.clear()
         self._root = str(self.root)
         self.recent: list[tuple[str, str, str]] = []  # put by a forked worker, for its parent (take_recent)
         self._owner = os.getpid()
@@ -49,8 +60,9 @@ class ProcessScoreCache(ScoreCache):
             return None
         known = self._memo.get((metric, key))
         if known is not None:
-            state = file_state(self._file(metric, key))
-            if state is not None and known[1] == state:
+            pending = (metric, key) in self._pending  # put by this job, its file not yet written
+            state = None if pending else file_state(self._file(metric, key))
+            if pending or (state is not None and known[1] == state):
                 entry = json.loads(known[0])  # the file is as it was: no re-read, no re-hash
                 if any(not os.path.exists(a) for a in entry.get("artifacts", [])):
                     return None  # artifacts were cleaned up: score again to rewrite them
@@ -62,6 +74,13 @@ class ProcessScoreCache(ScoreCache):
         return entry
 
     def put(self, metric: str, key: str, entry: Mapping[str, Any]) -> None:
+        if self.enabled and self.defer and os.getpid() == self._owner:
+            text = json.dumps(entry, sort_keys=True, allow_nan=True)  # what the file gets, as of now
+            later(lambda: self.write_body(metric, key, text))
+            self._pending.add((metric, key))
+            remember(self._memo, (metric, key), (json.dumps(json.loads(text), sort_keys=True, allow_nan=True),
+                                                 PENDING), MEMO_ENTRIES)
+            return
         super().put(metric, key, entry)
         if self.enabled:
             body = self._remember(metric, key, json.loads(json.dumps(entry, sort_keys=True, allow_nan=True)))

@@ -80,6 +80,7 @@ class MotionSmoothness(MemoBenchMetric):
     models: ClassVar[tuple[str, ...]] = ("flow",)
     params: ClassVar[dict[str, Any]] = {"max_side": 640, "sample_step": 4}
     thresholds: ClassVar[dict[str, Any]] = {"tau": 0.15, "min_samples": 3, "short_phase_zero": True}
+    imports: ClassVar[tuple[str, ...]] = ("torch", "torch.nn.functional")  # the official warp (warp_error)
 
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
         """Warp error of every consecutive sampled pair of V and R."""

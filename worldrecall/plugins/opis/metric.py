@@ -190,6 +190,7 @@ class OpisMetric(Metric):
         "judge": "",                            # VLM structure claims: judge name ("" = not measured)
     }
     thresholds: ClassVar[dict[str, Any]] = dict(DEFAULT_THRESHOLDS)
+    imports: ClassVar[tuple[str, ...]] = ("scipy.optimize",)  # the Hungarian association
 
     # -- measure --------------------------------------------------------------------------------------
     def needs_models(self, case: Case) -> bool:

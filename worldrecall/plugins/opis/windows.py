@@ -142,6 +142,7 @@ class WindowsAligner(Aligner):
 
     name = "opis.windows"
     description = "OPIS frame sampling: skip the first 1 s (1e-9 tolerance), stride 8, at most 64 windows"
+    imports: ClassVar[tuple[str, ...]] = ("av",)  # the decoded frame times of an mp4
     defaults: ClassVar[dict[str, Any]] = {
         "skip_s": SKIP_S,
         "stride": STRIDE,

@@ -102,6 +102,7 @@ class TurnaroundAligner(Aligner):
 
     name = "scene_memory.turnaround"
     description = "split at the estimated-trajectory turnaround (B.4) + return gate + per-leg turning points"
+    imports: ClassVar[tuple[str, ...]] = ("scipy.ndimage",)  # turning points' median filter
     defaults: ClassVar[dict[str, Any]] = {
         "rotation_weight": 1.0,      # w in d_ij = ‖t_i − t_j‖/E + w·θ_ij/180
         "revisit_radius": 0.15,      # pose distance of a revisit pair
