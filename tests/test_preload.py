@@ -54,6 +54,7 @@ def test_one_process_imports_lazily_and_a_missing_module_changes_nothing(tmp_pat
     host = load_plugins(extra=[toy_plugin], fresh=True)
     serial = Runner(toy_config(tmp_path / "s", ds, workers=1), host).run()
     assert "preload" not in serial.timing  # nothing to share: the metric's own import, when it first measures
+    assert log.read_text().splitlines()[:2] == [f"import {os.getpid()}", f"measure {os.getpid()}"]
     monkeypatch.setattr(toy_plugin.BrightnessDrift, "imports", ("wr_no_such_module_anywhere",))
     forked = Runner(toy_config(tmp_path / "f", ds, workers=2), host).run()
     assert [(r.row_key[1:], r.status, r.values) for r in forked.rows] == \
