@@ -143,7 +143,7 @@ def _launch(args: Sequence[str]) -> int:
     overrides.append(f"hydra.mode={'MULTIRUN' if multirun else 'RUN'}")
     try:
         with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3", job_name="worldrecall"), \
-                _compose_once():
+                _compose_once(), parse_once():
             hydra = GlobalHydra.instance().hydra
             assert hydra is not None
             run = hydra.multirun if multirun else hydra.run
@@ -182,6 +182,60 @@ def _compose_once() -> Iterator[None]:
         yield
     finally:
         ConfigLoaderImpl.load_sweep_config = real  # type: ignore[method-assign]
+
+
+# a config file's (real path, mtime ns, size, inode) -> (its header, its parsed YAML), for every launch of the
+# process: Hydra makes a new config repository each launch and parses each YAML file again
+_PARSED: dict[tuple[str, int, int, int], tuple[dict[str, Any], Any]] = {}
+
+
+@contextmanager
+def parse_once() -> Iterator[None]:
+    """Each config file (ours, a searchpath's, Hydra's own package configs) is parsed once per process while it
+    is unchanged (the state a stat gives): PyYAML's pure-Python loader took ~50 ms of every job to read the
+    same files again. Each load still gets a fresh config of its own, built as ``OmegaConf.load`` builds it,
+    from a copy of the parsed data; a file that cannot be read, or does not parse to what ``OmegaConf.load``
+    accepts, is left to Hydra (its own error)."""
+    import yaml
+    from hydra._internal.core_plugins.file_config_source import FileConfigSource
+    from hydra._internal.core_plugins.importlib_resources_config_source import ImportlibResourcesConfigSource
+    from hydra.plugins.config_source import ConfigResult, ConfigSource
+    from omegaconf._utils import get_yaml_loader
+
+    def parsed(source: Any, path: str) -> ConfigResult | None:
+        try:
+            st = os.stat(path)
+            key = (path, st.st_mtime_ns, st.st_size, st.st_ino)
+            if key not in _PARSED:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+                obj = yaml.load(text, Loader=get_yaml_loader())
+                if obj is not None and not isinstance(obj, (list, dict, str)):
+                    return None
+                _PARSED[key] = (ConfigSource._get_header_dict(text[:512]), obj)  # Hydra reads the first 512
+        except (OSError, UnicodeError, yaml.YAMLError):
+            return None
+        header, obj = _PARSED[key]
+        cfg = OmegaConf.create() if obj is None else OmegaConf.create(copy.deepcopy(obj))
+        return ConfigResult(config=cfg, path=f"{source.scheme()}://{source.path}", provider=source.provider,
+                            header=dict(header))
+
+    real_file, real_pkg = FileConfigSource.load_config, ImportlibResourcesConfigSource._read_config
+
+    def load_file(self: Any, config_path: str) -> Any:
+        full = os.path.realpath(os.path.join(self.path, self._normalize_file_name(config_path)))
+        return parsed(self, full) or real_file(self, config_path)
+
+    def read_pkg(self: Any, res: Any) -> Any:  # a package's config: a plain file unless it sits in a zip
+        return (isinstance(res, Path) and parsed(self, os.path.realpath(res))) or real_pkg(self, res)
+
+    FileConfigSource.load_config = load_file  # type: ignore[method-assign]
+    ImportlibResourcesConfigSource._read_config = read_pkg  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        FileConfigSource.load_config = real_file  # type: ignore[method-assign]
+        ImportlibResourcesConfigSource._read_config = real_pkg  # type: ignore[method-assign]
 
 
 def _inspect(args: list[str]) -> int:
