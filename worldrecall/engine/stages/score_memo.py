@@ -78,8 +78,7 @@ class ProcessScoreCache(ScoreCache):
             text = json.dumps(entry, sort_keys=True, allow_nan=True)  # what the file gets, as of now
             later(lambda: self.write_body(metric, key, text))
             self._pending.add((metric, key))
-            remember(self._memo, (metric, key), (json.dumps(json.loads(text), sort_keys=True, allow_nan=True),
-                                                 PENDING), MEMO_ENTRIES)
+            self._keep(metric, key, json.dumps(json.loads(text), sort_keys=True, allow_nan=True), PENDING)
             return
         super().put(metric, key, entry)
         if self.enabled:
@@ -108,5 +107,5 @@ class ProcessScoreCache(ScoreCache):
         self._keep(metric, key, body, state)
         return body
 
-    def _keep(self, metric: str, key: str, body: str, state: tuple[int, int, int]) -> None:
+    def _keep(self, metric: str, key: str, body: str, state: tuple[int, int, int] | None) -> None:
         remember(self._memo, (metric, key), (body, state), MEMO_ENTRIES)
