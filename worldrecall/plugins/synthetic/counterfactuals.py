@@ -11,6 +11,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from worldrecall.core import exact
 from worldrecall.plugins.synthetic.programs import CameraProgram, rotation_angle_deg
 from worldrecall.plugins.synthetic.render import TargetLook, drifted_primary
 from worldrecall.plugins.synthetic.scene import nearest_colour
@@ -182,8 +183,8 @@ def observed_facts(
                 "colour_at_return": nearest_colour(drifted_primary(look)),
                 "scale_at_return": round(float(look.scale), 4),
                 "position_at_return": [round(float(v), 4) for v in xz],
-                "dist_to_true_position": round(float(np.linalg.norm(xz - tl.xz(t_r))), 4),
-                "dist_to_start_position": round(float(np.linalg.norm(xz - np.asarray(tl.p0))), 4),
+                "dist_to_true_position": round(exact.norm(xz - tl.xz(t_r)), 4),
+                "dist_to_start_position": round(exact.norm(xz - np.asarray(tl.p0)), 4),
             }
         )
     return facts

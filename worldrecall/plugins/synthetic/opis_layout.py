@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from worldrecall.core import exact
 from worldrecall.plugins.synthetic.files import SuiteFiles
 from worldrecall.plugins.synthetic.render import TARGET_ID
 from worldrecall.plugins.synthetic.scene import nearest_colour
@@ -69,7 +70,7 @@ def colour_histogram(crop: np.ndarray, bins: int = HIST_BINS) -> list[float]:
     )
     feats = np.concatenate([np.histogram(arr[..., c], bins=bins, range=(0.0, 255.0))[0] for c in range(3)])
     vec = feats.astype(np.float64)
-    norm = float(np.linalg.norm(vec))
+    norm = exact.norm(vec)
     return [float(v) for v in (vec / norm if norm > 0 else vec)]
 
 

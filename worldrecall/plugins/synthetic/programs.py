@@ -16,6 +16,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from worldrecall.core import exact
+
 SLOTS = 12
 PROGRAMS = ("pan", "tilt", "u_turn", "dolly", "double_yaw")
 
@@ -154,7 +156,7 @@ def c2w_from(pos: np.ndarray, yaw_deg: float, pitch_deg: float) -> np.ndarray:
 
 def rotation_angle_deg(a: np.ndarray, b: np.ndarray) -> float:
     """Geodesic angle between the rotations of two poses, degrees."""
-    r = a[:3, :3].T @ b[:3, :3]
+    r = exact.matmul(a[:3, :3].T, b[:3, :3])
     return math.degrees(math.acos(max(-1.0, min(1.0, (np.trace(r) - 1.0) / 2.0))))
 
 

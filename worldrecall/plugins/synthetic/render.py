@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from worldrecall.core import exact
 from worldrecall.plugins.synthetic.scene import (
     PATTERN_CEILING,
     PATTERN_FLOOR,
@@ -30,7 +31,7 @@ from worldrecall.plugins.synthetic.scene import (
 
 HFOV_DEG = 60.0
 TARGET_ID = 1
-LIGHT = np.array([0.35, 0.85, -0.40]) / np.linalg.norm([0.35, 0.85, -0.40])
+LIGHT = np.array([0.35, 0.85, -0.40]) / exact.norm([0.35, 0.85, -0.40])
 TEX_SIZE = 512
 SECONDARY = np.array([0.93, 0.92, 0.86])
 DRIFT_HUE_DEG = 150.0  # hue rotation of a fully drifted target
@@ -69,6 +70,25 @@ def detail_texture(seed: int) -> np.ndarray:
     tex -= tex.min()
     tex /= max(float(tex.max()), 1e-6)
     return tex.astype(np.float32)
+
+
+def sample_wrap(tex: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Bilinear lookup of a float32 texture at pixel coordinates (x, y), wrapping at the borders.
+
+    What ``cv2.remap(..., INTER_LINEAR, BORDER_WRAP)`` computes (coordinates rounded to 1/32 pixel), spelt
+    out in elementwise float32 so that it rounds the same on every CPU: OpenCV's vectorised remap differs
+    in the last bit between its SSE and AVX2 paths, which is enough to flip a pixel of the suite."""
+    h, w = tex.shape
+    ix = np.rint(np.asarray(x, np.float32) * np.float32(32)).astype(np.int64)
+    iy = np.rint(np.asarray(y, np.float32) * np.float32(32)).astype(np.int64)
+    ax = (ix & 31).astype(np.float32) * np.float32(1 / 32)
+    ay = (iy & 31).astype(np.float32) * np.float32(1 / 32)
+    x0, y0 = (ix >> 5) % w, (iy >> 5) % h
+    x1, y1 = (x0 + 1) % w, (y0 + 1) % h
+    bx, by = np.float32(1) - ax, np.float32(1) - ay
+    top = tex[y0, x0] * bx + tex[y0, x1] * ax
+    bottom = tex[y1, x0] * bx + tex[y1, x1] * ax
+    return top * by + bottom * ay
 
 
 def drifted_primary(look: TargetLook) -> np.ndarray:
@@ -181,7 +201,7 @@ class Renderer:
             return hit
         scene, table = self._static[key]
         R, t = c2w[:3, :3].astype(np.float32), c2w[:3, 3].astype(np.float32)
-        dirs = self._dirs32[res] @ R.T
+        dirs = exact.matmul(self._dirs32[res], R.T)
         ans = self._cast(scene, t, dirs)
         z = ans["t_hit"].astype(np.float32)
         gid = ans["geometry_ids"].astype(np.int64)
@@ -202,7 +222,6 @@ class Renderer:
     def _shade_static(
         self, pts: np.ndarray, normals: np.ndarray, gid: np.ndarray, table: dict, miss: np.ndarray
     ) -> np.ndarray:
-        import cv2
 
         n = normals.astype(np.float32)
         a, b = _planar_coords(pts, n)
@@ -211,7 +230,7 @@ class Renderer:
         mu += rows[..., 4]
         mv = b * rows[..., 3]
         mv += rows[..., 5]
-        detail = cv2.remap(self.texture, mu, mv, interpolation=cv2.INTER_LINEAR, borderMode=cv2.BORDER_WRAP)
+        detail = sample_wrap(self.texture, mu, mv)
         shade = detail * np.float32(0.45)
         shade += np.float32(0.55)
         pattern = rows[..., 6]
@@ -251,7 +270,7 @@ class Renderer:
         R, t = c2w[:3, :3], c2w[:3, 3]
         centre = np.asarray(look.position, np.float64)
         radius = self.target.bound_radius * look.scale
-        pc = R.T @ (centre - t)
+        pc = exact.matmul(R.T, centre - t)
         if pc[2] + radius <= 0.01:
             return None
         if pc[2] - radius > 0.05:  # the projected bounding circle, padded; else cast the whole frame
@@ -265,8 +284,8 @@ class Renderer:
             return None
         Rt = yaw_matrix(self.target.yaw)
         # world -> canonical target frame: p_local = Rt^T (p - centre) / scale; t_hit stays the world one
-        dirs_l = self._dirs[res][y0:y1, x0:x1] @ ((R.T @ Rt) / look.scale)
-        origin_l = (Rt.T @ (t - centre)) / look.scale
+        dirs_l = exact.matmul(self._dirs[res][y0:y1, x0:x1], exact.matmul(R.T, Rt) / look.scale)
+        origin_l = exact.matmul(Rt.T, t - centre) / look.scale
         ans = self._cast(self._target_scene, origin_l, dirs_l)
         z = ans["t_hit"].astype(np.float32)
         hit = np.isfinite(z)
@@ -277,13 +296,12 @@ class Renderer:
         if res == "full":
             local = origin_l + dirs_l * np.where(hit, z, 0.0)[..., None]
             n_local = ans["primitive_normals"].astype(np.float64)
-            rgb = self._shade_target(local, n_local, n_local @ Rt.T, look)
+            rgb = self._shade_target(local, n_local, exact.matmul(n_local, Rt.T), look)
         return Layer(z=z, ids=ids, rgb=rgb, x0=x0, y0=y0)
 
     def _shade_target(
         self, local: np.ndarray, n_local: np.ndarray, n_world: np.ndarray, look: TargetLook
     ) -> np.ndarray:
-        import cv2
 
         d = float(look.drift)
         primary = drifted_primary(look)
@@ -301,21 +319,15 @@ class Renderer:
             mark = (np.floor(x * f + phase) + np.floor(y * f) + np.floor(z * f)) % 2 == 1
         else:  # dotted: blobs of the detail texture in the object's own coordinates
             a, b = _planar_coords(local, n_local)
-            spots = cv2.remap(
+            spots = sample_wrap(
                 self.texture,
                 ((a + phase) * 60.0 * freq + 37.0).astype(np.float32),
                 (b * 60.0 * freq + 11.0).astype(np.float32),
-                interpolation=cv2.INTER_LINEAR,
-                borderMode=cv2.BORDER_WRAP,
             )
             mark = spots > 0.62
         a, b = _planar_coords(local, n_local)
-        fine = cv2.remap(
-            self.texture,
-            (a * 140.0 + 200.0).astype(np.float32),
-            (b * 140.0 + 90.0).astype(np.float32),
-            interpolation=cv2.INTER_LINEAR,
-            borderMode=cv2.BORDER_WRAP,
+        fine = sample_wrap(
+            self.texture, (a * 140.0 + 200.0).astype(np.float32), (b * 140.0 + 90.0).astype(np.float32)
         )
         albedo = np.where(mark[..., None], secondary, primary) * (0.82 + 0.18 * fine)[..., None]
         return (albedo * _lambert(n_world)[..., None]).astype(np.float32)
@@ -389,7 +401,7 @@ def _planar_coords(p: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def _lambert(n: np.ndarray) -> np.ndarray:
-    return (0.42 + 0.58 * np.clip(n @ LIGHT.astype(n.dtype), 0.0, None)).astype(n.dtype)
+    return (0.42 + 0.58 * np.clip(exact.matmul(n, LIGHT.astype(n.dtype)), 0.0, None)).astype(n.dtype)
 
 
 def to_uint8(rgb: np.ndarray) -> np.ndarray:

@@ -8,9 +8,12 @@ origin, unit scale) because the target moves and changes size: the renderer maps
 from __future__ import annotations
 
 import colorsys
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+
+from worldrecall.core import exact
 
 # The OPIS quick-start palette (nearest-colour attribute names); renders use these albedos.
 PALETTE: dict[str, tuple[int, int, int]] = {
@@ -157,7 +160,7 @@ class TargetSpec:
     @property
     def bound_radius(self) -> float:
         """Radius of a sphere around the canonical mesh (centred at the bbox centre)."""
-        return 0.5 * float(np.linalg.norm(self.dims))
+        return 0.5 * exact.norm(self.dims)
 
     def mesh(self):
         mesh_shape = {"ball": "sphere", "cube": "box", "drum": "cylinder", "cone": "cone"}[self.shape]
@@ -204,8 +207,9 @@ class RoomLayout:
 
 
 def _yaw_matrix(deg: float) -> np.ndarray:
-    a = np.radians(deg)
-    c, s = np.cos(a), np.sin(a)
+    # math, not numpy: numpy's float64 sin/cos take a different (vectorised) path on AVX-512 CPUs
+    a = math.radians(deg)
+    c, s = math.cos(a), math.sin(a)
     return np.array([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]])
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from worldrecall.core import exact
 from worldrecall.plugins.synthetic.files import SuiteFiles
 
 SIDECAR_FILES = (
@@ -51,7 +52,7 @@ def write_sidecars(
     if not (len(depth) == len(ids) == n):
         raise ValueError(f"{rel_dir}: {n} poses, {len(depth)} depth maps, {len(ids)} masks")
     c2w32 = np.asarray(c2w, np.float32)
-    w2c32 = np.linalg.inv(np.asarray(c2w, np.float64)).astype(np.float32)
+    w2c32 = exact.rigid_inverse(c2w).astype(np.float32)
     depth = np.asarray(depth, np.float32)
     valid = np.isfinite(depth) & (depth > 0)
     depth = np.where(valid, depth, 0.0).astype(np.float32)  # invalid pixels are stored as 0 (ViPE convention)

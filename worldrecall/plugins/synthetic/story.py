@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from worldrecall.core import exact
 from worldrecall.plugins.synthetic.programs import (
     PROGRAMS,
     CameraProgram,
@@ -146,13 +147,13 @@ class CaseStory:
     def move_direction(self) -> str:
         d = np.asarray(self.target.p1) - np.asarray(self.target.p0)
         r = right_of(self.program.yaw0)
-        return "right" if d @ r[[0, 2]] > 0 else "left"
+        return "right" if exact.matmul(d, r[[0, 2]]) > 0 else "left"
 
     def change_sentence(self) -> str:
         tl, noun = self.target, self.target.spec.noun
         parts = []
         if tl.moves:
-            dist = float(np.linalg.norm(np.asarray(tl.p1) - np.asarray(tl.p0)))
+            dist = exact.norm(np.asarray(tl.p1) - np.asarray(tl.p0))
             parts.append(f"slides about {dist:.1f} m to the {self.move_direction()}")
         if tl.recolours:
             parts.append(f"changes colour from {tl.colour0} to {tl.colour1}")
@@ -181,13 +182,13 @@ class CaseStory:
 def sphere_view(c2w: np.ndarray, K: np.ndarray, size: tuple[int, int], centre, radius: float) -> str:
     """'in' (fully inside the image), 'out' (fully outside the frustum) or 'partial'."""
     w, h = size
-    pc = c2w[:3, :3].T @ (np.asarray(centre, np.float64) - c2w[:3, 3])
+    pc = exact.matmul(c2w[:3, :3].T, np.asarray(centre, np.float64) - c2w[:3, 3])
     fx, fy, cx, cy = K[0, 0], K[1, 1], K[0, 2], K[1, 2]
     planes = np.array(
         [[fx, 0.0, cx + 0.5], [-fx, 0.0, w - 0.5 - cx], [0.0, fy, cy + 0.5], [0.0, -fy, h - 0.5 - cy]]
     )
     planes /= np.linalg.norm(planes, axis=1, keepdims=True)
-    dist = np.append(planes @ pc, pc[2] - 0.05)
+    dist = np.append(exact.matmul(planes, pc), pc[2] - 0.05)
     if (dist < -radius).any():
         return "out"
     if (dist > radius * 1.08).all():
@@ -197,8 +198,8 @@ def sphere_view(c2w: np.ndarray, K: np.ndarray, size: tuple[int, int], centre, r
 
 def _seg_dist(p: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
     ab = b - a
-    u = float(np.clip((p - a) @ ab / max(ab @ ab, 1e-12), 0.0, 1.0))
-    return float(np.linalg.norm(p - (a + u * ab)))
+    u = float(np.clip(exact.matmul(p - a, ab) / max(exact.matmul(ab, ab), 1e-12), 0.0, 1.0))
+    return exact.norm(p - (a + u * ab))
 
 
 def plan_case(
@@ -349,10 +350,10 @@ def _teleport_destination(rng: np.random.Generator, view: Callable[..., str], en
     """Somewhere else for the teleporting model's target: in view at the end, inside the room."""
     r_end = end[:3, 0][[0, 2]]
     f_end = end[:3, 2][[0, 2]]
-    f_end = f_end / max(np.linalg.norm(f_end), 1e-9)
+    f_end = f_end / max(exact.norm(f_end), 1e-9)
     for off in rng.permutation([1.1, -1.1, 1.4, -1.4, 0.9, -0.9]):
-        cand = p1 + off * r_end / max(np.linalg.norm(r_end), 1e-9) + rng.uniform(-0.3, 0.3) * f_end
-        if np.abs(cand).max() > ROOM_LIMIT or np.linalg.norm(cand - p1) < 0.85:
+        cand = p1 + off * r_end / max(exact.norm(r_end), 1e-9) + rng.uniform(-0.3, 0.3) * f_end
+        if np.abs(cand).max() > ROOM_LIMIT or exact.norm(cand - p1) < 0.85:
             continue
         if view(end, cand, scale1) == "in":
             return cand
@@ -373,7 +374,7 @@ def _place_props(
     # props in the *final* view (the opening view again, except after a U-turn): the hallucinating model
     # moves these, so the change is on screen after the return
     end = gt_poses[-1]
-    r_v = end[[0, 2], 0] / max(float(np.linalg.norm(end[[0, 2], 0])), 1e-9)
+    r_v = end[[0, 2], 0] / max(exact.norm(end[[0, 2], 0]), 1e-9)
     placer.place_in_final_view(end)
     props = placer.props
     in_view = list(props)
@@ -433,7 +434,7 @@ class _PropPlacer:
             return False
         if np.min(np.linalg.norm(self.cams - xz, axis=1)) < p.radius + 0.7:
             return False
-        if any(np.linalg.norm(xz - t) < p.radius + t_rad + 0.35 for t in targets):
+        if any(exact.norm(xz - t) < p.radius + t_rad + 0.35 for t in targets):
             return False
         if _seg_dist(xz, targets[0], targets[1]) < p.radius + t_rad + 0.2:
             return False
@@ -485,9 +486,9 @@ class _PropPlacer:
         """One big prop on each side behind the target in the final view (``end`` pose), if one fits."""
         rng, tl = self.rng, self.tl
         pos_v = end[[0, 2], 3]
-        h_v = end[[0, 2], 2] / max(float(np.linalg.norm(end[[0, 2], 2])), 1e-9)
-        r_v = end[[0, 2], 0] / max(float(np.linalg.norm(end[[0, 2], 0])), 1e-9)
-        d_t = float(np.linalg.norm(np.asarray(tl.p1) - pos_v))
+        h_v = end[[0, 2], 2] / max(exact.norm(end[[0, 2], 2]), 1e-9)
+        r_v = end[[0, 2], 0] / max(exact.norm(end[[0, 2], 0]), 1e-9)
+        d_t = exact.norm(np.asarray(tl.p1) - pos_v)
         for side in (-1.0, 1.0):  # big ones, behind the target, so a moved one is a large share of the view
             for _ in range(30):
                 kind, colour = self.new_kind_colour()
