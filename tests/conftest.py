@@ -24,9 +24,11 @@ os.environ["WORLDRECALL_PLUGINS"] = ",".join(sorted(
 os.environ.pop("WORLDRECALL_STRICT_PLUGINS", None)
 for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
     os.environ.pop(key, None)
-
-
 import pytest
+
+# before any test module loads numpy/torch/OpenCV: they pick their CPU kernels when they load
+# (worldrecall/core/isa.py), and the figures the tests check are those of the pinned kernels
+import worldrecall  # noqa: E402,F401
 
 
 @pytest.fixture(scope="session")

@@ -252,16 +252,22 @@ def test_parity_distances_are_float64_distances_rounded_to_float32():
 
 
 def test_parity_icp_far_from_the_origin_is_accepted():
-    # a copy shifted by ≈ 4 % of the diagonal, 10 km from the origin: the centred float64 covariance finds
-    # the shift (a float32 ICP with the uncentred shortcut rejected it here: F1 0.24)
-    O = _scene() + 1.0e4
+    # a copy shifted by ≈ 4 % of the diagonal, far from the origin: the centred covariance finds the shift
+    # (the uncentred shortcut ΣsdᵀW − W·m_s m_dᵀ cancels there and rejected it: F1 0.24)
     shift = np.array([0.2, -0.1, 0.15])
-    for f32 in (True, False):
-        r = score_point_clouds(O, O + shift, float32=f32, keep_points=True)
-        assert r.icp_accepted and r.alignment == "trimmed_icp"
-        # the aligned copy lands on the observation (t itself absorbs R's tiny error × 1000 units)
-        assert np.abs(r.rev - O).max() < (2e-3 if f32 else 1e-6)  # float32 spacing at 1e4: 1e-3
-        assert r.f1 == 1.0
+    # float64, 10 km out: found to the last few bits
+    O = _scene() + 1.0e4
+    r = score_point_clouds(O, O + shift, float32=False, keep_points=True)
+    assert r.icp_accepted and r.alignment == "trimmed_icp" and r.f1 == 1.0
+    assert np.abs(r.rev - O).max() < 1e-6
+    # the release's float32 clouds, 1 km out (float32 spacing there: 6e-5). Farther out the spacing (1e-3
+    # at 10 km) ties many nearest distances, and which tied rows np.argpartition keeps is unspecified (it
+    # changes with numpy's SIMD path): the fitted rotation, and the acceptance, then depend on the CPU
+    O = _scene() + 1.0e3
+    r = score_point_clouds(O, O + shift, float32=True, keep_points=True)
+    assert r.icp_accepted and r.alignment == "trimmed_icp" and r.f1 == 1.0
+    # the aligned copy lands on the observation (t itself absorbs R's tiny error × 1000 units)
+    assert np.abs(r.rev - O).max() < 2e-3
 
 
 def test_kabsch_centres_before_the_covariance():

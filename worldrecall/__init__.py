@@ -7,6 +7,11 @@ The plugin-author API, importable from one place::
 Everything here is re-exported from :mod:`worldrecall.core` (the contract); see docs/plugins.md.
 """
 
+# first, before numpy/torch/OpenCV load: they choose their CPU kernels once, when they load
+from worldrecall.core import isa as _isa
+
+_isa.pin()
+
 from worldrecall.core.components import (
     Aggregator,
     Aligner,

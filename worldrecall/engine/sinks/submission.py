@@ -160,6 +160,8 @@ def provenance_doc(result: RunResult) -> dict[str, Any]:
     }
     if prov.suite:
         doc["suite"] = dict(prov.suite)
+    if prov.cpu_kernels:
+        doc["cpu_kernels"] = dict(prov.cpu_kernels)
     return doc
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from worldrecall import __version__
+from worldrecall.core import isa
 
 # keys that say where results go or how a run looks, not what it computes: left out of the config hash
 _NOT_HASHED = ("output_root", "cache_dir", "progress", "tracking")
@@ -67,6 +68,8 @@ class Provenance:
     plugins: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)
     backends: Mapping[str, str] = field(default_factory=dict)
     suite: Mapping[str, Any] = field(default_factory=dict)
+    # the instruction set numpy/torch/OpenCV kernels were capped at (worldrecall/core/isa.py)
+    cpu_kernels: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, cfg: Mapping[str, Any], plugins: Iterable[Any], cases: Iterable[tuple[str, str, str]],
@@ -75,4 +78,4 @@ class Provenance:
                    platform.python_version(),
                    {p.name: {"version": p.version, "distribution": p.distribution}
                     for p in sorted(plugins, key=lambda p: p.name)},
-                   {k: v for k, v in sorted(backends.items()) if v}, suite_digests(cfg))
+                   {k: v for k, v in sorted(backends.items()) if v}, suite_digests(cfg), isa.state())

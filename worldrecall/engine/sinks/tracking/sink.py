@@ -41,6 +41,7 @@ def provenance_tags(result: RunResult, overrides: list[str]) -> dict[str, str]:
         "worldrecall.overrides": " ".join(overrides),
         "worldrecall.backends": ",".join(f"{k}={v}" for k, v in prov.backends.items()),
         "worldrecall.python": prov.python,
+        "worldrecall.cpu_kernels": str(prov.cpu_kernels.get("level", "?")),
     }
     for name, p in prov.plugins.items():
         tags[f"plugin.{name}"] = p.get("version") or "?"
