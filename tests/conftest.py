@@ -27,7 +27,7 @@ for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
 import pytest
 
 # before any test module loads numpy/torch/OpenCV: they pick their CPU kernels when they load
-# (worldrecall/core/isa.py), and the figures the tests check are those of the pinned kernels
+# (worldrecall/numerics/isa.py), and the figures the tests check are those of the pinned kernels
 import worldrecall  # noqa: E402,F401
 
 

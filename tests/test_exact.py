@@ -1,4 +1,4 @@
-"""core/exact.py: small products and norms as ordered elementwise float ops (hand-computed values)."""
+"""numerics/exact.py: small products and norms as ordered elementwise float ops (hand-computed values)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from worldrecall.core import exact
+from worldrecall.numerics import exact
 
 
 def test_matmul_matrix_and_vector_hand_computed():

@@ -1,4 +1,4 @@
-"""The CPU-kernel pin (core/isa.py) and a suite that renders the same whatever kernels the libraries pick."""
+"""The CPU-kernel pin (numerics/isa.py) and a suite that renders the same whatever kernels the libraries pick."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from worldrecall.core import isa
+from worldrecall.numerics import isa
 
 ROOT = Path(__file__).resolve().parents[1]
 AVX2_HOST = {"sse4_2", "avx", "avx2", "fma"}
@@ -32,7 +32,7 @@ def test_an_avx2_host_caps_the_blas_mkl_onednn_and_aten_kernels_at_avx2():
     assert level == "AVX2+FMA"
     assert want["OPENBLAS_CORETYPE"] == "Haswell" and want["MKL_CBWR"] == "AVX2"
     assert want["ONEDNN_MAX_CPU_ISA"] == "AVX2" and want["ATEN_CPU_CAPABILITY"] == "avx2"
-    # numpy and OpenCV warn about disabling features the CPU lacks: not asked for here
+    # nothing to turn off on an AVX2 CPU (and OpenCV warns at import about a feature the CPU lacks)
     assert "NPY_DISABLE_CPU_FEATURES" not in want and "OPENCV_CPU_DISABLE" not in want
 
 
@@ -57,7 +57,7 @@ def test_where_avx2_kernels_cannot_run_nothing_is_pinned(flags, machine, system,
 
 @pytest.mark.skipif(not {"avx2", "fma"} <= isa.cpu_flags(), reason="the pin applies on AVX2+FMA CPUs")
 def test_importing_worldrecall_pins_numpys_blas_and_says_so_and_a_users_setting_wins():
-    code = ("import worldrecall, json, numpy\nfrom threadpoolctl import threadpool_info\nfrom worldrecall.core import isa\n"
+    code = ("import worldrecall, json, numpy\nfrom threadpoolctl import threadpool_info\nfrom worldrecall.numerics import isa\n"
             "arch = [i.get('architecture') for i in threadpool_info() if i['internal_api'] == 'openblas']\n"
             "print(json.dumps({'state': isa.state(), 'arch': arch}))")
     out = json.loads(_python(code))
@@ -68,7 +68,7 @@ def test_importing_worldrecall_pins_numpys_blas_and_says_so_and_a_users_setting_
     out = json.loads(_python(code, WORLDRECALL_ISA="native"))
     assert out["state"]["level"] == "native" and out["state"]["set"] == {}
     # numpy loaded first has already chosen its kernels: reported, not claimed
-    late = json.loads(_python("import numpy, worldrecall, json\nfrom worldrecall.core import isa\n"
+    late = json.loads(_python("import numpy, worldrecall, json\nfrom worldrecall.numerics import isa\n"
                               "print(json.dumps(isa.state()))"))
     assert late["late"] == ["numpy"]
 

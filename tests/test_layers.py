@@ -1,6 +1,6 @@
 """The layer rules, checked from the code's own imports (every `import`, also inside functions).
 
-core -> nothing else in worldrecall; registry -> core; formats -> core; gates -> core; engine -> core, registry
+numerics -> nothing else in worldrecall (anything may import it); core -> numerics; registry -> core; formats -> core; gates -> core; engine -> core, registry
 (never a plugin); testing (the pytest fixture) -> engine, registry, core; each plugin -> core, formats, gates
 and its own package only. No import cycle between files or folders.
 """
@@ -60,12 +60,13 @@ def _layer(module: str) -> str:
 
 ALLOWED = {
     "worldrecall": {"worldrecall"},
-    "core": {"core", "worldrecall"},
-    "registry": {"registry", "core", "worldrecall"},
-    "formats": {"formats", "core", "worldrecall"},
-    "gates": {"gates", "core", "worldrecall"},
-    "engine": {"engine", "registry", "core", "worldrecall"},
-    "testing": {"testing", "engine", "registry", "core", "worldrecall"},  # the plugin authors' pytest fixture
+    "numerics": {"numerics"},  # the CPU-kernel pin loads before numpy: it may depend on nothing of ours
+    "core": {"core", "numerics", "worldrecall"},
+    "registry": {"registry", "core", "numerics", "worldrecall"},
+    "formats": {"formats", "core", "numerics", "worldrecall"},
+    "gates": {"gates", "core", "numerics", "worldrecall"},
+    "engine": {"engine", "registry", "core", "numerics", "worldrecall"},
+    "testing": {"testing", "engine", "registry", "core", "numerics", "worldrecall"},  # the plugin authors' pytest fixture
     "conf": set(),
     "plugins": {"core", "worldrecall"},  # worldrecall/plugins/__init__.py itself
 }
@@ -80,9 +81,9 @@ def test_every_import_respects_the_layers():
     for mod, deps in sorted(_graph().items()):
         layer = _layer(mod)
         if layer == "worldrecall":  # the package root re-exports the plugin-author API from core only
-            allowed = {"worldrecall", "core"}
+            allowed = {"worldrecall", "core", "numerics"}
         elif layer.startswith("plugins."):
-            allowed = {layer, "core", "formats", "gates", "worldrecall"}
+            allowed = {layer, "core", "formats", "gates", "numerics", "worldrecall"}
         else:
             allowed = ALLOWED[layer]
         bad += [f"{mod} ({layer}) imports {d} ({_layer(d)})" for d in sorted(deps) if _layer(d) not in allowed]

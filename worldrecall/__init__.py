@@ -8,7 +8,7 @@ Everything here is re-exported from :mod:`worldrecall.core` (the contract); see 
 """
 
 # first, before numpy/torch/OpenCV load: they choose their CPU kernels once, when they load
-from worldrecall.core import isa as _isa
+from worldrecall.numerics import isa as _isa
 
 _isa.pin()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from worldrecall import __version__
-from worldrecall.core import isa
+from worldrecall.numerics import isa
 
 # keys that say where results go or how a run looks, not what it computes: left out of the config hash
 _NOT_HASHED = ("output_root", "cache_dir", "progress", "tracking")
@@ -68,7 +68,7 @@ class Provenance:
     plugins: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)
     backends: Mapping[str, str] = field(default_factory=dict)
     suite: Mapping[str, Any] = field(default_factory=dict)
-    # the instruction set numpy/torch/OpenCV kernels were capped at (worldrecall/core/isa.py)
+    # the instruction set numpy/torch/OpenCV kernels were capped at (worldrecall/numerics/isa.py)
     cpu_kernels: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from worldrecall.core import exact
+from worldrecall.numerics import exact
 from worldrecall.plugins.synthetic.programs import CameraProgram, rotation_angle_deg
 from worldrecall.plugins.synthetic.render import TargetLook, drifted_primary
 from worldrecall.plugins.synthetic.scene import nearest_colour

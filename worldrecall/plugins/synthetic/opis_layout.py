@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from worldrecall.core import exact
+from worldrecall.numerics import exact
 from worldrecall.plugins.synthetic.files import SuiteFiles
 from worldrecall.plugins.synthetic.render import TARGET_ID
 from worldrecall.plugins.synthetic.scene import nearest_colour

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from worldrecall.core import exact
+from worldrecall.numerics import exact
 
 SLOTS = 12
 PROGRAMS = ("pan", "tilt", "u_turn", "dolly", "double_yaw")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from worldrecall.core import exact
+from worldrecall.numerics import exact
 from worldrecall.plugins.synthetic.scene import (
     PATTERN_CEILING,
     PATTERN_FLOOR,

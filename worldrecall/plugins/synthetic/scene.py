@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from worldrecall.core import exact
+from worldrecall.numerics import exact
 
 # The OPIS quick-start palette (nearest-colour attribute names); renders use these albedos.
 PALETTE: dict[str, tuple[int, int, int]] = {

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from worldrecall.core import exact
+from worldrecall.numerics import exact
 from worldrecall.plugins.synthetic.files import SuiteFiles
 
 SIDECAR_FILES = (

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from worldrecall.core import exact
+from worldrecall.numerics import exact
 from worldrecall.plugins.synthetic.programs import (
     PROGRAMS,
     CameraProgram,

@@ -31,7 +31,8 @@ _ALWAYS = {
     "DNNL_MAX_CPU_ISA": "AVX2",  # its older spelling
     "ATEN_CPU_CAPABILITY": "avx2",  # torch's own vectorised kernels
 }
-# only where the CPU has AVX-512 (both libraries warn about disabling a feature the CPU lacks)
+# only where the CPU has AVX-512: nothing to turn off elsewhere, and OpenCV prints a warning at every import
+# when told to disable a feature the CPU lacks
 _NUMPY_AVX512 = "X86_V4 AVX512_ICL AVX512_SPR"  # numpy >= 2.4's names for its AVX-512 dispatch targets
 _NUMPY_AVX512_LEGACY = (  # numpy 2.0-2.3
     "AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR"
