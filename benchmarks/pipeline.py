@@ -92,7 +92,7 @@ def main() -> None:
                     help="run everything this many times, each in a fresh folder, and print each figure's "
                          "median [min, max] after the runs' own reports")
     args = ap.parse_args()
-    reports = [measure(args, set(args.parts.split(","))) for _ in range(max(1, args.repeat))]
+    reports = [measure(args, set(args.parts.split(",")), i) for i in range(max(1, args.repeat))]
     for r in reports:
         print(json.dumps(r, indent=2))
     if len(reports) > 1:
@@ -121,9 +121,15 @@ def spread(reports: list[dict]) -> dict[str, list[float]]:
                 round(max(f[k] for f in flat), 3)] for k in keys}
 
 
-def measure(args: argparse.Namespace, parts: set[str]) -> dict:
-    """One measurement of every asked part, in a fresh folder (removed after unless ``--workdir``)."""
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="wr-bench-"))
+def measure(args: argparse.Namespace, parts: set[str], index: int = 0) -> dict:
+    """One measurement of every asked part, in a fresh folder (removed after unless ``--workdir``; there, each
+    repeat gets its own emptied ``run-<i>`` folder, so no repeat finds an earlier one's suite or cache)."""
+    if args.workdir:
+        work = Path(args.workdir) / f"run-{index + 1}"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+    else:
+        work = Path(tempfile.mkdtemp(prefix="wr-bench-"))
     suite_root = work / "suite"
     common = [f"suite.root={suite_root}", f"suite.params.n_cases={args.n_cases}", "progress=false"]
 
