@@ -55,3 +55,16 @@ def test_rigid_inverse_of_a_yaw_and_a_translation():
     assert np.allclose(exact.matmul(c2w, w2c), np.eye(4), atol=1e-15)
     batch = exact.rigid_inverse(np.stack([c2w, np.eye(4)]))
     assert np.array_equal(batch[0], w2c) and np.array_equal(batch[1], np.eye(4))
+
+
+def test_sample_wrap_is_bilinear_on_a_32nd_pixel_grid_and_wraps_hand_computed():
+    from worldrecall.plugins.synthetic.render import sample_wrap
+
+    tex = np.array([[0.0, 1.0, 2.0], [10.0, 11.0, 12.0]], np.float32)  # 2 rows x 3 columns
+    x = np.array([0.0, 0.5, 1.25, 2.5, -0.5, 0.51], np.float32)
+    y = np.array([0.0, 0.0, 0.5, 0.0, 1.0, 0.0], np.float32)
+    got = sample_wrap(tex, x, y).tolist()
+    # (0, 0) -> 0; (0.5, 0) -> (0 + 1) / 2; (1.25, 0.5): rows 1.25 and 11.25, halfway -> 6.25
+    # (2.5, 0): columns 2 and 0 (wrapped) -> (2 + 0) / 2; (-0.5, 1): columns 2 (wrapped) and 0 of row 1 -> 11
+    # 0.51 rounds to 16/32 of a pixel (0.51 * 32 = 16.32 -> 16): the same as 0.5
+    assert got == [0.0, 0.5, 6.25, 1.0, 11.0, 0.5]

@@ -85,3 +85,10 @@ def test_the_suite_renders_byte_identically_whatever_kernels_blas_numpy_and_open
     other = _python(code.format(str(tmp_path / "b")), OPENBLAS_CORETYPE="Prescott",
                     NPY_DISABLE_CPU_FEATURES="X86_V3", OPENCV_CPU_DISABLE="AVX2,FMA3,FP16,AVX")
     assert native == other
+
+
+def test_the_runs_table_line_says_what_the_pin_did_not_cover():
+    st = {"level": "AVX2+FMA", "set": {"MKL_CBWR": "AVX2"}, "kept": {"OPENBLAS_CORETYPE": "Sandybridge"},
+          "late": ["numpy"]}
+    assert isa.summary(st) == "AVX2+FMA; user-set OPENBLAS_CORETYPE=Sandybridge; loaded before worldrecall: numpy"
+    assert isa.summary({"level": "native", "kept": {}, "late": []}) == "native"

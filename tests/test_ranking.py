@@ -170,6 +170,13 @@ def test_submission_bundle_round_trips_and_equals_the_tables(tmp_path):
     prov = json.loads((tmp_path / "submission" / "provenance.json").read_text())
     assert prov["config_hash"] == config_hash(resolve_config(cfg)) and prov["plugins"]["stats"]["version"]
     assert prov["n_cases"] == 4 and prov["n_failed_cases"] == 0
+    # the CPU kernels the numbers were computed with (numerics/isa.py), as this process pinned them
+    from worldrecall.numerics import isa
+
+    assert prov["cpu_kernels"] == json.loads(json.dumps(isa.state()))
+    from worldrecall.engine.sinks.tracking.sink import provenance_tags
+
+    assert provenance_tags(result, [])["worldrecall.cpu_kernels"] == isa.summary(isa.state())
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**doc, "schema": "other"}, SCHEMA)
 

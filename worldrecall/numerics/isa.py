@@ -64,7 +64,7 @@ def _numpy_names() -> str:
 
 def wanted(flags: set[str], machine: str, system: str) -> tuple[dict[str, str], str]:
     """The variables to default on a CPU with ``flags``, and why (or why nothing)."""
-    if machine not in ("x86_64", "AMD64") or system != "Linux":
+    if machine != "x86_64" or system != "Linux":
         return {}, f"not pinned: {system}/{machine} (the pin is for x86-64 Linux)"
     if not {"avx2", "fma"} <= flags:
         return {}, "not pinned: this CPU has no AVX2+FMA"
@@ -100,3 +100,14 @@ def pin() -> dict[str, object]:
 def state() -> dict[str, object]:
     """What :func:`pin` did in this process (for provenance)."""
     return dict(pin())
+
+
+def summary(st: dict[str, object]) -> str:
+    """One line for a runs table: the level, and what it does not cover (a user's own setting, a library
+    that loaded first), so that a pinned-looking run that was not fully pinned does not read as one."""
+    parts = [str(st.get("level", "?"))]
+    if st.get("kept"):
+        parts.append("user-set " + " ".join(f"{k}={v}" for k, v in sorted(dict(st["kept"]).items())))
+    if st.get("late"):
+        parts.append("loaded before worldrecall: " + ", ".join(st["late"]))
+    return "; ".join(parts)

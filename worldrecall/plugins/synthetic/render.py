@@ -222,7 +222,6 @@ class Renderer:
     def _shade_static(
         self, pts: np.ndarray, normals: np.ndarray, gid: np.ndarray, table: dict, miss: np.ndarray
     ) -> np.ndarray:
-
         n = normals.astype(np.float32)
         a, b = _planar_coords(pts, n)
         rows = table["rows"][gid]
@@ -302,7 +301,6 @@ class Renderer:
     def _shade_target(
         self, local: np.ndarray, n_local: np.ndarray, n_world: np.ndarray, look: TargetLook
     ) -> np.ndarray:
-
         d = float(look.drift)
         primary = drifted_primary(look)
         secondary = SECONDARY

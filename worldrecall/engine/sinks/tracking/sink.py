@@ -16,6 +16,7 @@ from worldrecall.engine.sinks.base import SinkContext
 from worldrecall.engine.sinks.tracking.reuse import RECORD, reusable, store_uri
 from worldrecall.engine.stages.result import RunResult
 from worldrecall.engine.stages.shards import already_logged, mark_logged
+from worldrecall.numerics import isa
 
 PARENT_FILE = "mlflow_parent_run_id"  # in the sweep folder: the parent run jobs attach to
 PARENT_ENV = "WORLDRECALL_MLFLOW_PARENT"
@@ -41,7 +42,7 @@ def provenance_tags(result: RunResult, overrides: list[str]) -> dict[str, str]:
         "worldrecall.overrides": " ".join(overrides),
         "worldrecall.backends": ",".join(f"{k}={v}" for k, v in prov.backends.items()),
         "worldrecall.python": prov.python,
-        "worldrecall.cpu_kernels": str(prov.cpu_kernels.get("level", "?")),
+        "worldrecall.cpu_kernels": isa.summary(dict(prov.cpu_kernels)),
     }
     for name, p in prov.plugins.items():
         tags[f"plugin.{name}"] = p.get("version") or "?"
