@@ -141,6 +141,11 @@ def test_a_row_is_recalled_only_for_what_determines_it():
         assert row_memo.memo_key(row, "k" * 64, entry, row_memo.context(strata, videos)) != key
     assert row_memo.memo_key(row, "j" * 64, entry, ctx) != key
     assert row_memo.memo_key(row, "k" * 64, '{"values": {"x": 0.25}}', ctx) != key
+    # the note said on a row whose values are systematically absent, and the warnings the row had before the
+    # memo entry filled it (passed where the row already holds the entry's own)
+    assert row_memo.memo_key(row, "k" * 64, entry, ctx, "x is never produced here") != key
+    assert row_memo.memo_key(row, "k" * 64, entry, ctx, None, ("w",)) == key
+    assert row_memo.memo_key(row, "k" * 64, entry, ctx, None, ("w", "from the entry")) != key
 
 
 def test_the_store_keeps_rows_as_read_back_from_their_lines(tmp_path):

@@ -137,3 +137,24 @@ def test_shared_views_in_one_transaction_equal_mlflows_own_tags(tmp_path, monkey
     batched.client.delete_experiment(batched.experiment_id)
     with pytest.raises(MlflowException, match="active"):
         batched.share_views(states[:1])
+
+
+def test_batched_run_ids_are_time_ordered_uuid7(tmp_path, monkeypatch):
+    """The runs made in one transaction get UUIDv7 ids (32 hex digits, as MLflow's own): a later job's ids sort
+    after an earlier one's, so its metric rows are appended to the run-id indexes; MLflow finds each run."""
+    import uuid
+
+    from worldrecall.engine.sinks.tracking import tracker as tracker_mod
+
+    clock = iter([1_700_000_000_000_000_000 + i * 5_000_000 for i in range(20)])  # 5 ms apart
+    monkeypatch.setattr(tracker_mod.time, "time_ns", lambda: next(clock))
+    ids = [tracker_mod.time_ordered_id() for _ in range(6)]
+    assert ids == sorted(ids) and len(set(ids)) == 6
+    for i, rid in enumerate(ids):
+        u = uuid.UUID(rid)
+        assert len(rid) == 32 and u.hex == rid and u.version == 7 and u.variant == uuid.RFC_4122
+        assert int(rid[:12], 16) == 1_700_000_000_000 + 5 * i  # the first 48 bits: Unix time in milliseconds
+    monkeypatch.undo()
+    t, job, made = _log(tmp_path, True)
+    for rid in made:
+        assert uuid.UUID(rid).version == 7 and t.client.get_run(rid).info.run_id == rid

@@ -187,12 +187,18 @@ class CasePipeline:
                 row.status, row.reason = "failed", f"align: {alignment}"
             else:
                 row.warnings.extend(alignment.info.get("warnings", []))
+                absent = plan.absent.get(name)
+                known = self._recalled(metric, case, alignment, row, case_context, absent)
+                if known is not None:  # appended by an earlier job of this process, the memo entry unchanged
+                    out.append(known)
+                    continue
+                before = tuple(row.warnings)
                 if not self.measure_and_score(metric, case, alignment, row, memo_only=memo_only):
                     complete = False  # memo_only: this metric would run
                     continue
-                if row.status == "ok" and name in plan.absent:  # systematically null values: said on the row
-                    row.warnings.append(plan.absent[name])
-                row = _as_written(row, case_context)
+                if row.status == "ok" and absent is not None:  # systematically null values: said on the row
+                    row.warnings.append(absent)
+                row = _as_written(row, case_context, absent, before)
             out.append(row)
         return out, complete
 
@@ -311,6 +317,27 @@ class CasePipeline:
             case.warnings[:] = before
         return True
 
+    def _recalled(self, metric: Metric, case: Case, alignment: Alignment, row: ScoreRow, case_context: str,
+                  absent: str | None) -> ScoreRow | None:
+        """The row an earlier job of this process appended for this metric on this case, when the score memo
+        entry it came from is unchanged (and its artifacts still there): taken before the entry is parsed and
+        the row filled from it (:mod:`.row_memo`). None: the row is built from the memo or computed."""
+        t0 = time.perf_counter()
+        try:
+            _, score_key = self.keys(metric, case, alignment)
+            entry = self.scores.valid_text(metric.name, score_key)
+            if entry is None:
+                return None
+            known = recall(memo_key(row, score_key, entry, case_context, absent))
+            if known is None or any(not os.path.exists(a) for a in (known.info or {}).get("artifacts") or []):
+                return None  # artifacts cleaned up: the memo path scores again to rewrite them
+            self.scores.hits += 1
+            return known
+        except Exception:  # noqa: BLE001  (a key that cannot be built: the memo path says why, on the row)
+            return None
+        finally:
+            self._tick("measure", t0)
+
     def keys(self, metric: Metric, case: Case, alignment: Alignment) -> tuple[str, str]:
         """(measurement key, score key) of one metric on one aligned case (once per job: the memo pass, the
         scores-only check and the scoring itself all ask)."""
@@ -417,13 +444,14 @@ def _remember_alignment(memo_file: str, alignment: Alignment) -> None:
     remember(_ALIGNED, memo_file, (state, alignment), MEMO_ALIGNMENTS)
 
 
-def _as_written(row: ScoreRow, case_context: str) -> ScoreRow:
+def _as_written(row: ScoreRow, case_context: str, absent: str | None, before: tuple[str, ...]) -> ScoreRow:
     """A row taken from the score memo as this process appended it before (see :mod:`.row_memo`), or the
-    row itself, marked with what determines it so the runner remembers it once appended."""
+    row itself, marked with what determines it so the runner remembers it once appended. ``before``: its
+    warnings before the memo entry filled it (what :meth:`CasePipeline._recalled` keys on)."""
     taken = row.__dict__.pop("_score_memo", None)
     if taken is None or taken[1] is None:
         return row
-    key = memo_key(row, *taken, case_context)
+    key = memo_key(row, *taken, case_context, absent, before)
     known = recall(key)
     if known is not None:
         return known

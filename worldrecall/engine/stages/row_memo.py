@@ -28,11 +28,15 @@ def context(strata: Any, videos: Any) -> str:
     return json.dumps([strata, videos], sort_keys=True, default=str)
 
 
-def memo_key(row: ScoreRow, score_key: str, entry: str, case_context: str) -> tuple[Any, ...]:
+def memo_key(row: ScoreRow, score_key: str, entry: str, case_context: str, absent: str | None = None,
+             warnings: tuple[str, ...] | None = None) -> tuple[Any, ...]:
     """What determines a row taken from the score memo entry ``entry`` (its JSON text) under ``score_key``, of
-    a case whose :func:`context` is ``case_context``."""
-    return (row.row_key, score_key, entry, case_context, tuple(sorted(row.backend.items())), tuple(row.warnings),
-            row.metric_version, row.status, row.reason)
+    a case whose :func:`context` is ``case_context``: ``row`` as it stands before the entry fills it (its
+    warnings then are the case's and the alignment's, or ``warnings``), and the note said on the row when its
+    metric's values are systematically absent (``absent``). The entry's values, artifacts, verdict and
+    warnings follow from its text, so the key is known before the entry is parsed."""
+    return (row.row_key, score_key, entry, case_context, tuple(sorted(row.backend.items())),
+            tuple(row.warnings) if warnings is None else warnings, row.metric_version, row.status, row.reason, absent)
 
 
 def recall(key: tuple[Any, ...]) -> ScoreRow | None:

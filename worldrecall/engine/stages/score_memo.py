@@ -55,19 +55,29 @@ class ProcessScoreCache(ScoreCache):
         known = self._memo.get((metric, key))
         return known[0] if known is not None else None
 
-    def get(self, metric: str, key: str) -> dict[str, Any] | None:
+    def valid_text(self, metric: str, key: str) -> str | None:
+        """The entry's JSON text when this process holds it and its file is as it was then (or it was put by
+        this job, its file not yet written); else None (then :meth:`get` reads and checks the file)."""
         if not self.enabled:
             return None
         known = self._memo.get((metric, key))
-        if known is not None:
-            pending = (metric, key) in self._pending  # put by this job, its file not yet written
-            state = None if pending else file_state(self._file(metric, key))
-            if pending or (state is not None and known[1] == state):
-                entry = json.loads(known[0])  # the file is as it was: no re-read, no re-hash
-                if any(not os.path.exists(a) for a in entry.get("artifacts", [])):
-                    return None  # artifacts were cleaned up: score again to rewrite them
-                self.hits += 1
-                return entry
+        if known is None:
+            return None
+        if (metric, key) in self._pending:
+            return known[0]
+        state = file_state(self._file(metric, key))
+        return known[0] if state is not None and known[1] == state else None
+
+    def get(self, metric: str, key: str) -> dict[str, Any] | None:
+        if not self.enabled:
+            return None
+        text = self.valid_text(metric, key)
+        if text is not None:
+            entry = json.loads(text)  # the file is as it was: no re-read, no re-hash
+            if any(not os.path.exists(a) for a in entry.get("artifacts", [])):
+                return None  # artifacts were cleaned up: score again to rewrite them
+            self.hits += 1
+            return entry
         entry = super().get(metric, key)
         if entry is not None:
             self._remember(metric, key, entry)
