@@ -38,6 +38,10 @@ class Loader:
     name: ClassVar[str]
     benchmark: ClassVar[str]
     description: ClassVar[str] = ""
+    # True: every file it reads lies under the request's data root, its generation folders or a path an option
+    # names, and nothing else (time, the environment) changes what it yields; a later job of the same process
+    # then takes copies of its cases while no file there changed. False (the default): it runs every job
+    reads_request_paths_only: ClassVar[bool] = False
 
     def load(self, request: LoadRequest) -> Iterator[Case | CaseError]:
         """Yield one Case (or CaseError) per (case id, model)."""

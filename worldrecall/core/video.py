@@ -103,6 +103,10 @@ class Video:
     def __repr__(self) -> str:
         return f"Video({str(self.path)!r})"
 
+    def known(self) -> tuple[Path, float | None, str | None]:
+        """Path, frame rate and content hash as known so far (None: not read yet), for :meth:`VideoPool.adopt`."""
+        return self.path, self._fps, self._hash
+
     @property
     def is_frame_folder(self) -> bool:
         return self.path.is_dir()
@@ -444,11 +448,16 @@ class VideoPool:
         self.decode_counts: dict[str, int] = {}
 
     def get(self, path: Path | str, *, fps: float | None = None) -> Video:
-        key = Path(path).resolve()
-        v = self._videos.get(key)
+        return self.adopt(Path(path).resolve(), fps, None)
+
+    def adopt(self, resolved: Path, fps: float | None, content_hash: str | None) -> Video:
+        """The pool's video for a path already resolved, with the frame rate and content hash an earlier job
+        of this process found for the same unchanged file (``engine/stages/load_memo.py``); None: not known."""
+        v = self._videos.get(resolved)
         if v is None:
-            v = self._videos[key] = Video(key, fps=fps, pool=self, max_pixels=self.max_pixels,
-                                          max_frames=self.max_frames, max_bytes=self.max_bytes)
+            v = self._videos[resolved] = Video(resolved, fps=fps, pool=self, max_pixels=self.max_pixels,
+                                               max_frames=self.max_frames, max_bytes=self.max_bytes)
+            v._hash = content_hash
         return v
 
     def facts(self, video: Video) -> dict[str, int] | None:

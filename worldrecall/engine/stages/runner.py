@@ -24,6 +24,7 @@ from worldrecall.core.digests import load_digest_memo, save_digest_memo
 from worldrecall.core.judges import JudgeHub
 from worldrecall.core.models import ModelHub
 from worldrecall.core.video import VideoError, VideoPool
+from worldrecall.engine.stages import load_memo
 from worldrecall.engine.stages.absence import all_null_values
 from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.engine.stages.config import ResolvedConfig, resolve_config
@@ -115,6 +116,8 @@ class Runner:
             except OSError:
                 pass  # the write error itself is what the run reports
         save_digest_memo(self.digest_memo)
+        for its in items.values():  # their fingerprints, for a later job's copies of these cases
+            load_memo.learn(its)
         rows = store.all_rows()
         for msg in all_null_values(rows, self.host.metrics, [k for p in plans for k in p.absent]):
             log.warning(msg)
@@ -146,7 +149,8 @@ class Runner:
         t0 = time.perf_counter()
         items = {}
         for plan in plans:
-            items[plan.name] = load_cases(plan, self.shard_index, self.shard_count)
+            items[plan.name] = load_memo.load(plan, self.shard_index, self.shard_count, self.pool,
+                                              lambda plan=plan: load_cases(plan, self.shard_index, self.shard_count))
             preflight(plan, items[plan.name], self.hub)
         self.timing["load"] += time.perf_counter() - t0
         return items

@@ -109,6 +109,7 @@ class MemoBenchLoader(Loader):
 
     name: ClassVar[str] = "memobench"
     benchmark: ClassVar[str] = BENCHMARK
+    reads_request_paths_only = True  # data root and generation folders only (engine/stages/load_memo.py)
     description: ClassVar[str] = "MemoBench release layout + generated outputs (mp4, video.mp4, frame folders)"
     defaults: ClassVar[dict[str, Any]] = {
         "splits": ["synthetic", "real"],

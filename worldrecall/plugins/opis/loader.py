@@ -131,6 +131,7 @@ class OpisLoader(Loader):
 
     name = "opis"
     benchmark = BENCHMARK
+    reads_request_paths_only = True  # data root and generation folders only (engine/stages/load_memo.py)
     description = "OPIS final/<subcategory>/<case_id>/ layout, domain mapping, generations or video_observation.json"
     defaults: ClassVar[dict[str, Any]] = {
         "final_subdir": "final",        # cases live in data_root/<final_subdir> when it exists

@@ -106,6 +106,7 @@ class SceneMemoryLoader(Loader):
 
     name = "scene_memory"
     benchmark = BENCHMARK
+    reads_request_paths_only = True  # data root and generation folders only (engine/stages/load_memo.py)
     description = "memory-loop rollouts with ViPE sidecars (converted or native), action programs, bundled clouds"
     defaults: ClassVar[dict[str, Any]] = {"manifest": None}
 
