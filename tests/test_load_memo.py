@@ -153,9 +153,11 @@ def test_the_walk_follows_links_once_and_notes_dangling_ones(tmp_path):
     (root / "sub" / "f.txt").write_text("x")
     os.symlink(root, root / "sub" / "loop")  # a folder linked into itself: entered once
     os.symlink(tmp_path / "gone", root / "dangling")
+    entries = list(load_memo._entries([str(root)]))
+    paths = [e[0] for e in entries]
+    assert paths.count(str(root / "sub" / "f.txt")) == 1 and len(paths) == len(set(paths))
+    assert (str(root / "dangling"), "dangling") in entries
     walk = load_memo._walk([str(root)])
-    paths = [e[0] for e in walk]
-    assert paths.count(str(root / "sub" / "f.txt")) == 1
-    assert (str(root / "dangling"), "dangling") in walk
+    assert walk == load_memo._walk([str(root)])
     (root / "sub" / "f.txt").write_text("xy")  # content (size) changed
     assert load_memo._walk([str(root)]) != walk

@@ -8,14 +8,15 @@ ran. A later job with the same load (loader, root, generations, options, shard) 
 states takes fresh copies of them: its own warning lists and annotations, its own pool's videos (with the frame
 rate and content hash already read), the fingerprints computed last time, and the loader's log records and
 printed lines again. An entry changed, added or removed under those paths: the loader runs again. Paths
-with more than :data:`MAX_ENTRIES` entries under them, or whose walk costs more than half the load it would
-save, are not watched (that loader runs every job), nor are those of a loader that does not declare it. What
-is kept changes no number: it is what the loader yielded from the same files.
+with more than :data:`MAX_ENTRIES` entries under them are not watched (that loader runs every job: a count,
+not a timing, so the choice is the same on every machine), nor those of a loader that does not declare it.
+What is kept changes no number: it is what the loader yielded from the same files.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import io
 import json
 import logging
@@ -23,8 +24,7 @@ import os
 import stat
 import sys
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,9 @@ from worldrecall.core.data import Case, CaseError
 from worldrecall.core.video import Video, VideoPool
 from worldrecall.engine.stages.bounded import remember
 
-MAX_ENTRIES = 200_000  # entries walked per load; a default suite has ~12,000 (its walk: ~0.08 s)
+# entries walked per load: a default suite has ~12,000 (~0.06 s with warm caches), a MemoBench release of 150
+# clips of 300 frames ~50,000; past this, a walk could cost more than the load it saves
+MAX_ENTRIES = 100_000
 MEMO_LOADS = 16  # (benchmark, shard) loads kept
 
 
@@ -42,7 +44,7 @@ MEMO_LOADS = 16  # (benchmark, shard) loads kept
 class _Kept:
     """One load: the walk before it, its items frozen (videos as path, fps and hash), what it said."""
 
-    walk: list[tuple[Any, ...]]
+    walk: str  # the digest of the entries' states before it ran
     items: list[dict[str, Any]]
     logs: list[logging.LogRecord] = field(default_factory=list)
     out: str = ""
@@ -60,9 +62,7 @@ def load(plan: Any, shard_index: int, shard_count: int, pool: VideoPool,
     key = _load_key(plan, shard_index, shard_count)
     if key is None or key in _UNWATCHED:
         return fresh()
-    t0 = time.perf_counter()
     walk = _walk(_watched(plan.request))
-    walk_s = time.perf_counter() - t0
     if walk is None:
         _UNWATCHED.add(key)
         return fresh()
@@ -71,13 +71,8 @@ def load(plan: Any, shard_index: int, shard_count: int, pool: VideoPool,
         _say_again(kept)
         return [_thaw(rec, pool) for rec in kept.items]
     kept = _Kept(walk, [])
-    t0 = time.perf_counter()
     with _Said(kept):
         items = fresh()
-    if walk_s > 0.5 * (time.perf_counter() - t0):  # watching would cost about what it saves
-        _UNWATCHED.add(key)
-        _MEMO.pop(key, None)
-        return items
     for it in items:
         rec = _freeze(it)
         it.__dict__["_load_memo"] = rec
@@ -151,18 +146,28 @@ def _state(st: os.stat_result) -> tuple[int, int, int, int]:
     return st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode
 
 
-def _walk(roots: list[str]) -> list[tuple[Any, ...]] | None:
-    """Every entry under ``roots`` with its state (links followed, a linked folder entered once), in a fixed
-    order; None past :data:`MAX_ENTRIES`."""
-    out: list[tuple[Any, ...]] = []
+def _walk(roots: list[str]) -> str | None:
+    """A digest of every entry under ``roots`` with its state (:func:`_entries`); None past :data:`MAX_ENTRIES`.
+    Hashed as walked, so the walk keeps no object per entry (nor wakes the garbage collector)."""
+    h = hashlib.sha256()
+    for n, entry in enumerate(_entries(roots)):
+        if n >= MAX_ENTRIES:
+            return None
+        h.update(repr(entry).encode())
+    return h.hexdigest()
+
+
+def _entries(roots: list[str]) -> Iterator[tuple[Any, ...]]:
+    """Every entry under ``roots`` with its state (links followed, a linked folder entered once; a link's own
+    state too), in a fixed order."""
     seen: set[tuple[int, int]] = set()
     for root in roots:
         try:
             st = os.stat(root)
         except OSError as e:
-            out.append((root, "missing", e.errno))
+            yield (root, "missing", e.errno)
             continue
-        out.append((root, *_state(st)))
+        yield (root, *_state(st))
         if not stat.S_ISDIR(st.st_mode):
             continue
         stack = [root]
@@ -173,22 +178,19 @@ def _walk(roots: list[str]) -> list[tuple[Any, ...]] | None:
                 with os.scandir(folder) as it:
                     entries = sorted(it, key=lambda e: e.name)
             except OSError as e:
-                out.append((folder, "unreadable", e.errno))
+                yield (folder, "unreadable", e.errno)
                 continue
             for e in entries:
                 try:
                     st = e.stat()
                     own = _state(e.stat(follow_symlinks=False)) if e.is_symlink() else None
                 except OSError:
-                    out.append((e.path, "dangling"))
+                    yield (e.path, "dangling")
                     continue
-                out.append((e.path, *_state(st), own))
-                if len(out) > MAX_ENTRIES:
-                    return None
+                yield (e.path, *_state(st), own)
                 if stat.S_ISDIR(st.st_mode) and (st.st_dev, st.st_ino) not in seen:
                     seen.add((st.st_dev, st.st_ino))
                     stack.append(e.path)
-    return out
 
 
 def _freeze(it: Case | CaseError) -> dict[str, Any]:
