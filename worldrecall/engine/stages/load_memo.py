@@ -256,6 +256,17 @@ class _Tee(io.TextIOBase):
     def flush(self) -> None:
         self.real.flush()
 
+    # what code that prints may ask of the stream: the real one's answers
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.real, "encoding", "utf-8")
+
+    def isatty(self) -> bool:
+        return bool(getattr(self.real, "isatty", lambda: False)())
+
+    def fileno(self) -> int:
+        return self.real.fileno()
+
 
 def _say_again(kept: _Kept) -> None:
     sys.stdout.write(kept.out)
