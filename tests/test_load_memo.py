@@ -75,6 +75,8 @@ def test_a_later_job_takes_the_cases_and_gives_a_fresh_process_rows(toy, tmp_pat
     assert len(calls) == 1
     # what the loader said is said by every job that takes its cases
     assert "listed nowhere" in caplog.text and "printed once per load" in capsys.readouterr().out
+    said = [r for r in caplog.records if "listed nowhere" in r.getMessage()]
+    assert said and said[-1].created >= b.started_at  # said by this job, at its time
     _fresh_process()
     fresh = run("c", 20.0, workers, cache="fresh")
     assert len(calls) == 2
@@ -91,8 +93,8 @@ def test_the_copies_are_the_jobs_own(toy, monkeypatch):
     got: list[list] = []
     real = load_memo.load
 
-    def spy(plan, shard_index, shard_count, pool, fresh):
-        items = real(plan, shard_index, shard_count, pool, fresh)
+    def spy(plan, shard_index, shard_count, pool, fresh, keep=True):
+        items = real(plan, shard_index, shard_count, pool, fresh, keep)
         got.append((pool, items))
         return items
 
@@ -137,6 +139,23 @@ def test_a_loader_that_does_not_declare_it_runs_every_job(toy, monkeypatch):
     run("a", 10.0)
     run("b", 20.0)
     assert len(calls) == 2
+
+
+def test_a_job_no_later_job_follows_keeps_and_walks_nothing(toy, monkeypatch):
+    """``worldrecall run`` without ``-m`` (``foresee=False``): its loads are not kept, nor its paths walked."""
+    from worldrecall.engine.stages.runner import Runner
+
+    run, calls, ds = toy
+    walked: list[int] = []
+    real = load_memo._walk
+    monkeypatch.setattr(load_memo, "_walk", lambda roots: walked.append(1) or real(roots))
+    host = load_plugins(extra=[toy_plugin], fresh=True)
+    tmp = Path(ds["data_root"]).parent
+    Runner(toy_config(tmp / "last", ds), host, foresee=False).run()
+    assert len(calls) == 1 and not walked and not load_memo._MEMO
+    run("a", 10.0)  # a job a later one may follow keeps its load ...
+    Runner(toy_config(tmp / "last2", ds), host, foresee=False).run()  # ... which the last job takes
+    assert len(calls) == 2 and len(walked) == 2
 
 
 def test_paths_with_too_many_entries_are_not_watched(toy, monkeypatch):

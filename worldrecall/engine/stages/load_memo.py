@@ -24,6 +24,7 @@ import os
 import stat
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -56,11 +57,12 @@ _UNWATCHED: set[str] = set()  # loads whose paths hold too many entries to walk 
 
 
 def load(plan: Any, shard_index: int, shard_count: int, pool: VideoPool,
-         fresh: Callable[[], list[Case | CaseError]]) -> list[Case | CaseError]:
+         fresh: Callable[[], list[Case | CaseError]], keep: bool = True) -> list[Case | CaseError]:
     """``fresh()`` (the plan's loader, this shard), or copies of what it yielded last time when nothing under
-    the paths it reads has changed since."""
+    the paths it reads has changed since. ``keep``: a later job of this process may follow (else what is
+    loaded here is not kept, and nothing is walked unless an earlier job kept this load)."""
     key = _load_key(plan, shard_index, shard_count)
-    if key is None or key in _UNWATCHED:
+    if key is None or key in _UNWATCHED or (not keep and key not in _MEMO):
         return fresh()
     walk = _walk(_watched(plan.request))
     if walk is None:
@@ -70,6 +72,8 @@ def load(plan: Any, shard_index: int, shard_count: int, pool: VideoPool,
     if kept is not None and kept.walk == walk:
         _say_again(kept)
         return [_thaw(rec, pool) for rec in kept.items]
+    if not keep:
+        return fresh()
     kept = _Kept(walk, [])
     with _Said(kept):
         items = fresh()
@@ -271,5 +275,8 @@ class _Tee(io.TextIOBase):
 def _say_again(kept: _Kept) -> None:
     sys.stdout.write(kept.out)
     sys.stderr.write(kept.err)
-    for record in kept.logs:
-        logging.getLogger(record.name).handle(record)
+    now = time.time()
+    for record in kept.logs:  # said now: with this job's time, not the one of the job that loaded
+        again = logging.makeLogRecord(record.__dict__)
+        again.created, again.msecs = now, (now - int(now)) * 1000
+        logging.getLogger(record.name).handle(again)

@@ -59,8 +59,8 @@ class Runner:
     def __init__(self, cfg: Mapping[str, Any], host: PluginHost, foresee: bool = True,
                  defer_cache_writes: bool = False):
         """``foresee``: a later job of this process may re-score these results, so a job that measures builds
-        the rows that job would take from the score memo (:meth:`_foresee`); False where the process ends
-        after this job (``worldrecall run`` without ``-m``). ``defer_cache_writes``: the caller writes the
+        the rows that job would take from the score memo (:meth:`_foresee`) and its loads are kept
+        (``load_memo``); False where the process ends after this job (``worldrecall run`` without ``-m``). ``defer_cache_writes``: the caller writes the
         job's outputs next (:func:`~worldrecall.engine.sinks.base.write_sinks`), which writes the new aggregate
         cache entries after them (``stages/later.py``)."""
         self.foresee, self.defer_cache_writes = foresee, defer_cache_writes
@@ -150,7 +150,8 @@ class Runner:
         items = {}
         for plan in plans:
             items[plan.name] = load_memo.load(plan, self.shard_index, self.shard_count, self.pool,
-                                              lambda plan=plan: load_cases(plan, self.shard_index, self.shard_count))
+                                              lambda plan=plan: load_cases(plan, self.shard_index, self.shard_count),
+                                              keep=self.foresee)
             preflight(plan, items[plan.name], self.hub)
         self.timing["load"] += time.perf_counter() - t0
         return items
