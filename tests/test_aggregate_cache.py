@@ -138,8 +138,43 @@ def test_a_damaged_entry_is_recomputed(host, tmp_path):
     for p in (tmp_path / "cache" / "aggregates").rglob("*.json"):  # bench_b's entry holds 0.25: tampered
         p.write_text(p.read_text().replace("0.25", "0.3"))
     tables, calls, _ = _run(host, _rows(), _cfg(tmp_path))
+    # this process computed every entry: it serves what it computed, whatever the files hold now
+    assert calls == [] and list(tables["toy_total"]["total"]) == [0.5, 0.5, 0.25, 0.25]
+    aggregate_cache._MEMO.clear()  # another process reads the files: the damaged one is recomputed
+    tables, calls, _ = _run(host, _rows(), _cfg(tmp_path))
     assert calls == [("toy_total", ("bench_b",))]
     assert list(tables["toy_total"]["total"]) == [0.5, 0.5, 0.25, 0.25]
+
+
+def test_tables_computed_for_one_cache_folder_serve_another_and_are_written_there(host, tmp_path):
+    from worldrecall.engine.stages.later import run_later
+
+    aggregate_cache._MEMO.clear()  # nothing an earlier test of this process computed
+    first, calls, _ = _run(host, _rows(), _cfg(tmp_path / "a"))
+    assert len(calls) == 3
+    CALLS.clear()
+    cfg_b = _cfg(tmp_path / "b")  # another results folder, the same rows: the same keys
+    cache = AggregateCache(cfg_b["cache_dir"] + "/aggregates", defer=True)
+    again = aggregate_rows(host, _rows(), cfg_b, per_benchmark={}, cache=cache)
+    assert CALLS == [] and cache.hits == 3
+    for name in first:
+        pd.testing.assert_frame_equal(again[name], first[name], check_exact=True)
+    run_later()  # the deferred writes: folder b has its own entries now, read by another process
+    assert len(list((tmp_path / "b" / "cache" / "aggregates").rglob("*.json"))) == 3
+    aggregate_cache._MEMO.clear()
+    CALLS.clear()
+    cache = AggregateCache(cfg_b["cache_dir"] + "/aggregates")
+    aggregate_rows(host, _rows(), cfg_b, per_benchmark={}, cache=cache)
+    assert CALLS == [] and cache.hits == 3
+
+
+def test_an_entry_read_from_a_file_serves_that_file_only(host, tmp_path):
+    aggregate_cache._MEMO.clear()
+    _run(host, _rows(), _cfg(tmp_path / "a"))
+    aggregate_cache._MEMO.clear()
+    _run(host, _rows(), _cfg(tmp_path / "a"))  # this process read a's entries (it computed none)
+    _, calls, _ = _run(host, _rows(), _cfg(tmp_path / "b"))
+    assert len(calls) == 3  # b aggregates: a file's content is trusted for its own folder only
 
 
 def test_a_table_json_cannot_carry_exactly_is_not_cached(tmp_path):

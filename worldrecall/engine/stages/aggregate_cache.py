@@ -156,6 +156,13 @@ class AggregateCache:
         if known is not None and (known[0] is COMPUTED or known[0] == file_state(p)):
             self.hits += 1
             return {name: df.copy() for name, df in known[1].items()} if copy else dict(known[1])
+        computed = (_MEMO.get(("computed", key)) or (None, None))[1]
+        if computed is not None:  # computed by this process for another cache folder (a sweep's): the same key
+            self.hits += 1
+            remember(_MEMO, str(p), (COMPUTED, computed), MEMO_ENTRIES)
+            if not p.exists():  # this folder gets its entry too (a later process finds it here)
+                (later if self.defer else _now)(lambda: self._write(key, computed, remembered=True))
+            return {name: df.copy() for name, df in computed.items()} if copy else dict(computed)
         try:
             doc = json.loads(p.read_text())
             body = json.dumps(doc["tables"], sort_keys=True, allow_nan=True)
@@ -178,6 +185,7 @@ class AggregateCache:
         if self.defer:
             kept = {name: df.copy() for name, df in tables.items()}
             remember(_MEMO, str(self._path(key)), (COMPUTED, kept), MEMO_ENTRIES)
+            remember(_MEMO, ("computed", key), (COMPUTED, kept), MEMO_ENTRIES)
             later(lambda: self._write(key, kept, remembered=True))
             return
         self._write(key, tables)
@@ -202,17 +210,26 @@ class AggregateCache:
             atomic_write_text(self._path(key), json.dumps({"digest": hashlib.sha256(body.encode()).hexdigest(),
                                                            "tables": enc}, allow_nan=True))
             if not remembered:
-                _remember(self._path(key), {name: df.copy() for name, df in tables.items()})
+                kept = {name: df.copy() for name, df in tables.items()}
+                _remember(self._path(key), kept)
+                remember(_MEMO, ("computed", key), (COMPUTED, kept), MEMO_ENTRIES)
         except OSError as e:  # a full or read-only cache costs time, never results
             log.debug("could not write aggregate cache %s: %s", key, e)
 
 
 # entry file -> (its state, tables), for the later jobs of this process (a sweep's re-score jobs read a
 # hundred small entries a job; each read from disk costs a parse, a digest and a frame build); a file changed
-# or removed since is read (and its digest checked) again
-_MEMO: dict[str, tuple[Any, dict[str, pd.DataFrame]]] = {}
+# or removed since is read (and its digest checked) again. And ("computed", key) -> (COMPUTED, tables) this
+# process computed: an aggregator's pure output for that key, right in any cache folder (the first re-score
+# job in a results folder after a sweep ran in another); an entry read from a file is trusted for that file
+# only, so it is never shared
+_MEMO: dict[Any, tuple[Any, dict[str, pd.DataFrame]]] = {}
 MEMO_ENTRIES = 5000
 COMPUTED = object()  # the state of an entry this process computed: valid for its key whatever the file holds
+
+
+def _now(fn: Any) -> None:
+    fn()
 
 
 def _remember(p: Path, tables: dict[str, pd.DataFrame]) -> None:
