@@ -19,11 +19,10 @@ from typing import Any
 import numpy as np
 
 from worldrecall.core.atomic import atomic_write, atomic_write_text
-from worldrecall.core.npz import read_npz
 
 log = logging.getLogger(__name__)
 
-_READ_WHOLE = 32 << 20  # bytes: an entry up to this size is read at once (then parsed in memory)
+_READ_WHOLE = 1 << 20  # bytes
 _META = "__meta__"
 _DIGEST = "__digest__"
 
@@ -91,11 +90,7 @@ class MeasurementCache:
             return None
         try:
             # a small entry is read at once (zipfile's seek-and-read per member costs more than the bytes)
-            if size <= _READ_WHOLE:
-                data = read_npz(p.read_bytes())
-            else:
-                with np.load(p, allow_pickle=False) as z:
-                    data = {k: z[k] for k in z.files}
+            data = self._arrays(p, size)
             meta_bytes = data.pop(_META).tobytes()
             digest = bytes(data.pop(_DIGEST).tobytes()).decode()
             if digest != _digest(data, meta_bytes):
@@ -110,6 +105,11 @@ class MeasurementCache:
                 pass
             return None
         return {**meta, **data}
+
+    def _arrays(self, p: Path, size: int) -> dict[str, np.ndarray]:
+        """Every array of the entry file ``p`` (``size`` bytes), as ``np.load(allow_pickle=False)`` reads it."""
+        with np.load(io.BytesIO(p.read_bytes()) if size <= _READ_WHOLE else p, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
 
     def store(self, metric: str, key: str, measurement: Mapping[str, Any]) -> None:
         arrays, meta = split_measurement(measurement)

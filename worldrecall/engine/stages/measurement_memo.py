@@ -17,7 +17,9 @@ import numpy as np
 
 from worldrecall.core.cache import MeasurementCache, split_measurement
 from worldrecall.core.digests import file_state
+from worldrecall.engine.stages.npz_read import read_npz
 
+WHOLE_BYTES = 32 << 20  # an entry up to this size is read at once and parsed in memory
 MEMO_BYTES = 128 << 20  # a default run's re-scored metric needs a few MB
 _OWNER = os.getpid()  # forked workers keep nothing: their memory is the frames' (``video.max_bytes``)
 # entry file -> (its state, meta as JSON text, arrays, their bytes)
@@ -37,6 +39,11 @@ class ProcessMeasurementCache(MeasurementCache):
         if got is not None:
             _remember(path, got)
         return got
+
+    def _arrays(self, p: Any, size: int) -> dict[str, np.ndarray]:
+        """Parsed in memory (:mod:`.npz_read`: what ``np.load`` gives, in a quarter of its time) up to
+        ``WHOLE_BYTES``; a larger entry through ``np.load`` from the file."""
+        return read_npz(p.read_bytes()) if size <= WHOLE_BYTES else super()._arrays(p, size)
 
 
 

@@ -1,4 +1,4 @@
-"""core/npz.py: an in-memory .npz read as np.load(allow_pickle=False) reads it (same names, dtypes, shapes,
+"""engine/stages/npz_read.py: an in-memory .npz read as np.load(allow_pickle=False) reads it (same names, dtypes, shapes,
 bytes, memory order), on its own fast path for np.savez's archives and through np.load for anything else."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from worldrecall.core.npz import read_npz
+from worldrecall.engine.stages.npz_read import read_npz
 
 ARRAYS = {
     "f8": np.arange(12, dtype=np.float64).reshape(3, 4) / 7,
@@ -109,12 +109,16 @@ def test_truncated_archives_raise():
             read_npz(data[:cut])
 
 
-def test_measurement_cache_round_trip_uses_it(tmp_path):
-    from worldrecall.core.cache import MeasurementCache
+def test_measurement_cache_round_trip_uses_it(tmp_path, monkeypatch):
+    from worldrecall.engine.stages import npz_read
+    from worldrecall.engine.stages.measurement_memo import ProcessMeasurementCache
 
-    cache = MeasurementCache(tmp_path)
+    used = []
+    real = npz_read._read_stored
+    monkeypatch.setattr(npz_read, "_read_stored", lambda data: used.append(1) or real(data))
+    cache = ProcessMeasurementCache(tmp_path)
     m = {"score": 0.25, "frames": [1, 2], **{k: v for k, v in ARRAYS.items() if k != "fortran"}}
     cache.store("m", "ab" * 32, m)
     got = cache.load("m", "ab" * 32)
-    assert got["score"] == 0.25 and got["frames"] == [1, 2] and cache.corrupt == 0
+    assert got["score"] == 0.25 and got["frames"] == [1, 2] and cache.corrupt == 0 and used == [1]
     _same({k: got[k] for k in ARRAYS if k != "fortran"}, {k: v for k, v in ARRAYS.items() if k != "fortran"})
