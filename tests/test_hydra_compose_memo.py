@@ -7,8 +7,7 @@ import os
 
 import hydra._internal.config_loader_impl as impl
 import pytest
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
+from helpers.hydra_compose import compose_plain as _compose
 
 from worldrecall.engine import hydra_entry
 from worldrecall.engine.hydra_entry import CONF_DIR, compose_memo, parse_once
@@ -22,15 +21,6 @@ SETS = [[*BASE, "benchmarks.memobench.metrics.ors.thresholds.area_min=0.004"],
         [*BASE, "tracking=none"], [*BASE, "hydra/launcher=submitit_slurm"], [*BASE, "+extra.key=1"],
         [*BASE, "~benchmarks.opis"], [*BASE, "experiment=[smoke,quiet]"], [*BASE, "only=[opis]"],
         [*BASE, "benchmarks.memobench.metrics.ors.thresholds.area_min=0.006"]]
-
-
-def _compose(conf_dir: str, overrides: list[str], name: str = "config") -> dict:
-    with initialize_config_dir(config_dir=conf_dir, version_base="1.3", job_name="t"):
-        cfg = OmegaConf.to_container(compose(config_name=name, overrides=overrides, return_hydra_config=True),
-                                     resolve=False)
-    if name != "config":
-        cfg.pop("hydra", None)
-    return cfg
 
 
 @pytest.fixture(autouse=True)

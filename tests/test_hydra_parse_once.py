@@ -7,8 +7,7 @@ import os
 
 import pytest
 import yaml
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
+from helpers.hydra_compose import compose_plain as _compose
 
 from worldrecall.engine import hydra_entry
 from worldrecall.engine.hydra_entry import CONF_DIR, parse_once
@@ -16,16 +15,6 @@ from worldrecall.engine.stages.config import store_schemas
 
 OVERRIDES = ["suite.params.n_cases=3", "benchmarks.memobench.metrics.ors.thresholds.area_min=0.004",
              "models=reference", "only=[opis]", "shard.count=2", "shard.index=1"]
-
-
-def _compose(conf_dir: str, overrides: list[str], name: str = "config") -> dict:
-    """The composed config (Hydra's own node included for ours; left out for a test's small file)."""
-    with initialize_config_dir(config_dir=conf_dir, version_base="1.3", job_name="t"):
-        cfg = OmegaConf.to_container(compose(config_name=name, overrides=overrides, return_hydra_config=True),
-                                     resolve=False)
-        if name != "config":
-            cfg.pop("hydra", None)
-        return cfg
 
 
 def test_the_composed_config_is_hydras_own_and_the_second_launch_parses_nothing(monkeypatch):

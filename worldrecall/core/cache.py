@@ -33,7 +33,8 @@ def cache_key(parts: Mapping[str, Any]) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
-_DTYPE_TEXT: dict[str, bytes] = {}  # a plain dtype's .str -> str(dtype): str(dtype) costs ~7 us: an OPIS entry has 165 arrays of a few dtypes
+# a plain dtype's .str -> str(dtype), which costs ~7 us: an OPIS entry has 165 arrays of a few dtypes
+_DTYPE_TEXT: dict[str, bytes] = {}
 
 
 def _digest(arrays: Mapping[str, np.ndarray], meta_bytes: bytes) -> str:

@@ -3,10 +3,11 @@ the archives ``np.savez`` writes: stored (uncompressed) members with plain ``.np
 
 A cache entry is read whole and has a handful of small arrays; ``np.load`` spent most of its 0.4 ms on the zip
 member objects and on parsing each ``.npy`` header with ``ast.literal_eval`` (a re-score job reads one entry per
-case: 192 for the default suite, 0.08 s; an OPIS entry, 165 arrays, took 14 ms). Here the zip's central directory
-is read with ``struct`` and each header with one regular expression; every array is a fresh, aligned, writeable
-copy of its bytes, as ``np.load`` gives it, after the member's CRC-32 is checked as ``zipfile`` checks it. Anything else — a compressed or ZIP64 archive, a header of another
-form (a structured dtype) — is read by ``np.load`` itself, and an object dtype is refused as it refuses it.
+case: 192 for the default suite, 0.08 s; an OPIS entry, 165 arrays, took 14 ms). Here the zip's central
+directory is read with ``struct`` and each header with one regular expression; each member's CRC-32 is checked
+as ``zipfile`` checks it, and every array is a fresh, aligned, writeable copy of its bytes, as ``np.load`` gives
+it. Anything else — a compressed or ZIP64 archive, a header of another form (a structured dtype) — is read by
+``np.load`` itself, and an object dtype is refused as it refuses it.
 Bytes too short for the shape a header declares raise (nothing is allocated from a header alone).
 """
 
