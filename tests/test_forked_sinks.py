@@ -158,7 +158,8 @@ def test_the_jobs_new_aggregate_entries_are_written_by_the_child(tmp_path, monke
     _fresh_memos(monkeypatch)
     monkeypatch.setattr(aggregate_cache, "_MEMO", {})
     results = _job(tmp_path, "a")
-    assert not later._QUEUE  # handed to the child, which wrote them
+    assert not later._QUEUE  # handed to the child, which writes them
+    forked.wait_children()  # the job did not wait for it: the next job's outputs, or the process's exit, do
     root = results.parents[1] / "cache" / "aggregates"
     forked_entries = {p.name: p.read_bytes() for p in root.rglob("*.json")}
     for p in root.rglob("*.json"):
@@ -172,7 +173,8 @@ def test_the_jobs_new_aggregate_entries_are_written_by_the_child(tmp_path, monke
 
 def test_this_process_goes_on_while_the_child_writes_the_deferred_entries(tmp_path, monkeypatch):
     """The child answers first, then writes the job's deferred cache entries: this process takes the answer
-    and writes its next sinks meanwhile, and waits for the child only at the end of the job's outputs."""
+    and writes its next sinks meanwhile, and the job ends without waiting for the child: the next job's
+    outputs (or this process's exit) wait for it."""
     from worldrecall.engine.sinks import base
     from worldrecall.engine.stages import later
 
@@ -205,8 +207,12 @@ def test_this_process_goes_on_while_the_child_writes_the_deferred_entries(tmp_pa
     monkeypatch.setattr(forked.Forked, "reap", lambda self: reaped.append(self.sink.name) or real_reap(self))
     _fresh_memos(monkeypatch)
     results = _job(tmp_path, "a")
-    assert seen.read_text() == "joined first"  # the join did not wait for the child's cache writes
-    assert reaped == ["report"] and base.write_sinks  # and the child was waited for before the job ended
+    assert reaped == [] and forked._WRITING  # the end of the job did not wait: its child may still be writing
+    _job(tmp_path, "b")  # the next job's outputs wait for it before they fork their own
+    assert reaped[0] == "report" and base.write_sinks
+    assert seen.read_text() == "joined first"  # the join did not wait for the child's cache writes either
+    forked.wait_children()
+    assert reaped == ["report", "report"] and not forked._WRITING
     assert list((results.parents[1] / "cache" / "aggregates").rglob("*.json"))  # its entries are there
 
 

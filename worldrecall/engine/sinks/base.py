@@ -108,10 +108,11 @@ def write_sinks(result: RunResult, ctx: SinkContext, sinks: Sequence[Sink]) -> i
     ``forks`` is written by a child while the next sinks that do not read outputs run here; it is joined
     before the first one that does (its files keep their place in ``ctx.written``).
     """
-    from worldrecall.engine.sinks.forked import Forked, can_fork
+    from worldrecall.engine.sinks.forked import Forked, can_fork, let_write, wait_children
 
+    wait_children()  # an earlier job's children: their cache writes had this job's run to finish
     pending: list[Forked] = []
-    children: list[Forked] = []  # reaped at the end: each may still write the deferred cache entries
+    children: list[Forked] = []  # each may still write the deferred cache entries after its answer
     for i, sink in enumerate(sinks):
         if pending and getattr(sink, "reads_outputs", True):
             for later in sinks[i:]:  # before waiting: what every sink still to run can do already
@@ -130,6 +131,5 @@ def write_sinks(result: RunResult, ctx: SinkContext, sinks: Sequence[Sink]) -> i
         run_one(sink, result, ctx)
     _join(pending)
     run_later()  # what no forked sink took with it: the job's new cache entries (stages/later.py)
-    for f in children:
-        f.reap()
+    let_write(children)  # waited for by the next job's outputs or at exit, not here (forked.wait_children)
     return EXIT_OUTPUT_FAILED if result.exit_code == 0 and ctx.failed else result.exit_code

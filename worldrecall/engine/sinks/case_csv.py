@@ -28,6 +28,24 @@ MEMO_ENTRIES = 2000
 def case_columns(rows: Sequence[ScoreRow]) -> list[str]:
     """``case_table``'s columns: the fixed ones, then strata and values in order of first appearance."""
     cols = dict.fromkeys(["benchmark", "model", "case_id", "metric", "status", "reason", "backend", "metric_version"])
+    parts = _contiguous_benchmarks(rows)
+    if parts is None:
+        cols.update(dict.fromkeys(_own_columns(rows)))
+        return list(cols)
+    # each benchmark's rows follow one another, so the whole's first appearances are each benchmark's in
+    # turn: a benchmark's columns are taken from the memo while its rows are the same (a re-score job's others)
+    for part in parts:
+        key = rows_digest(part)
+        own = _COLUMNS.get(key)
+        if own is None:
+            own = remember(_COLUMNS, key, _own_columns(part), MEMO_ENTRIES)
+        cols.update(dict.fromkeys(k for k in own if k not in cols))
+    return list(cols)
+
+
+def _own_columns(rows: Sequence[ScoreRow]) -> list[str]:
+    """The strata and value columns of ``rows`` in order of first appearance."""
+    cols: dict[str, None] = {}
     # rows of one metric share their keys: each distinct (strata, values) key list is walked once, in order of
     # first appearance, which keeps every key's first appearance where it was
     for strata, values in dict.fromkeys((tuple(r.strata), tuple(r.values)) for r in rows):
@@ -36,6 +54,24 @@ def case_columns(rows: Sequence[ScoreRow]) -> list[str]:
         for k in values:
             cols.setdefault(f"value.{k}")
     return list(cols)
+
+
+def _contiguous_benchmarks(rows: Sequence[ScoreRow]) -> list[Sequence[ScoreRow]] | None:
+    """The rows cut where the benchmark changes, or None where a benchmark's rows come back after another's."""
+    parts: list[Sequence[ScoreRow]] = []
+    seen: set[str] = set()
+    start = 0
+    for i in range(1, len(rows) + 1):
+        if i == len(rows) or rows[i].benchmark != rows[start].benchmark:
+            if rows[start].benchmark in seen:
+                return None
+            seen.add(rows[start].benchmark)
+            parts.append(rows[start:i])
+            start = i
+    return parts
+
+
+_COLUMNS: dict[str, list[str]] = {}  # a benchmark's rows (digest) -> their strata and value columns, in order
 
 
 def case_csv(rows: Sequence[ScoreRow]) -> str:
@@ -71,7 +107,7 @@ def _draw_benchmark(rows: list[ScoreRow], cols: list[str], ckey: str) -> str:
     per: dict[str, list[ScoreRow]] = {}
     for r in rows:
         per.setdefault(r.metric, []).append(r)
-    if len(per) < 2 or not _cellwise(rows):
+    if len(per) < 2 or not all(_part_cellwise(part) for part in per.values()):
         return _lines(rows, cols, ckey)
     keyed: list[tuple[tuple[str, str, str], str]] = []
     for part in per.values():
@@ -82,6 +118,18 @@ def _draw_benchmark(rows: list[ScoreRow], cols: list[str], ckey: str) -> str:
         keyed += [((r.model, r.case_id, r.metric), line) for r, line in zip(order, lines)]
     keyed.sort(key=lambda kv: kv[0])
     return "".join(line for _, line in keyed)
+
+
+def _part_cellwise(rows: list[ScoreRow]) -> bool:
+    """:func:`_cellwise` of one metric's rows, memoised by their content (a re-score job changes one metric)."""
+    key = rows_digest(rows)
+    known = _CELLWISE.get(key)
+    if known is None:
+        known = remember(_CELLWISE, key, _cellwise(rows), MEMO_ENTRIES)
+    return known
+
+
+_CELLWISE: dict[str, bool] = {}
 
 
 def _cellwise(rows: list[ScoreRow]) -> bool:

@@ -11,7 +11,7 @@ What the child sends back is JSON (in an unlinked temporary file): its files, it
 printed and logged (replayed here, at the sink's place), and what it added to the sink's in-memory memos
 (``memo_mark`` / ``memo_delta`` / ``memo_merge``), so this process's later jobs find them as if the sink had
 run here. A byte on a pipe says the answer is complete; the child then writes the job's deferred cache entries
-while this process goes on, and is reaped at the end of the job's outputs. A child that dies or answers
+while this process goes on, and is reaped by the next job's outputs or at exit. A child that dies or answers
 nothing is not a lost output: the sink is written here instead.
 
 Forking needs a platform with ``os.fork`` and a process without other Python threads (a thread holding a
@@ -20,6 +20,7 @@ lock at the fork would leave the child waiting for it forever); otherwise the si
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
 import logging
@@ -179,4 +180,27 @@ class Forked:
             return None
         _, status = os.waitpid(self.pid, 0)
         self.pid = None
+        if self in _WRITING:
+            _WRITING.remove(self)
         return status
+
+
+# children that answered and may still be writing their job's deferred cache entries: a job does not wait for
+# them (a sweep's next job runs on this core meanwhile); the next job's outputs, or this process's exit, do
+_WRITING: list[Forked] = []
+_HOOKED = [False]
+
+
+def let_write(children: list[Forked]) -> None:
+    """Leave ``children`` to finish their deferred writes; they are waited for by :func:`wait_children`."""
+    if not _HOOKED[0]:
+        atexit.register(wait_children)  # a child dies with this process: its writes finish first
+        _HOOKED[0] = True
+    _WRITING.extend(f for f in children if f.pid is not None)
+
+
+def wait_children() -> None:
+    """Wait for every child still writing an earlier job's deferred cache entries (each one's entries are
+    then on disk)."""
+    while _WRITING:
+        _WRITING[0].reap()
