@@ -96,7 +96,7 @@ def test_case_csv_drawn_per_benchmark_is_the_whole_table(tmp_path: Path) -> None
     assert mod.case_csv(odd) == case_table(odd).to_csv(index=False)
 
 
-def test_case_columns_of_an_unchanged_benchmark_come_from_the_memo() -> None:
+def test_case_columns_of_an_unchanged_benchmark_come_from_the_memo(monkeypatch) -> None:
     """Rows grouped by benchmark (the runner's order): each benchmark's columns are its own first appearances,
     memoised by its rows; a changed benchmark (a new value column) is walked again, the others are not, and
     the columns are still ``case_table``'s, in its order. Rows whose benchmark comes back are walked whole."""
@@ -116,21 +116,18 @@ def test_case_columns_of_an_unchanged_benchmark_come_from_the_memo() -> None:
 
     walked = []
     real = mod._own_columns
-    mod._own_columns = lambda rs: walked.append(sorted({r.benchmark for r in rs})) or real(rs)
-    mod._COLUMNS.clear()
-    try:
-        for extra in (False, True):
-            got = rows(extra)
-            assert mod.case_columns(got) == list(case_table(got).columns)
-            assert mod.case_csv(got) == case_table(got).to_csv(index=False)
-        assert walked[:3] == [["a"], ["m"], ["z"]] and walked[3:] == [["m"]]
-        back = rows(True)
-        back = back[:2] + back[4:] + back[2:4]  # a's rows, z's, then m's, then a's again
-        back.append(ScoreRow("a", "m1", "c9", "a.x", {"only_here": 0.1}, strata={"a_s": "c9"}))
-        walked.clear()
-        assert mod.case_columns(back) == list(case_table(back).columns) and walked == [["a", "m", "z"]]
-    finally:
-        mod._own_columns = real
+    monkeypatch.setattr(mod, "_own_columns", lambda rs: walked.append(sorted({r.benchmark for r in rs})) or real(rs))
+    monkeypatch.setattr(mod, "_COLUMNS", {})
+    for extra in (False, True):
+        got = rows(extra)
+        assert mod.case_columns(got) == list(case_table(got).columns)
+        assert mod.case_csv(got) == case_table(got).to_csv(index=False)
+    assert walked[:3] == [["a"], ["m"], ["z"]] and walked[3:] == [["m"]]
+    back = rows(True)
+    back = back[:2] + back[4:] + back[2:4]  # a's rows, z's, then m's, then a's again
+    back.append(ScoreRow("a", "m1", "c9", "a.x", {"only_here": 0.1}, strata={"a_s": "c9"}))
+    walked.clear()
+    assert mod.case_columns(back) == list(case_table(back).columns) and walked == [["a", "m", "z"]]
 
 
 def test_case_csv_redraws_only_the_metric_that_changed() -> None:

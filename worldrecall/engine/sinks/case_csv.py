@@ -18,6 +18,7 @@ import pandas as pd
 from worldrecall.core.cache import cache_key
 from worldrecall.core.data import ScoreRow
 from worldrecall.core.tables import case_table
+from worldrecall.engine.stages.aggregate import benchmarks_contiguous
 from worldrecall.engine.stages.bounded import remember
 from worldrecall.engine.stages.row_digests import rows_digest
 
@@ -28,18 +29,20 @@ MEMO_ENTRIES = 2000
 def case_columns(rows: Sequence[ScoreRow]) -> list[str]:
     """``case_table``'s columns: the fixed ones, then strata and values in order of first appearance."""
     cols = dict.fromkeys(["benchmark", "model", "case_id", "metric", "status", "reason", "backend", "metric_version"])
-    parts = _contiguous_benchmarks(rows)
-    if parts is None:
+    if not benchmarks_contiguous(rows):
         cols.update(dict.fromkeys(_own_columns(rows)))
         return list(cols)
     # each benchmark's rows follow one another, so the whole's first appearances are each benchmark's in
     # turn: a benchmark's columns are taken from the memo while its rows are the same (a re-score job's others)
-    for part in parts:
+    per: dict[str, list[ScoreRow]] = {}
+    for r in rows:
+        per.setdefault(r.benchmark, []).append(r)
+    for part in per.values():
         key = rows_digest(part)
         own = _COLUMNS.get(key)
         if own is None:
             own = remember(_COLUMNS, key, _own_columns(part), MEMO_ENTRIES)
-        cols.update(dict.fromkeys(k for k in own if k not in cols))
+        cols.update(dict.fromkeys(own))  # a column already there keeps its place
     return list(cols)
 
 
@@ -54,21 +57,6 @@ def _own_columns(rows: Sequence[ScoreRow]) -> list[str]:
         for k in values:
             cols.setdefault(f"value.{k}")
     return list(cols)
-
-
-def _contiguous_benchmarks(rows: Sequence[ScoreRow]) -> list[Sequence[ScoreRow]] | None:
-    """The rows cut where the benchmark changes, or None where a benchmark's rows come back after another's."""
-    parts: list[Sequence[ScoreRow]] = []
-    seen: set[str] = set()
-    start = 0
-    for i in range(1, len(rows) + 1):
-        if i == len(rows) or rows[i].benchmark != rows[start].benchmark:
-            if rows[start].benchmark in seen:
-                return None
-            seen.add(rows[start].benchmark)
-            parts.append(rows[start:i])
-            start = i
-    return parts
 
 
 _COLUMNS: dict[str, list[str]] = {}  # a benchmark's rows (digest) -> their strata and value columns, in order

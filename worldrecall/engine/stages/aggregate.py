@@ -8,7 +8,7 @@ from the metrics' and benchmarks' own metadata; tables are found later by the ki
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -176,7 +176,7 @@ class _Groups:
     def digest(self, key: Any) -> str:
         if key not in self._digests:
             subsets = self.subsets
-            if key == "*" and list(subsets) == sorted(subsets) and _grouped(self.rows):
+            if key == "*" and list(subsets) == sorted(subsets) and benchmarks_contiguous(self.rows):
                 # the rows are the benchmarks' groups one after another: the whole is named by its parts
                 self._digests[key] = cache_key({"parts": [(b, self.digest(b)) for b in subsets]})
             else:
@@ -227,7 +227,7 @@ class _Groups:
         return {tname: self._joined(frames, None) for tname, frames in parts.items()}
 
 
-def _grouped(rows: list[ScoreRow]) -> bool:
+def benchmarks_contiguous(rows: Sequence[ScoreRow]) -> bool:
     """Each benchmark's rows are contiguous (the runner's rows are sorted by benchmark first)."""
     seen: set[str] = set()
     last = None

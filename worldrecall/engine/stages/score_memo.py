@@ -35,8 +35,9 @@ class ProcessScoreCache(ScoreCache):
         self._memo = _MEMO.setdefault(str(self.root.absolute()), {})
         # defer: an entry this process puts is served from memory for the rest of the job and its file is
         # written after the job's outputs (stages/later.py), on the report child's core; a forked worker
-        # writes at once (its queue would die with it). A cache is made per job: what an earlier job
-        # deferred is written by now (or lost: a miss), so its entries are checked against their files again
+        # writes at once (its queue would die with it). A cache is made per job: what an earlier job deferred
+        # is written by now, may still be being written by that job's report child (engine/sinks/forked.py),
+        # or is lost; so its entries are checked against their files again (one not there yet: a miss)
         self.defer = defer
         self._pending = _PENDING.setdefault(str(self.root.absolute()), set())
         self._pending.clear()
