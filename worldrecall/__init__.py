@@ -23,6 +23,7 @@ from worldrecall.core.components import (
     MeasureContext,
     Metric,
     Registry,
+    Sink,
     Suite,
     Value,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "Registry",
     "Role",
     "ScoreRow",
+    "Sink",
     "Suite",
     "Value",
     "Video",

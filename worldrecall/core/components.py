@@ -63,6 +63,7 @@ class Aligner:
     defaults: ClassVar[dict[str, Any]] = {}
     min_frames: ClassVar[int] = 1
     imports: ClassVar[tuple[str, ...]] = ()  # modules ``align`` imports when first called (see Metric.imports)
+    path_params: ClassVar[tuple[str, ...]] = ()  # params naming files or folders: their contents join the cache key
 
     def align(self, case: Case, params: Mapping[str, Any]) -> Alignment:
         """Return the case's Alignment; raise CaseFailure with a one-line reason on bad input."""
@@ -187,6 +188,7 @@ class Metric:
     optional_models: ClassVar[tuple[str, ...]] = ()  # roles used when configured (e.g. LPIPS), else skipped
     judges: ClassVar[tuple[str, ...]] = ()   # judge names the measure stage needs
     params: ClassVar[dict[str, Any]] = {}    # measurement parameters (defaults)
+    path_params: ClassVar[tuple[str, ...]] = ()  # params naming files or folders: their contents join the cache key
     thresholds: ClassVar[dict[str, Any]] = {}  # scoring parameters (defaults)
     # modules ``measure`` imports when first called (a heavy library it alone needs, e.g. torch): the engine
     # imports them before it forks workers, so the workers share one import instead of each paying its own
@@ -274,6 +276,7 @@ class Aggregator:
     name: ClassVar[str]
     description: ClassVar[str] = ""
     defaults: ClassVar[dict[str, Any]] = {}
+    path_params: ClassVar[tuple[str, ...]] = ()  # params naming files or folders: their contents join the cache key
     tables: ClassVar[dict[str, str]] = {}
     uses_primary_values: ClassVar[bool] = False
     uses_value_meta: ClassVar[bool] = False
@@ -336,6 +339,19 @@ class Registry(Protocol):
     def judges(self) -> Mapping[str, Any]: ...
     @property
     def metrics(self) -> Mapping[str, Any]: ...
+
+
+class Sink:
+    """An output of a run, registered through ``register_sinks``: ``write`` gets the frozen run result
+    (``rows``, ``tables``, ``results_dir``, ``config`` …) and a context (``host``, ``written``: the files the
+    sinks before it wrote), and returns the files it wrote."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+
+    def write(self, result: Any, ctx: Any) -> list[Path]:
+        """Write this output of ``result``; return the files written."""
+        raise NotImplementedError
 
 
 class Command:

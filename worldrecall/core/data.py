@@ -58,10 +58,8 @@ class Case:
         return f"{self.benchmark}/{self.model}/{self.case_id}"
 
     def fingerprint(self) -> str:
-        """Content hash of every input of this case: videos, sidecar files, annotations, text."""
-        cached = self.__dict__.get("_fingerprint")
-        if cached is not None:
-            return cached
+        """Content hash of every input of this case: videos, sidecar files, annotations, text (the files'
+        digests are memoised by :mod:`worldrecall.core.digests`, so asking again is cheap)."""
         h = hashlib.sha256()
         for v in (self.video, self.reference):
             h.update((v.content_hash() if v is not None else "-").encode())
@@ -69,8 +67,7 @@ class Case:
             h.update(name.encode())
             h.update(file_digest(self.sidecars[name]).encode())
         h.update(json.dumps([self.prompt, self.subject, self.annotations], sort_keys=True, default=str).encode())
-        self.__dict__["_fingerprint"] = h.hexdigest()  # inputs are read-only for the run
-        return self.__dict__["_fingerprint"]
+        return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -136,6 +133,7 @@ class ScoreRow:
     backend: dict[str, str] = field(default_factory=dict)  # role -> model spec name
     info: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # input anomalies that did not stop the score
+    key: str = ""  # the cache key it was computed under (everything it depends on): a rerun keeps it only if equal
 
     @property
     def row_key(self) -> tuple[str, str, str, str]:

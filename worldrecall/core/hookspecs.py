@@ -123,3 +123,17 @@ def register_benchmarks(register: Callable[..., None]) -> None:
 
     .. versionadded:: 0.3
     """
+
+
+@hookspec
+def register_sinks(register: Callable[..., None]) -> None:
+    """Register outputs: ``register(sink)`` with a :class:`worldrecall.core.components.Sink` (a ``name`` and
+    ``write(result, ctx) -> list[Path]``), e.g. a CSV exporter for another tool.
+
+    Every job runs the registered sinks after the built-in files and before MLflow (which logs the files they
+    return) and the console. A sink reads the frozen run result — ``result.rows``, ``result.tables``,
+    ``result.results_dir``, ``result.config`` — and writes under ``result.results_dir``; one that raises is
+    reported in one line, the other outputs are still written, and the exit code is 5.
+
+    .. versionadded:: 0.4
+    """

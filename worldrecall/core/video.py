@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from worldrecall.core.digests import file_digest, stat_memo
+from worldrecall.core.digests import file_digest, content_memo
 
 VIDEO_SUFFIXES = {".mp4", ".webm", ".avi", ".mov", ".mkv"}
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg"}
@@ -200,7 +200,7 @@ class Video:
     def fps(self) -> float | None:
         if self._fps is None and not self.is_frame_folder and self.path.exists():
             # the container is opened once per file state, not once per job (a sweep, a warm rerun)
-            self._fps = stat_memo(self.path, "video.fps", lambda: _container_fps(self.path), persist=True)
+            self._fps = content_memo(self.path, "video.fps", lambda: _container_fps(self.path), persist=True)
         return self._fps
 
     def release(self) -> None:

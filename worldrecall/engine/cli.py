@@ -74,9 +74,9 @@ def cmd_version() -> int:
     return 0
 
 
-def hydra_run(argv: Sequence[str], settle: bool = True) -> int:
+def hydra_run(argv: Sequence[str]) -> int:
     """``worldrecall run``: check the group options, add the plugins' config folders, launch; returns the
-    worst job exit code. ``settle``: see :func:`~worldrecall.engine.hydra_entry.launch`."""
+    worst job exit code."""
     from worldrecall.engine.hydra_entry import launch
 
     conf_dirs = _plugin_conf_dirs()
@@ -89,7 +89,7 @@ def hydra_run(argv: Sequence[str], settle: bool = True) -> int:
         return 2
     if extra and not any(a.startswith("hydra.searchpath") for a in args):
         args.append("hydra.searchpath=[" + ",".join(extra) + "]")
-    return launch(args, settle=settle)
+    return launch(args)
 
 
 def compose(overrides: Sequence[str]) -> dict:
@@ -152,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if argv and argv[0] == "run":
-        return hydra_run(argv[1:], settle=False)  # the process ends after it: nothing to settle for
+        return hydra_run(argv[1:])
     if argv and argv[0] in ("--version", "-V"):
         return cmd_version()
     from worldrecall.registry.host import load_plugins

@@ -7,22 +7,18 @@ Exit codes: 0; 2 a config error (unknown key, component, wrong type, plugin coll
 
 from __future__ import annotations
 
-import gc
 import logging
 import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from worldrecall.core.components import ConfigTypeError
 from worldrecall.engine.sinks import SinkContext, job_sinks, merge_sinks, shard_sinks, write_sinks
-from worldrecall.engine.sinks.tracking.reuse import likely_reused
 from worldrecall.engine.sinks.tracking.tracker import prefetch as prefetch_tracking
 from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.engine.stages.config import resolve_config
-from worldrecall.engine.stages.provenance import config_hash
 from worldrecall.engine.stages.result import RunResult, build_result
 from worldrecall.engine.stages.runner import ResultsNotWritable, Runner, load_rows
 from worldrecall.engine.stages.shards import finish_shard, partial_dir, partial_note, rows_digest
@@ -50,43 +46,20 @@ def host_for(cfg: Mapping[str, Any]) -> PluginHost:
     return host
 
 
-@contextmanager
-def fewer_collections() -> Iterator[None]:
-    """Python's cyclic collector with a larger young generation while a job runs (restored after).
-
-    A job allocates hundreds of thousands of short-lived containers (rows, their JSON, frames) and keeps
-    memos that live for the process; at the default threshold (700) a sweep's re-score job ran ~380
-    collections costing ~0.4 s, at 20,000 about ten costing 0.03 s (``benchmarks/pipeline.py``). Memory is freed
-    by reference counting as before; only garbage cycles wait a little longer."""
-    old = gc.get_threshold()
-    gc.set_threshold(20_000, 20, 20)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*old)
-
-
 def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: list[str] | None = None,
-              sweep_dir: Path | None = None, host: PluginHost | None = None, foresee: bool = True) -> int:
+              sweep_dir: Path | None = None, host: PluginHost | None = None) -> int:
     """Run a config (a plain dict; missing keys take the schema's defaults) and write its outputs; returns
-    the exit code. ``foresee``: a later job of this process may re-score (see :class:`Runner`)."""
-    with fewer_collections():
-        return _run_plain(plain, job_dir, overrides, sweep_dir, host, foresee)
-
-
-def _run_plain(plain: Mapping[str, Any], job_dir: Path | None, overrides: list[str] | None,
-               sweep_dir: Path | None, host: PluginHost | None, foresee: bool = True) -> int:
+    the exit code."""
     ctx_args = {"job_dir": job_dir, "overrides": tuple(overrides or ()), "sweep_dir": sweep_dir}
     try:
         cfg = resolve_config(plain)  # the only time: everything below reads this config or the result's
         host = host or host_for(cfg)
         for name, err in host.failures:
             print(f"warning: plugin {name!r} skipped: {err}", file=sys.stderr)
-        runner = Runner(cfg, host, foresee=foresee, defer_cache_writes=True)  # write_sinks follows
-        # MLflow's ~1 s import overlaps the run instead of following it — unless the run will not log: a shard
-        # (its merge logs), or a rerun of a logged config, which usually resumes every row and then reuses its
-        # run without MLflow (sinks/tracking/reuse.py)
-        if cfg["shard"]["count"] <= 1 and not likely_reused(runner.results_dir, config_hash(runner.cfg)):
+        runner = Runner(cfg, host)
+        # MLflow's ~1 s import overlaps the run instead of following it — unless the job will not log (a shard:
+        # its merge logs)
+        if cfg["shard"]["count"] <= 1:
             prefetch_tracking(cfg["tracking"])
         result = runner.run()
     except ResultsNotWritable as e:
@@ -99,7 +72,7 @@ def _run_plain(plain: Mapping[str, Any], job_dir: Path | None, overrides: list[s
     ctx = SinkContext(host, **ctx_args)
     if result.config["shard"]["count"] > 1:
         return shard_job(result, ctx)
-    return write_sinks(result, ctx, job_sinks())
+    return write_sinks(result, ctx, job_sinks(host))
 
 
 def shard_job(result: RunResult, ctx: SinkContext) -> int:
@@ -107,7 +80,7 @@ def shard_job(result: RunResult, ctx: SinkContext) -> int:
     merges every shard's rows."""
     index, count = result.config["shard"]["index"], result.config["shard"]["count"]
     pdir = partial_dir(result.results_dir, index, count)
-    code = write_sinks(replace(result, results_dir=pdir, partial=True), ctx, shard_sinks())
+    code = write_sinks(replace(result, results_dir=pdir, partial=True), ctx, shard_sinks(ctx.host))
     (pdir / "PARTIAL.md").write_text(partial_note(index, count, result.n_cases))
     print(f"\nshard {index + 1}/{count} done: {result.n_cases} case(s) written so far, {result.n_failed_cases} "
           f"failed; partial tables in {pdir}")
@@ -141,11 +114,10 @@ def merge_job(results_dir: Path, cfg: Mapping[str, Any], host: PluginHost, job_d
     """
     digest = rows_digest(results_dir)
     rows = load_rows(results_dir)
-    keys: dict[str, str] = {}
-    tables = aggregate_rows(host, rows, cfg, keys=keys, defer_writes=True)  # its outputs follow
-    result = build_result(Path(results_dir), rows, tables, cfg, host.plugins.values(), table_keys=keys)
+    tables = aggregate_rows(host, rows, cfg)
+    result = build_result(Path(results_dir), rows, tables, cfg, host.plugins.values())
     count = cfg["shard"]["count"]
     name = f"merged · {count} shards" if sweep_dir is not None and count > 1 else None
     n_files = len(list(Path(results_dir).glob("rows-shard-*.jsonl")))
     ctx = SinkContext(host, job_dir, tuple(overrides), sweep_dir)
-    return write_sinks(result, ctx, merge_sinks(n_files, name, digest))
+    return write_sinks(result, ctx, merge_sinks(n_files, name, digest, host))

@@ -26,7 +26,7 @@ from typing import Any
 import pluggy
 
 from worldrecall.core import hookspecs
-from worldrecall.core.components import Aggregator, Aligner, Benchmark, Command, Loader, Metric, Suite
+from worldrecall.core.components import Aggregator, Aligner, Benchmark, Command, Loader, Metric, Sink, Suite
 from worldrecall.core.judges import JudgeSpec
 from worldrecall.core.models import KINDS, ModelSpec, Role
 from worldrecall.registry.metadata import metric_problems
@@ -51,6 +51,7 @@ HOOKS: dict[str, tuple[str, type]] = {
     "register_suites": ("suite", Suite),
     "register_commands": ("command", Command),
     "register_benchmarks": ("benchmark", Benchmark),
+    "register_sinks": ("sink", Sink),
 }
 BUILTIN_DISTRIBUTION = "worldrecall"
 RESERVED_COMMANDS = ("run", "aggregate", "plugins")
@@ -194,7 +195,7 @@ class PluginHost:
             if problems:  # nothing is assumed about a value: its direction and range are declared, or no metric
                 self._fail(info, f"metric {cname!r} of plugin {info.name!r} refused: " + "; ".join(problems))
                 return
-        if kind in ("loader", "aligner", "aggregator", "suite", "command") and isinstance(comp, type):
+        if kind in ("loader", "aligner", "aggregator", "suite", "command", "sink") and isinstance(comp, type):
             comp = comp()  # stored as instances; metrics stay classes (built per run with params)
         prev = self.owner.get((kind, cname))
         if (kind, cname) in self._lost:
@@ -304,6 +305,11 @@ class PluginHost:
     @property
     def commands(self) -> dict[str, Command]:
         return self.components["command"]
+
+    @property
+    def sinks(self) -> dict[str, Sink]:
+        """Outputs plugins registered, by name (run after the built-in files, before MLflow)."""
+        return self.components["sink"]
 
     @property
     def metrics(self) -> dict[str, Any]:

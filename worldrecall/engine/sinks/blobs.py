@@ -3,21 +3,18 @@
 ``blobs/sha256/<aa>/<digest><suffix>``. Per-case files from the (content-addressed) cache are hard-linked
 in (no bytes copied at all); other files are copied once. Runs log a small index pointing at blobs instead of copies, and a local
 MLflow artifact store gets hard links to the blob, so a resumed run or a re-score job that produces the same
-bytes adds directory entries, not data. Digests are memoised by (path, size, mtime, inode), so a warm run
-re-hashes nothing.
+bytes adds directory entries, not data. Digests come from the one input digest (core/digests.py), so a warm
+run re-hashes nothing.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 from worldrecall.core.atomic import atomic_write
-from worldrecall.core.digests import file_state
+from worldrecall.core.digests import file_digest
 
 
 def _read_umask() -> int:
@@ -37,40 +34,15 @@ _UMASK = _read_umask()
 
 
 class BlobStore:
-    """Content-addressed files under ``root`` (normally ``<output_root>/blobs``).
-
-    The digest memo is a journal, ``digests.jsonl``: each job appends the digests it computed (one JSON line
-    per file state), so saving costs what the job learnt, not what every job before it did; a torn last line
-    (a crash mid-append) is skipped, and two jobs appending at once each add whole lines.
-    """
+    """Content-addressed files under ``root`` (normally ``<output_root>/blobs``); a file's digest is the one
+    input digest (:func:`worldrecall.core.digests.file_digest`)."""
 
     def __init__(self, root: Path | str):
         self.root = Path(root)
-        self._memo_path = self.root / "digests.jsonl"
-        self._memo: dict[str, str] = {}
-        self._new: dict[str, str] = {}
-        state = file_state(self._memo_path)
-        known = _MEMOS.get(str(self._memo_path))
-        if known is not None and known[0] == state:  # the file this process last read or wrote
-            self._memo = known[1]
-        elif state is not None:
-            self._memo = _read_journal(self._memo_path)
-            _MEMOS[str(self._memo_path)] = (state, self._memo)
 
     def digest(self, path: Path) -> str:
-        """sha256 of the file's bytes (memoised while the file is unchanged)."""
-        st = path.stat()
-        # inode, size and mtime identify the content: an absolute path without resolving links (a realpath is
-        # a stat per path component, for every per-case file of every job)
-        key = f"{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
-        d = self._memo.get(key) or self._new.get(key)
-        if d is None:
-            h = hashlib.sha256()
-            with open(path, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-            d = self._new[key] = h.hexdigest()
-        return d
+        """sha256 of the file's bytes."""
+        return file_digest(path)
 
     def path_for(self, digest: str, suffix: str) -> Path:
         return self.root / "sha256" / digest[:2] / f"{digest}{suffix}"
@@ -96,42 +68,6 @@ class BlobStore:
                 shutil.copyfile(src, tmp)
             os.replace(tmp, dst)
         return d, dst
-
-    def save(self) -> None:
-        """Append this store's new digests to the journal (concurrent writers only lose memo entries)."""
-        if not self._new:
-            return
-        self.root.mkdir(parents=True, exist_ok=True)
-        lines = "".join(json.dumps([k, d]) + "\n" for k, d in self._new.items())
-        with open(self._memo_path, "a+b") as f:
-            end = f.seek(0, os.SEEK_END)
-            if end and os.pread(f.fileno(), 1, end - 1) != b"\n":
-                lines = "\n" + lines  # after a torn last line: start on a line of our own
-            f.write(lines.encode())
-        memo = {**self._memo, **self._new}
-        _MEMOS[str(self._memo_path)] = (file_state(self._memo_path), memo)
-        self._memo, self._new = memo, {}
-
-
-def _read_journal(path: Path) -> dict[str, str]:
-    """The journal's digests; a torn or damaged line is skipped (it only costs hashing that file again)."""
-    memo: dict[str, str] = {}
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return memo
-    for line in text.splitlines():
-        try:
-            k, d = json.loads(line)
-        except (ValueError, TypeError):
-            continue
-        if isinstance(k, str) and isinstance(d, str):
-            memo[k] = d
-    return memo
-
-
-_MEMOS: dict[str, tuple[Any, dict[str, str]]] = {}  # journal -> (its state, content) as last read or written
-# (the content is never changed in place: a save makes a new dict, so a store never sees another's entries half-added)
 
 
 def write_if_changed(path: Path, text: str) -> Path:

@@ -11,7 +11,6 @@ direction its ``value_meta`` declares, never ranked by anything but that value.
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,7 +26,6 @@ from worldrecall.engine.sinks.results_view import (
     unit_label,
     value_meta,
 )
-from worldrecall.engine.stages.bounded import remember
 
 
 def fmt(v: Any, lo: Any = None, hi: Any = None, digits: int = 3) -> str:
@@ -48,25 +46,8 @@ def _concat(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(list(tables.values()), ignore_index=True) if tables else pd.DataFrame()
 
 
-_LAST: list[Any] = []  # [weakref to the result, host, views]: the last result's views (tables, report, console)
-
-
 def leaderboard_views(result: Any, host: Any) -> list[tuple[str, pd.DataFrame, str]]:
-    """(title, table of formatted cells, footnote) per view, in print order.
-
-    A job's result is frozen, and the tables file, the report and the console all show its views: they are
-    built once per (result, host)."""
-    if _LAST and _LAST[0]() is result and _LAST[1] is host:
-        return list(_LAST[2])
-    views = _build_views(result, host)
-    try:
-        _LAST[:] = [weakref.ref(result), host, views]
-    except TypeError:  # a result that cannot be weakly referenced (a test's namespace): not memoised
-        _LAST.clear()
-    return list(views)
-
-
-def _build_views(result: Any, host: Any) -> list[tuple[str, pd.DataFrame, str]]:
+    """(title, table of formatted cells, footnote) per view, in print order."""
     # the view tables' cells as records, grouped here (a few hundred cells: no sub-frame per view)
     views = _records(_concat(tables_of_kind(host, result.tables, "view")))
     cells = _records(_concat(tables_of_kind(host, result.tables, "view_columns")))
@@ -175,17 +156,8 @@ def leaderboard_text(result: Any, host: Any) -> str:
 
 
 def _table_text(df: pd.DataFrame) -> str:
-    """``df.to_string(index=False)`` of a view (its cells are formatted strings), memoised by content: a sweep's
-    re-score job redraws only the views its metric changed."""
-    if not len(df):
-        return "(no rows)"
-    key = (tuple(map(str, df.columns)), tuple(map(str, df.dtypes)),
-           tuple(tuple(map(repr, row)) for row in df.itertuples(index=False, name=None)))
-    text = _TEXTS.get(key)
-    return text if text is not None else remember(_TEXTS, key, df.to_string(index=False), 256)
-
-
-_TEXTS: dict[tuple[Any, ...], str] = {}
+    """``df.to_string(index=False)`` of a view (its cells are formatted strings)."""
+    return df.to_string(index=False) if len(df) else "(no rows)"
 
 
 def print_leaderboard(result: Any, host: Any) -> None:

@@ -16,7 +16,6 @@ class PlotsSink:
     """``plots/``: every aggregator's figures; one aggregator that cannot plot is a warning, not a failure."""
 
     name = "plots"
-    reads_outputs = False  # the result only: written while a forked report is (sinks/forked.py)
 
     def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
         pdir = result.results_dir / "plots"

@@ -26,9 +26,7 @@ import numpy as np
 from worldrecall.engine.sinks.base import SinkContext
 from worldrecall.engine.sinks.blobs import write_if_changed
 from worldrecall.engine.sinks.results_view import missing, tables_of_kind
-from worldrecall.engine.stages.bounded import remember
 from worldrecall.engine.stages.result import RunResult
-from worldrecall.engine.stages.row_digests import row_digest
 
 SCHEMA_ID = "worldrecall.submission/1"
 
@@ -80,21 +78,12 @@ def aggregate_doc(result: Any, host: Any) -> dict[str, Any]:
     views = tables_of_kind(host, result.tables, "view")
     benches: dict[str, Any] = {}
     for name, t in views.items():
-        key = (result.table_keys or {}).get(name)
-        drawn = _VIEWS.get(key) if key is not None else None
-        if drawn is None:  # a view table's part of the document, once per content (a re-score changes one)
-            drawn = _view_entries(t)
-            if key is not None:
-                remember(_VIEWS, key, drawn, 2000)
-        for bench, view in drawn:
+        for bench, view in _view_entries(t):
             decl = host.benchmarks.get(bench)
             entry = benches.setdefault(bench, {"declaration": decl.to_json() if decl else {"name": bench},
                                                "views": []})
             entry["views"].append(json.loads(view))
     return {"schema": SCHEMA_ID, "benchmarks": benches}
-
-
-_VIEWS: dict[str, list[tuple[str, str]]] = {}  # view table content key -> [(benchmark, its view as JSON)]
 
 
 def _view_entries(t: Any) -> list[tuple[str, str]]:
@@ -170,25 +159,13 @@ def cases_lines(result: Any) -> str:
     keys = ("benchmark", "model", "case_id", "metric", "status", "reason", "values", "strata", "backend",
             "metric_version", "warnings")
     rows = sorted(result.rows, key=lambda r: r.row_key)
-    out = []
-    for r in rows:  # a row's line is a function of its content: drawn once per content in this process
-        d = row_digest(r)
-        line = _CASE_LINES.get(d)
-        if line is None:
-            line = remember(_CASE_LINES, d, json.dumps({k: getattr(r, k) for k in keys}, sort_keys=True,
-                                                       default=str) + "\n", 200_000)
-        out.append(line)
-    return "".join(out)
-
-
-_CASE_LINES: dict[str, str] = {}
+    return "".join(json.dumps({k: getattr(r, k) for k in keys}, sort_keys=True, default=str) + "\n" for r in rows)
 
 
 class SubmissionSink:
     """Writes the bundle under ``results/<key>/submission/``."""
 
     name = "submission"
-    reads_outputs = False  # the result only: written while a forked report is (sinks/forked.py)
 
     def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
         out = Path(result.results_dir) / "submission"

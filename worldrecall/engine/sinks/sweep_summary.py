@@ -83,7 +83,6 @@ class JobSummarySink:
     summary reads at ``on_multirun_end``; a shard's is marked partial)."""
 
     name = "job_summary"
-    reads_outputs = False  # the result only: written while a forked report is (sinks/forked.py)
 
     def write(self, result: Any, ctx: Any) -> list[Path]:
         if ctx.job_dir is None:

@@ -8,19 +8,17 @@ from the metrics' and benchmarks' own metadata; tables are found later by the ki
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from worldrecall.core.cache import cache_key
 from worldrecall.core.components import Aggregator, UndeclaredValue
 from worldrecall.core.data import ScoreRow
-from worldrecall.engine.stages.aggregate_cache import AggregateCache, entry_key
-from worldrecall.engine.stages.bounded import remember
+from worldrecall.engine.cache import Store, component_identity, inputs_digest, key_of
+from worldrecall.engine.cache.frames import decode_tables, encode_tables
 from worldrecall.engine.stages.plan import enabled_benchmarks
 from worldrecall.engine.stages.row_digests import rows_digest
 from worldrecall.registry.host import PluginHost
@@ -69,29 +67,21 @@ def value_meta(host: PluginHost, rows: Iterable[ScoreRow]) -> dict[str, dict[str
 
 
 def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any],
-                   per_benchmark: Mapping[str, list[str]] | None = None,
-                   cache: AggregateCache | None = None, keys: dict[str, str] | None = None,
-                   defer_writes: bool = False) -> dict[str, Any]:
+                   per_benchmark: Mapping[str, list[str]] | None = None, store: Store | None = None) -> dict[str, Any]:
     """Run the global, suite and per-benchmark aggregators; returns every table by name.
 
-    ``keys`` (when given) receives each table's content key: equal keys, equal tables (the key names the
-    rows, aggregator, params and code it came from), so a sink may reuse what it drew from that table.
-
-    ``cache`` (default: ``<cache_dir>/aggregates`` of the config) reuses the tables of every group of rows
-    an aggregator saw before with the same params and code; an aggregator that declares ``by_benchmark`` is
-    run (and cached) per benchmark and its tables concatenated in benchmark order, and one that declares
-    ``by_metric`` per metric within a benchmark, so a re-score job aggregates the changed metric only.
-    ``defer_writes``: the default cache writes its new entries after the job's outputs (a job's caller that
-    writes them, :func:`~worldrecall.engine.sinks.base.write_sinks`, says so).
+    Tables are cached (``store``; default: the config's cache folder) under the key of the rows they reduce
+    and the aggregator's identity, params and the files those name. An aggregator that declares
+    ``by_benchmark`` is run (and cached) per benchmark and its tables concatenated in benchmark order, and one
+    that declares ``by_metric`` per metric within a benchmark, so a re-score job aggregates the changed metric.
     """
     suite = cfg["suite"]
     if per_benchmark is None:
         # what the run itself aggregated (`worldrecall aggregate` and a shard merge give the same tables)
         per_benchmark = {n: list(b.get("aggregators") or []) for n, b in enabled_benchmarks(cfg).items()}
-    if cache is None:
-        cache = AggregateCache(Path(cfg["cache_dir"]) / "aggregates" if cfg.get("cache_dir") else None,
-                               defer=defer_writes)
-    groups = _Groups(host, rows, cfg, cache)
+    if store is None:
+        store = Store(cfg["cache_dir"], enabled=bool(cfg.get("cache_dir")))
+    groups = _Groups(host, rows, cfg, store)
     tables: dict[str, Any] = {}
     for name in list(cfg["aggregators"] or []) + list(suite.get("aggregators") or []):
         tables.update(groups.run(name, "*"))
@@ -99,19 +89,16 @@ def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any
         for name in names:
             for tname, df in groups.run(name, bench).items():
                 tables[tname if tname.startswith(bench) else f"{bench}.{tname}"] = df
-    if keys is not None:
-        keys.update({name: k for name, df in tables.items() if (k := groups.key_of(df))})
-    # a table that is a cached entry's frame as it is: a copy, so no caller shares a frame with the memo
-    return {name: df.copy() if groups.shared(df) else df for name, df in tables.items()}
+    return tables
 
 
 class _Groups:
     """The groups of rows an aggregator may see — all (``"*"``), a benchmark's, a (benchmark, metric)'s —,
     each hashed once, and the cached call of an aggregator on one of them."""
 
-    def __init__(self, host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any], cache: AggregateCache):
+    def __init__(self, host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any], store: Store):
         suite = cfg["suite"]
-        self.host, self.rows, self.cache = host, rows, cache
+        self.host, self.rows, self.store = host, rows, store
         self.params = {**(cfg["aggregator_params"] or {}), **(suite.get("aggregator_params") or {})}
         self.primary = {name: cls.primary for name, cls in host.metrics.items()}
         self.meta = value_meta(host, rows)
@@ -121,42 +108,7 @@ class _Groups:
             self.subsets.setdefault(r.benchmark, []).append(r)
         self._metrics: dict[str, dict[str, list[ScoreRow]]] = {}  # benchmark -> metric -> rows, in row order
         self._digests: dict[Any, str] = {}
-        self._keys: dict[int, tuple[Any, str]] = {}  # id(frame) -> (frame, its content key)
-        self._shared: dict[int, list[Any]] = {}  # frames of cached entries, handed out uncopied
-
-    def shared(self, df: Any) -> bool:
-        return any(f is df for f in self._shared.get(id(df), ()))
-
-    def key_of(self, df: Any) -> str | None:
-        known = self._keys.get(id(df))
-        return known[1] if known is not None and known[0] is df else None
-
-    def _keyed(self, df: Any, key: str | None) -> Any:
-        if key is not None:
-            self._keys[id(df)] = (df, key)
-        return df
-
-    def _joined(self, frames: list[Any], order: Any) -> Any:
-        """Parts concatenated (and sorted by ``order``); its key names the parts' keys, and
-        :func:`joined_parts` gives the parts and the order their rows take in the whole."""
-        parts = [self.key_of(f) for f in frames]
-        key = cache_key({"parts": parts, "order": list(order or [])}) if all(parts) else None
-        known = _WHOLES.get(key) if key is not None and key in _JOINS else None
-        if known is not None:  # the same parts joined by an earlier job: that whole (a copy leaves this stage)
-            self._shared.setdefault(id(known), []).append(known)
-            return self._keyed(known, key)
-        whole = _concat(frames)
-        rows = np.arange(len(whole))
-        if order and len(whole):
-            whole = whole.sort_values(list(order), kind="stable")
-            rows = whole.index.to_numpy()
-            whole = whole.reset_index(drop=True)
-        if key is not None:
-            kept = [(k, f) for k, f in zip(parts, frames) if len(f)] or [(parts[0], frames[0])]
-            remember(_JOINS, key, (kept, rows), 2000)
-            remember(_WHOLES, key, whole, 2000)
-            self._shared.setdefault(id(whole), []).append(whole)
-        return self._keyed(whole, key)
+        self._row_digests: dict[int, str] = {}  # id(row) -> its content digest, for this aggregation
 
     def rows_of(self, key: Any) -> list[ScoreRow]:
         if key == "*":
@@ -175,24 +127,20 @@ class _Groups:
 
     def digest(self, key: Any) -> str:
         if key not in self._digests:
-            subsets = self.subsets
-            if key == "*" and list(subsets) == sorted(subsets) and benchmarks_contiguous(self.rows):
-                # the rows are the benchmarks' groups one after another: the whole is named by its parts
-                self._digests[key] = cache_key({"parts": [(b, self.digest(b)) for b in subsets]})
-            else:
-                self._digests[key] = rows_digest(self.rows_of(key))
+            self._digests[key] = rows_digest(self.rows_of(key), self._row_digests)
         return self._digests[key]
 
     def cached(self, name: str, agg: Aggregator, p: dict[str, Any], key: Any) -> dict[str, Any]:
-        entry = entry_key(agg, name, p, self.digest(key))
-        got = self.cache.get(entry, copy=False)
-        if got is None:
-            got = agg.aggregate(self.rows_of(key), p)
-            self.cache.put(entry, got)
-        else:
-            for df in got.values():
-                self._shared.setdefault(id(df), []).append(df)
-        return {tname: self._keyed(df, cache_key({"entry": entry, "table": tname})) for tname, df in got.items()}
+        entry = key_of(component_identity(agg), {"rows": self.digest(key), "files": _named_files(agg, p)},
+                       json.loads(json.dumps(p, sort_keys=True, default=str)))
+        doc = self.store.get_json("aggregates", entry)
+        if doc is not None:
+            return decode_tables(doc)
+        got = agg.aggregate(self.rows_of(key), p)
+        enc = encode_tables(got)
+        if enc is not None:  # a table the JSON form cannot carry exactly is computed every time
+            self.store.put_json("aggregates", entry, enc)
+        return got
 
     def one_benchmark(self, name: str, agg: Aggregator, p: dict[str, Any], bench: str) -> dict[str, Any]:
         order = getattr(agg, "by_metric", None)
@@ -208,7 +156,12 @@ class _Groups:
             if missing:
                 raise ValueError(f"aggregator {name!r}: by_metric sorts table {tname!r} by {missing}, which the "
                                  f"table does not have (its columns: {list(frames[0].columns)})")
-        return {tname: self._joined(frames, order.get(tname)) for tname, frames in parts.items()}
+        out = {}
+        for tname, frames in parts.items():
+            whole, sort = _concat(frames), order.get(tname)
+            out[tname] = whole.sort_values(list(sort), kind="stable").reset_index(drop=True) if sort and len(whole) \
+                else whole
+        return out
 
     def run(self, name: str, bench: str) -> dict[str, Any]:
         agg = self.host.aggregator(name)
@@ -224,7 +177,12 @@ class _Groups:
         for b in sorted(self.subsets):
             for tname, df in self.one_benchmark(name, agg, p, b).items():
                 parts.setdefault(tname, []).append(df)
-        return {tname: self._joined(frames, None) for tname, frames in parts.items()}
+        return {tname: _concat(frames) for tname, frames in parts.items()}
+
+
+def _named_files(agg: Any, params: Mapping[str, Any]) -> list[list[str]]:
+    """Digests of the files and folders the aggregator's ``path_params`` name (their contents are inputs)."""
+    return inputs_digest(str(params[n]) for n in getattr(agg, "path_params", ()) or () if params.get(n))
 
 
 def benchmarks_contiguous(rows: Sequence[ScoreRow]) -> bool:
@@ -238,17 +196,6 @@ def benchmarks_contiguous(rows: Sequence[ScoreRow]) -> bool:
             seen.add(r.benchmark)
             last = r.benchmark
     return True
-
-
-# a joined table's key -> ([(part key, part frame)], the part rows' order in the whole: row i of the whole is
-# row rows[i] of the parts' rows one after another), for the sinks to write a whole from its parts' lines
-_JOINS: dict[str, tuple[list[tuple[str, Any]], Any]] = {}
-_WHOLES: dict[str, Any] = {}  # a joined table's key -> the whole, for later jobs (a re-score joins the same parts)
-
-
-def joined_parts(key: str | None) -> tuple[list[tuple[str, Any]], Any] | None:
-    """The parts of the table with content key ``key`` when this process joined it from parts."""
-    return _JOINS.get(key) if key is not None else None
 
 
 def _concat(frames: list[Any]) -> Any:

@@ -50,8 +50,6 @@ class CounterHooks(Protocol):
     def reset_counters(self) -> None: ...
     def snapshot(self) -> dict[str, dict[str, float]]: ...
     def merge(self, other: Mapping[str, Mapping[str, float]]) -> None: ...
-    def learnt(self) -> dict[str, list[list[str]]]: ...  # a worker's new memo entries since the last call
-    def learn(self, entries: Mapping[str, Sequence[Sequence[str]]]) -> None: ...  # the parent keeps them
 
 
 class SerialExecutor:
@@ -127,7 +125,6 @@ class ForkExecutor:
                             assign(list(live.values())[-1])
                         continue
                     if msg["t"] == "rows":
-                        counters.learn(msg.get("learnt") or {})  # first: what emit does may use them
                         emit(groups[w.group][msg["i"]], [ScoreRow.from_json(r) for r in msg["rows"]])
                         w.next_item = msg["i"] + 1
                     elif msg["t"] == "done":
@@ -228,8 +225,8 @@ def _worker_main(conn: Connection, groups: Sequence[Sequence[Item]], work: Work,
         counters.reset_counters()
         for i in range(first, len(groups[g])):
             rows = work(groups[g][i])
-            conn.send_bytes(json.dumps({"t": "rows", "i": i, "rows": [r.to_json() for r in rows],
-                                        "learnt": counters.learnt()}, default=json_default, allow_nan=True).encode())
+            conn.send_bytes(json.dumps({"t": "rows", "i": i, "rows": [r.to_json() for r in rows]},
+                                       default=json_default, allow_nan=True).encode())
         conn.send_bytes(json.dumps({"t": "done", "counters": counters.snapshot()}).encode())
 
 

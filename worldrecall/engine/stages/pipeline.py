@@ -1,8 +1,17 @@
-"""Stage 2 — the per-case pipeline: align -> measure (cached) -> score (pure, memoised) -> rows.
+"""Stage 2 — the per-case pipeline: align -> measure -> score -> rows, each step through the cache.
 
-:meth:`CasePipeline.rows` turns one case into one row per metric. Every failure is caught here and becomes
-that row's status and one-line reason; nothing a case does can end the run. The pipeline holds no global
-state: its caches, hubs and counters are attributes, so a forked worker carries its own copy.
+Every step's result is kept in the :class:`~worldrecall.engine.cache.Store` under a key built by
+:mod:`worldrecall.engine.cache.keys` from everything it depends on:
+
+- alignment: the aligner's identity (name, version, code, libraries), its params, the case's content;
+- measurement: the metric's identity without its scoring code, its params (and the files they name), the
+  models' identities and options, the alignment's key, the case's content;
+- score: the metric's whole identity, its thresholds, the measurement's key;
+- row: the score's key and what the row carries besides the values (strata, warnings, paths).
+
+A row on disk is kept by a rerun only when its key is the one computed now (:meth:`CasePipeline.settle`).
+Every failure is caught here and becomes that row's status and one-line reason; nothing a case does can end
+the run.
 """
 
 from __future__ import annotations
@@ -13,29 +22,25 @@ import logging
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from worldrecall.core.cache import ScoreCache, cache_key
 from worldrecall.core.components import MeasureContext, Metric
 from worldrecall.core.data import Alignment, Case, CaseError, CaseFailure, ScoreRow, one_line
-from worldrecall.core.digests import file_state
 from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.results import json_default
 from worldrecall.core.video import VideoError, VideoPool
-from worldrecall.engine.stages.bounded import remember
-from worldrecall.engine.stages.measurement_memo import ProcessMeasurementCache
+from worldrecall.engine.cache import Store, code_digest, component_identity, inputs_digest, key_of
 from worldrecall.engine.stages.plan import BenchmarkPlan
-from worldrecall.engine.stages.row_memo import context, memo_key, recall
-from worldrecall.engine.stages.score_memo import ProcessScoreCache
 from worldrecall.registry.host import PluginHost
 
 log = logging.getLogger(__name__)
 
-IsFinal = Callable[[tuple[str, str, str, str]], bool]
+# a metric's methods its measurement does not depend on: editing them re-scores, never re-measures
+SCORING_METHODS = ("score", "verdict", "artifacts")
 
 
 @dataclass
@@ -60,21 +65,11 @@ class Counters:
 class CasePipeline:
     """Align, measure and score one case with every metric of a plan."""
 
-    def __init__(self, host: PluginHost, hub: ModelHub, judges: JudgeHub, pool: VideoPool, cache_root: Path,
-                 *, artifacts: bool, device: str, batch_size: int):
-        self.host, self.hub, self.judges, self.pool = host, hub, judges, pool
-        self.measurements = ProcessMeasurementCache(cache_root / "measurements")
-        self.scores = ProcessScoreCache(cache_root / "scores", defer=True)  # its files: after the outputs
-        self.alignments = ProcessScoreCache(cache_root / "alignments")  # same pure-function memo, own counters
-        # notes a reader added to case.warnings while a metric measured (e.g. a corrupt depth frame read as
-        # NaN), per measurement key: a cached measurement brings its notes back onto the rows
-        self.input_notes = ScoreCache(cache_root / "input_notes")
-        self.artifacts_dir = cache_root / "artifacts"
-        # (id(alignment), metric, id(case)) -> (alignment, case, (measurement key, score key)), for this job (a
-        # pipeline lives for one job): the memo pass, the scores-only check and the scoring all ask
-        self._keys: dict[tuple[int, str, int], tuple[Alignment, Case, tuple[str, str]]] = {}
-        self._fixed: dict[int, tuple[Metric, tuple[str, str, str]]] = {}  # id(metric) -> its case-free key text
-        self.write_artifacts, self.device, self.batch_size = artifacts, device, batch_size
+    def __init__(self, host: PluginHost, hub: ModelHub, judges: JudgeHub, pool: VideoPool, store: Store,
+                 *, artifacts_dir: Path, write_artifacts: bool, device: str, batch_size: int):
+        self.host, self.hub, self.judges, self.pool, self.store = host, hub, judges, pool, store
+        self.artifacts_dir, self.write_artifacts = artifacts_dir, write_artifacts
+        self.device, self.batch_size = device, batch_size
         self.counters = Counters()
         self.merged = Counters()  # what forked workers reported
 
@@ -84,15 +79,16 @@ class CasePipeline:
         self.counters = Counters()
         self.pool.decode_counts.clear()
         self.hub.forward_seconds.clear()
-        self.measurements.hits = self.measurements.misses = self.measurements.corrupt = 0
-        self.scores.hits = self.alignments.hits = 0
+        self.store.hits.clear()
+        self.store.misses.clear()
+        self.store.corrupt = 0
 
     def snapshot(self) -> dict[str, dict[str, float]]:
-        """Counters including the caches', decodes and model time accumulated since the last reset."""
+        """Counters including the store's hits and misses, decodes and model time since the last reset."""
         out = self.counters.to_json()
-        out["cache"].update({"hits": self.measurements.hits, "misses": self.measurements.misses,
-                             "corrupt": self.measurements.corrupt, "score_hits": self.scores.hits,
-                             "alignment_hits": self.alignments.hits})
+        out["cache"].update({f"{kind}_hits": n for kind, n in self.store.hits.items()})
+        out["cache"].update({f"{kind}_misses": n for kind, n in self.store.misses.items()})
+        out["cache"]["corrupt"] = self.store.corrupt
         out["decodes"] = dict(self.pool.decode_counts)
         out["model_seconds"] = dict(self.hub.forward_seconds)
         return out
@@ -100,17 +96,6 @@ class CasePipeline:
     def merge(self, other: Mapping[str, Mapping[str, float]]) -> None:
         """Add a worker's counters (its :meth:`snapshot`) to this run's totals."""
         self.merged.merge(other)
-
-    def learnt(self) -> dict[str, list[tuple[str, str, str]]]:
-        """The score and alignment memo entries this (worker) process wrote since the last call."""
-        return {"scores": self.scores.take_recent(), "alignments": self.alignments.take_recent()}
-
-    def learn(self, entries: Mapping[str, Any]) -> None:
-        """Keep in this process the memo entries a forked worker wrote (:meth:`learnt`): the next job (a
-        sweep's re-score job after its cold one) finds them in memory instead of reading and checking each
-        file again."""
-        self.scores.learn(entries.get("scores") or ())
-        self.alignments.learn(entries.get("alignments") or ())
 
     def totals(self) -> dict[str, dict[str, float]]:
         """This process's counters plus every merged worker's."""
@@ -122,161 +107,210 @@ class CasePipeline:
     def _tick(self, stage: str, t0: float) -> None:
         self.counters.timing[stage] += time.perf_counter() - t0
 
+    # -- keys -----------------------------------------------------------------------------------
+    def alignment_key(self, name: str, case: Case, params: Mapping[str, Any]) -> str:
+        aligner = self.host.aligner(name)
+        merged = {**aligner.defaults, **params}
+        return key_of(component_identity(aligner), {"case": case.fingerprint(),
+                                                    "files": _named_files(aligner, merged)}, merged)
+
+    def keys(self, metric: Metric, case: Case, alignment_key: str, alignment: Alignment) -> tuple[str, str]:
+        """(measurement key, score key) of one metric on one aligned case."""
+        models = {r: self._model_identity(r) for r in metric.models}
+        optional = {r: self._model_identity(r) if self.hub.selection.get(r) else "" for r in metric.optional_models}
+        measurement = key_of(component_identity(metric, without=SCORING_METHODS),
+                             {"case": case.fingerprint(), "alignment": alignment_key,
+                              "files": _named_files(metric, metric.params)},
+                             {"params": metric.params, "extra": metric.cache_params(case, alignment),
+                              "models": models, "optional_models": optional})
+        score = key_of(component_identity(metric), {"measurement": measurement},
+                       {"thresholds": metric.thresholds, "artifacts": self.write_artifacts})
+        return measurement, score
+
+    def _model_identity(self, role: str) -> dict[str, Any]:
+        spec = self.hub.spec_for(role)
+        return {**spec.identity(), "code": code_digest(getattr(spec.factory, "__module__", "") or ""),
+                "options": {**spec.defaults, **self.hub.options.get(spec.name, {})}}
+
+    @staticmethod
+    def row_key(score_key: str, row: ScoreRow, absent: str | None = None) -> str:
+        """A row's key: its score's key and what the row carries besides what the score gives (taken before
+        the score fills it: what the score adds is determined by its key)."""
+        rest = json.dumps([row.strata, row.warnings, row.backend, row.info.get("videos"), absent], sort_keys=True,
+                          default=str)
+        return hashlib.sha256(f"{score_key}\0{rest}".encode()).hexdigest()
+
     # -- rows -----------------------------------------------------------------------------------
+    def new_row(self, plan: BenchmarkPlan, case: Case | CaseError, name: str, metric: Metric) -> ScoreRow:
+        backend = self.hub.backend_names(metric.models + metric.optional_models) if isinstance(case, Case) else {}
+        return ScoreRow(plan.name, case.model, case.case_id, name, {}, strata=dict(case.strata),
+                        metric_version=metric.version, backend=backend, warnings=list(case.warnings))
+
     def failure_rows(self, plan: BenchmarkPlan, item: Case | CaseError, stage: str, reason: str,
-                     is_final: IsFinal) -> list[ScoreRow]:
-        """One failed row per metric not already final, with the same one-line reason."""
-        return [ScoreRow(plan.name, item.model, item.case_id, name, {}, "failed", f"{stage}: {one_line(reason)}",
-                         dict(item.strata), metric.version, warnings=list(item.warnings))
-                for name, metric in plan.metrics.items() if not is_final((plan.name, item.model, item.case_id, name))]
+                     names: Any = None) -> list[ScoreRow]:
+        """One failed row per metric (of ``names``, default all) with the same one-line reason."""
+        out = []
+        for name, metric in plan.metrics.items():
+            if names is None or name in names:
+                row = ScoreRow(plan.name, item.model, item.case_id, name, {}, "failed",
+                               f"{stage}: {one_line(reason)}", dict(item.strata), metric.version,
+                               warnings=list(item.warnings))
+                out.append(row)
+        return out
 
-    def rows(self, plan: BenchmarkPlan, item: Case | CaseError, is_final: IsFinal) -> list[ScoreRow]:
-        """The rows of one case (every metric not already final), in metric order."""
-        return self._rows(plan, item, is_final, memo_only=False)[0]
-
-    def memo_rows(self, plan: BenchmarkPlan, item: Case | CaseError,
-                  is_final: IsFinal) -> tuple[list[ScoreRow], bool]:
-        """The final rows of one case that come from the score memo — no metric runs, no video is read — and
-        whether they are every row left to do (else the rest is a worker's: a re-score job's one metric)."""
-        rows, complete = self._rows(plan, item, is_final, memo_only=True)
-        return (rows, True) if complete else ([r for r in rows if r.status in ("ok", "skipped")], False)
-
-    def foreseen_rows(self, plan: BenchmarkPlan, item: Case | CaseError) -> list[ScoreRow]:
-        """The rows a later job of this process would take from the score memo for this case, built now by
-        that job's own memo pass (a cold job's case, once its workers' memo entries are here): each carries
-        its row-memo key. Counted as ``foresee`` time, not as alignment or measurement, and not as memo hits."""
+    def settle(self, plan: BenchmarkPlan, case: Case, existing: Mapping[tuple[str, str, str, str], ScoreRow]
+               ) -> tuple[list[ScoreRow], set[str]]:
+        """What this process can decide about a case without running an aligner or a metric (a parent that
+        forks workers never does): rows whose key is unchanged are kept as they are (not returned), rows whose
+        score is in the cache are built now (returned), the other metrics are left (second item)."""
         t0 = time.perf_counter()
-        timing, hits = dict(self.counters.timing), (self.scores.hits, self.alignments.hits)
+        out: list[ScoreRow] = []
+        left: set[str] = set()
         try:
-            rows, _ = self._rows(plan, item, lambda key: False, memo_only=True)
+            alignments: dict[str, tuple[str, Alignment | None]] = {}
+            for name, metric in plan.metrics.items():
+                row = self.new_row(plan, case, name, metric)
+                if name in plan.skipped:
+                    row.status, row.reason = "skipped", plan.skipped[name]
+                    row.key = self.row_key(key_of(component_identity(metric), case.fingerprint(),
+                                                  {"skipped": row.reason}), row)
+                    if _kept(existing, row) is None:
+                        out.append(row)
+                    continue
+                aligner = plan.aligner_for(metric)
+                if aligner not in alignments:
+                    akey = self.alignment_key(aligner, case, plan.params_for(aligner)) if aligner else ""
+                    alignments[aligner] = (akey, self._stored_alignment(akey) if aligner else Alignment())
+                akey, alignment = alignments[aligner]
+                if alignment is None:
+                    left.add(name)
+                    continue
+                _, skey = self.keys(metric, case, akey, alignment)
+                row.warnings.extend(alignment.info.get("warnings", []))  # as :meth:`rows` does
+                row.info = {"alignment": alignment.to_json(), "videos": video_paths(case)}
+                row.key = self.row_key(skey, row, plan.absent.get(name))
+                if _kept(existing, row) is not None:
+                    continue  # the row on disk was computed under this very key
+                entry = self._score_entry(skey)
+                if entry is None:
+                    left.add(name)
+                    continue
+                self._fill_from_entry(row, entry, plan.absent.get(name))
+                row.info["cache_hit"], row.info["score_cache_hit"] = True, True
+                out.append(row)
+        except Exception:  # noqa: BLE001  (a key that cannot be built: a worker scores the case and says why)
+            log.debug("settling %s failed", case.key, exc_info=True)
+            return [], set(plan.metrics)
         finally:
-            self.counters.timing.clear()
-            self.counters.timing.update(timing)
-            self.scores.hits, self.alignments.hits = hits
-            self._tick("foresee", t0)
-        return [r for r in rows if "_memo_key" in r.__dict__]
+            self._tick("settle", t0)
+        return out, left
 
-    def _rows(self, plan: BenchmarkPlan, item: Case | CaseError, is_final: IsFinal,
-              memo_only: bool) -> tuple[list[ScoreRow], bool]:
+    def _score_entry(self, skey: str) -> dict[str, Any] | None:
+        entry = self.store.get_json("scores", skey)
+        if entry is not None and any(not os.path.exists(a) for a in entry.get("artifacts") or []):
+            return None  # its files were cleaned up: score again to write them
+        return entry
+
+    def _fill_from_entry(self, row: ScoreRow, entry: Mapping[str, Any], absent: str | None) -> None:
+        row.values = entry["values"]
+        row.warnings.extend(w for w in entry.get("warnings", []) if w not in row.warnings)
+        if entry.get("artifacts"):
+            row.info["artifacts"] = entry["artifacts"]
+        if entry.get("verdict"):
+            row.info["verdict"] = entry["verdict"]
+        if absent is not None:  # systematically null values: said on the row
+            row.warnings.append(absent)
+
+    def rows(self, plan: BenchmarkPlan, item: Case | CaseError, names: set[str] | None = None) -> list[ScoreRow]:
+        """The rows of one case for the metrics in ``names`` (default: all), in metric order."""
         if isinstance(item, CaseError):
-            return self.failure_rows(plan, item, item.stage, item.reason, is_final), True
+            return self.failure_rows(plan, item, item.stage, item.reason, names)
         case = item
         out: list[ScoreRow] = []
-        complete = True
-        case_context = context(case.strata, video_paths(case))
-        alignments: dict[str, Alignment | CaseFailure | None] = {}
+        alignments: dict[str, tuple[str, Alignment | CaseFailure]] = {}
         for name, metric in plan.metrics.items():
-            if is_final((plan.name, case.model, case.case_id, name)):
+            if names is not None and name not in names:
                 continue
-            row = ScoreRow(plan.name, case.model, case.case_id, name, {}, strata=dict(case.strata),
-                           metric_version=metric.version,
-                           backend=self.hub.backend_names(metric.models + metric.optional_models),
-                           warnings=list(case.warnings))
+            row = self.new_row(plan, case, name, metric)
             if name in plan.skipped:
                 row.status, row.reason = "skipped", plan.skipped[name]
+                row.key = self.row_key(key_of(component_identity(metric), case.fingerprint(),
+                                              {"skipped": row.reason}), row)
                 out.append(row)
                 continue
             aligner = plan.aligner_for(metric)
             if aligner not in alignments:
-                alignments[aligner] = self.align(aligner, case, plan.params_for(aligner), memo_only=memo_only)
-            alignment = alignments[aligner]
-            if alignment is None:  # memo_only and not aligned before: that needs the video, a worker's job
-                complete = False
-                continue
+                alignments[aligner] = self.align(aligner, case, plan.params_for(aligner))
+            akey, alignment = alignments[aligner]
             if isinstance(alignment, CaseFailure):
                 row.status, row.reason = "failed", f"align: {alignment}"
             else:
                 row.warnings.extend(alignment.info.get("warnings", []))
-                absent = plan.absent.get(name)
-                known = self._recalled(metric, case, alignment, row, case_context, absent)
-                if known is not None:  # appended by an earlier job of this process, the memo entry unchanged
-                    out.append(known)
-                    continue
-                before = tuple(row.warnings)
-                if not self.measure_and_score(metric, case, alignment, row, memo_only=memo_only):
-                    complete = False  # memo_only: this metric would run
-                    continue
-                if row.status == "ok" and absent is not None:  # systematically null values: said on the row
-                    row.warnings.append(absent)
-                row = _as_written(row, case_context, absent, before)
+                self.measure_and_score(metric, case, akey, alignment, row, plan.absent.get(name))
             out.append(row)
-        return out, complete
+        return out
 
-    def align(self, name: str, case: Case, params: Mapping[str, Any],
-              memo_only: bool = False) -> Alignment | CaseFailure | None:
-        """The case's alignment (memoised: a pure function of its inputs and params), or why there is none.
+    def _stored_alignment(self, key: str) -> Alignment | None:
+        stored = self.store.get_json("alignments", key)
+        return Alignment.from_json(stored) if stored is not None else None
 
-        ``memo_only``: None when the alignment is not memoised (computing it may decode the video).
-        """
+    def align(self, name: str, case: Case, params: Mapping[str, Any]) -> tuple[str, Alignment | CaseFailure]:
+        """The case's alignment key and alignment (from the cache, or computed and kept), or why there is none."""
         t0 = time.perf_counter()
+        key = ""
         try:
             if not name:
-                return Alignment()
+                return "", Alignment()
+            key = self.alignment_key(name, case, params)
+            stored = self._stored_alignment(key)
+            if stored is not None:  # only alignments that passed the checks below are kept
+                return key, stored
             aligner = self.host.aligner(name)
             merged = {**aligner.defaults, **params}
-            key = cache_key({"aligner": name, "case": case.fingerprint(), "params": merged})
-            memo_file = self.alignments.file_of(name, key)
-            known = _ALIGNED.get(memo_file)
-            if known is not None and known[0] == file_state(memo_file):
-                self.alignments.hits += 1
-                return known[1]  # read earlier in this process, its memo file unchanged: the same object
-            memo = self.alignments.get(name, key)
-            if memo is not None:  # only alignments that passed the checks below are memoised
-                alignment = Alignment.from_json(memo)
-                _remember_alignment(memo_file, alignment)
-                return alignment
-            if memo_only:
-                return None
             n = case.video.num_frames if case.video is not None else None
             short = None
             if n is not None and n < aligner.min_frames:
-                short = (f"{case.video.path}: {n} frame(s); the {name} aligner needs at least "
-                         f"{aligner.min_frames}")
+                short = f"{case.video.path}: {n} frame(s); the {name} aligner needs at least {aligner.min_frames}"
                 if not merged.get("official_parity"):
-                    return CaseFailure(short)
+                    return key, CaseFailure(short)
             alignment = aligner.align(case, merged)
             if short:  # official parity scores it as the official code would; the row says why to distrust it
                 alignment.info.setdefault("warnings", []).append(f"{short}; scored anyway (official_parity)")
-            self.alignments.put(name, key, json.loads(json.dumps(alignment.to_json(), default=json_default)))
-            return alignment
+            kept = self.store.put_json("alignments", key, json.loads(json.dumps(alignment.to_json(),
+                                                                                 default=json_default)))
+            return key, Alignment.from_json(kept)  # exactly what a later cache hit gives
         except (CaseFailure, VideoError) as e:
-            return CaseFailure(one_line(e))
+            return key, CaseFailure(one_line(e))
         except Exception as e:
-            return CaseFailure(f"{type(e).__name__}: {one_line(e)}")
+            return key, CaseFailure(f"{type(e).__name__}: {one_line(e)}")
         finally:
             self._tick("align", t0)
 
-    def measure_and_score(self, metric: Metric, case: Case, alignment: Alignment, row: ScoreRow,
-                          memo_only: bool = False) -> bool:
-        """Fill ``row`` with the metric's values (or its failure/skip); never raises.
-
-        Returns False only for ``memo_only`` when the score is not in the memo (nothing was run).
-        """
-        stage = "measure"
+    def measure_and_score(self, metric: Metric, case: Case, akey: str, alignment: Alignment, row: ScoreRow,
+                          absent: str | None) -> None:
+        """Fill ``row`` with the metric's values (or its failure/skip); never raises."""
+        stage, key = "measure", ""
         before = list(case.warnings)  # readers append their notes here while the metric measures
+        row.info = {"alignment": alignment.to_json(), "videos": video_paths(case)}
         try:
             t0 = time.perf_counter()
-            key, score_key = self.keys(metric, case, alignment)
-            memo = self.scores.get(metric.name, score_key)
-            if memo is not None:  # pure score of the same inputs: reuse (no measurement load at all)
-                row.__dict__["_score_memo"] = (score_key, self.scores.text_of(metric.name, score_key))
-                row.values = memo["values"]
-                row.info = {"alignment": alignment.to_json(), "cache_hit": True, "score_cache_hit": True}
-                row.info["videos"] = video_paths(case)  # the HTML report's frame thumbnails
-                if memo.get("artifacts"):
-                    row.info["artifacts"] = memo["artifacts"]
-                if memo.get("verdict"):
-                    row.info["verdict"] = memo["verdict"]
-                row.warnings.extend(w for w in memo.get("warnings", []) if w not in row.warnings)
+            mkey, skey = self.keys(metric, case, akey, alignment)
+            key = self.row_key(skey, row, absent)
+            entry = self._score_entry(skey)
+            if entry is not None:  # scored before (another job of a sweep): nothing to load or run
+                self._fill_from_entry(row, entry, absent)
+                row.info["cache_hit"], row.info["score_cache_hit"] = True, True
+                row.key = key
                 self._tick("measure", t0)
-                return True
-            if memo_only:
-                return False
-            ctx = MeasureContext(models=self.hub, judges=self.judges, artifacts_dir=self.artifacts_dir,
-                                 device=self.device, batch_size=self.batch_size)
-            measurement, hit = self.measurements.get_or_compute(metric.name, key,
-                                                                lambda: metric.measure(case, alignment, ctx))
-            notes = self._input_notes(metric, key, case, before, hit)
+                return
+            measurement = self.store.get_arrays("measurements", mkey)
+            hit = measurement is not None
+            if not hit:
+                ctx = MeasureContext(models=self.hub, judges=self.judges, artifacts_dir=self.artifacts_dir,
+                                     device=self.device, batch_size=self.batch_size)
+                # scoring sees exactly what a later cache hit would (JSON turns tuples into lists …)
+                measurement = self.store.put_arrays("measurements", mkey, metric.measure(case, alignment, ctx))
+            notes = self._input_notes(mkey, case, before, hit)
             row.warnings.extend(w for w in notes if w not in row.warnings)
             self._tick("measure", t0)
             stage, t0 = "score", time.perf_counter()
@@ -285,27 +319,23 @@ class CasePipeline:
             if undeclared:  # a value without declared direction and range is never shown or ranked
                 raise CaseFailure(f"{metric.name} emitted undeclared value(s) {', '.join(map(repr, undeclared))} "
                                   f"(declare each in the metric's `values`)")
-            row.values = {k: _num(v) for k, v in values.items()}
-            row.info = {"alignment": alignment.to_json(), "cache_hit": hit}
-            row.info["videos"] = video_paths(case)  # the HTML report's frame thumbnails
+            entry = {"values": {k: _num(v) for k, v in values.items()}, "warnings": notes}
             verdict = metric.verdict(measurement, metric.thresholds)
             if verdict:
-                row.info["verdict"] = one_line(verdict)
+                entry["verdict"] = one_line(verdict)
             self._tick("score", t0)
-            paths: list[Path] = []
             if self.write_artifacts:
                 t0 = time.perf_counter()
-                # content-addressed like the score itself, so a re-scored sweep job reuses them
-                paths = list(metric.artifacts(measurement, metric.thresholds,
-                                              self.artifacts_dir / metric.name / score_key[:2] / score_key))
-                if paths:
-                    row.info["artifacts"] = [str(p) for p in paths]
+                # under the score's key, like the score itself: a re-scored sweep job reuses them
+                paths = metric.artifacts(measurement, metric.thresholds, self.artifacts_dir / metric.name / skey[:2] / skey)
+                entry["artifacts"] = [str(p) for p in paths]
                 self._tick("artifacts", t0)
-            self.scores.put(metric.name, score_key, {"values": row.values, "artifacts": [str(p) for p in paths],
-                                                     "warnings": notes,
-                                                     **({"verdict": row.info["verdict"]} if verdict else {})})
-        except BackendUnavailable as e:
-            row.status, row.reason = "skipped", f"{metric.name} skipped: {one_line(e)}"
+            self.store.put_json("scores", skey, entry)
+            self._fill_from_entry(row, {**entry, "warnings": []}, absent)
+            row.info["cache_hit"] = hit
+            row.key = key
+        except BackendUnavailable as e:  # final under its key, like a score
+            row.status, row.reason, row.key = "skipped", f"{metric.name} skipped: {one_line(e)}", key
         except (CaseFailure, VideoError, JudgeError) as e:
             row.status, row.reason = "failed", f"{stage}: {one_line(e)}"
         except Exception as e:  # a bug in one metric must not end the run; the reason says where
@@ -315,148 +345,51 @@ class CasePipeline:
         finally:  # notes of a failed measurement still say what was wrong with the input
             row.warnings.extend(w for w in case.warnings[len(before):] if w not in row.warnings)
             case.warnings[:] = before
-        return True
 
-    def _recalled(self, metric: Metric, case: Case, alignment: Alignment, row: ScoreRow, case_context: str,
-                  absent: str | None) -> ScoreRow | None:
-        """The row an earlier job of this process appended for this metric on this case, when the score memo
-        entry it came from is unchanged (and its artifacts still there): taken before the entry is parsed and
-        the row filled from it (:mod:`.row_memo`). None: the row is built from the memo or computed."""
-        t0 = time.perf_counter()
+    def measured(self, plan: BenchmarkPlan, case: Case, names: set[str]) -> bool:
+        """Whether every metric in ``names`` needs a score only (its alignment and measurement are cached)."""
         try:
-            _, score_key = self.keys(metric, case, alignment)
-            entry = self.scores.valid_text(metric.name, score_key)
-            if entry is None:
-                return None
-            known = recall(memo_key(row, score_key, entry, case_context, absent))
-            if known is None or any(not os.path.exists(a) for a in (known.info or {}).get("artifacts") or []):
-                return None  # artifacts cleaned up: the memo path scores again to rewrite them
-            self.scores.hits += 1
-            return known
-        except Exception:  # noqa: BLE001  (a key that cannot be built: the memo path says why, on the row)
-            return None
-        finally:
-            self._tick("measure", t0)
-
-    def keys(self, metric: Metric, case: Case, alignment: Alignment) -> tuple[str, str]:
-        """(measurement key, score key) of one metric on one aligned case (once per job: the memo pass, the
-        scores-only check and the scoring itself all ask)."""
-        known = self._keys.get((id(alignment), metric.name, id(case)))
-        if known is not None and known[0] is alignment and known[1] is case:
-            return known[2]
-        # cache_key({"alignment": …, "case": …, "extra": …, "metric": …, "models": …, "optional_models": …,
-        # "params": …, "version": …}) and cache_key({"artifacts": …, "measurement": key, "thresholds": …,
-        # "version": …}), written out in sorted key order from the parts serialised once (tested equal)
-        fixed = self._fixed_parts(metric)
-        key = key_with_alignment_text(alignment, '"case":' + _dump(case.fingerprint()) + ',"extra":'
-                                      + _dump(metric.cache_params(case, alignment)) + fixed[0])
-        score_key = hashlib.sha256((fixed[1] + key + fixed[2]).encode()).hexdigest()
-        self._keys[(id(alignment), metric.name, id(case))] = (alignment, case, (key, score_key))
-        return key, score_key
-
-    def _fixed_parts(self, metric: Metric) -> tuple[str, str, str]:
-        """A metric's key text that no case changes (name, models, params, version, thresholds), once a job."""
-        known = self._fixed.get(id(metric))
-        if known is not None and known[0] is metric:
-            return known[1]
-        optional = {r: self.hub.selection.get(r) or "" for r in metric.optional_models}
-        measurement = (f',"metric":{_dump(metric.name)},"models":{_dump(self.hub.identities(metric.models))},'
-                       f'"optional_models":{_dump(optional)},"params":{_dump(metric.params)},'
-                       f'"version":{_dump(metric.version)}}}')
-        parts = (measurement, f'{{"artifacts":{_dump(self.write_artifacts)},"measurement":"',
-                 f'","thresholds":{_dump(metric.thresholds)},"version":{_dump(metric.version)}}}')
-        self._fixed[id(metric)] = (metric, parts)
-        return parts
-
-    def measured(self, plan: BenchmarkPlan, item: Case | CaseError, is_final: IsFinal) -> bool:
-        """Whether every row of ``item`` left to do needs a score only: its alignment is memoised and its
-        measurement cached (nothing to decode, no model to run). Never runs an aligner or a metric."""
-        if isinstance(item, CaseError):
-            return True
-        try:
-            for name, metric in plan.metrics.items():
-                if name in plan.skipped or is_final((plan.name, item.model, item.case_id, name)):
-                    continue
-                alignment = self.align(plan.aligner_for(metric), item, plan.params_for(plan.aligner_for(metric)),
-                                       memo_only=True)
+            for name in names:
+                metric = plan.metrics[name]
+                aligner = plan.aligner_for(metric)
+                akey = self.alignment_key(aligner, case, plan.params_for(aligner)) if aligner else ""
+                alignment = self._stored_alignment(akey) if aligner else Alignment()
                 if alignment is None:
                     return False
-                if isinstance(alignment, CaseFailure):
-                    continue
-                if not os.path.isfile(self.measurements.path_for(metric.name, self.keys(metric, item, alignment)[0])):
+                mkey, _ = self.keys(metric, case, akey, alignment)
+                if not self.store.has("measurements", mkey, ".safetensors"):
                     return False
         except Exception:  # noqa: BLE001 - anything odd: let a worker find out (and say) what it is
             return False
         return True
 
-    def _input_notes(self, metric: Metric, key: str, case: Case, before: list[str], hit: bool) -> list[str]:
+    def _input_notes(self, mkey: str, case: Case, before: list[str], hit: bool) -> list[str]:
         """The reader notes of this measurement: new on ``case.warnings`` when it was computed (then kept
         beside the measurement), else the ones kept when it was."""
         new = [w for w in case.warnings[len(before):] if w not in before]
         del case.warnings[len(before):]
         if not hit:
             if new:
-                self.input_notes.put(metric.name, key, {"warnings": new})
+                self.store.put_json("input_notes", mkey, {"warnings": new})
             return new
-        memo = self.input_notes.get(metric.name, key)
-        return list(memo["warnings"]) if memo else new
+        kept = self.store.get_json("input_notes", mkey)
+        return list(kept["warnings"]) if kept else new
 
 
-def key_with_alignment(alignment: Alignment, parts: Mapping[str, Any]) -> str:
-    """``cache_key({"alignment": alignment.to_json(), **parts})``, with the alignment serialised once per
-    alignment object (a case's metrics share it; an OPIS or Scene Memory alignment is kilobytes).
-
-    ``cache_key`` sorts keys and "alignment" sorts before every other part, so the text is the whole
-    mapping's serialisation with the alignment's text first (``tests/test_rescore_memos.py`` checks it)."""
-    assert all(k > "alignment" for k in parts)
-    if not parts:
-        return cache_key({"alignment": alignment.to_json()})
-    return key_with_alignment_text(alignment, _dump(dict(parts))[1:-1] + "}")
+def _kept(existing: Mapping[tuple[str, str, str, str], ScoreRow], row: ScoreRow) -> ScoreRow | None:
+    """The row on disk for ``row``'s place when it is final and was computed under the same key."""
+    old = existing.get(row.row_key)
+    if old is None or old.status not in ("ok", "skipped") or not old.key or old.key != row.key:
+        return None
+    if any(not os.path.exists(a) for a in (old.info or {}).get("artifacts") or []):
+        return None  # its files were cleaned up: score again to write them
+    return old
 
 
-def key_with_alignment_text(alignment: Alignment, rest: str) -> str:
-    """sha256 of ``'{"alignment":' + <the alignment's text> + "," + rest``: ``rest`` is the serialised other
-    parts (each key sorting after "alignment") without the opening brace, with the closing one."""
-    head = alignment.__dict__.get("_key_head")
-    if head is None:  # an alignment is not changed once aligned: its text is hashed once, then copied
-        text = _dump(alignment.to_json())
-        head = alignment.__dict__["_key_head"] = (text, hashlib.sha256(('{"alignment":' + text + ",").encode()))
-    h = head[1].copy()
-    h.update(rest.encode())
-    return h.hexdigest()
-
-
-def _dump(value: Any) -> str:
-    """JSON text as :func:`cache_key` writes it (sorted keys, no spaces, ``str`` for anything else)."""
-    return json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
-
-
-# memo file -> (its state, the alignment read from it): a sweep's later jobs reuse the object (and the hash
-# of its text the measurement keys start with) while the file is unchanged
-_ALIGNED: dict[str, tuple[tuple[int, int, int], Alignment]] = {}
-MEMO_ALIGNMENTS = 20_000  # a default run reads 576
-
-
-def _remember_alignment(memo_file: str, alignment: Alignment) -> None:
-    state = file_state(memo_file)
-    if state is None:
-        return
-    remember(_ALIGNED, memo_file, (state, alignment), MEMO_ALIGNMENTS)
-
-
-def _as_written(row: ScoreRow, case_context: str, absent: str | None, before: tuple[str, ...]) -> ScoreRow:
-    """A row taken from the score memo as this process appended it before (see :mod:`.row_memo`), or the
-    row itself, marked with what determines it so the runner remembers it once appended. ``before``: its
-    warnings before the memo entry filled it (what :meth:`CasePipeline._recalled` keys on)."""
-    taken = row.__dict__.pop("_score_memo", None)
-    if taken is None or taken[1] is None:
-        return row
-    key = memo_key(row, *taken, case_context, absent, before)
-    known = recall(key)
-    if known is not None:
-        return known
-    row.__dict__["_memo_key"] = key
-    return row
+def _named_files(component: Any, params: Mapping[str, Any]) -> list[list[str]]:
+    """Digests of the files and folders the component's ``path_params`` name (their contents are inputs)."""
+    names = getattr(component, "path_params", ()) or ()
+    return inputs_digest(str(params[n]) for n in names if params.get(n))
 
 
 def _num(v: Any) -> float | None:
@@ -478,3 +411,4 @@ def input_files(case: Case, limit: int = 300) -> str:
 def video_paths(case: Case) -> dict[str, str]:
     """The case's generated and reference video files (recorded on rows for the report's thumbnails)."""
     return {k: str(v.path) for k, v in (("generated", case.video), ("reference", case.reference)) if v is not None}
+

@@ -35,7 +35,6 @@ class RunResult:
     backends: Mapping[str, str] = field(default_factory=dict)
     started_at: float | None = None  # epoch seconds when the runner started (MLflow run start times)
     partial: bool = False
-    table_keys: Mapping[str, str] = field(default_factory=dict)  # table -> content key (equal key, equal table)
 
     @property
     def benchmarks(self) -> list[str]:
@@ -45,8 +44,7 @@ class RunResult:
 
 def build_result(results_dir: Path, rows: list[ScoreRow], tables: Mapping[str, Any], cfg: Mapping[str, Any],
                  plugins: Any = (), totals: Mapping[str, Mapping[str, float]] | None = None,
-                 backends: Mapping[str, str] | None = None, started_at: float | None = None,
-                 table_keys: Mapping[str, str] | None = None) -> RunResult:
+                 backends: Mapping[str, str] | None = None, started_at: float | None = None) -> RunResult:
     """The one result builder (``run`` and ``aggregate``): failure rate and exit code from :func:`outcome`."""
     o = outcome(rows, float(cfg["max_failure_rate"]))
     totals = totals or {}
@@ -56,5 +54,4 @@ def build_result(results_dir: Path, rows: list[ScoreRow], tables: Mapping[str, A
                      o.exit_code, dict(totals.get("timing", {})),
                      {k: int(v) for k, v in totals.get("decodes", {}).items()},
                      {k: int(v) for k, v in totals.get("cache", {}).items()},
-                     dict(totals.get("model_seconds", {})), backends, started_at,
-                     table_keys=dict(table_keys or {}))
+                     dict(totals.get("model_seconds", {})), backends, started_at)

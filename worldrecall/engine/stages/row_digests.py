@@ -1,4 +1,4 @@
-"""One content digest per score row: what the aggregate cache, the report and the tables sink key on."""
+"""One content digest per score row: what the aggregate and report caches key on."""
 
 from __future__ import annotations
 
@@ -10,14 +10,16 @@ from typing import Any
 from worldrecall.core.data import ScoreRow
 from worldrecall.core.results import json_default
 
-# how a row was obtained (computed, or read back from the measurement/score memo), not what it holds: a warm
-# rerun's or a re-score job's rows equal the cold run's except for these, and no aggregator or sink shows them
+# how a row was obtained (computed, or read back from the cache), not what it holds: a warm rerun's or a
+# re-score job's rows equal the cold run's except for these, and no aggregator or sink shows them
 HOW_OBTAINED = ("cache_hit", "score_cache_hit")
 
 
 def row_content(r: ScoreRow) -> dict[str, Any]:
-    """The row as JSON without :data:`HOW_OBTAINED` (what a table, a report section or a digest may show)."""
+    """The row as JSON without :data:`HOW_OBTAINED` and its cache key (what a table, a report section or a
+    digest may show: equal content, equal tables, whatever code computed it)."""
     d = r.to_json()
+    d.pop("key", None)
     info = d.get("info")
     if isinstance(info, dict) and any(k in info for k in HOW_OBTAINED):
         d["info"] = {k: v for k, v in info.items() if k not in HOW_OBTAINED}
@@ -25,18 +27,21 @@ def row_content(r: ScoreRow) -> dict[str, Any]:
 
 
 def row_digest(r: ScoreRow) -> str:
-    """sha256 of :func:`row_content`, computed once per row object (rows are not changed once read back or
-    aggregated; the aggregate cache, the report and the tables sink all key on it)."""
-    cached = r.__dict__.get("_content_digest")
-    if cached is None:
-        blob = json.dumps(row_content(r), sort_keys=True, allow_nan=True, default=json_default)
-        cached = r.__dict__["_content_digest"] = hashlib.sha256(blob.encode()).hexdigest()
-    return cached
+    """sha256 of :func:`row_content`."""
+    blob = json.dumps(row_content(r), sort_keys=True, allow_nan=True, default=json_default)
+    return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def rows_digest(rows: Iterable[ScoreRow]) -> str:
-    """sha256 over the rows' :func:`row_digest`, in order."""
+def rows_digest(rows: Iterable[ScoreRow], known: dict[int, str] | None = None) -> str:
+    """sha256 over the rows' :func:`row_digest`, in order; ``known``: id(row) -> digest, for a caller that
+    digests the same row objects in several groups."""
     h = hashlib.sha256()
     for r in rows:
-        h.update(row_digest(r).encode())
+        if known is None:
+            h.update(row_digest(r).encode())
+            continue
+        d = known.get(id(r))
+        if d is None:
+            d = known[id(r)] = row_digest(r)
+        h.update(d.encode())
     return h.hexdigest()

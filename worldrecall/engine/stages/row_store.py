@@ -1,9 +1,10 @@
 """Per-case results on disk: append-only JSONL per shard, safe against crashes and kill -9.
 
-Each finished (case, metric) is appended as one JSON line, so a rerun of the same config skips what is
-done. Reading tolerates a torn last line and keeps the last row per key, so a resumed run never duplicates a
-row. The store keeps every row of its shard as read back from its line (:func:`parse_line`), so the rows a
-run aggregates are exactly what a later reader of the file sees, without reading the file again.
+Each finished (case, metric) is appended as one JSON line with the key it was computed under, so a rerun of
+the same config keeps exactly the rows whose key is unchanged. Reading tolerates a torn last line and keeps
+the last row per (benchmark, model, case, metric), so a resumed run never duplicates a row. The store keeps
+every row of its shard as a reader of its line gets it (the line read back), so the rows a run aggregates
+are exactly what a later reader of the file sees.
 """
 
 from __future__ import annotations
@@ -26,25 +27,13 @@ def shard_file(results_dir: Path, index: int, count: int) -> Path:
 
 
 def row_line(row: ScoreRow) -> str:
-    """The row's line in a shard file (without the newline); a row read back from a line keeps that line."""
-    line = row.__dict__.get("_line")
-    if line is None:
-        line = json.dumps(row.to_json(), sort_keys=True, allow_nan=True, default=json_default)
-    return line
+    """The row's line in a shard file (without the newline)."""
+    return json.dumps(row.to_json(), sort_keys=True, allow_nan=True, default=json_default)
 
 
 def parse_line(line: str) -> ScoreRow:
-    """A row as a reader of the file gets it; it remembers its line (rows are not changed once read)."""
-    row = ScoreRow.from_json(json.loads(line))
-    row.__dict__["_line"] = line
-    return row
-
-
-def as_written(row: ScoreRow, line: str | None = None) -> ScoreRow:
-    """``row`` as a reader of its line (``line``, when the caller has it) gets it: ``row`` itself when it is
-    such a row."""
-    line = row_line(row) if line is None else line
-    return row if row.__dict__.get("_line") == line else parse_line(line)
+    """A row as a reader of the file gets it."""
+    return ScoreRow.from_json(json.loads(line))
 
 
 def read_rows(paths: Iterable[Path]) -> list[ScoreRow]:
@@ -91,11 +80,6 @@ class ResultStore:
                 if f.read(1) != b"\n":
                     f.write(b"\n")
 
-    def is_final(self, key: tuple[str, str, str, str]) -> bool:
-        """ok and skipped rows are final; failed rows are retried on a rerun."""
-        row = self.done.get(key)
-        return row is not None and row.status in ("ok", "skipped")
-
     def append(self, row: ScoreRow, flush: bool = True) -> ScoreRow:
         """Append one row; returns it as read back from its line (``row`` itself when it is such a row).
 
@@ -108,7 +92,7 @@ class ResultStore:
         self._f.write(line + "\n")
         if flush:
             self.flush()
-        kept = as_written(row, line)
+        kept = parse_line(line)
         self.done[row.row_key] = kept
         return kept
 

@@ -23,13 +23,12 @@ from worldrecall.core.data import Case, CaseError, ScoreRow
 from worldrecall.core.digests import load_digest_memo, save_digest_memo
 from worldrecall.core.judges import JudgeHub
 from worldrecall.core.models import ModelHub
-from worldrecall.core.video import VideoError, VideoPool
-from worldrecall.engine.stages import load_memo
+from worldrecall.core.video import VideoPool
+from worldrecall.engine.cache import Store
 from worldrecall.engine.stages.absence import all_null_values
 from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.engine.stages.config import ResolvedConfig, resolve_config
 from worldrecall.engine.stages.executor import make_executor
-from worldrecall.engine.stages.later import run_later
 from worldrecall.engine.stages.name_checks import check_names, check_selection
 from worldrecall.engine.stages.pipeline import CasePipeline
 from worldrecall.engine.stages.plan import (
@@ -42,8 +41,7 @@ from worldrecall.engine.stages.plan import (
 )
 from worldrecall.engine.stages.progress import progress_bar
 from worldrecall.engine.stages.result import RunResult, build_result
-from worldrecall.engine.stages.row_memo import remember
-from worldrecall.engine.stages.row_store import ResultStore, as_written, read_rows
+from worldrecall.engine.stages.row_store import ResultStore, read_rows
 from worldrecall.registry.host import PluginHost
 
 log = logging.getLogger(__name__)
@@ -56,14 +54,7 @@ class ResultsNotWritable(RuntimeError):
 class Runner:
     """Runs every enabled benchmark of a config (a plain dict; missing keys take the schema's defaults)."""
 
-    def __init__(self, cfg: Mapping[str, Any], host: PluginHost, foresee: bool = True,
-                 defer_cache_writes: bool = False):
-        """``foresee``: a later job of this process may re-score these results, so a job that measures builds
-        the rows that job would take from the score memo (:meth:`_foresee`) and its loads are kept
-        (``load_memo``); False where the process ends after this job (``worldrecall run`` without ``-m``). ``defer_cache_writes``: the caller writes the
-        job's outputs next (:func:`~worldrecall.engine.sinks.base.write_sinks`), which writes the new aggregate
-        cache entries after them (``stages/later.py``)."""
-        self.foresee, self.defer_cache_writes = foresee, defer_cache_writes
+    def __init__(self, cfg: Mapping[str, Any], host: PluginHost):
         cfg = resolve_config(cfg)  # a no-op for the job's config, which is resolved already
         self.results_dir = Path(cfg["output_root"]) / "results" / run_key(cfg)  # the config as written
         self.cfg = cfg = ResolvedConfig(enable_metrics(cfg, host))  # metrics=[name, …] joins each to its benchmark
@@ -78,11 +69,10 @@ class Runner:
         self.pool = VideoPool(cfg["video"]["max_bytes"], facts_dir=cache_root / "video_facts",
                               max_pixels=cfg["video"]["max_pixels"],
                               max_frames=cfg["video"]["max_frames"])
-        # what an earlier job of this process left to write (a Runner run without the job's outputs, which
-        # write it): written before this job reads its caches (its score memo then trusts files again)
-        run_later()
-        self.pipeline = CasePipeline(host, self.hub, self.judges, self.pool, cache_root,
-                                     artifacts=cfg["artifacts"], device=cfg["device"], batch_size=cfg["batch_size"])
+        self.store = Store(cache_root)
+        self.pipeline = CasePipeline(host, self.hub, self.judges, self.pool, self.store,
+                                     artifacts_dir=cache_root / "artifacts", write_artifacts=cfg["artifacts"],
+                                     device=cfg["device"], batch_size=cfg["batch_size"])
         self.digest_memo = cache_root / "file_digests.json"
         self.shard_count, self.shard_index = cfg["shard"]["count"], cfg["shard"]["index"]
         self.timing = self.pipeline.counters.timing
@@ -100,36 +90,32 @@ class Runner:
         absent = [m for p in plans for k, m in p.absent.items() if k not in p.skipped]
         for msg in sorted({*(m for p in plans for m in p.skipped.values()), *absent}):
             log.warning(msg)
-        store = ResultStore(self.results_dir, self.shard_index, self.shard_count)
+        rows_file = ResultStore(self.results_dir, self.shard_index, self.shard_count)
         try:
-            jobs = [self.prepare(plan, store, items[plan.name]) for plan in plans]
+            jobs = [self.prepare(plan, rows_file, items[plan.name]) for plan in plans]
             # when every row left needs a score only (a sweep's re-score job), this process scores them: forking
             # workers costs more than the scoring. Decided for the whole job, so no worker of this job is forked
             # after this process ran a metric's score; scoring here runs as a worker would (one thread for torch,
-            # OpenCV and OpenMP: the same numbers, and no library thread pool alive at a later job's fork)
+            # OpenCV and OpenMP: the same numbers)
             here = all(j.scores_only for j in jobs)
             for job in jobs:
                 self.execute(job, here)
         finally:
             try:
-                store.close()
+                rows_file.close()
             except OSError:
                 pass  # the write error itself is what the run reports
         save_digest_memo(self.digest_memo)
-        for its in items.values():  # their fingerprints, for a later job's copies of these cases
-            load_memo.learn(its)
-        rows = store.all_rows()
+        rows = rows_file.all_rows()
         for msg in all_null_values(rows, self.host.metrics, [k for p in plans for k in p.absent]):
             log.warning(msg)
         t0 = time.perf_counter()
-        keys: dict[str, str] = {}
-        tables = aggregate_rows(self.host, rows, self.cfg, {p.name: p.aggregators for p in plans}, keys=keys,
-                                defer_writes=self.defer_cache_writes)
+        tables = aggregate_rows(self.host, rows, self.cfg, {p.name: p.aggregators for p in plans}, store=self.store)
         self.timing["aggregate"] += time.perf_counter() - t0
         self.timing["total"] = time.perf_counter() - t_start
         backends = {r: self.hub.selection.get(r, "") for p in plans for m in p.metrics.values() for r in m.models}
         return build_result(self.results_dir, rows, tables, self.cfg, self.host.plugins.values(), self.pipeline.totals(),
-                            backends, started_at, table_keys=keys)
+                            backends, started_at)
 
     def build_suite(self) -> None:
         """Build the configured suite (a registered name; config never names a callable)."""
@@ -149,60 +135,54 @@ class Runner:
         t0 = time.perf_counter()
         items = {}
         for plan in plans:
-            items[plan.name] = load_memo.load(plan, self.shard_index, self.shard_count, self.pool,
-                                              lambda plan=plan: load_cases(plan, self.shard_index, self.shard_count),
-                                              keep=self.foresee)
+            items[plan.name] = load_cases(plan, self.shard_index, self.shard_count)
             preflight(plan, items[plan.name], self.hub)
         self.timing["load"] += time.perf_counter() - t0
         return items
 
-    def prepare(self, plan: BenchmarkPlan, store: ResultStore, items: list[Case | CaseError]) -> _Job:
-        """Skip what is final among this shard's loaded cases and, before any worker would be forked, emit
-        every case whose rows all come from the score memo; the rest is left in groups (one per clip)."""
-        groups: dict[str, list[Case | CaseError]] = {}
-        for it in items:
-            groups.setdefault(it.case_id, []).append(it)
-        todo = [g for g in groups.values()
-                if any(not store.is_final((plan.name, it.model, it.case_id, m)) for it in g for m in plan.metrics)]
-        bar = progress_bar(len(items), plan.name, enabled=self.cfg["progress"],
-                           already=len(items) - sum(len(g) for g in todo))
-        self._fingerprint(todo)
+    def prepare(self, plan: BenchmarkPlan, rows_file: ResultStore, items: list[Case | CaseError]) -> _Job:
+        """Settle every case here (:meth:`CasePipeline.settle`: rows unchanged on disk are kept, rows whose
+        score is cached are appended) and leave the rest, in groups of a clip's cases, to the executor."""
+        bar = progress_bar(len(items), plan.name, enabled=self.cfg["progress"])
 
         def emit(item: Case | CaseError, rows: list[ScoreRow], done: bool = True) -> None:
             for row in rows:
-                if not store.is_final(row.row_key):  # the parent alone decides a row is done
-                    try:
-                        kept = store.append(row, flush=False)
-                    except OSError as e:
-                        raise ResultsNotWritable(
-                            f"cannot append results to {store.path}: {e.strerror or e}; the rows written so far "
-                            f"are kept (a torn last line is repaired) and rerunning the same command resumes") from None
-                    if "_memo_key" in row.__dict__:  # taken from the score memo: a later job may take it as written
-                        remember(row.__dict__["_memo_key"], kept)
+                try:
+                    rows_file.append(row, flush=False)
+                except OSError as e:
+                    raise ResultsNotWritable(
+                        f"cannot append results to {rows_file.path}: {e.strerror or e}; the rows written so far "
+                        f"are kept (a torn last line is repaired) and rerunning the same command resumes") from None
             try:
-                store.flush()  # a case's rows reach the OS together
+                rows_file.flush()  # a case's rows reach the OS together
             except OSError as e:
-                raise ResultsNotWritable(f"cannot append results to {store.path}: {e.strerror or e}; the rows "
+                raise ResultsNotWritable(f"cannot append results to {rows_file.path}: {e.strerror or e}; the rows "
                                          f"written so far are kept and rerunning the same command resumes") from None
-            if done:  # else the memo pass emitted part of the case; a worker emits the rest
+            if done:
                 bar.update(1)
 
-        workers = min(self.workers(), len(todo))
-        if workers > 1 or (self.cfg["devices"] and todo):
-            # cases whose every row is in the score memo (a warm rerun, a re-score job of a sweep) are taken
-            # here, without forking; only cases that need a measurement or a score go to the workers (the
-            # parent never runs a metric itself before forking, so forking stays safe)
-            todo = [g for g in ([it for it in group if not self._from_memo(plan, it, store.is_final, emit)]
-                                for group in todo) if g]
-        scores_only = all(self.pipeline.measured(plan, it, store.is_final) for g in todo for it in g)
-        return _Job(plan, todo, store.is_final, emit, bar, scores_only)
+        groups: dict[str, list[Case | CaseError]] = {}
+        left: dict[int, set[str]] = {}
+        for it in items:
+            if isinstance(it, CaseError):
+                names = set(plan.metrics)  # its inputs cannot be read: no earlier row of it stands
+            else:
+                rows, names = self.pipeline.settle(plan, it, rows_file.done)
+                emit(it, rows, done=not names)
+            if names:
+                left[id(it)] = names
+                groups.setdefault(it.case_id, []).append(it)
+        todo = list(groups.values())
+        scores_only = all(isinstance(it, CaseError) or self.pipeline.measured(plan, it, left[id(it)])
+                          for g in todo for it in g)
+        return _Job(plan, todo, left, emit, bar, scores_only)
 
     def execute(self, job: _Job, here: bool) -> None:
         """Score the job's groups: in this process when ``here`` (or one worker), else in forked workers."""
-        plan, todo, is_final = job.plan, job.todo, job.is_final
+        plan, todo = job.plan, job.todo
 
         def dead(item: Case | CaseError, reason: str) -> list[ScoreRow]:
-            return self.pipeline.failure_rows(plan, item, "worker", reason, is_final)
+            return self.pipeline.failure_rows(plan, item, "worker", reason, job.left[id(item)])
 
         workers = 1 if here else min(self.workers(), len(todo))
         devices = self.cfg["devices"] if not here else None
@@ -210,22 +190,16 @@ class Runner:
 
         def work(item: Case | CaseError) -> list[ScoreRow]:
             try:
-                return self.pipeline.rows(plan, item, is_final)
+                return self.pipeline.rows(plan, item, job.left[id(item)])
             finally:  # memory follows the case: a video no later case of this run reads is dropped now
                 done_with(item, uses)
-
-        emit = job.emit
-        if self.foresee and not here:  # a job that measures: what a later re-score job takes is built now
-            def emit(item: Case | CaseError, rows: list[ScoreRow]) -> None:
-                job.emit(item, rows)
-                self._foresee(plan, item)
 
         if workers > 1 and not job.scores_only:
             self._preload(plan)
         if devices and todo:
             check_fork_safe_for_devices()
         make_executor(workers, self._use_device if devices and todo else None).run(
-            todo, work, emit, dead, self.pipeline)
+            todo, work, job.emit, dead, self.pipeline)
         job.bar.close()
 
     def _preload(self, plan: BenchmarkPlan) -> None:
@@ -247,12 +221,6 @@ class Runner:
                 log.debug("preloading %s failed: %s", module, e)
         self.timing["preload"] += time.perf_counter() - t0
 
-    def _foresee(self, plan: BenchmarkPlan, item: Case | CaseError) -> None:
-        """Remember, as written, the rows a later job of this process would rebuild for ``item`` from the
-        score memo (the first re-score job after a cold one then takes them as a sweep's later jobs do)."""
-        for row in self.pipeline.foreseen_rows(plan, item):
-            remember(row.__dict__["_memo_key"], as_written(row))
-
     def _use_device(self, slot: int) -> None:
         """In worker ``slot`` (just forked): see only GPU ``devices[slot]``, which CUDA then calls ``cuda:0``."""
         dev = self.cfg["devices"][slot]
@@ -260,24 +228,6 @@ class Runner:
         if str(self.cfg["device"]).startswith("cuda"):
             self.hub.device = self.pipeline.device = "cuda:0"
         log.debug("worker %d (pid %d): CUDA_VISIBLE_DEVICES=%s", slot, os.getpid(), dev)
-
-    def _from_memo(self, plan: BenchmarkPlan, item: Case | CaseError, is_final: Any, emit: Any) -> bool:
-        """Emit the case's rows that come from the score memo; False when some are left (a worker's work)."""
-        rows, complete = self.pipeline.memo_rows(plan, item, is_final)
-        emit(item, rows, done=complete)
-        return complete
-
-    def _fingerprint(self, groups: list[list[Case | CaseError]]) -> None:
-        """Hash every input here, once: forked workers' digest memos die with them."""
-        t0 = time.perf_counter()
-        for group in groups:
-            for it in group:
-                if isinstance(it, Case):
-                    try:
-                        it.fingerprint()
-                    except (OSError, VideoError):
-                        pass  # the case fails later, in its own row, with the reason
-        self.timing["fingerprint"] += time.perf_counter() - t0
 
     def workers(self) -> int:
         """``workers``; 0 = auto: one process per core (max 8) for CPU runs on classical/sidecar backends only
@@ -295,14 +245,14 @@ class Runner:
 
 @dataclass
 class _Job:
-    """One benchmark's cases left to score after the memo pass, and how their rows are recorded."""
+    """One benchmark's cases left to score once settled, the metrics left of each, and how rows are recorded."""
 
     plan: BenchmarkPlan
     todo: list[list[Case | CaseError]]
-    is_final: Any
+    left: dict[int, set[str]]  # id(case) -> the metrics a worker must score
     emit: Any
     bar: Any
-    scores_only: bool  # every row left needs a score only (alignment memoised, measurement cached)
+    scores_only: bool  # every row left needs a score only (alignment and measurement cached)
 
 
 def video_uses(groups: list[list[Case | CaseError]]) -> dict[int, int]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from worldrecall.core.data import Case, CaseFailure
-from worldrecall.core.digests import stat_memo
+from worldrecall.core.digests import content_memo
 from worldrecall.core.text import read_text
 from worldrecall.core.video import FrameIndexError, list_frame_files
 from worldrecall.formats.arrays import load_npy, load_npz
@@ -63,7 +63,7 @@ def count_images(folder: Path) -> int:
 
 def mp4_frame_count(path: Path) -> int:
     """The container's frame count (OpenCV ``CAP_PROP_FRAME_COUNT``), as the official Step 1 reads it."""
-    return stat_memo(path, "memobench.mp4_frame_count", lambda: _mp4_frame_count(path), persist=True)
+    return content_memo(path, "memobench.mp4_frame_count", lambda: _mp4_frame_count(path), persist=True)
 
 
 def _mp4_frame_count(path: Path) -> int:
@@ -84,7 +84,7 @@ def npy_rows(path: Path) -> int:
             raise CaseFailure(f"{path}: a scalar, not one row per GT frame")
         return int(arr.shape[0])
 
-    return stat_memo(path, "memobench.npy_rows", rows, persist=True)  # errors are not memoised: raised again
+    return content_memo(path, "memobench.npy_rows", rows, persist=True)  # errors are not memoised: raised again
 
 
 def load_gt_poses(case: Case) -> np.ndarray:

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from worldrecall.core.data import CaseFailure, one_line
-from worldrecall.core.digests import stat_memo
+from worldrecall.core.digests import content_memo
 from worldrecall.core.text import read_text
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ def read_table(path: Path) -> Any:
     """
     path = Path(path)
     try:
-        return stat_memo(path, "memobench.sheet", lambda: _read_table(path)).copy()
+        return content_memo(path, "memobench.sheet", lambda: _read_table(path)).copy()
     except OSError:  # gone or unreadable: the reader says so in its own words
         return _read_table(path)
 

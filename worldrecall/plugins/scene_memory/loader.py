@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from worldrecall.core.components import Loader, LoadRequest
 from worldrecall.core.data import Case, CaseError, CaseFailure, one_line
-from worldrecall.core.digests import stat_memo
+from worldrecall.core.digests import content_memo
 from worldrecall.core.paths import safe_join
 from worldrecall.core.text import read_csv_rows
 from worldrecall.core.video import IMAGE_SUFFIXES, VIDEO_SUFFIXES, Video, VideoError, list_frame_files
@@ -87,7 +87,7 @@ def _probe_frame_count(path: Path) -> int | None:
     if path.is_dir():
         return len(list_frame_files(path)) or None
     # opened once per file state (path, size, mtime), not once per job of a sweep
-    return stat_memo(path, "container.frame_count", lambda: _container_frame_count(path), persist=True)
+    return content_memo(path, "container.frame_count", lambda: _container_frame_count(path), persist=True)
 
 
 def _container_frame_count(path: Path) -> int | None:

@@ -18,24 +18,19 @@ import html
 import json
 import logging
 import math
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from worldrecall.core.atomic import atomic_write_text
-from worldrecall.core.cache import cache_key
-from worldrecall.core.digests import file_digest
+from worldrecall.engine.cache import Store, code_digest, inputs_digest, key_of
 from worldrecall.engine.sinks.blobs import write_if_changed
 from worldrecall.engine.sinks.leaderboard_view import leaderboard_views
 from worldrecall.engine.sinks.report.images import frame_thumbs, image_thumb
 from worldrecall.engine.sinks.report.svg import line_chart
 from worldrecall.engine.sinks.results_view import direction_label, short_metric, unit_label, value_meta
-from worldrecall.engine.stages.bounded import remember
 from worldrecall.engine.stages.config import resolve_config
-from worldrecall.engine.stages.later import later
 from worldrecall.engine.stages.row_digests import row_digest
 
 log = logging.getLogger(__name__)
@@ -92,7 +87,7 @@ class _Images:
         return f'<div class="im i{h}" style="{style}" title="{esc(title)}"></div>'
 
     def merge(self, rules: Mapping[str, str]) -> None:
-        """Add a memoised part's images, in its order, as if it had been drawn here."""
+        """Add a cached section's images, in its order, as if it had been drawn here."""
         for h, b64 in rules.items():
             self.rules.setdefault(h, b64)
 
@@ -101,173 +96,55 @@ class _Images:
 
 
 class _Sections:
-    """Case sections memoised by the digest of what they show: the case's rows (values, info, paths), the
-    state (size, mtime) of every file they read, the report options, the metrics' declarations and this
-    package's source. A re-score job re-renders only the cases whose rows changed; a warm rerun none.
+    """Case sections cached in the store under the one key recipe: this package's code, the metrics'
+    declarations, the report options, the case's rows (their content) and the content digest of every file
+    they show (frames, figures). A re-score job re-renders only the cases whose rows changed; a warm rerun
+    none. A section's images are kept once each, by their own digest, apart from the sections naming them."""
 
-    Kept in memory (a sweep's jobs in one process) and under ``<cache_dir>/report_sections`` as JSON that names
-    its images; each image is kept once, under ``report_sections/images`` by its name (a re-scored section
-    shows the same frames: it writes its text only)."""
-
-    def __init__(self, root: Path, host: Any) -> None:
-        self.root, self.host = root, host
-        here = Path(__file__).parent
+    def __init__(self, store: Store, host: Any) -> None:
+        self.store, self.host = store, host
         decl = {n: [getattr(c, "primary", ""), {v: repr(m) for v, m in (getattr(c, "values", None) or {}).items()}]
                 for n, c in sorted(getattr(host, "metrics", {}).items())}
-        self.base = {"format": 3, "code": [file_digest(p) for p in sorted(here.glob("*.py"))],
-                     "metrics": decl, "heads": _headline_values(host)}
-        self.base_key = cache_key(self.base)  # what every section shares, hashed once (not per section)
-        self.fragments = _Fragments(self.base_key)
-        self.images = root / "images"
+        self.identity = {"name": "report.section", "code": code_digest(__name__)}
+        self.base = {"metrics": decl, "heads": _headline_values(host)}
 
     def key(self, model: str, cid: str, rows: list[Any], opts: Mapping[str, Any]) -> str:
-        return cache_key({"base": self.base_key, "model": model, "case": cid, "opts": dict(opts),
-                          "files": file_states(p for r in rows for p in _row_files(r)),
-                          "rows": [row_digest(r) for r in rows]})
+        files = sorted({str(p) for r in rows for p in _row_files(r)})
+        return key_of(self.identity, {"rows": [row_digest(r) for r in rows], "files": inputs_digest(files)},
+                      {**self.base, "model": model, "case": cid, "opts": dict(opts)})
 
-    def _image(self, name: str) -> Path:
-        return self.images / name[:2] / f"{name}.b64"
-
-    def _read_images(self, names: list[str]) -> dict[str, str]:
-        """A persisted section's images by name; ValueError when one is gone or is not what its name says."""
-        out = {}
-        for name in names:
-            try:
-                b64 = self._image(name).read_text()
-            except OSError:
-                raise ValueError(f"image {name} is gone") from None
-            if hashlib.sha1(base64.b64decode(b64)).hexdigest()[:14] != name:
-                raise ValueError(f"image {name} does not hold its image")
-            out[name] = b64
-        return out
-
-    def _keep_images(self, rules: Mapping[str, str]) -> list[tuple[Path, str]]:
-        """The images of ``rules`` this process has not kept yet, marked kept; returns the files to write."""
-        out = []
-        for name, b64 in rules.items():
-            if name not in _KEPT_IMAGES:
-                out.append((self._image(name), b64))
-                _KEPT_IMAGES.add(name)
-                if _JOURNAL is not None:
-                    _JOURNAL.append(("kept", name))
-        return out
-
-    def render(self, model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, memo: Path,
+    def render(self, model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, thumbs: Store,
                opts: Mapping[str, Any]) -> str:
         key = self.key(model, cid, rows, opts)
-        hit = _SECTION_MEMO.get(key)
-        path = self.root / key[:2] / f"{key}.json"
-        if hit is None:
-            try:
-                doc = json.loads(path.read_text())
-                hit = (str(doc["html"]), self._read_images([str(k) for k in doc["images"]]))
-            except (OSError, ValueError, KeyError, TypeError):
-                hit = None
-        if hit is None:
+        doc = self.store.get_json("report_sections", key)
+        images = None
+        if doc is not None:
+            images = {}
+            for name in doc["images"]:
+                b64 = self.store.get_json("report_images", name)
+                if b64 is None:  # an image cleaned up: draw the section again
+                    images = None
+                    break
+                images[name] = b64
+        if images is None:
             local = _Images()  # the section's images in the order it uses them, merged below as if drawn now
-            html_text = _case(model, cid, rows, host, local, memo, opts, self.fragments)
-            hit = (html_text, dict(local.rules))
-            images, doc = self._keep_images(local.rules), {"html": html_text, "images": list(local.rules)}
-
-            def store(images: list[tuple[Path, str]] = images, doc: dict[str, Any] = doc, path: Path = path) -> None:
-                try:
-                    for file, b64 in images:  # before the section that names them
-                        if not file.exists():
-                            atomic_write_text(file, b64)
-                    atomic_write_text(path, json.dumps(doc))
-                except OSError:
-                    pass  # a full cache costs time, never the report
-
-            later(store)  # for later processes only (this one has it in memory): after the job's outputs
-        _keep("sections", key, hit)
-        imgs.merge(hit[1])
-        return hit[0]
-
-
-_SECTION_MEMO: dict[str, tuple[str, dict[str, str]]] = {}
-_KEPT_IMAGES: set[str] = set()  # image names this process wrote or found under report_sections/images
-
-# -- the in-memory memos, and how a forked report hands its new entries back (engine/sinks/forked.py) ------
-_LIMITS = {"sections": 20_000, "fragments": 100_000, "charts": 50_000, "images": 200_000}
-# every image a memo entry holds, by name (the same string objects): a forked report sends back the names of
-# the images its new entries use, and the bytes of those this process has not seen
-_IMAGES: dict[str, str] = {}
-_JOURNAL: list[tuple[str, Any]] | None = None  # in a forked report: (memo, key) of each entry it adds
-
-
-def _memo(name: str) -> dict[Any, Any]:
-    return {"sections": _SECTION_MEMO, "fragments": _FRAGMENTS, "charts": _CHARTS, "images": _IMAGES}[name]
-
-
-def _keep(name: str, key: Any, value: Any) -> Any:
-    memo = _memo(name)
-    if key not in memo:
-        if _JOURNAL is not None:
-            _JOURNAL.append((name, key))
-        if name in ("sections", "fragments"):
-            for image, b64 in value[1].items():
-                if image not in _IMAGES:
-                    _keep("images", image, b64)
-    return remember(memo, key, value, _LIMITS[name])
-
-
-def start_journal() -> None:
-    """From now on (in a forked report child), note each memo entry added."""
-    global _JOURNAL
-    _JOURNAL = []
-
-
-def journal_delta() -> dict[str, Any]:
-    """The entries added since :func:`start_journal`, as JSON: keys as nested lists, images by name (with
-    the bytes of the images new to the memos)."""
-    out: dict[str, Any] = {"sections": [], "fragments": [], "charts": [], "kept": [], "images": {}}
-    for name, key in _JOURNAL or []:
-        memo = _memo(name) if name != "kept" else None
-        if memo is not None and key not in memo:  # added, then dropped again by the bound
-            continue
-        if name == "kept":
-            out["kept"].append(key)
-        elif name == "images":
-            out["images"][key] = memo[key]
-        elif name == "charts":
-            out["charts"].append([key, memo[key]])
-        else:
-            value, images = memo[key]
-            out[name].append([key, value, list(images)])
-    return out
-
-
-def _tuples(v: Any) -> Any:
-    """A JSON key back as the tuple it was (memo keys hold tuples only, never lists)."""
-    return tuple(_tuples(x) for x in v) if isinstance(v, list) else v
-
-
-def merge_delta(delta: dict[str, Any]) -> None:
-    """Take a forked report's new entries into this process's memos, as if it had rendered here (an entry
-    whose image this process no longer holds is left out: it is drawn again when needed)."""
-    for image, b64 in delta["images"].items():
-        remember(_IMAGES, image, b64, _LIMITS["images"])
-    for name in ("sections", "fragments"):
-        for key, value, names in delta[name]:
-            try:
-                images = {n: _IMAGES[n] for n in names}
-            except KeyError:
-                continue
-            _keep(name, key if name == "sections" else _tuples(key), (value, images))
-    for key, value in delta["charts"]:
-        _keep("charts", _tuples(key), value)
-    _KEPT_IMAGES.update(delta["kept"])
+            doc = {"html": _case(model, cid, rows, host, local, thumbs, opts), "images": list(local.rules)}
+            for name, b64 in local.rules.items():
+                if not self.store.has("report_images", name):
+                    self.store.put_json("report_images", name, b64)
+            self.store.put_json("report_sections", key, doc)
+            images = local.rules
+        imgs.merge(images)
+        return str(doc["html"])
 
 
 def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str, Any]) -> Path:
     """Write the report of ``result`` to ``<results_dir>/report/index.html`` and return its path."""
     plain = resolve_config(plain)  # the schema holds the report options' defaults
-    _STATES.clear()  # files are looked at again by each report (once)
     opts = plain["report"]
-    cache = Path(plain["cache_dir"])
-    memo = cache / "report_thumbs"
+    store = Store(plain["cache_dir"])
     imgs = _Images()
-    sections = _Sections(cache / "report_sections", host)
+    sections = _Sections(store, host)
     backends = ", ".join(f"{k}={v}" for k, v in sorted(result.backends.items()) if v) or "-"
     body = [(f"<h1>worldrecall report</h1><p class=note>results: {esc(str(result.results_dir))} · "
              f"cases: {result.n_cases} · failed: {result.n_failed_cases} ({result.failure_rate:.1%}) · "
@@ -299,7 +176,7 @@ def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str
                     f"({len(cases)} cases)</summary>")
         for cid in cases:
             try:
-                body.append(sections.render(model, cid, by_case[model][cid], host, imgs, memo, opts))
+                body.append(sections.render(model, cid, by_case[model][cid], host, imgs, store, opts))
             except Exception as e:  # noqa: BLE001  (one unreadable file must not cost the whole report)
                 body.append(f'<div class="case"><h4>{esc(model)} · {esc(cid)}</h4><p class=failed>'
                             f"could not render: {esc(type(e).__name__)}: {esc(str(e)[:300])}</p></div>")
@@ -350,66 +227,18 @@ def _row_files(r: Any) -> list[str]:
     return [*(info.get("videos") or {}).values(), *(info.get("artifacts") or [])]
 
 
-def file_states(paths: Any) -> list[list[Any]]:
-    """[path, size, mtime] of each distinct path, sorted (None, None for a file that is gone); each path is
-    looked at once per report (:data:`_STATES`, cleared when a report starts)."""
-    out = []
-    for p in sorted({str(p) for p in paths}):
-        state = _STATES.get(p)
-        if state is None:
-            try:
-                st = os.stat(p)
-                state = _STATES[p] = [p, st.st_size, st.st_mtime_ns]
-            except (OSError, ValueError):
-                state = _STATES[p] = [p, None, None]
-        out.append(list(state))
-    return out
-
-
-_STATES: dict[str, list[Any]] = {}
-
-
-def _frozen(states: list[list[Any]]) -> tuple[tuple[Any, ...], ...]:
-    return tuple(map(tuple, states))
-
-
-class _Fragments:
-    """A section's parts memoised in this process: the head (phases and frame strips) per case, and each row's
-    values line and figures per row — a re-score job that changed one metric re-draws that metric's parts."""
-
-    def __init__(self, base: str) -> None:
-        self.base = base
-
-    def get(self, kind: str, key: tuple[Any, ...], imgs: _Images, draw: Any) -> Any:
-        k = (self.base, kind, key)  # hashable parts: a dict lookup, no serialisation per fragment
-        hit = _FRAGMENTS.get(k)
-        if hit is None:
-            local = _Images()
-            hit = (draw(local), dict(local.rules))
-            _keep("fragments", k, hit)
-        imgs.merge(hit[1])
-        return hit[0]
-
-
-_FRAGMENTS: dict[tuple[Any, ...], tuple[Any, dict[str, str]]] = {}
-
-
-def _case(model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, memo: Path, opts: Mapping[str, Any],
-          fragments: _Fragments) -> str:
+def _case(model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, memo: Store,
+          opts: Mapping[str, Any]) -> str:
     phases, n = _phases(rows)
     vids = _videos(rows)
-    head_key = (model, cid, tuple(sorted(phases.items())), n, tuple(sorted(vids.items())),
-                _frozen(file_states(vids.values())), opts["frames_per_phase"], opts["thumb_side"])
-    out = [fragments.get("head", head_key, imgs, lambda im: _head(model, cid, phases, n, vids, im, memo, opts))]
+    out = [_head(model, cid, phases, n, vids, imgs, memo, opts)]
     heads = _headline_values(host)
-    lines = [fragments.get("values", (row_digest(r),), imgs, lambda im, r=r: _value_line(r, host, heads))
-             for r in sorted(rows, key=lambda r: (r.benchmark, r.metric))]
+    lines = [_value_line(r, host, heads) for r in sorted(rows, key=lambda r: (r.benchmark, r.metric))]
     out.append("<table class=vals><tr><th>metric</th><th>primary</th><th>headline values · other values</th></tr>"
                + "".join(lines) + "</table>")
     arts = []
     for r in sorted(rows, key=lambda r: r.metric):
-        key = (row_digest(r), _frozen(file_states((r.info or {}).get("artifacts") or [])), opts["image_side"])
-        arts += fragments.get("arts", key, imgs, lambda im, r=r: _row_arts(r, im, memo, opts))
+        arts += _row_arts(r, imgs, memo, opts)
     if arts:
         out.append('<div class="arts">' + "".join(arts) + "</div>")
     out.append("</div>")
@@ -417,7 +246,7 @@ def _case(model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, memo:
 
 
 def _head(model: str, cid: str, phases: dict[str, tuple[int, int]], n: int, vids: dict[str, str], imgs: _Images,
-          memo: Path, opts: Mapping[str, Any]) -> str:
+          memo: Store, opts: Mapping[str, Any]) -> str:
     """A section's title, phase bar and reference / generated frame strips."""
     colour = {name: PHASE_COLOURS[i % len(PHASE_COLOURS)] for i, name in enumerate(phases)}
     out = [f'<div class="case" id="case-{esc(model)}-{esc(cid)}"><h4>{esc(model)} · {esc(cid)}</h4>']
@@ -448,7 +277,7 @@ def _head(model: str, cid: str, phases: dict[str, tuple[int, int]], n: int, vids
     return "".join(out)
 
 
-def _row_arts(r: Any, imgs: _Images, memo: Path, opts: Mapping[str, Any]) -> list[str]:
+def _row_arts(r: Any, imgs: _Images, memo: Store, opts: Mapping[str, Any]) -> list[str]:
     """A row's figures: PNG/JPEG artifacts as thumbnails that open full size, trace JSON as inline charts."""
     arts = []
     for a in (r.info or {}).get("artifacts") or []:
@@ -470,21 +299,13 @@ def _row_arts(r: Any, imgs: _Images, memo: Path, opts: Mapping[str, Any]) -> lis
     return arts
 
 
-_CHARTS: dict[tuple[str, int, int, int], str] = {}  # trace file state -> its chart (a section re-rendered
-# because another benchmark's row changed still shows the same per-case traces)
-
-
 def _trace_chart(p: Path) -> str:
-    """The inline chart of a ``worldrecall.trace`` JSON file ('' for any other JSON), once per file state."""
-    st = p.stat()
-    key = (str(p), st.st_mtime_ns, st.st_size, st.st_ino)
-    if key not in _CHARTS:
-        try:
-            t = json.loads(p.read_text())
-        except ValueError:
-            t = None
-        _keep("charts", key, line_chart(t) if isinstance(t, dict) and t.get("kind") == "worldrecall.trace" else "")
-    return _CHARTS[key]
+    """The inline chart of a ``worldrecall.trace`` JSON file ('' for any other JSON)."""
+    try:
+        t = json.loads(p.read_text())
+    except ValueError:
+        return ""
+    return line_chart(t) if isinstance(t, dict) and t.get("kind") == "worldrecall.trace" else ""
 
 
 def _headline_values(host: Any) -> dict[str, list[str]]:

@@ -1,19 +1,17 @@
 """Thumbnails for the HTML report: frames of a case's videos and the metrics' per-case PNGs, as JPEG bytes.
 
-Frame thumbnails are memoised per (video file, size, mtime, frame indices, width) under the cache folder,
-so a re-score job's report decodes no video.
+Thumbnails are cached in the store under the file's content digest, the frame indices and the size, so a
+re-score job's report decodes no video, and a video re-rendered in place is decoded again.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
 import numpy as np
 
-from worldrecall.core.atomic import atomic_write_text
 from worldrecall.core.video import Video, resize_max_side
+from worldrecall.engine.cache import Store, code_digest, inputs_digest, key_of
 
 
 def jpeg(img: np.ndarray, quality: int = 72) -> bytes:
@@ -26,21 +24,17 @@ def jpeg(img: np.ndarray, quality: int = 72) -> bytes:
     return buf.tobytes()
 
 
-def _memo_path(memo_dir: Path | None, parts: list) -> Path | None:
-    if memo_dir is None:
-        return None
-    key = hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
-    return memo_dir / key[:2] / key
+def _key(path: Path, *parts: object) -> str:
+    return key_of({"name": "report.thumbnail", "code": code_digest(__name__)}, inputs_digest([path]), list(parts))
 
 
-def image_thumb(path: Path, max_side: int, memo_dir: Path | None = None) -> bytes:
-    """A PNG/JPEG file scaled down to ``max_side`` (never up), re-encoded as JPEG (memoised per file state)."""
-
+def image_thumb(path: Path, max_side: int, store: Store | None = None) -> bytes:
+    """A PNG/JPEG file scaled down to ``max_side`` (never up), re-encoded as JPEG (cached by content)."""
     path = Path(path)
-    st = path.stat()
-    memo = _memo_path(memo_dir, [str(path.resolve()), st.st_size, st.st_mtime_ns, max_side, "img"])
-    if memo is not None and memo.exists():
-        return memo.read_bytes()
+    key = _key(path, max_side, "img")
+    hit = store.get_json("report_thumbs", key) if store is not None else None
+    if hit is not None:
+        return bytes.fromhex(hit)
     from worldrecall.core.video import VideoError, read_image
 
     try:  # sized from its header against the pixel cap before decoding
@@ -48,14 +42,12 @@ def image_thumb(path: Path, max_side: int, memo_dir: Path | None = None) -> byte
     except VideoError as e:
         raise ValueError(f"{path}: not a readable image ({e})") from None
     data = jpeg(resize_max_side(rgb, max_side), 68)
-    if memo is not None:
-        from worldrecall.core.atomic import atomic_write
-
-        atomic_write(memo, lambda f: f.write(data))
+    if store is not None:
+        store.put_json("report_thumbs", key, data.hex())
     return data
 
 
-def frame_thumbs(path: Path, indices: list[int], max_side: int, memo_dir: Path | None,
+def frame_thumbs(path: Path, indices: list[int], max_side: int, store: Store | None,
                  axis_len: int | None = None) -> dict[int, bytes]:
     """JPEG thumbnails of frames ``indices`` (clipped to the video) of one video file or frame folder.
 
@@ -63,15 +55,10 @@ def frame_thumbs(path: Path, indices: list[int], max_side: int, memo_dir: Path |
     length); each is mapped proportionally onto this video's frames.
     """
     path = Path(path)
-    st = path.stat()
-    key = hashlib.sha256(json.dumps([str(path.resolve()), st.st_size, st.st_mtime_ns, sorted(set(indices)),
-                                     max_side, axis_len]).encode()).hexdigest()[:32]
-    memo = memo_dir / key[:2] / f"{key}.json" if memo_dir is not None else None
-    if memo is not None and memo.exists():
-        try:
-            return {int(k): bytes.fromhex(v) for k, v in json.loads(memo.read_text()).items()}
-        except (ValueError, TypeError):
-            pass  # damaged memo: decode again
+    key = _key(path, sorted(set(indices)), max_side, axis_len)
+    hit = store.get_json("report_thumbs", key) if store is not None else None
+    if hit is not None:
+        return {int(k): bytes.fromhex(v) for k, v in hit.items()}
     video = Video(path)
     frames = video.frames()
     n = len(frames)
@@ -83,7 +70,6 @@ def frame_thumbs(path: Path, indices: list[int], max_side: int, memo_dir: Path |
 
     out = {i: jpeg(resize_max_side(frames[at(i)], max_side)) for i in set(indices)}
     video.release()
-    if memo is not None:
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(memo, json.dumps({str(k): v.hex() for k, v in out.items()}))
+    if store is not None:
+        store.put_json("report_thumbs", key, {str(k): v.hex() for k, v in out.items()})
     return out

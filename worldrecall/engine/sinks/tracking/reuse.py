@@ -3,16 +3,13 @@
 After logging, the MLflow sink records in ``meta/tracking.json`` what it logged: the run id, the store, the
 config hash, the digest of the tables and the lines it printed. A later invocation of the same config whose
 tables have the same digest reuses that run when the store still holds it, finished, active and not
-superseded. The check reads the SQLite store read-only with the standard library (MLflow's import costs
-~1.2 s of one core, more than a whole resumed rerun). Anything else — another store kind, a run deleted or
-superseded in the meantime, a schema the query does not know — goes through MLflow's client as before.
+superseded (asked through MLflow's client, whose import started on a thread when the job did).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -36,40 +33,23 @@ def read_record(results_dir: Path) -> dict[str, Any]:
     return rec if isinstance(rec, dict) else {}
 
 
-def likely_reused(results_dir: Path, config_hash: str) -> bool:
-    """Before the run: an invocation of this config was logged from this folder (a rerun, which usually
-    resumes every row); the background MLflow import would then only compete with the run."""
-    rec = read_record(results_dir)
-    return bool(rec.get("run_id")) and rec.get("config_hash") == config_hash and rec.get("parent") is None
+def run_is_current(uri: str, run_id: str) -> bool:
+    """The run exists in the store, FINISHED, active, and no later run superseded it."""
+    from mlflow.tracking import MlflowClient
 
-
-def _run_is_current(db: Path, run_id: str) -> bool:
-    """The run exists in the SQLite store, FINISHED, active, and no later run superseded it (read-only)."""
-    if not db.is_file():
-        return False
     try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    except sqlite3.Error:
+        run = MlflowClient(tracking_uri=uri).get_run(run_id)
+    except Exception:  # noqa: BLE001  (gone, or a store that cannot say: log again)
         return False
-    try:
-        row = con.execute("SELECT status, lifecycle_stage FROM runs WHERE run_uuid = ?", (run_id,)).fetchone()
-        superseded = con.execute("SELECT 1 FROM tags WHERE run_uuid = ? AND key = ?",
-                                 (run_id, "worldrecall.superseded_by")).fetchone()
-    except sqlite3.Error:  # another schema: let MLflow's client decide
-        return False
-    finally:
-        con.close()
-    return row is not None and tuple(row) == ("FINISHED", "active") and superseded is None
+    return (run.info.status == "FINISHED" and run.info.lifecycle_stage == "active"
+            and "worldrecall.superseded_by" not in run.data.tags)
 
 
 def reusable(results_dir: Path, uri: str, config_hash: str, digest: str) -> dict[str, Any] | None:
-    """The record of the run this invocation can reuse without MLflow, else None."""
-    from worldrecall.engine.sinks.tracking.tracker import sqlite_path
-
+    """The record of the run this invocation can reuse (same store, config and tables), else None."""
     rec = read_record(results_dir)
-    db = sqlite_path(uri)
-    if (db is None or not rec.get("run_id") or rec.get("parent") is not None or rec.get("uri") != uri
+    if (not rec.get("run_id") or rec.get("parent") is not None or rec.get("uri") != uri
             or rec.get("config_hash") != config_hash or rec.get("results_digest") != digest
             or not isinstance(rec.get("ui"), str)):
         return None
-    return rec if _run_is_current(db, str(rec["run_id"])) else None
+    return rec if run_is_current(uri, str(rec["run_id"])) else None

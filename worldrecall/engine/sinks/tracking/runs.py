@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worldrecall.core.digests import file_state
 from worldrecall.core.tables import backend_signature
 from worldrecall.engine.sinks.blobs import BlobStore
 from worldrecall.engine.sinks.results_view import (
@@ -44,7 +43,6 @@ from worldrecall.engine.sinks.results_view import (
     value_meta,
     view_ranks,
 )
-from worldrecall.engine.stages.bounded import remember
 
 RUN_KEYS = ("n_cases", "n_failed_cases", "failure_rate")
 
@@ -162,33 +160,18 @@ def headline_metrics(result: Any, host: Any) -> tuple[dict[str, float], dict[str
 
 
 def case_index(result: Any, blobs: BlobStore, output_root: Path) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    """(benchmark, model) -> [{case_id, metric, file, sha256, bytes, blob}]: every per-case file, stored once.
-
-    A file stored earlier in this process, unchanged since and its blob still there, is not stored again (a
-    sweep's jobs share nearly all their per-case files)."""
+    """(benchmark, model) -> [{case_id, metric, file, sha256, bytes, blob}]: every per-case file, stored once."""
     out: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    root = str(output_root)
     for r in result.rows:
         for a in (r.info or {}).get("artifacts") or []:
-            state = file_state(a)
-            if state is None:
+            p = Path(a)
+            if not p.is_file():
                 continue
-            known = _STORED.get((a, root))
-            if known is None or known[0] != state or not os.path.exists(known[2]):
-                p = Path(a)
-                if not p.is_file():
-                    continue
-                digest, blob = blobs.put(p, link=True)
-                entry = {"file": p.name, "sha256": digest, "bytes": state[1],
-                         "blob": os.path.relpath(blob, output_root)}
-                known = remember(_STORED, (a, root), (state, entry, str(blob)), 200_000)
-            out.setdefault((r.benchmark, r.model), []).append({"case_id": r.case_id, "metric": r.metric,
-                                                               **known[1]})  # same bytes as the blob
+            digest, blob = blobs.put(p, link=True)
+            entry = {"file": p.name, "sha256": digest, "bytes": p.stat().st_size,
+                     "blob": os.path.relpath(blob, output_root)}
+            out.setdefault((r.benchmark, r.model), []).append({"case_id": r.case_id, "metric": r.metric, **entry})
     return out
-
-
-# (per-case file, output root) -> (its state, its index entry, its blob): what this process stored
-_STORED: dict[tuple[str, str], tuple[Any, dict[str, Any], str]] = {}
 
 
 def results_digest(files: list[Path]) -> str:
@@ -228,7 +211,6 @@ class OpenJob:
     still to be logged (:func:`finish_job`)."""
 
     job: str
-    made: bool  # in one transaction, finished already (a SQL store); else the job's run is still open
     blobs: BlobStore
     earlier: list[Any]
 
@@ -251,7 +233,7 @@ def open_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, fil
              overrides: list[str], parent: str | None, run_name: str, job_tags: Mapping[str, str],
              params: Mapping[str, Any]) -> tuple[str, bool] | OpenJob:
     """:func:`log_job`'s first part, which needs the result and its tables (``files``' CSVs) only: the
-    earlier run reused, or the runs made. The MLflow sink does it while the report is still being written."""
+    earlier run reused, or the runs made. Then :func:`finish_job` logs the job's files."""
     chash = result.provenance.config_hash
     digest = results_digest(files)
     earlier = earlier_invocations(tracker, chash) if parent is None else []
@@ -283,22 +265,16 @@ def open_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, fil
                              "model": model, "benchmark": bench, "backends": ";".join(backends) or "-",
                              "backend_set": str((plain.get("models") or {}).get("set") or "-"),
                              "config_hash": chash, **over}})
-    # the job's run and its (benchmark, model) runs in one transaction where the store allows (a SQL store)
-    made = tracker.log_finished_runs(parent, [{"name": run_name, "tags": job_tags_all, "metrics": head,
-                                               "params": params}, *children], start, end)
-    if made is not None:
-        job, ids = made[0], made[1:]
-    else:  # any other store: one run at a time
-        job = tracker.start_run(run_name, parent_id=parent, start_time=start, tags=job_tags_all)
+    # the job's run, then its (benchmark, model) runs, through MLflow's public client
+    job = tracker.start_run(run_name, parent_id=parent, start_time=start, tags=job_tags_all)
     try:
-        if made is None:
-            tracker.log_batch(job, metrics=head, params=params)
-            ids = []
-            for c in children:
-                child = tracker.start_run(c["name"], parent_id=job, start_time=start, tags=c["tags"])
-                tracker.log_batch(child, metrics=c["metrics"], params=c["params"])
-                tracker.end_run(child, "FINISHED", end_time=end)
-                ids.append(child)
+        tracker.log_batch(job, metrics=head, params=params)
+        ids = []
+        for c in children:
+            child = tracker.start_run(c["name"], parent_id=job, start_time=start, tags=c["tags"])
+            tracker.log_batch(child, metrics=c["metrics"], params=c["params"])
+            tracker.end_run(child, "FINISHED", end_time=end)
+            ids.append(child)
         index = case_index(result, blobs, output_root)
         for c, child in zip(children, ids):
             bench, model = c["key"]
@@ -310,9 +286,8 @@ def open_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, fil
                 tracker.log_file_once(child, idx, "cases", blobs)
     except Exception:
         tracker.end_run(job, "FAILED")
-        blobs.save()
         raise
-    return OpenJob(job, made is not None, blobs, earlier)
+    return OpenJob(job, blobs, earlier)
 
 
 def finish_job(tracker: Any, opened: OpenJob, files: list[Path]) -> tuple[str, bool]:
@@ -324,13 +299,10 @@ def finish_job(tracker: Any, opened: OpenJob, files: list[Path]) -> tuple[str, b
             if sub and p.exists():
                 # tables and the report are written atomically (a new file each time): safe to hard-link
                 tracker.log_file_once(job, p, sub, opened.blobs, link=sub in ("tables", "report"))
-        if not opened.made:
-            tracker.end_run(job, "FINISHED", end_time=time.time())
+        tracker.end_run(job, "FINISHED", end_time=time.time())
     except Exception:
         tracker.end_run(job, "FAILED")
         raise
-    finally:
-        opened.blobs.save()
     supersede(tracker, opened.earlier, job)
     return job, False
 

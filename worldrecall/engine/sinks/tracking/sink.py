@@ -65,27 +65,8 @@ class MlflowSink:
 
     def __init__(self, run_name: str | None = None, rows_digest: str | None = None) -> None:
         self.run_name, self.rows_digest = run_name, rows_digest
-        self._opened: tuple[RunResult, Any] | None = None  # (result, what prepare opened, None or its error)
-
-    def prepare(self, result: RunResult, ctx: SinkContext) -> None:
-        """The runs themselves (metrics, params, tags, per-case files), made while a forked report is still
-        being written: they need the result and its tables only. The job's files are logged by ``write``.
-        Where nothing is to be logged (tracking off, rows logged already, a reused run) it does nothing:
-        ``write`` says why, without importing MLflow."""
-        if self._nothing_to_log(result, ctx) is not None:
-            return
-        try:
-            opened = self._open(result, ctx)  # None: MLflow is not installed (said once, there)
-        except Exception as e:  # noqa: BLE001  (``write`` raises it: the sink fails as it would have there)
-            opened = e
-        self._opened = (result, opened)
 
     def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
-        known, self._opened = self._opened, None
-        if known is not None and known[0] is result:  # prepared
-            if isinstance(known[1], Exception):
-                raise known[1]
-            return [] if known[1] is None else self._finish(result, ctx, known[1])
         early = self._early(result, ctx)
         if early is not None:
             return early
@@ -94,7 +75,7 @@ class MlflowSink:
 
     def _nothing_to_log(self, result: RunResult, ctx: SinkContext) -> tuple[str, Any] | None:
         """Why nothing is to be logged — ("off" | "logged" | "reused", the reused run's record) — or None.
-        Reads the record of an earlier run only: no side effect, MLflow not imported."""
+        Reads the record of an earlier run (and asks MLflow whether that run is still current)."""
         from worldrecall.engine.sinks.tracking.runs import results_digest
 
         cfg = result.config
@@ -121,7 +102,7 @@ class MlflowSink:
                              "aggregate)")
         if why[0] != "reused":
             return []
-        rec = why[1]  # nothing changed: nothing to log, MLflow not even imported
+        rec = why[1]  # nothing changed: nothing to log
         meta = result.results_dir / RECORD
         _write_record(meta, {**rec, "mlflow_s": round(time.perf_counter() - t0, 4), "setup_s": 0.0,
                              "import_s": 0.0, "prefetch_s": 0.0, "reused": True,

@@ -51,7 +51,6 @@ def close_sweep_parent(parent: SweepParent | None, sweep: Path, files: list[Path
     blobs = BlobStore(tracker.output_root / "blobs")
     for f in files:
         tracker.log_file_once(parent.run_id, f, "sweep_summary", blobs)
-    blobs.save()
     tracker.log_batch(parent.run_id, metrics={"n_jobs": len(list(sweep.glob("*/summary.json")))})
     tracker.end_run(parent.run_id, "FINISHED", end_time=time.time())
     return tracker.ui_command()

@@ -42,18 +42,6 @@ def _retry(fn: Callable[[], T], attempts: int = 40) -> T:
     raise AssertionError("unreachable")
 
 
-def time_ordered_id() -> str:
-    """A run id as MLflow writes one (32 hex digits), laid out as a UUIDv7 (RFC 9562): 48 bits of Unix time in
-    milliseconds, then random bits. MLflow's random UUID4 ids put each new run's metric rows at a random place in
-    the three run-id indexes of its metric tables; time-ordered ids append them, which makes a job's one
-    insert ~40% cheaper (fewer pages dirtied and written at the commit: 0.17 s instead of 0.29 s for a
-    default job's 7,300 metric rows, in one measurement here)."""
-    ms = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")  # 80 bits: 12 (rand_a) + 62 (rand_b), 6 bits unused
-    rand_a, rand_b = rand >> 68, rand & ((1 << 62) - 1)
-    return f"{(ms & (1 << 48) - 1) << 80 | 0x7 << 76 | rand_a << 64 | 0b10 << 62 | rand_b:032x}"
-
-
 OWNER_HOST, OWNER_PID = "worldrecall.host", "worldrecall.pid"
 
 
@@ -110,10 +98,10 @@ def seed_store(db: Path) -> bool:
     """Create a new SQLite store as a copy of the migrated template; False when there is none (yet).
 
     MLflow migrates a new store through every schema revision, seconds per fresh output root; the copy
-    is the same database (same alembic head: MLflow checks it on opening). Only MLflow's unused
-    ``Default`` experiment is re-pointed at this store's own folder."""
+    is the same database (same alembic head: MLflow checks it on opening), written by MLflow itself. Its
+    tables are never written here: worldrecall logs to its own experiment (with this store's artifact
+    folder); MLflow's ``Default`` experiment keeps the template's artifact location, and no run goes there."""
     import shutil
-    import sqlite3
 
     tpl = template_path()
     if not tpl.is_file():
@@ -122,11 +110,8 @@ def seed_store(db: Path) -> bool:
     tmp = db.with_name(f".{db.name}.{os.getpid()}.tmp")
     try:
         shutil.copyfile(tpl, tmp)
-        with sqlite3.connect(tmp) as con:
-            con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0",
-                        (str(db.parent / "mlruns" / "0"),))
         os.replace(tmp, db)
-    except (OSError, sqlite3.Error) as e:  # a broken template: migrate as before
+    except OSError as e:  # a broken template: migrate as before
         log.debug("could not seed %s from %s: %s", db, tpl, e)
         tmp.unlink(missing_ok=True)
         return False
@@ -212,24 +197,6 @@ def prefetch(tcfg: Mapping[str, Any]) -> None:
     PREFETCH.start(sql=sqlite_path(uri) is not None)
 
 
-def _insert(session: Any, table: Any, values: list[dict[str, Any]]) -> None:
-    """Insert ``values`` (one dict per row) into ``table`` in the session's transaction. On SQLite, one
-    ``executemany`` of the driver with the columns in order (thousands of metric rows a job: SQLAlchemy's
-    per-parameter processing would cost more than the insert); elsewhere, SQLAlchemy's insert."""
-    cols = [c.name for c in table.columns if c.name in values[0]]
-    if session.bind.dialect.name != "sqlite" or len(cols) != len(values[0]):
-        session.execute(table.insert(), values)  # (a key that is no column: SQLAlchemy says which)
-        return
-    names = ", ".join(f'"{c}"' for c in cols)
-    sql = f'INSERT INTO "{table.name}" ({names}) VALUES ({", ".join("?" * len(cols))})'
-    session.connection().exec_driver_sql(sql, [tuple(v[c] for c in cols) for v in values])
-
-
-# (store URI, experiment name) -> its id, as this process found or made it (checked active on each use)
-_EXPERIMENTS: dict[tuple[str, str], str] = {}
-_LOCATIONS: dict[tuple[str, str], str] = {}  # (store URI, experiment id) -> its artifact location
-
-
 def default_uri(output_root: Path) -> str:
     return f"sqlite:///{(Path(output_root).resolve() / 'mlflow.db')}"
 
@@ -273,10 +240,6 @@ class Tracker:
         self.setup_s = time.perf_counter() - t1  # store creation/migration/opening, experiment, stale runs
 
     def _experiment(self) -> str:
-        known = self._active_experiment()
-        if known is not None:
-            return known
-
         def get_or_create() -> str:
             exp = self.client.get_experiment_by_name(self.experiment_name)
             if exp is not None:
@@ -291,29 +254,7 @@ class Tracker:
                 if "already exists" in str(e).lower() or "unique" in str(e).lower():
                     return self.client.get_experiment_by_name(self.experiment_name).experiment_id
                 raise
-        exp_id = _retry(get_or_create)
-        _EXPERIMENTS[(self.uri, self.experiment_name)] = exp_id
-        return exp_id
-
-    def _active_experiment(self) -> str | None:
-        """The experiment's id where this process found or made it before in this SQL store and it is still
-        active, read without its tags (which hold every shared view: MLflow's own lookup reads them all,
-        hundreds after a few sweeps); None: look it up as MLflow does."""
-        exp_id = _EXPERIMENTS.get((self.uri, self.experiment_name))
-        store = getattr(getattr(self.client, "_tracking_client", None), "store", None)
-        if exp_id is None or store is None or not hasattr(store, "ManagedSessionMaker"):
-            return None
-        try:
-            from mlflow.store.tracking.dbmodels.models import SqlExperiment
-
-            with store.ManagedSessionMaker() as session:
-                row = session.query(SqlExperiment.experiment_id, SqlExperiment.lifecycle_stage).filter(
-                    SqlExperiment.name == self.experiment_name).one_or_none()
-        except Exception:  # noqa: BLE001 - anything odd: MLflow's own lookup says what
-            return None
-        if row is None or str(row[0]) != exp_id or row[1] != "active":
-            return None
-        return exp_id
+        return _retry(get_or_create)
 
     def close_stale_runs(self) -> list[str]:
         """Runs left RUNNING by a killed process of this host (its pid is gone) are marked KILLED."""
@@ -353,79 +294,6 @@ class Tracker:
         if parent_id:
             t["mlflow.parentRunId"] = parent_id
         return name, t
-
-    def log_finished_runs(self, parent_id: str | None, runs: Sequence[Mapping[str, Any]], start_time: float,
-                          end_time: float) -> list[str] | None:
-        """Create finished runs under ``parent_id`` (None: top-level) — each ``{"name", "tags", "metrics",
-        "params"}``, and ``"parent": i`` for a run under the ``i``-th of these (a job and its per-model runs) —
-        in ONE transaction of a SQL store (the runs :meth:`start_run` + :meth:`log_batch` + :meth:`end_run`
-        would make, with the same names, tags, params, metrics, times and artifact folders). Returns their ids,
-        or None where the store is not MLflow's SQL store (the caller then logs them one by one)."""
-        store = getattr(getattr(self.client, "_tracking_client", None), "store", None)
-        try:
-            from mlflow.entities import RunStatus, SourceType
-            from mlflow.entities.lifecycle_stage import LifecycleStage
-            from mlflow.store.tracking.dbmodels.models import (
-                SqlLatestMetric,
-                SqlMetric,
-                SqlParam,
-                SqlRun,
-                SqlTag,
-            )
-            from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-            from mlflow.utils.uri import append_to_uri_path
-        except ImportError:
-            return None
-        if not isinstance(store, SqlAlchemyStore):
-            return None
-        location = _LOCATIONS.get((self.uri, self.experiment_id))
-        if location is None:  # an experiment's artifact location never changes: looked up (with its tags) once
-            location = _retry(lambda: self.client.get_experiment(self.experiment_id)).artifact_location
-            _LOCATIONS[(self.uri, self.experiment_id)] = location
-        start_ms, end_ms, now = int(start_time * 1000), int(end_time * 1000), int(time.time() * 1000)
-
-        def write() -> list[tuple[str, str]]:
-            out: list[tuple[str, str]] = []
-            rows: dict[Any, list[dict[str, Any]]] = {SqlRun: [], SqlTag: [], SqlParam: [], SqlMetric: [],
-                                                     SqlLatestMetric: []}
-            ids = [time_ordered_id() for _ in runs]
-            for spec, run_id in zip(runs, ids):
-                parent = ids[spec["parent"]] if "parent" in spec else parent_id
-                name, tags = self._run_tags(spec["name"], parent, spec.get("tags"))
-                uri = append_to_uri_path(location, run_id, SqlAlchemyStore.ARTIFACTS_FOLDER_NAME)
-                rows[SqlRun].append({
-                    "name": name, "artifact_uri": uri, "run_uuid": run_id, "experiment_id": int(self.experiment_id),
-                    "source_type": SourceType.to_string(SourceType.UNKNOWN), "source_name": "",
-                    "entry_point_name": "", "user_id": tags.get("mlflow.user", "unknown"),
-                    "status": RunStatus.to_string(RunStatus.FINISHED), "start_time": start_ms, "end_time": end_ms,
-                    "deleted_time": None, "source_version": "", "lifecycle_stage": LifecycleStage.ACTIVE})
-                rows[SqlTag] += [{"key": k[:250], "value": str(v)[:5000], "run_uuid": run_id} for k, v in tags.items()]
-                rows[SqlParam] += [{"key": k[:250], "value": str(v)[:6000], "run_uuid": run_id}
-                                   for k, v in redact(spec.get("params") or {}).items()]
-                for k, v in (spec.get("metrics") or {}).items():
-                    is_nan, value = store.sanitize_metric_value(float("nan") if v is None else float(v))
-                    m = {"key": _metric_key(k), "value": value, "timestamp": now, "step": 0, "is_nan": is_nan,
-                         "run_uuid": run_id}
-                    rows[SqlMetric].append(m)
-                    rows[SqlLatestMetric].append(dict(m))
-                out.append((run_id, uri))
-            # metric rows in their primary key's order (key, then run: one timestamp and step for all): the
-            # B-tree inserts then walk the index pages in order (about a quarter faster than in run order)
-            for model in (SqlMetric, SqlLatestMetric):
-                rows[model].sort(key=lambda m: (m["key"], m["run_uuid"]))
-            with store.ManagedSessionMaker(read_only=False) as session:  # one transaction, committed at the end
-                for model, values in rows.items():  # runs first: the others refer to them
-                    if values:
-                        _insert(session, model.__table__, values)
-            return out
-
-        try:
-            made = _retry(write)
-        except Exception as e:  # noqa: BLE001 - nothing was committed: the caller logs the runs one by one
-            log.debug("batched MLflow logging failed (%s); logging run by run", e)
-            return None
-        self._artifact_uri.update(made)
-        return [run_id for run_id, _ in made]
 
     def search(self, filter_string: str, max_results: int = 1000) -> list[Any]:
         """Active runs of this experiment matching an MLflow filter string."""
@@ -498,47 +366,15 @@ class Tracker:
         return f"http://127.0.0.1:5000/#/experiments/{self.experiment_id}/runs?{query}"
 
     def share_views(self, states: Sequence[Mapping[str, Any]]) -> list[str]:
-        """Store runs-page states as this experiment's shared views; returns their keys. On a SQL store in one
-        transaction (MLflow's ``set_experiment_tag`` reads the experiment with all its tags for each)."""
+        """Store runs-page states as this experiment's shared views; returns their keys."""
         import hashlib
         import json
 
         values = [json.dumps(state, sort_keys=True) for state in states]
         keys = [hashlib.sha256(v.encode()).hexdigest()[:16] for v in values]
-        tags = {SHARED_VIEW_TAG + k: v for k, v in zip(keys, values)}
-        if not self._set_experiment_tags(tags):
-            for k, v in tags.items():
-                _retry(lambda k=k, v=v: self.client.set_experiment_tag(self.experiment_id, k, v))
+        for k, v in zip(keys, values):
+            _retry(lambda k=k, v=v: self.client.set_experiment_tag(self.experiment_id, SHARED_VIEW_TAG + k, v))
         return keys
-
-    def _set_experiment_tags(self, tags: Mapping[str, str]) -> bool:
-        """``tags`` on this experiment in one transaction of MLflow's SQL store, checked as MLflow checks one
-        (valid key and value, active experiment); False where the store is another kind (set them one by one)."""
-        store = getattr(getattr(self.client, "_tracking_client", None), "store", None)
-        try:
-            from mlflow.exceptions import MlflowException
-            from mlflow.store.tracking.dbmodels.models import SqlExperiment, SqlExperimentTag
-            from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-            from mlflow.utils.validation import _validate_experiment_tag
-        except ImportError:
-            return False
-        if not isinstance(store, SqlAlchemyStore):
-            return False
-        for k, v in tags.items():
-            _validate_experiment_tag(k, v)
-
-        def write() -> None:
-            with store.ManagedSessionMaker(read_only=False) as session:
-                stage = session.query(SqlExperiment.lifecycle_stage).filter(
-                    SqlExperiment.experiment_id == int(self.experiment_id)).scalar()
-                if stage != "active":
-                    raise MlflowException(f"The experiment {self.experiment_id} must be in the 'active' state "
-                                          f"(it is {stage or 'missing'}).")
-                for k, v in tags.items():
-                    session.merge(SqlExperimentTag(experiment_id=int(self.experiment_id), key=k, value=v))
-
-        _retry(write)
-        return True
 
     def ui_command(self, parent_run: str | None = None, benchmarks: Sequence[str] = (),
                    columns: Mapping[str, Sequence[str]] | None = None) -> str:

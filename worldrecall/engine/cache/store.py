@@ -1,0 +1,183 @@
+"""The content-addressed store: one file per key, JSON or safetensors, written atomically.
+
+``<root>/<kind>/<key[:2]>/<key>.json`` holds ``{"digest": sha256(entry text), "entry": …}``;
+``<key>.safetensors`` holds a measurement's arrays, with its JSON values and a digest over both in the
+header's metadata. A file that is missing, cut short or altered is a miss (and is removed), never a wrong
+entry. In front of the files sits a plain bounded LRU keyed by the key alone: a key names its content, so an
+entry in memory can never be stale.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from worldrecall.core.atomic import atomic_write
+
+log = logging.getLogger(__name__)
+LRU_ENTRIES = 4096
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, allow_nan=True, separators=(",", ":"))
+
+
+def split_measurement(m: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Arrays go to safetensors; everything else must be JSON-able and goes to the header's metadata."""
+    arrays, meta = {}, {}
+    for k, v in m.items():
+        if isinstance(v, np.ndarray):
+            if v.dtype == object:
+                raise TypeError(f"measurement {k!r}: object arrays are not cacheable (no pickle)")
+            arrays[k] = v
+        else:
+            meta[k] = v
+    return arrays, meta
+
+
+def _arrays_digest(arrays: Mapping[str, np.ndarray], meta_text: str) -> str:
+    h = hashlib.sha256(meta_text.encode())
+    for k in sorted(arrays):
+        a = np.ascontiguousarray(arrays[k])
+        h.update(f"{k}\0{a.dtype.str}\0{a.shape}\0".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+class Store:
+    """Get and put entries by (kind, key); ``enabled=False`` stores nothing and finds nothing."""
+
+    def __init__(self, root: Path | str, enabled: bool = True, lru_entries: int = LRU_ENTRIES):
+        self.root = Path(root)
+        self.enabled = enabled
+        self.lru: OrderedDict[str, Any] = OrderedDict()
+        self.lru_entries = lru_entries
+        self.hits: dict[str, int] = {}
+        self.misses: dict[str, int] = {}
+        self.corrupt = 0
+
+    def path(self, kind: str, key: str, suffix: str = ".json") -> Path:
+        return self.root / kind / key[:2] / f"{key}{suffix}"
+
+    def has(self, kind: str, key: str, suffix: str = ".json") -> bool:
+        return self.enabled and (key in self.lru or self.path(kind, key, suffix).is_file())
+
+    # -- memory ---------------------------------------------------------------------------------
+    def _recall(self, key: str) -> Any:
+        if key in self.lru:
+            self.lru.move_to_end(key)
+            return self.lru[key]
+        return None
+
+    def _keep(self, key: str, value: Any) -> None:
+        self.lru[key] = value
+        self.lru.move_to_end(key)
+        while len(self.lru) > self.lru_entries:
+            self.lru.popitem(last=False)
+
+    def _count(self, kind: str, hit: bool) -> None:
+        counts = self.hits if hit else self.misses
+        counts[kind] = counts.get(kind, 0) + 1
+
+    def _damaged(self, p: Path, e: Exception) -> None:
+        self.corrupt += 1
+        log.warning("cache entry %s is damaged (%s); computing it again", p, e)
+        try:
+            p.unlink()
+        except OSError:
+            pass
+
+    # -- JSON -----------------------------------------------------------------------------------
+    def get_json(self, kind: str, key: str) -> Any:
+        """The entry stored under ``key``, or None (a fresh copy: callers may change it)."""
+        if not self.enabled:
+            return None
+        text = self._recall(key)
+        if text is None:
+            p = self.path(kind, key)
+            try:
+                doc = json.loads(p.read_text(encoding="utf-8"))
+                text = _json_text(doc["entry"])
+                if doc["digest"] != hashlib.sha256(text.encode()).hexdigest():
+                    raise ValueError("digest mismatch")
+            except FileNotFoundError:
+                self._count(kind, False)
+                return None
+            except Exception as e:  # noqa: BLE001  (cut short, altered, not ours: a miss)
+                self._damaged(p, e)
+                self._count(kind, False)
+                return None
+            self._keep(key, text)
+        self._count(kind, True)
+        return json.loads(text)
+
+    def put_json(self, kind: str, key: str, entry: Any) -> Any:
+        """Store ``entry``; returns it as a later :meth:`get_json` will (JSON turns tuples into lists …)."""
+        text = _json_text(entry)
+        if self.enabled:
+            doc = '{"digest":"%s","entry":%s}' % (hashlib.sha256(text.encode()).hexdigest(), text)
+            try:
+                atomic_write(self.path(kind, key), lambda f: f.write(doc.encode("utf-8")))
+            except OSError as e:  # a full or read-only cache costs time, never results
+                log.warning("could not write cache entry %s/%s: %s", kind, key, e)
+            self._keep(key, text)
+        return json.loads(text)
+
+    # -- arrays (measurements) -------------------------------------------------------------------
+    def get_arrays(self, kind: str, key: str) -> dict[str, Any] | None:
+        """A measurement (arrays and JSON values) stored under ``key``, or None. Arrays are fresh copies."""
+        if not self.enabled:
+            return None
+        got = self._recall(key)
+        if got is None:
+            p = self.path(kind, key, ".safetensors")
+            try:
+                got = _read_arrays(p)
+            except FileNotFoundError:
+                self._count(kind, False)
+                return None
+            except Exception as e:  # noqa: BLE001
+                self._damaged(p, e)
+                self._count(kind, False)
+                return None
+            self._keep(key, got)
+        self._count(kind, True)
+        arrays, meta_text = got
+        return {**json.loads(meta_text), **{k: a.copy() for k, a in arrays.items()}}
+
+    def put_arrays(self, kind: str, key: str, measurement: Mapping[str, Any]) -> dict[str, Any]:
+        """Store a measurement; returns it exactly as a later :meth:`get_arrays` will."""
+        from safetensors.numpy import save
+
+        arrays, meta = split_measurement(measurement)
+        meta_text = _json_text(meta)
+        arrays = {k: np.ascontiguousarray(a) for k, a in arrays.items()}
+        if self.enabled:
+            blob = save(arrays, metadata={"meta": meta_text, "digest": _arrays_digest(arrays, meta_text)})
+            try:
+                atomic_write(self.path(kind, key, ".safetensors"), lambda f: f.write(blob))
+            except OSError as e:
+                log.warning("could not write cache entry %s/%s: %s", kind, key, e)
+            self._keep(key, (arrays, meta_text))
+        return {**json.loads(meta_text), **{k: a.copy() for k, a in arrays.items()}}
+
+
+def _read_arrays(p: Path) -> tuple[dict[str, np.ndarray], str]:
+    from safetensors import safe_open
+    from safetensors.numpy import load
+
+    data = p.read_bytes()
+    arrays = load(data)
+    with safe_open(str(p), framework="numpy") as f:
+        header = f.metadata() or {}
+    meta_text = header["meta"]
+    if header.get("digest") != _arrays_digest(arrays, meta_text):
+        raise ValueError("digest mismatch")
+    return arrays, meta_text
