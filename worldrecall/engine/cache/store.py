@@ -3,8 +3,8 @@
 ``<root>/<kind>/<key[:2]>/<key>.json`` holds ``{"digest": sha256(entry text), "entry": …}``;
 ``<key>.safetensors`` holds a measurement's arrays, with its JSON values and a digest over both in the
 header's metadata. A file that is missing, cut short or altered is a miss (and is removed), never a wrong
-entry. In front of the files sits a plain bounded LRU keyed by the key alone: a key names its content, so an
-entry in memory can never be stale.
+entry. In front of the files sits a plain bounded LRU keyed by the entry's name (kind and key) alone: a key names its
+content, so an entry in memory can never be stale.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class Store:
         return self.root / kind / key[:2] / f"{key}{suffix}"
 
     def has(self, kind: str, key: str, suffix: str = ".json") -> bool:
-        return self.enabled and (key in self.lru or self.path(kind, key, suffix).is_file())
+        return self.enabled and (f"{kind}/{key}" in self.lru or self.path(kind, key, suffix).is_file())
 
     # -- memory ---------------------------------------------------------------------------------
     def _recall(self, key: str) -> Any:
@@ -99,7 +99,7 @@ class Store:
         """The entry stored under ``key``, or None (a fresh copy: callers may change it)."""
         if not self.enabled:
             return None
-        text = self._recall(key)
+        text = self._recall(f"{kind}/{key}")
         if text is None:
             p = self.path(kind, key)
             try:
@@ -114,7 +114,7 @@ class Store:
                 self._damaged(p, e)
                 self._count(kind, False)
                 return None
-            self._keep(key, text)
+            self._keep(f"{kind}/{key}", text)
         self._count(kind, True)
         return json.loads(text)
 
@@ -127,7 +127,7 @@ class Store:
                 atomic_write(self.path(kind, key), lambda f: f.write(doc.encode("utf-8")))
             except OSError as e:  # a full or read-only cache costs time, never results
                 log.warning("could not write cache entry %s/%s: %s", kind, key, e)
-            self._keep(key, text)
+            self._keep(f"{kind}/{key}", text)
         return json.loads(text)
 
     # -- arrays (measurements) -------------------------------------------------------------------
@@ -135,7 +135,7 @@ class Store:
         """A measurement (arrays and JSON values) stored under ``key``, or None. Arrays are fresh copies."""
         if not self.enabled:
             return None
-        got = self._recall(key)
+        got = self._recall(f"{kind}/{key}")
         if got is None:
             p = self.path(kind, key, ".safetensors")
             try:
@@ -147,7 +147,7 @@ class Store:
                 self._damaged(p, e)
                 self._count(kind, False)
                 return None
-            self._keep(key, got)
+            self._keep(f"{kind}/{key}", got)
         self._count(kind, True)
         arrays, meta_text = got
         return {**json.loads(meta_text), **{k: a.copy() for k, a in arrays.items()}}
@@ -165,7 +165,7 @@ class Store:
                 atomic_write(self.path(kind, key, ".safetensors"), lambda f: f.write(blob))
             except OSError as e:
                 log.warning("could not write cache entry %s/%s: %s", kind, key, e)
-            self._keep(key, (arrays, meta_text))
+            self._keep(f"{kind}/{key}", (arrays, meta_text))
         return {**json.loads(meta_text), **{k: a.copy() for k, a in arrays.items()}}
 
 

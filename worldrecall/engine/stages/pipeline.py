@@ -39,7 +39,8 @@ from worldrecall.registry.host import PluginHost
 
 log = logging.getLogger(__name__)
 
-# a metric's methods its measurement does not depend on: editing them re-scores, never re-measures
+# the methods that turn a measurement into numbers: no alignment or measurement depends on them, so editing
+# them re-scores and never re-aligns or re-measures (left out of those keys' code digests)
 SCORING_METHODS = ("score", "verdict", "artifacts")
 
 
@@ -111,7 +112,7 @@ class CasePipeline:
     def alignment_key(self, name: str, case: Case, params: Mapping[str, Any]) -> str:
         aligner = self.host.aligner(name)
         merged = {**aligner.defaults, **params}
-        return key_of(component_identity(aligner), {"case": case.fingerprint(),
+        return key_of(component_identity(aligner, without=SCORING_METHODS), {"case": case.fingerprint(),
                                                     "files": _named_files(aligner, merged)}, merged)
 
     def keys(self, metric: Metric, case: Case, alignment_key: str, alignment: Alignment) -> tuple[str, str]:

@@ -225,6 +225,8 @@ class MemoBenchLeaderboard(Aggregator):
 
     name: ClassVar[str] = "memobench.leaderboard"
     description: ClassVar[str] = "MemoBench leaderboard (synthetic / real / all) with bootstrap CIs and camera gating"
+    # the official result folders it imports: their files' contents are part of its cache key
+    path_params: ClassVar[tuple[str, ...]] = ("official_eval_dir", "official_ors_dir", "official_vqa_dir")
     defaults: ClassVar[dict[str, Any]] = {
         "splits": ["synthetic", "real", "all"],
         "replicates": 1000,

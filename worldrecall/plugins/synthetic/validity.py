@@ -186,6 +186,7 @@ class ValidityMatrix(Aggregator):
         "per (metric, value, counterfactual): cases where the oracle scores strictly "
         "better; 'holds' when a targeted failure is caught on every case"
     )
+    path_params: ClassVar[tuple[str, ...]] = ("manifest",)  # the suite manifest it reads is part of its key
     defaults: ClassVar[dict[str, Any]] = {
         "reference": REFERENCE,
         "lower_is_better": [],  # value keys to treat as lower-is-better beyond what the metrics declare
