@@ -11,9 +11,10 @@ import pytest
 
 from worldrecall import Aggregator, Metric, Value, hookimpl
 from worldrecall.core.data import ScoreRow
-from worldrecall.engine.stages import aggregate_cache
+from worldrecall.engine.cache import Store
+from worldrecall.engine.cache.frames import decode_tables, encode_tables
+from worldrecall.engine.stages import aggregate as aggregate_stage
 from worldrecall.engine.stages.aggregate import aggregate_rows
-from worldrecall.engine.stages.aggregate_cache import AggregateCache
 from worldrecall.registry.host import load_plugins
 
 CALLS: list[tuple[str, tuple[str, ...]]] = []  # (aggregator, benchmarks of the rows it saw)
@@ -86,10 +87,16 @@ def host():
     return load_plugins(fresh=True, extra=[ToyPlugin()])
 
 
+class _Counted(Store):
+    @property
+    def agg_hits(self) -> int:
+        return self.hits.get("aggregates", 0)
+
+
 def _run(host, rows, cfg):
     CALLS.clear()
-    cache = AggregateCache(cfg["cache_dir"] + "/aggregates")
-    return aggregate_rows(host, rows, cfg, per_benchmark={}, cache=cache), list(CALLS), cache
+    store = _Counted(cfg["cache_dir"])  # a fresh store: nothing in memory, as in a new process
+    return aggregate_rows(host, rows, cfg, per_benchmark={}, store=store), list(CALLS), store
 
 
 def test_unchanged_rows_are_not_aggregated_again(host, tmp_path):
@@ -97,7 +104,7 @@ def test_unchanged_rows_are_not_aggregated_again(host, tmp_path):
     assert sorted(calls) == [("toy_count", ("bench_a", "bench_b")), ("toy_total", ("bench_a",)),
                              ("toy_total", ("bench_b",))]
     again, calls, cache = _run(host, _rows(), _cfg(tmp_path))
-    assert calls == [] and cache.hits == 3
+    assert calls == [] and cache.agg_hits == 3
     for name in first:
         assert again[name].to_csv(index=False) == first[name].to_csv(index=False)
         pd.testing.assert_frame_equal(again[name], first[name], check_exact=True)
@@ -120,8 +127,9 @@ def test_a_changed_param_reaggregates(host, tmp_path):
 
 def test_a_changed_aggregator_reaggregates(host, tmp_path, monkeypatch):
     _run(host, _rows(), _cfg(tmp_path))
-    # an edited aggregator module (its source digest) or another class under the same name: a new key
-    monkeypatch.setitem(aggregate_cache._CODE, Total.__module__, "edited")
+    # an edited aggregator module (its code digest) or another class under the same name: a new key
+    real = aggregate_stage.component_identity
+    monkeypatch.setattr(aggregate_stage, "component_identity", lambda c: {**real(c), "code": "edited"})
     _, calls, _ = _run(host, _rows(), _cfg(tmp_path))
     assert ("toy_total", ("bench_a",)) in calls and ("toy_count", ("bench_a", "bench_b")) in calls
 
@@ -137,53 +145,15 @@ def test_a_damaged_entry_is_recomputed(host, tmp_path):
     _run(host, _rows(), _cfg(tmp_path))
     for p in (tmp_path / "cache" / "aggregates").rglob("*.json"):  # bench_b's entry holds 0.25: tampered
         p.write_text(p.read_text().replace("0.25", "0.3"))
-    tables, calls, _ = _run(host, _rows(), _cfg(tmp_path))
-    # this process computed every entry: it serves what it computed, whatever the files hold now
-    assert calls == [] and list(tables["toy_total"]["total"]) == [0.5, 0.5, 0.25, 0.25]
-    aggregate_cache._MEMO.clear()  # another process reads the files: the damaged one is recomputed
-    tables, calls, _ = _run(host, _rows(), _cfg(tmp_path))
+    tables, calls, _ = _run(host, _rows(), _cfg(tmp_path))  # read from the files: the damaged one recomputed
     assert calls == [("toy_total", ("bench_b",))]
     assert list(tables["toy_total"]["total"]) == [0.5, 0.5, 0.25, 0.25]
 
 
-def test_tables_computed_for_one_cache_folder_serve_another_and_are_written_there(host, tmp_path):
-    from worldrecall.engine.stages.later import run_later
-
-    aggregate_cache._MEMO.clear()  # nothing an earlier test of this process computed
-    first, calls, _ = _run(host, _rows(), _cfg(tmp_path / "a"))
-    assert len(calls) == 3
-    CALLS.clear()
-    cfg_b = _cfg(tmp_path / "b")  # another results folder, the same rows: the same keys
-    cache = AggregateCache(cfg_b["cache_dir"] + "/aggregates", defer=True)
-    again = aggregate_rows(host, _rows(), cfg_b, per_benchmark={}, cache=cache)
-    assert CALLS == [] and cache.hits == 3
-    for name in first:
-        pd.testing.assert_frame_equal(again[name], first[name], check_exact=True)
-    run_later()  # the deferred writes: folder b has its own entries now, read by another process
-    assert len(list((tmp_path / "b" / "cache" / "aggregates").rglob("*.json"))) == 3
-    aggregate_cache._MEMO.clear()
-    CALLS.clear()
-    cache = AggregateCache(cfg_b["cache_dir"] + "/aggregates")
-    aggregate_rows(host, _rows(), cfg_b, per_benchmark={}, cache=cache)
-    assert CALLS == [] and cache.hits == 3
-
-
-def test_an_entry_read_from_a_file_serves_that_file_only(host, tmp_path):
-    aggregate_cache._MEMO.clear()
-    _run(host, _rows(), _cfg(tmp_path / "a"))
-    aggregate_cache._MEMO.clear()
-    _run(host, _rows(), _cfg(tmp_path / "a"))  # this process read a's entries (it computed none)
-    _, calls, _ = _run(host, _rows(), _cfg(tmp_path / "b"))
-    assert len(calls) == 3  # b aggregates: a file's content is trusted for its own folder only
-
-
 def test_a_table_json_cannot_carry_exactly_is_not_cached(tmp_path):
-    cache = AggregateCache(tmp_path)
     df = pd.DataFrame({"x": [1, 2]}, index=[5, 6])  # a non-default index
-    cache.put("ab" * 32, {"t": df})
-    assert cache.get("ab" * 32) is None
-    cache.put("cd" * 32, {"t": pd.DataFrame({"x": [1, 2.5], "s": ["a", None]})})
-    back = cache.get("cd" * 32)["t"]
+    assert encode_tables({"t": df}) is None
+    back = decode_tables(encode_tables({"t": pd.DataFrame({"x": [1, 2.5], "s": ["a", None]})}))["t"]
     assert list(back["x"]) == [1.0, 2.5] and back["s"].isna().tolist() == [False, True]
 
 
@@ -198,11 +168,11 @@ def test_a_table_json_cannot_carry_exactly_is_not_cached(tmp_path):
     (pd.DataFrame({"t": pd.to_datetime(["2026-01-01", "2026-06-01"])}), False),
 ])
 def test_the_cache_keeps_a_table_only_where_it_reads_back_exactly(tmp_path, frame, kept):
-    cache = AggregateCache(tmp_path)
-    cache.put("ef" * 32, {"t": frame})
-    aggregate_cache._MEMO.clear()  # read the file, not this process's memo
-    back = AggregateCache(tmp_path).get("ef" * 32)
-    assert (back is not None) == kept
+    enc = encode_tables({"t": frame})
+    assert (enc is not None) == kept
+    if kept:
+        Store(tmp_path).put_json("aggregates", "ef" * 32, enc)
+        back = decode_tables(Store(tmp_path).get_json("aggregates", "ef" * 32))
     if kept:
         pd.testing.assert_frame_equal(back["t"], frame, check_exact=True)
         assert [str(t) for t in back["t"].dtypes] == [str(t) for t in frame.dtypes]
@@ -273,17 +243,9 @@ def test_stats_aggregators_partition_by_metric_exactly(tmp_path):
     cfg = {"suite": {}, "aggregators": names, "benchmarks": {}, "cache_dir": str(tmp_path),
            "aggregator_params": {"bootstrap": {"replicates": 200}, "paired": {"replicates": 200}}}
     partitioned = aggregate_rows(host, rows, cfg, per_benchmark={})
-    from worldrecall.engine.stages import aggregate as aggregate_mod
     from worldrecall.engine.stages.aggregate import _params, value_meta
 
-    joins: list[int] = []
-    real_concat = aggregate_mod._concat
-    aggregate_mod._concat = lambda frames: joins.append(1) or real_concat(frames)
-    try:  # the same parts again: each whole is the one joined before (a copy), not joined again
-        again = aggregate_rows(host, _three_metric_rows(), cfg, per_benchmark={})
-    finally:
-        aggregate_mod._concat = real_concat
-    assert joins == [] and all(again[t] is not partitioned[t] for t in again)
+    again = aggregate_rows(host, _three_metric_rows(), cfg, per_benchmark={})  # the parts from the cache
     for tname, df in again.items():
         pd.testing.assert_frame_equal(df, partitioned[tname], check_exact=True)
 
@@ -297,12 +259,10 @@ def test_stats_aggregators_partition_by_metric_exactly(tmp_path):
             pd.testing.assert_frame_equal(partitioned[tname], df, check_exact=True)
             assert partitioned[tname].to_csv(index=False) == df.to_csv(index=False), tname
 
-    cache = AggregateCache(tmp_path / "aggregates")
     seen: list[tuple[str, ...]] = []
     real = host.aggregator("mean").aggregate
     host.aggregator("mean").aggregate = lambda rs, p: seen.append(tuple(sorted({r.metric for r in rs}))) or real(rs, p)
-    aggregate_rows(host, _three_metric_rows(shift=0.001), {**cfg, "aggregators": ["mean"]}, per_benchmark={},
-                   cache=cache)
+    aggregate_rows(host, _three_metric_rows(shift=0.001), {**cfg, "aggregators": ["mean"]}, per_benchmark={})
     assert seen == [("bench_a.alpha",)]
 
 
@@ -315,7 +275,6 @@ def test_how_a_row_was_obtained_is_not_its_content(host, tmp_path):
         r.info = {"cache_hit": True, "score_cache_hit": True}
     _, calls, _ = _run(host, memo_rows, _cfg(tmp_path))
     assert calls == []
-    # rows are read back as new objects (a row's digest is computed once per object)
     changed = [ScoreRow.from_json(r.to_json()) for r in memo_rows]
     changed[0].info = {**changed[0].info, "verdict": "n/a: no camera instruction"}
     _, calls, _ = _run(host, changed, _cfg(tmp_path))
@@ -384,51 +343,6 @@ def test_a_rescore_job_scores_in_this_process_and_a_cold_one_forks(tmp_path, mon
     assert rescored == run("c", 20.0, workers=1, cache="fresh") and rescored != cold
 
 
-def test_table_keys_name_the_content(tmp_path):
-    """Every table gets a content key: the same rows give the same keys whether aggregated or read from
-    the cache (or with the cache off), a change to one benchmark's rows changes the keys of the tables
-    built from them and not the others'."""
-    host = load_plugins(fresh=True, extra=[ThreeMetrics()])
-    names = ["mean", "macro", "toy_count"]
-    cfg = {"suite": {}, "aggregators": names, "benchmarks": {}, "cache_dir": str(tmp_path), "aggregator_params": {}}
-    keys_a: dict[str, str] = {}
-    tables = aggregate_rows(host, _three_metric_rows(), cfg, per_benchmark={}, keys=keys_a)
-    assert set(keys_a) == set(tables)
-    keys_b: dict[str, str] = {}
-    aggregate_rows(host, _three_metric_rows(), cfg, per_benchmark={}, keys=keys_b)  # from the cache
-    keys_c: dict[str, str] = {}
-    aggregate_rows(host, _three_metric_rows(), {**cfg, "cache_dir": None}, per_benchmark={}, keys=keys_c)
-    assert keys_a == keys_b == keys_c
-    changed = [ScoreRow.from_json(r.to_json()) for r in _three_metric_rows()]
-    for r in changed:
-        if r.metric == "bench_b.score" and r.status == "ok":
-            r.values = {**r.values, "v": r.values["v"] + 0.5}
-    keys_d: dict[str, str] = {}
-    aggregate_rows(host, changed, cfg, per_benchmark={"bench_a": ["macro"]}, keys=keys_d)
-    assert keys_d["mean"] != keys_a["mean"] and keys_d["toy_count"] != keys_a["toy_count"]
-    keys_e: dict[str, str] = {}
-    aggregate_rows(host, _three_metric_rows(), cfg, per_benchmark={"bench_a": ["macro"]}, keys=keys_e)
-    assert keys_d["bench_a.macro"] == keys_e["bench_a.macro"]  # bench_a's rows did not change
-
-
-def test_tables_served_from_the_memo_are_never_shared(tmp_path):
-    """A caller that changes a table it got does not change what the next job is served (the memo hands
-    out copies of its frames, parts it concatenates are new frames)."""
-    host = load_plugins(fresh=True, extra=[ThreeMetrics()])
-    cfg = {"suite": {}, "aggregators": ["mean", "toy_count"], "benchmarks": {}, "cache_dir": str(tmp_path),
-           "aggregator_params": {}}
-    first = aggregate_rows(host, _three_metric_rows(), cfg, per_benchmark={"bench_b": ["mean"]})
-    expected = {n: df.copy() for n, df in first.items()}
-    for _ in range(2):  # the second and third calls are served from the memo
-        got = aggregate_rows(host, _three_metric_rows(), cfg, per_benchmark={"bench_b": ["mean"]})
-        for name, df in got.items():
-            pd.testing.assert_frame_equal(df, expected[name])
-            num = df.select_dtypes("number").columns
-            df.loc[:, num] = -1  # a careless caller
-            if "model" in df:
-                df["model"] = "changed"
-
-
 def test_a_by_metric_declaration_naming_a_missing_column_says_so(tmp_path):
     """A plugin aggregator whose ``by_metric`` sorts by a column its table lacks fails with one line naming
     the aggregator, the table and the column, not a pandas KeyError from deep inside the reassembly."""
@@ -451,38 +365,3 @@ def test_a_by_metric_declaration_naming_a_missing_column_says_so(tmp_path):
     with pytest.raises(ValueError, match=r"aggregator 'toy_sloppy': by_metric sorts table 'toy_total' by "
                                          r"\['no_such_column'\]"):
         aggregate_rows(host, _three_metric_rows(), cfg, per_benchmark={"bench_a": ["toy_sloppy"]})
-
-
-def test_a_joined_table_is_written_from_its_parts_lines_byte_for_byte(tmp_path, monkeypatch):
-    """Tables the aggregation joined from per-metric and per-benchmark parts are written (CSV and Markdown)
-    from the parts' lines: exactly ``to_csv`` and ``pipe_table`` of the whole; a re-score of one metric draws
-    that metric's part again and nothing else; parts whose dtypes differ from the whole's are drawn whole."""
-    from worldrecall.engine.sinks import files
-    from worldrecall.engine.sinks.pipe_table import pipe_table
-    from worldrecall.engine.stages import aggregate as agg_mod
-
-    host = load_plugins(fresh=True, extra=[ThreeMetrics()])
-    names = ["mean", "macro", "bootstrap", "paired"]
-    cfg = {"suite": {}, "aggregators": names, "benchmarks": {}, "cache_dir": str(tmp_path),
-           "aggregator_params": {"bootstrap": {"replicates": 50}, "paired": {"replicates": 50}}}
-    files._TEXT.clear()
-    files._LINES.clear()
-    drawn: list[int] = []
-    real = files._own_lines
-    monkeypatch.setattr(files, "_own_lines", lambda df, *a: drawn.append(len(df)) or real(df, *a))
-    for shift in (0.0, 0.05):
-        keys: dict[str, str] = {}
-        drawn.clear()
-        tables = aggregate_rows(host, _three_metric_rows(shift), cfg, per_benchmark={}, keys=keys)
-        for name in names:
-            df = tables[name]
-            assert agg_mod.joined_parts(keys[name]) is not None
-            assert files.table_text(df, keys[name]) == (df.to_csv(index=False), pipe_table(df)), name
-        if shift:  # a re-score of bench_a.alpha: only its parts are drawn, small ones
-            assert drawn and max(drawn) < len(tables["mean"]) / 2
-    # a whole whose column types its parts do not share (an integer part next to a missing value)
-    a = pd.DataFrame({"k": ["a", "b"], "n": [1234567, 2]})
-    b = pd.DataFrame({"k": ["c"], "n": [None]}, dtype=object).astype({"n": float})
-    whole = pd.concat([a, b], ignore_index=True)
-    monkeypatch.setattr(agg_mod, "_JOINS", {"w" * 64: ([("a" * 64, a), ("b" * 64, b)], np.arange(3))})
-    assert files.table_text(whole, "w" * 64) == (whole.to_csv(index=False), pipe_table(whole))

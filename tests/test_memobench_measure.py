@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from worldrecall.core.cache import MeasurementCache
+from worldrecall.engine.cache import Store
 from worldrecall.core.components import LoadRequest, MeasureContext
 from worldrecall.core.data import Case, CaseFailure
 from worldrecall.core.models import Detection, ModelHub, ModelSpec
@@ -308,9 +308,8 @@ def test_measurement_survives_the_cache(cls, cases, tmp_path):
     metric = cls()
     al = PhaseAligner().align(case, {})
     fresh = metric.measure(case, al, MeasureContext(models=hub(), batch_size=4))
-    cache = MeasurementCache(tmp_path)
-    cache.store(metric.name, "k", fresh)
-    again = cache.load(metric.name, "k")
+    Store(tmp_path).put_arrays("measurements", "kk", fresh)
+    again = Store(tmp_path).get_arrays("measurements", "kk")
     assert again is not None
     assert metric.score(again, metric.thresholds) == metric.score(fresh, metric.thresholds)
 

@@ -11,7 +11,7 @@ from helpers.scene_memory_fixtures import room_rollout
 from omegaconf import OmegaConf
 
 import worldrecall
-from worldrecall.core.cache import MeasurementCache
+from worldrecall.engine.cache import Store
 from worldrecall.core.components import LoadRequest, MeasureContext
 from worldrecall.core.data import Case, CaseError, CaseFailure
 from worldrecall.core.models import ModelHub
@@ -220,9 +220,8 @@ def test_thresholds_rescore_without_measuring(layout, tmp_path):
     case = next(c for c in _load(layout) if c.model == "hallucinated_background")
     m, _, meas, base = _run(case)
     # the measurement survives the cache (npz + JSON) and re-scores identically
-    cache = MeasurementCache(tmp_path / "cache")
-    cache.store(m.name, "k", meas)
-    back = cache.load(m.name, "k")
+    Store(tmp_path / "cache").put_arrays("measurements", "kk", meas)
+    back = Store(tmp_path / "cache").get_arrays("measurements", "kk")
     assert m.score(back, m.thresholds) == base
     wide = m.score(back, {**m.thresholds, "distance_threshold_ratio": 0.5})
     assert wide["tau"] == pytest.approx(25 * base["tau"]) and wide["f1"] >= base["f1"]

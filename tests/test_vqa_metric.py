@@ -13,7 +13,8 @@ import pytest
 import yaml
 from helpers.fake_gemini import FakeGemini, Reply, answer_items, questions_in, truth_answerer
 
-from worldrecall.core.cache import MeasurementCache, cache_key
+from worldrecall.core.cache import cache_key
+from worldrecall.engine.cache import Store
 from worldrecall.core.components import MeasureContext
 from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.core.judges import JudgeHub
@@ -119,8 +120,8 @@ def test_measure_and_score_end_to_end(fake, world, monkeypatch, caplog):
         meas["bank_file"] == "Zen_Garden-10-questions.csv" and meas["judge_model"] == "gemini-3.1-pro-preview"
     )
     assert [q["ID"] for q in questions_in(fake.calls[0].text)] == [2, 8, 14, 15, 20]
-    # round trip through the core's measurement cache, then score (what the runner does)
-    cache = MeasurementCache(world["tmp"] / "out" / "cache")
+    # round trip through the measurement store, then score (what the pipeline does)
+    cache = Store(world["tmp"] / "out" / "cache")
     key = cache_key(
         {
             "metric": m.name,
@@ -129,7 +130,7 @@ def test_measure_and_score_end_to_end(fake, world, monkeypatch, caplog):
             "extra": m.cache_params(case, Alignment()),
         }
     )
-    got, hit = cache.get_or_compute(m.name, key, lambda: meas)
+    got = cache.put_arrays("measurements", key, meas)
     s = m.score(got, m.thresholds)
     # IF 1/1 = 1.0; OB Negative+Yes 0/1 = 0.0; CM (14 pass, 15 Negative+Yes fail) 1/2 = 0.5; PA 1/1 = 1.0
     assert (

@@ -80,7 +80,7 @@ def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any
         # what the run itself aggregated (`worldrecall aggregate` and a shard merge give the same tables)
         per_benchmark = {n: list(b.get("aggregators") or []) for n, b in enabled_benchmarks(cfg).items()}
     if store is None:
-        store = Store(cfg["cache_dir"], enabled=bool(cfg.get("cache_dir")))
+        store = Store(cfg.get("cache_dir") or ".", enabled=bool(cfg.get("cache_dir")))
     groups = _Groups(host, rows, cfg, store)
     tables: dict[str, Any] = {}
     for name in list(cfg["aggregators"] or []) + list(suite.get("aggregators") or []):
