@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from worldrecall.core.cache import MeasurementCache
+from worldrecall.engine.cache import Store
 from worldrecall.core.data import CaseFailure
 from worldrecall.plugins.opis.inventory import (
     check_embedding_backend,
@@ -319,9 +319,8 @@ def test_case_round_trips_through_the_measurement_cache(tmp_path):
     inv, windows = _full_case()
     m = case_to_measurement(inv, windows)
     assert all(isinstance(v, np.ndarray) for k, v in m.items() if k != "opis_case")
-    cache = MeasurementCache(tmp_path)
-    cache.store("opis.opis", "k1", m)
-    loaded = cache.load("opis.opis", "k1")
+    Store(tmp_path).put_arrays("measurements", "k1", m)
+    loaded = Store(tmp_path).get_arrays("measurements", "k1")
     assert loaded is not None
     inv2, windows2 = measurement_to_case(loaded)
     _same(inv2, inv)

@@ -122,3 +122,56 @@ def test_hydra_flags_that_would_run_the_job_outside_the_launcher_are_refused(tmp
     assert capsys.readouterr().err.strip() == ("error: `worldrecall run` does not take Hydra's --config-dir; use "
                                                "hydra.searchpath=[file:///abs/dir]")
     assert not (tmp_path / "results").exists()  # nothing ran
+
+
+CSV_SINK = '''
+"""A third party's output: every ok row's values as a flat CSV for another tool."""
+import csv
+
+from worldrecall import Sink, hookimpl
+
+
+class FlatCsv(Sink):
+    name = "flat_csv"
+
+    def write(self, result, ctx):
+        out = result.results_dir / "flat.csv"
+        with open(out, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["model", "case", "metric", "value", "number"])
+            for r in sorted(result.rows, key=lambda r: r.row_key):
+                for k, v in sorted(r.values.items()):
+                    w.writerow([r.model, r.case_id, r.metric, k, v])
+        return [out]
+
+
+@hookimpl
+def register_sinks(register):
+    register(FlatCsv)
+'''
+
+
+def test_a_third_party_sink_is_registered_by_hook_and_written_with_the_job(tmp_path):
+    """``register_sinks``: a plugin's CSV exporter runs with every job, after the built-in files and before
+    MLflow (which logs the file it returns), through the same CLI users type."""
+    import csv
+    import json
+
+    from helpers.tmp_plugin import env_with, install, worldrecall_cli
+
+    site = tmp_path / "site"
+    install(site, "flatcsv", CSV_SINK)
+    install(site, "toyplug", (Path(__file__).parent / "helpers" / "toy_plugin.py").read_text())
+    env = env_with(site, "flatcsv", "toyplug")
+    listed = worldrecall_cli(env, "plugins")
+    assert listed.returncode == 0 and "flat_csv" in listed.stdout, listed.stdout + listed.stderr
+    ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
+    proc = worldrecall_cli(env, "run", *toy_cli_overrides(ds, tmp_path / "out"), "workers=1")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    flat = list((tmp_path / "out" / "results").glob("*/flat.csv"))
+    assert len(flat) == 1
+    lines = list(csv.reader(flat[0].open()))
+    rows = [json.loads(x) for f in flat[0].parent.glob("rows-shard-*.jsonl") for x in f.read_text().splitlines()]
+    assert len(lines) - 1 == sum(len(r["values"]) for r in rows) > 0
+    timing = json.loads((flat[0].parent / "meta" / "timing.json").read_text())
+    assert "outputs.flat_csv" in timing  # it ran before timing, with the other file sinks
