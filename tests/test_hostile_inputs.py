@@ -413,6 +413,61 @@ def test_exr_duplicate_scanline_window_and_rle():
         exr.decode_exr(bytes(rle))
 
 
+def exr_bytes(width: int, height: int, channels: int, chunk: bytes, *, half: bool = False) -> bytes:
+    """A ZIP-compressed scanline EXR of ``channels`` channels ("Z" first) whose every chunk holds ``chunk``
+    (already compressed): what a header may declare, whatever the data."""
+    def attr(name: str, typ: str, value: bytes) -> bytes:
+        return name.encode() + b"\0" + typ.encode() + b"\0" + struct.pack("<i", len(value)) + value
+
+    names = ["Z"] + [f"c{i:04d}" for i in range(channels - 1)]
+    chlist = b"".join(n.encode() + b"\0" + struct.pack("<iB3xii", 1 if half else 2, 0, 1, 1) for n in names) + b"\0"
+    header = struct.pack("<ii", 20000630, 2) + attr("channels", "chlist", chlist) + \
+        attr("compression", "compression", bytes([3])) + \
+        attr("dataWindow", "box2i", struct.pack("<iiii", 0, 0, width - 1, height - 1)) + b"\0"
+    n_chunks = (height + 15) // 16
+    at = len(header) + 8 * n_chunks
+    chunks = [struct.pack("<ii", y, len(chunk)) + chunk for y in range(0, height, 16)]
+    offsets = [at + sum(map(len, chunks[:i])) for i in range(n_chunks)]
+    return header + struct.pack(f"<{n_chunks}Q", *offsets) + b"".join(chunks)
+
+
+def test_exr_that_declares_a_huge_decode_is_refused_from_its_header():
+    import zlib
+
+    # 1000 x 16 pixels (under any pixel cap) of 1000 float channels: one chunk of 64,000,000 bytes
+    bomb = zlib.compress(bytes(64_000_000), 9)     # ~62 KB that inflate to the declared chunk
+    data = exr_bytes(1000, 16, 1000, bomb)
+    assert len(data) < 100_000
+    with pytest.raises(exr.ExrLimitError) as e:
+        exr.decode_exr(data, max_pixels=1_000_000)
+    assert str(e.value) == ("EXR data window 1000x16 with 1000 channel(s) decodes to 64000000 bytes, past the limit "
+                            "of 8000000 bytes per frame (8 bytes per pixel at video.max_pixels = 1 Mpx)")
+    # within the cap, a chunk is inflated to its declared scanlines and no further: 16 rows x 8 px x 4 B = 512
+    with pytest.raises(CaseFailure, match=r"corrupt EXR chunk \(inflates past the 512 bytes of its scanlines\)"):
+        exr.decode_exr(exr_bytes(8, 16, 1, zlib.compress(bytes(10**8))))
+    # the byte predictor wraps in uint8 as the int64 arithmetic did: 1.5 (float32) over 8 x 16 pixels
+    raw = np.full((16, 8), 1.5, "<f4").tobytes()
+    assert np.all(exr.decode_exr(exr_bytes(8, 16, 1, zlib.compress(exr._apply_predictor(raw)))) == 1.5)
+
+
+def test_exr_scanlines_never_read_are_corrupt():
+    z = np.arange(12, dtype=np.float32).reshape(4, 3)
+    good = exr.encode_exr(z, compression="none", half=False)
+    _attrs, pos = exr._exr_header(good)
+    offs = list(struct.unpack_from("<4Q", good, pos))
+    for table, why in (((offs[0], offs[1], offs[1], offs[2]), "scanline 1 stored twice"),
+                       ((offs[1], offs[2], offs[3], offs[3]), "scanline 3 stored twice")):
+        bad = bytearray(good)
+        struct.pack_into("<4Q", bad, pos, *table)
+        with pytest.raises(CaseFailure, match=why):
+            exr.decode_exr(bytes(bad))
+    moved = bytearray(good)   # the first chunk claims scanline 1 and the second scanline 0: all read, swapped
+    y0, n0 = struct.unpack_from("<ii", moved, offs[0])
+    struct.pack_into("<i", moved, offs[0], 1)
+    struct.pack_into("<i", moved, offs[1], 0)
+    assert np.array_equal(exr.decode_exr(bytes(moved)), z[[1, 0, 2, 3]])
+
+
 # -- ViPE sidecars -----------------------------------------------------------------------------------------
 
 def _native(tmp_path: Path, n: int = 3) -> Path:
