@@ -70,7 +70,7 @@ def _run(cls, case, al, hub=None, **th):
 def test_a_sidecar_without_intrinsics_scores_all_but_closure_and_scene_f1(tmp_path):
     # the release's resolve_pose_track drops the intrinsics (None) and goes on: gate, fidelity, recovery and
     # half-life are scored exactly as with them; closure and memory_scene_f1 are not applicable
-    case, al, sc = memory_loop_case(tmp_path / "with", "dolly", drift=3)
+    case, al, _ = memory_loop_case(tmp_path / "with", "dolly", drift=3)
     bare, bal, bsc = memory_loop_case(tmp_path / "without", "dolly", drift=3)
     (bsc / "intrinsics.npy").unlink()
     assert read_sidecar(bsc, need_depth=False, need_intrinsics=False).intrinsics is None
