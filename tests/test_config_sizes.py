@@ -37,14 +37,14 @@ def test_byte_sizes_are_binary(text, nbytes):
 
 
 @pytest.mark.parametrize(("text", "line"), [
-    ("512Q", "video.max_bytes: unknown size unit 'Q' in '512Q'; known units: K, M, G, T (binary, an optional i and "
-             "B, any case: 512M, 2G, 1.5GiB) or none (bytes)"),
-    ("2GIG", "video.max_bytes: unknown size unit 'GIG' in '2GIG'; known units: K, M, G, T (binary, an optional i "
-             "and B, any case: 512M, 2G, 1.5GiB) or none (bytes); did you mean '2Gi'?"),
-    ("1e9", "video.max_bytes: '1e9' is not a byte size; known units: K, M, G, T (binary, an optional i and B, any "
-            "case: 512M, 2G, 1.5GiB) or none (bytes)"),
-    ("-1G", "video.max_bytes: '-1G' is not a byte size; known units: K, M, G, T (binary, an optional i and B, any "
-            "case: 512M, 2G, 1.5GiB) or none (bytes)"),
+    ("512Q", ("video.max_bytes: unknown size unit 'Q' in '512Q'; known units: K, M, G, T (binary, an optional i "
+              "and B, any case: 512M, 2G, 1.5GiB) or none (bytes)")),
+    ("2GIG", ("video.max_bytes: unknown size unit 'GIG' in '2GIG'; known units: K, M, G, T (binary, an optional i "
+              "and B, any case: 512M, 2G, 1.5GiB) or none (bytes); did you mean '2Gi'?")),
+    ("1e9", ("video.max_bytes: '1e9' is not a byte size; known units: K, M, G, T (binary, an optional i and B, any "
+             "case: 512M, 2G, 1.5GiB) or none (bytes)")),
+    ("-1G", ("video.max_bytes: '-1G' is not a byte size; known units: K, M, G, T (binary, an optional i and B, any "
+             "case: 512M, 2G, 1.5GiB) or none (bytes)")),
     (1.5e9, "video.max_bytes: expected a byte size such as 512M, 2G or 1.5GiB, got 1500000000.0"),
     (True, "video.max_bytes: expected a byte size such as 512M, 2G or 1.5GiB, got True"),
     ("9" * 20 + "T", f"video.max_bytes: '{'9' * 20}T' is past the largest size (2^63 bytes)")])
@@ -104,17 +104,17 @@ def test_cli_sizes_reach_the_video_budget(tmp_path, toy_host, capsys):
     capsys.readouterr()
     assert _run(tmp_path, *over, "video.max_bytes=512Q") == 2
     err = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
-    assert err == ["error: video.max_bytes: unknown size unit 'Q' in '512Q'; known units: K, M, G, T (binary, an "
-                   "optional i and B, any case: 512M, 2G, 1.5GiB) or none (bytes)"]
+    assert err == [("error: video.max_bytes: unknown size unit 'Q' in '512Q'; known units: K, M, G, T (binary, an "
+                    "optional i and B, any case: 512M, 2G, 1.5GiB) or none (bytes)")]
 
 
 @pytest.mark.parametrize(("override", "line"), [
     ("+benchmarks.memobench.metrics.ors.enabeld=false",
-     "error: benchmarks.memobench.metrics.ors: unknown key 'enabeld'; known: enabled, params, thresholds; "
-     "did you mean 'enabled'?"),
+     ("error: benchmarks.memobench.metrics.ors: unknown key 'enabeld'; known: enabled, params, thresholds; "
+      "did you mean 'enabled'?")),
     ("inputs.max_array_bytes=2GIG",
-     "error: inputs.max_array_bytes: unknown size unit 'GIG' in '2GIG'; known units: K, M, G, T (binary, an "
-     "optional i and B, any case: 512M, 2G, 1.5GiB) or none (bytes); did you mean '2Gi'?"),
+     ("error: inputs.max_array_bytes: unknown size unit 'GIG' in '2GIG'; known units: K, M, G, T (binary, an "
+      "optional i and B, any case: 512M, 2G, 1.5GiB) or none (bytes); did you mean '2Gi'?")),
     # switched off as typed (no `+`): the run goes on to the next check, here a misspelled benchmark
     ("benchmarks.memobench.metrics.ors.enabled=false only=[memobnech]",
      "error: only: unknown benchmark 'memobnech'; known: memobench, opis, scene_memory"),

@@ -260,9 +260,9 @@ def xls_bytes(cells: dict[tuple[int, int], float], pad_to: int = 0) -> bytes:
     """An .xls workbook with one worksheet holding ``cells`` {(row, col): number}: a version-3 compound file
     (512-byte sectors) whose Workbook stream sits in the mini stream when shorter than 4096 bytes (``pad_to``
     lengthens it with zero bytes past the last record)."""
-    bof = lambda kind: _biff(0x0809, struct.pack("<HHHHII", 0x0600, kind, 0, 0, 0, 0))  # noqa: E731
+    bof = lambda kind: _biff(0x0809, struct.pack("<HHHHII", 0x0600, kind, 0, 0, 0, 0))
     head = bof(0x0005) + _biff(0x0042, struct.pack("<H", 1200))
-    boundsheet = lambda at: _biff(0x0085, struct.pack("<IBBBB", at, 0, 0, 1, 0) + b"S")  # noqa: E731
+    boundsheet = lambda at: _biff(0x0085, struct.pack("<IBBBB", at, 0, 0, 1, 0) + b"S")
     sheet = bof(0x0010) + b"".join(_biff(0x0203, struct.pack("<HHHd", r, c, 0, v))
                                    for (r, c), v in sorted(cells.items())) + _biff(0x000A)
     glob = head + boundsheet(0) + _biff(0x000A)
@@ -462,7 +462,6 @@ def test_exr_scanlines_never_read_are_corrupt():
         with pytest.raises(CaseFailure, match=why):
             exr.decode_exr(bytes(bad))
     moved = bytearray(good)   # the first chunk claims scanline 1 and the second scanline 0: all read, swapped
-    y0, n0 = struct.unpack_from("<ii", moved, offs[0])
     struct.pack_into("<i", moved, offs[0], 1)
     struct.pack_into("<i", moved, offs[1], 0)
     assert np.array_equal(exr.decode_exr(bytes(moved)), z[[1, 0, 2, 3]])

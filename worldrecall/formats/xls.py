@@ -13,6 +13,7 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
+from collections.abc import Iterator
 
 __all__ = ["xls_extent"]
 
@@ -98,7 +99,7 @@ def _u32s(raw: bytes) -> array:
     return out
 
 
-def _records(stream: bytes, pos: int):  # noqa: ANN202 - a generator of (record type, data)
+def _records(stream: bytes, pos: int) -> Iterator[tuple[int, bytes]]:
     while pos + 4 <= len(stream):
         rc, n = struct.unpack_from("<HH", stream, pos)
         yield rc, stream[pos + 4:pos + 4 + n]

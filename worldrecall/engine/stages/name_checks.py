@@ -15,7 +15,6 @@ from worldrecall.core.components import ConfigTypeError
 from worldrecall.registry.host import PluginHost
 from worldrecall.registry.names import unknown_name
 
-
 METRIC_KEYS = ("enabled", "params", "thresholds")  # what a benchmarks.<b>.metrics.<m> node may hold
 
 

@@ -26,7 +26,7 @@ def parse_size(value: object, where: str) -> int:
     Anything else raises ``ValueError`` with one line naming ``where`` (the config key), what is accepted
     and, for a unit close to an accepted one, a did-you-mean with the value spelled right."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ValueError(f"{where}: expected a byte size such as 512M, 2G or 1.5GiB, got {value!r}")
+        raise ValueError(f"{where}: expected a byte size such as 512M, 2G or 1.5GiB, got {value!r}")  # noqa: TRY004 - one error for every bad size
     if isinstance(value, int):
         return value
     m = _SIZE.fullmatch(value.strip())
