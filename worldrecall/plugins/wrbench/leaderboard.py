@@ -4,7 +4,8 @@
 Each (model, video) becomes one per-video record of :func:`worldrecall.plugins.wrbench.table.model_columns`:
 the CamPrec score (eligible when the metric ran on it: ok or failed), the CamAlign score as counted, D2, D3-D6
 and the shared gate. ``exclusions`` (default: the contract's Hunyuan GameCraft static-hold rows) leave the
-table before aggregation. The ``gated`` variant keeps only videos whose ``wrbench.camera_gate`` passed.
+table before aggregation, ``excluded_models`` (default: the contract's ``hunyuanworld_voyager``) the whole table.
+The ``gated`` variant keeps only videos whose ``wrbench.camera_gate`` passed.
 ``official_results``: ``paper`` (the bundled frozen table), a path to the release's CSV, or "" for none.
 """
 
@@ -60,6 +61,7 @@ class WRBenchTable(Aggregator):
     description: ClassVar[str] = "WRBench main table (all / camera-gated) with the frozen 23-model paper table"
     defaults: ClassVar[dict[str, Any]] = {
         "exclusions": [dict(e) for e in contract.D1_REPORTING_EXCLUSIONS],
+        "excluded_models": list(contract.EXCLUDED_MAIN_TABLE_MODELS),   # the contract's main-table exclusions
         "official_results": "paper",   # paper (bundled frozen v0.1.2 table) | a CSV path | "" (none)
         "variants": ["all", "gated"],
     }
@@ -71,7 +73,7 @@ class WRBenchTable(Aggregator):
         out = []
         videos = per_video(rows)
         for variant in p["variants"]:
-            for model in sorted(videos):
+            for model in sorted(m for m in videos if m not in p["excluded_models"]):
                 recs = [r for r in videos[model].values() if not table.excluded(r, p["exclusions"])]
                 if variant == "gated":
                     recs = [r for r in recs if r.get("camera_gate") == 1.0]
