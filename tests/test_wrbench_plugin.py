@@ -153,3 +153,29 @@ def test_tiny_default_layout_run(worldrecall_run):
     assert (t["model"].str.contains("WRBench paper, frozen v0.1.2")).sum() == 23
     ours = t[(t["variant"] == "all") & (t["model"] == "frozen_camera")].iloc[0]
     assert ours["D5_n"] == 0 and ours["reobservation_support"] == 0.0
+
+
+def test_camprec_metric_nulls_with_the_release_status():
+    from worldrecall.plugins.wrbench.camera_metrics import CamAlign, CamPrec
+
+    pred = np.tile(np.eye(4), (3, 1, 1))
+    m = CamPrec()
+    missing = {"pred_c2w": pred, "camera": "yaw_LR", "has_target": False, "target_c2w": np.zeros((0, 4, 4))}
+    assert m.score(missing, m.thresholds)["score"] is None
+    assert m.verdict(missing, m.thresholds).startswith("d1_status=missing_target_pose")
+    short = {**missing, "has_target": True, "target_c2w": pred[:2]}
+    assert m.score(short, m.thresholds)["status_ok"] == 0.0
+    assert "d1_status=length_mismatch" in m.verdict(short, m.thresholds)
+    # a frozen camera asked to yaw: CamAlign weak_motion 0.0 leaves the release's mean, counts with all_scored
+    a = CamAlign()
+    frozen = {"pred_c2w": pred, "intent": "yaw_RL"}
+    assert a.score(frozen, a.thresholds)["score"] is None and a.score(frozen, a.thresholds)["raw_score"] == 0.0
+    assert a.score(frozen, {**a.thresholds, "denominator": "all_scored"})["score"] == 0.0
+
+
+def test_camera_gate_instructed_triangle():
+    from worldrecall.plugins.wrbench.camera_gate import triangle_yaw
+
+    t = triangle_yaw(5, -30.0)   # yaw 0, -15, -30, -15, 0 (left first)
+    yaw = np.degrees(np.arctan2(t[:, 0, 2], t[:, 0, 0]))
+    assert yaw.tolist() == pytest.approx([0.0, -15.0, -30.0, -15.0, 0.0])
