@@ -77,3 +77,16 @@ def test_paired_difference_on_shared_cases():
     # every difference is -0.5 -> mean -0.5 whatever the hierarchy, CI degenerate
     assert row.model == "bad" and row.n_shared == 3
     assert row.mean_diff == pytest.approx(-0.5) and row.ci_low == pytest.approx(-0.5)
+
+
+def test_the_macro_aggregator_refuses_a_case_scored_twice():
+    """The release's hierarchy raises on a duplicate case id; so does the aggregator a run uses (the loader's
+    dedup keeps a run from reaching it; rows merged by hand must not average a case twice)."""
+    import pytest
+
+    from worldrecall.core.data import ScoreRow
+    from worldrecall.plugins.stats.aggregators import MacroAggregator
+
+    rows = [ScoreRow("b", "m", "c1", "b.x", {"v": v}, strata={"subcategory": "s", "domain": "d"}) for v in (1.0, 2.0)]
+    with pytest.raises(ValueError, match="c1"):
+        MacroAggregator().aggregate(rows, {})
