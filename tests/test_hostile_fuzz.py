@@ -12,6 +12,8 @@ Derandomized, no example database: the same inputs on every run and every machin
 
 from __future__ import annotations
 
+import errno
+import functools
 import io
 import json
 import math
@@ -735,3 +737,180 @@ def test_fuzz_official_result_folders(tmp_path, which, data):
             assert isinstance(r.case_id, str) and "\n" not in r.reason
             assert all(v is None or math.isfinite(v) for v in r.values.values())
     classify(lambda: official_rows(**{f"{which}_dir": tmp_path / which}), p, valid)
+
+
+# -- issue 37: frame folders that cannot be listed, huge declared EXR decodes, never-read scanlines, sparse
+# sheets, .xls sized before reading ----------------------------------------------------------------------
+
+FRAME_ENTRIES = st.sampled_from(["png", "png", "loop", "long_target", "dangling", "text", "dir"])
+
+
+@settings(FUZZ, max_examples=120)
+@given(entries=st.lists(FRAME_ENTRIES, min_size=1, max_size=5),
+       unlistable=st.sampled_from([None, None, errno.EACCES, errno.EIO, errno.ENOENT]),
+       read=st.sampled_from(["frames", "hash", "frames_at"]))
+def test_fuzz_frame_folder_listing(tmp_path_factory, entries, unlistable, read):
+    import os
+    from unittest import mock
+
+    import worldrecall.core.video as video_mod
+
+    d = tmp_path_factory.mktemp("listing")
+    for i, kind in enumerate(entries):
+        p = d / f"{i:05d}.png"
+        if kind == "png":
+            p.write_bytes(_png())
+        elif kind == "loop":
+            p.symlink_to(p)
+        elif kind == "long_target":
+            p.symlink_to(d / ("x" * 300))
+        elif kind == "dangling":
+            p.symlink_to(d / "gone.png")
+        elif kind == "text":
+            (d / f"{i:05d}.txt").write_text("not a frame")
+        else:
+            p.mkdir()
+    real = os.scandir
+
+    def scandir(path: Any) -> Any:
+        if unlistable is not None:
+            raise OSError(unlistable, os.strerror(unlistable), str(path))
+        return real(path)
+    with mock.patch.object(video_mod.os, "scandir", scandir):
+        v = Video(d)
+        try:
+            out = {"frames": v.frames, "hash": v.content_hash, "frames_at": lambda: v.frames_at([0])}[read]()
+        except VideoError as e:
+            assert "\n" not in str(e) and str(e).startswith(str(d)), str(e)
+            return
+    assert unlistable is None
+    if read == "frames":
+        assert out.dtype == np.uint8 and out.ndim == 4
+
+
+def _zeros_deflated(n: int) -> bytes:
+    """zlib data that inflates to ``n`` zero bytes, built in 1 MiB steps (nothing of ``n`` bytes is allocated)."""
+    import zlib
+
+    z, step, out = zlib.compressobj(1), bytes(1 << 20), []
+    for _ in range(n >> 20):
+        out.append(z.compress(step))
+    out.append(z.compress(bytes(n & ((1 << 20) - 1))))
+    return b"".join(out) + z.flush()
+
+
+@functools.cache
+def _zip_bomb() -> bytes:
+    """1 GiB of zeros in ~1 MB: inflated whole and widened to int64, past the module's address-space cap."""
+    return _zeros_deflated(1 << 30)
+
+
+@st.composite
+def exr_declaring(draw: Any) -> tuple[bytes, int]:
+    """A ZIP EXR whose header declares width x height x channels (within the pixel cap) and whose chunks
+    inflate to about that (one byte short, exactly, one byte more, double) or to the 3 GiB bomb."""
+    from tests.test_hostile_inputs import exr_bytes
+
+    cap = draw(st.sampled_from([1_000_000, 4_000_000, 40_000_000]))
+    width, height = draw(st.integers(1, 4096)), draw(st.integers(1, 32))
+    channels = draw(st.sampled_from([1, 2, 3, 17, 300, 2048]))
+    expected = min(16, height) * width * channels * 4
+    kind = draw(st.sampled_from(["short", "exact", "long", "double", "bomb"]))
+    if kind == "bomb":
+        chunk = _zip_bomb()
+    else:
+        n = {"short": expected - 1, "exact": expected, "long": expected + 1, "double": 2 * expected}[kind]
+        chunk = _zeros_deflated(min(n, 64 << 20))
+    return exr_bytes(width, height, channels, chunk), cap
+
+
+@settings(FUZZ, max_examples=40)
+@given(case=exr_declaring())
+def test_fuzz_exr_declared_decode_sizes(case):
+    data, cap = case
+    try:
+        z = exr.decode_exr(data, max_pixels=cap)
+    except CaseFailure as e:
+        assert "\n" not in str(e)
+        return
+    assert z.dtype == np.float32 and z.ndim == 2 and z.size <= cap
+
+
+@st.composite
+def exr_offset_table(draw: Any) -> tuple[bytes, np.ndarray]:
+    """A valid EXR (NONE or ZIP) with its offset table and chunk scanline numbers shuffled, repeated or dropped."""
+    h, w = draw(st.integers(1, 40)), draw(st.integers(1, 5))
+    z = np.arange(h * w, dtype=np.float32).reshape(h, w)
+    good = bytearray(exr.encode_exr(z, compression=draw(st.sampled_from(["none", "zip"])), half=False))
+    attrs, pos = exr._exr_header(bytes(good))
+    lines = exr._EXR_LINES[attrs["compression"][1][0]]
+    n = (h + lines - 1) // lines
+    offs = list(struct.unpack_from(f"<{n}Q", good, pos))
+    table = [draw(st.sampled_from(offs)) if draw(st.integers(0, 3)) == 0 else o for o in offs]
+    if draw(st.booleans()):
+        table = draw(st.permutations(table))
+    struct.pack_into(f"<{n}Q", good, pos, *table)
+    for o in set(offs):
+        if draw(st.integers(0, 4)) == 0:   # a chunk claims another chunk's first scanline
+            struct.pack_into("<i", good, o, draw(st.sampled_from([struct.unpack_from("<i", good, x)[0] for x in offs])))
+    return bytes(good), z
+
+
+@settings(FUZZ, max_examples=200)
+@given(case=exr_offset_table())
+def test_fuzz_exr_scanlines_never_read(case):
+    data, z = case
+    try:
+        out = exr.decode_exr(data)
+    except CaseFailure as e:
+        assert "\n" not in str(e)
+        return
+    # accepted: every row is one of the file's rows (the chunks may have swapped places), never unwritten memory
+    rows = {r.tobytes() for r in z}
+    assert all(r.tobytes() in rows for r in out)
+
+
+@settings(FUZZ, max_examples=40)
+@given(stray=st.lists(st.tuples(st.integers(1, 1_048_576), st.integers(7, 16_384),
+                                st.sampled_from([1, "x", 2.5, True])), min_size=1, max_size=4),
+       far_rows=st.lists(st.tuples(st.integers(6, 1_048_576), st.integers(1, 6), st.sampled_from(["x", 3])),
+                         max_size=2))
+def test_fuzz_sparse_xlsx_one_cell_costs_no_other_clip(tmp_path_factory, stray, far_rows):
+    """Stray cells right of the header anywhere, and values in header columns far below the clips: the three
+    clips always load (a far row names at most a clip of its own, which fails alone)."""
+    from tests.test_hostile_inputs import _xlsx_release
+    from tests.test_trust_inputs import CLIPS, _load
+
+    cells = {f"{_col(c)}{r}": v for r, c, v in stray}
+    cells.update({f"{_col(c)}{r}": v for r, c, v in far_rows})
+    cases, errors = _load(_xlsx_release(tmp_path_factory.mktemp("xlsx"), cells))
+    assert set(CLIPS) <= set(cases), errors
+    assert all("\n" not in r for r in errors.values())
+
+
+def _col(c: int) -> str:
+    from worldrecall.plugins.memobench.sheets import _column_letters
+
+    return _column_letters(c)
+
+
+@settings(FUZZ, max_examples=150)
+@given(cells=st.dictionaries(st.tuples(st.integers(0, 65535), st.integers(0, 255)), st.just(1.0), min_size=1,
+                             max_size=4),
+       pad=st.sampled_from([0, 6000]), mutate=st.booleans(), data=st.data())
+def test_fuzz_xls_sized_before_it_is_read(tmp_path, cells, pad, mutate, data):
+    from tests.test_hostile_inputs import xls_bytes
+
+    raw = xls_bytes(cells, pad)
+    if mutate:
+        raw = data.draw(mutated_bytes(raw, 3))
+    p = _write(tmp_path / "Real_Selected.xls", raw)
+    rows = max(r for r, _ in cells) + 1
+    cols = max(c for _, c in cells) + 1
+    try:
+        sheets.check_xls_size(p)
+    except sheets.SheetError as e:
+        assert "\n" not in str(e) and str(p) in str(e)
+        assert mutate or rows * cols > sheets.SHEET_MAX_CELLS
+        return
+    assert mutate or rows * cols <= sheets.SHEET_MAX_CELLS

@@ -173,7 +173,63 @@ def test_boolean_sheet_cells(tmp_path):
     assert any("is a boolean, read as 1" in w for w in official.warnings)
 
 
-def test_xlsx_with_a_far_cell_is_refused_before_pandas_reads_it(tmp_path):
+def _xlsx_release(tmp_path: Path, stray: dict[str, object]) -> Path:
+    """The three-clip release with its phase sheet as .xlsx (the release format) plus ``stray`` cells."""
+    from openpyxl import Workbook
+
+    root = _release(tmp_path)
+    syn = root / "data" / "Synthetic_processed"
+    (syn / "Synthetic_ExitReenter.csv").unlink()
+    wb = Workbook()
+    ws = wb.active
+    ws.append(["video_folder", "exits", "re-enter", "frame_num", "skip", "prompt"])
+    for clip in CLIPS:
+        ws.append([clip, 1, 2, 4, "no", "p"])
+    for cell, value in stray.items():
+        ws[cell] = value
+    wb.save(syn / "Synthetic_ExitReenter.xlsx")
+    return root
+
+
+def test_a_far_cell_in_a_sparse_xlsx_costs_no_clip(tmp_path, caplog):
+    from tests.test_trust_inputs import _load
+
+    root = _xlsx_release(tmp_path, {"XFD1048576": 1, "XFD3": "x"})   # row 3 is Barnyard_002's
+    sheet = root / "data" / "Synthetic_processed" / "Synthetic_ExitReenter.xlsx"
+    assert sheet.stat().st_size < 10_000   # pandas would pad it to 1048576 x 16384 cells
+    cases, errors = _load(root)
+    assert sorted(cases) == list(CLIPS) and not errors
+    assert cases["Barnyard_002"].warnings == [
+        "Synthetic_ExitReenter.xlsx row 3: cell(s) XFD3 lie right of the sheet's header, in no column; ignored"]
+    assert not cases["Barnyard_001"].warnings and not cases["Barnyard_003"].warnings
+    assert "1 row(s) with cells right of the header's 6 column(s) in rows naming no clip ignored " \
+           "(first: XFD1048576)" in caplog.text
+
+
+def test_xlsx_is_read_as_pandas_reads_it_and_sized_by_its_values(tmp_path):
+    from openpyxl import Workbook
+
+    p = tmp_path / "Synthetic_ExitReenter.xlsx"
+    wb = Workbook()
+    ws = wb.active
+    for row in (["video_folder", "exits", "re-enter", "prompt"], ["Barnyard_001", 1, 2.5, "p"],
+                ["Barnyard_002", "7", 9, None], ["Barnyard_003", True, 9, 5]):
+        ws.append(row)
+    wb.save(p)
+    ours, ref = sheets.read_xlsx(p), pd.read_excel(p)
+    pd.testing.assert_frame_equal(ours, ref)          # same values, types and row numbers as pandas
+    assert ours.attrs["stray_cells"] == {}
+    ws["A1048576"] = "Barnyard_004"                   # a value in a header column, a million rows down
+    wb.save(p)
+    df = sheets.read_xlsx(p)
+    assert list(df.index) == [0, 1, 2, 1048574]       # sheet row 1048576 keeps its number (index + 2)
+    with pytest.raises(sheets.SheetError) as e:       # 5 rows x 4 columns with values: past a 19-cell cap
+        sheets.read_xlsx(p, max_cells=19)
+    assert str(e.value) == (f"{p}: sheet holds 5 rows (or more) of 4 columns, past the limit of 19 cells "
+                            "(sheets.SHEET_MAX_CELLS)")
+
+
+def test_xlsx_with_a_forged_row_number_is_read_at_once(tmp_path):
     from openpyxl import Workbook
 
     p = tmp_path / "Synthetic_ExitReenter.xlsx"
@@ -181,14 +237,109 @@ def test_xlsx_with_a_far_cell_is_refused_before_pandas_reads_it(tmp_path):
     ws = wb.active
     ws.append(["video_folder", "exits", "re-enter"])
     ws.append(["Barnyard_001", 1, 2])
-    ws["XFD1048576"] = 1
+    ws["A9"] = "Barnyard_002"
     wb.save(p)
-    assert p.stat().st_size < 10_000
-    with pytest.raises(sheets.SheetError, match=r"spans 1048576 rows x \d+ columns \(or more\), past the limit of 1000000 cells \(sheets.SHEET_MAX_CELLS\)"):
+    with zipfile.ZipFile(p) as zf:
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    name = next(n for n in members if n.startswith("xl/worksheets/sheet"))
+    members[name] = members[name].replace(b'r="9"', b'r="4000000000"').replace(b'r="A9"', b'r="A4000000000"')
+    with zipfile.ZipFile(p, "w") as zf:
+        for n, b in members.items():
+            zf.writestr(n, b)
+    df = sheets.read_xlsx(p)   # openpyxl's rows would fill four billion empty rows first
+    assert list(df["video_folder"]) == ["Barnyard_001", "Barnyard_002"] and df.index[-1] == 4_000_000_000 - 2
+
+
+# -- .xls: a hand-built OLE2 compound file with a BIFF8 workbook ------------------------------------------
+
+def _biff(rc: int, data: bytes = b"") -> bytes:
+    return struct.pack("<HH", rc, len(data)) + data
+
+
+def xls_bytes(cells: dict[tuple[int, int], float], pad_to: int = 0) -> bytes:
+    """An .xls workbook with one worksheet holding ``cells`` {(row, col): number}: a version-3 compound file
+    (512-byte sectors) whose Workbook stream sits in the mini stream when shorter than 4096 bytes (``pad_to``
+    lengthens it with zero bytes past the last record)."""
+    bof = lambda kind: _biff(0x0809, struct.pack("<HHHHII", 0x0600, kind, 0, 0, 0, 0))
+    head = bof(0x0005) + _biff(0x0042, struct.pack("<H", 1200))
+    boundsheet = lambda at: _biff(0x0085, struct.pack("<IBBBB", at, 0, 0, 1, 0) + b"S")
+    sheet = bof(0x0010) + b"".join(_biff(0x0203, struct.pack("<HHHd", r, c, 0, v))
+                                   for (r, c), v in sorted(cells.items())) + _biff(0x000A)
+    glob = head + boundsheet(0) + _biff(0x000A)
+    stream = head + boundsheet(len(glob)) + _biff(0x000A) + sheet
+    stream += b"\0" * max(0, pad_to - len(stream))
+    return _compound_file(stream)
+
+
+def _compound_file(stream: bytes) -> bytes:
+    ssz, end, free = 512, 0xFFFFFFFE, 0xFFFFFFFF
+    sectors: list[bytes] = []
+    chains: list[tuple[int, int]] = []
+
+    def add(data: bytes) -> int:
+        data += b"\0" * (-len(data) % ssz)
+        first = len(sectors)
+        sectors.extend(data[i:i + ssz] for i in range(0, len(data), ssz))
+        chains.append((first, len(data) // ssz))
+        return first
+
+    mini = len(stream) < 4096
+    if mini:
+        padded = stream + b"\0" * (-len(stream) % 64)
+        n = len(padded) // 64
+        mini_fat = add(struct.pack(f"<{n}I", *range(1, n), end))
+        root_start, root_size, start = add(padded), len(padded), 0
+    else:
+        mini_fat, root_start, root_size, start = end, end, 0, add(stream)
+
+    def entry(name: str, kind: int, first: int, size: int, child: int = free) -> bytes:
+        raw = name.encode("utf-16-le") + b"\0\0"
+        return (raw.ljust(64, b"\0") + struct.pack("<HBBIII", len(raw), kind, 1, free, free, child)
+                + b"\0" * 36 + struct.pack("<III", first, size, 0))
+
+    directory = add(entry("Root Entry", 5, root_start, root_size, child=1) + entry("Workbook", 2, start, len(stream)))
+    n_fat = 1 + (len(sectors) + 1) // (ssz // 4)
+    fat = [free] * (n_fat * ssz // 4)
+    for first, n in chains:
+        for i in range(first, first + n):
+            fat[i] = i + 1 if i < first + n - 1 else end
+    fat_at = len(sectors)
+    fat[fat_at:fat_at + n_fat] = [0xFFFFFFFD] * n_fat
+    sectors.extend(struct.pack(f"<{len(fat)}I", *fat)[i:i + ssz] for i in range(0, n_fat * ssz, ssz))
+    header = (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 16 + struct.pack("<HHHHH", 0x3E, 3, 0xFFFE, 9, 6)
+              + b"\0" * 6 + struct.pack("<9I", 0, n_fat, directory, 0, 4096, mini_fat, int(mini), end, 0)
+              + struct.pack("<109I", *[fat_at + i for i in range(n_fat)], *[free] * (109 - n_fat)))
+    return header + b"".join(sectors)
+
+
+@pytest.mark.parametrize("pad_to", [0, 6000])   # the Workbook stream in the mini stream, then in sectors
+def test_xls_extent_from_its_cell_records(pad_to):
+    from worldrecall.formats.xls import xls_extent
+
+    assert xls_extent(xls_bytes({(0, 0): 1.0, (1, 2): 2.0}, pad_to)) == (2, 3)
+    assert xls_extent(xls_bytes({(0, 0): 1.0, (65535, 255): 2.0}, pad_to)) == (65536, 256)
+
+
+def test_xls_is_sized_before_it_is_read(tmp_path, monkeypatch):
+    from tests.test_trust_inputs import _load
+
+    root = _release(tmp_path)
+    p = root / "data" / "Real_Selected.xls"
+    p.write_bytes(xls_bytes({(0, 0): 1.0, (65535, 255): 2.0}))   # 2.5 KB, 16.7 million cells to xlrd
+    read = []
+    monkeypatch.setattr(pd, "read_excel", lambda *a, **k: read.append(a) or pd.DataFrame())
+    with pytest.raises(sheets.SheetError) as e:
         sheets.read_table(p)
-    ws["XFD1048576"] = None
-    wb.save(p)
-    assert list(sheets.read_table(p)["video_folder"]) == ["Barnyard_001"]
+    assert str(e.value) == (f"{p}: sheet spans 65536 rows x 256 columns, past the limit of 1000000 cells "
+                            "(sheets.SHEET_MAX_CELLS); remove the stray cells or save it as .csv")
+    assert read == []   # refused before pandas (xlrd) saw it
+    p.write_bytes(xls_bytes({(0, 0): 1.0, (4, 1): 2.0}))
+    sheets.read_table(p)
+    assert len(read) == 1   # a small sheet goes on to pandas
+    p.write_bytes(b"not a spreadsheet")
+    with pytest.raises(sheets.SheetError, match=r"Real_Selected.xls: not a readable .xls \(no BIFF BOF record"):
+        sheets.read_table(p)
+    assert _load(root)[0]   # the synthetic split never reads the availability filter
 
 
 # -- arrays, zip members, EXR ---------------------------------------------------------------------------
@@ -260,6 +411,60 @@ def test_exr_duplicate_scanline_window_and_rle():
     struct.pack_into("<ii", rle, offs[0], y, 1)
     with pytest.raises(CaseFailure, match="corrupt EXR chunk"):
         exr.decode_exr(bytes(rle))
+
+
+def exr_bytes(width: int, height: int, channels: int, chunk: bytes, *, half: bool = False) -> bytes:
+    """A ZIP-compressed scanline EXR of ``channels`` channels ("Z" first) whose every chunk holds ``chunk``
+    (already compressed): what a header may declare, whatever the data."""
+    def attr(name: str, typ: str, value: bytes) -> bytes:
+        return name.encode() + b"\0" + typ.encode() + b"\0" + struct.pack("<i", len(value)) + value
+
+    names = ["Z"] + [f"c{i:04d}" for i in range(channels - 1)]
+    chlist = b"".join(n.encode() + b"\0" + struct.pack("<iB3xii", 1 if half else 2, 0, 1, 1) for n in names) + b"\0"
+    header = struct.pack("<ii", 20000630, 2) + attr("channels", "chlist", chlist) + \
+        attr("compression", "compression", bytes([3])) + \
+        attr("dataWindow", "box2i", struct.pack("<iiii", 0, 0, width - 1, height - 1)) + b"\0"
+    n_chunks = (height + 15) // 16
+    at = len(header) + 8 * n_chunks
+    chunks = [struct.pack("<ii", y, len(chunk)) + chunk for y in range(0, height, 16)]
+    offsets = [at + sum(map(len, chunks[:i])) for i in range(n_chunks)]
+    return header + struct.pack(f"<{n_chunks}Q", *offsets) + b"".join(chunks)
+
+
+def test_exr_that_declares_a_huge_decode_is_refused_from_its_header():
+    import zlib
+
+    # 1000 x 16 pixels (under any pixel cap) of 1000 float channels: one chunk of 64,000,000 bytes
+    bomb = zlib.compress(bytes(64_000_000), 9)     # ~62 KB that inflate to the declared chunk
+    data = exr_bytes(1000, 16, 1000, bomb)
+    assert len(data) < 100_000
+    with pytest.raises(exr.ExrLimitError) as e:
+        exr.decode_exr(data, max_pixels=1_000_000)
+    assert str(e.value) == ("EXR data window 1000x16 with 1000 channel(s) decodes to 64000000 bytes, past the limit "
+                            "of 8000000 bytes per frame (8 bytes per pixel at video.max_pixels = 1 Mpx)")
+    # within the cap, a chunk is inflated to its declared scanlines and no further: 16 rows x 8 px x 4 B = 512
+    with pytest.raises(CaseFailure, match=r"corrupt EXR chunk \(inflates past the 512 bytes of its scanlines\)"):
+        exr.decode_exr(exr_bytes(8, 16, 1, zlib.compress(bytes(10**8))))
+    # the byte predictor wraps in uint8 as the int64 arithmetic did: 1.5 (float32) over 8 x 16 pixels
+    raw = np.full((16, 8), 1.5, "<f4").tobytes()
+    assert np.all(exr.decode_exr(exr_bytes(8, 16, 1, zlib.compress(exr._apply_predictor(raw)))) == 1.5)
+
+
+def test_exr_scanlines_never_read_are_corrupt():
+    z = np.arange(12, dtype=np.float32).reshape(4, 3)
+    good = exr.encode_exr(z, compression="none", half=False)
+    _attrs, pos = exr._exr_header(good)
+    offs = list(struct.unpack_from("<4Q", good, pos))
+    for table, why in (((offs[0], offs[1], offs[1], offs[2]), "scanline 1 stored twice"),
+                       ((offs[1], offs[2], offs[3], offs[3]), "scanline 3 stored twice")):
+        bad = bytearray(good)
+        struct.pack_into("<4Q", bad, pos, *table)
+        with pytest.raises(CaseFailure, match=why):
+            exr.decode_exr(bytes(bad))
+    moved = bytearray(good)   # the first chunk claims scanline 1 and the second scanline 0: all read, swapped
+    struct.pack_into("<i", moved, offs[0], 1)
+    struct.pack_into("<i", moved, offs[1], 0)
+    assert np.array_equal(exr.decode_exr(bytes(moved)), z[[1, 0, 2, 3]])
 
 
 # -- ViPE sidecars -----------------------------------------------------------------------------------------

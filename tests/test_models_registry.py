@@ -15,6 +15,8 @@ from worldrecall.plugins.models.preprocess import crop_box, resize_center_crop, 
 from worldrecall.registry.host import PluginHost
 
 EXPECTED = {  # the backends issue 4 asks for, with their roles and kinds
+    "dinov2_base_fullfov": ("cls_patch_embedder", "reference"),  # WRBench D2 (issue 39)
+    "color_cls_patch_embedder": ("cls_patch_embedder", "classical"), "poses_npy": ("pose", "sidecar"),
     "dinov2_base": ("patch_embedder", "reference"), "raft_large": ("flow", "reference"),
     "depth_anything_v2_small": ("depth", "reference"), "sam3": ("segmenter", "reference"),
     "owlv2": ("segmenter", "reference"), "laion_aesthetic": ("aesthetic", "reference"),

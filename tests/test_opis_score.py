@@ -805,7 +805,7 @@ def test_static_residual_in_another_error_space_or_missing_reports_support():
         g = static_geometry_value(ref, cur, e, inl, box_r, box_o, TH, error_space=space)
         assert g["value"] is None and g["reason"] == "invalid_or_unknown_residual_units"
         assert g["n_correspondences"] == 5 and g["inlier_ratio"] == pytest.approx(0.8) and g["coverage"] == 0.0
-        assert g["residual_px"] == math.inf and g["normalized_error"] == math.inf
+        assert g["residual_px"] is None and g["normalized_error"] is None  # null as released, never inf
     # no correspondences at all: the count gate (the release's reason), no residual computed
     g = static_geometry_value(np.zeros((0, 2)), np.zeros((0, 2)), np.zeros(0), None, box_r, box_o, TH)
     assert (g["value"], g["reason"], g["n_correspondences"], g["coverage"]) == (

@@ -32,6 +32,18 @@ def test_macro_mean_by_hand():
     assert macro_mean(vals, []) == pytest.approx(4.5)
 
 
+def test_macro_mean_refuses_a_duplicate_case_id():
+    # the release's aggregate_hierarchy raises on a repeated case_id; averaging the copies (1 and 2 -> 1.5)
+    # would silently weigh that case twice. Unique ids give the plain macro mean.
+    keys = [np.array(["s1", "s1"]), np.array(["d1", "d1"])]
+    assert macro_mean(np.array([1.0, 2.0]), keys, ["c1", "c2"]) == pytest.approx(1.5)
+    with pytest.raises(ValueError, match=r"^duplicate case_id 'c1': aggregate repeated observations within "
+                                         r"each case first$"):
+        macro_mean(np.array([1.0, 2.0]), keys, ["c1", "c1"])
+    with pytest.raises(ValueError, match="duplicate case_id 'c1'"):  # a null value does not hide the copy
+        macro_mean(np.array([1.0, np.nan]), keys, ["c1", "c1"])
+
+
 def test_mean_and_macro_tables():
     rows = _rows("m", [1.0, 3.0, 5.0, 9.0], STRATA) + [ScoreRow("b", "m", "c9", "b.m", {}, "failed", "x.mp4: bad")]
     mean = MeanAggregator().aggregate(rows, {})
@@ -65,3 +77,16 @@ def test_paired_difference_on_shared_cases():
     # every difference is -0.5 -> mean -0.5 whatever the hierarchy, CI degenerate
     assert row.model == "bad" and row.n_shared == 3
     assert row.mean_diff == pytest.approx(-0.5) and row.ci_low == pytest.approx(-0.5)
+
+
+def test_the_macro_aggregator_refuses_a_case_scored_twice():
+    """The release's hierarchy raises on a duplicate case id; so does the aggregator a run uses (the loader's
+    dedup keeps a run from reaching it; rows merged by hand must not average a case twice)."""
+    import pytest
+
+    from worldrecall.core.data import ScoreRow
+    from worldrecall.plugins.stats.aggregators import MacroAggregator
+
+    rows = [ScoreRow("b", "m", "c1", "b.x", {"v": v}, strata={"subcategory": "s", "domain": "d"}) for v in (1.0, 2.0)]
+    with pytest.raises(ValueError, match="c1"):
+        MacroAggregator().aggregate(rows, {})

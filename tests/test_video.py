@@ -148,3 +148,33 @@ def test_content_hash_changes_with_bytes(tmp_path):
     h1 = Video(p).content_hash()
     write_video(p, _frames()[::-1])
     assert Video(p).content_hash() != h1
+
+
+def test_a_frame_folder_that_cannot_be_listed_is_one_line(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    import worldrecall.core.video as video_mod
+
+    d = tmp_path / "frames"
+    d.mkdir()
+    for i in range(3):
+        cv2.imwrite(str(d / f"{i:05d}.png"), np.full((6, 8, 3), 40 * i, np.uint8))
+    (d / "notes").symlink_to(d / "notes")          # not a frame: its type is never asked
+    assert Video(d).frames().shape == (3, 6, 8, 3)
+    for target, why in ((d / "00003.png", "Too many levels of symbolic links"),   # a link to itself
+                        (d / ("x" * 300), "File name too long")):
+        link = d / "00003.png"
+        link.symlink_to(target)
+        for read in (lambda: Video(d).frames(), lambda: Video(d).content_hash(), lambda: Video(d).frames_at([0])):
+            with pytest.raises(VideoError) as e:
+                read()
+            assert str(e.value) == f"{link}: frame file cannot be read ({why})"
+        link.unlink()
+
+    def refused(path):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+    monkeypatch.setattr(video_mod.os, "scandir", refused)   # root lists any folder: refuse it as EACCES would
+    with pytest.raises(VideoError) as e:
+        Video(d).frames()
+    assert str(e.value) == f"{d}: cannot list the frame folder (Permission denied)"

@@ -134,3 +134,29 @@ def room_cloud(n: int = 3000, seed: int = 0) -> np.ndarray:
     ball = rng.normal(size=(n - 3 * k, 3))
     ball = ball / np.linalg.norm(ball, axis=1, keepdims=True) * 0.5 + np.array([2.5, -0.5, 1.5])
     return np.concatenate([floor, wall, side, ball])
+
+
+def textured_frames(n: int, seed: int = 0, *, drift: int = 0) -> np.ndarray:
+    """``n`` copies of one blurred random RGB image (96×128); ``drift`` adds ``drift·i`` grey levels to frame
+    i (clipped), so revisit frames differ from their first frames."""
+    import cv2
+
+    rng = np.random.default_rng(seed)
+    base = cv2.GaussianBlur(rng.integers(0, 255, (96, 128, 3), dtype=np.uint8), (5, 5), 1.0)
+    return np.stack([np.clip(base.astype(int) + drift * i, 0, 255).astype(np.uint8) for i in range(n)])
+
+
+def memory_loop_case(tmp_path: Path, kind: str, *, fps: float = 4.0, drift: int = 0):
+    """A memory-loop rollout of the box room along ``kind`` (4 frames per action, video at ``fps``) loaded
+    through the real loader and split by the real turnaround aligner: (case, alignment, sidecar dir)."""
+    from worldrecall.core.components import LoadRequest
+    from worldrecall.core.video import VideoPool
+    from worldrecall.formats.mp4 import write_video
+    from worldrecall.plugins.scene_memory.aligners import TurnaroundAligner
+    from worldrecall.plugins.scene_memory.loader import SceneMemoryLoader
+
+    root = tmp_path / "scene_memory" / "m"
+    sidecar, P = room_rollout(root / "annotations_vipe" / "c_vipe_ann", kind, frames_per_action=4, fps=fps)
+    write_video(root / "c.mp4", textured_frames(len(P), drift=drift), fps=fps)
+    (case,) = SceneMemoryLoader().load(LoadRequest(tmp_path / "scene_memory", {"m": root}, {}, VideoPool()))
+    return case, TurnaroundAligner().align(case, {}), sidecar

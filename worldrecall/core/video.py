@@ -55,11 +55,21 @@ class FrameIndexError(VideoError):
 
 
 def list_frame_files(folder: Path, suffixes: set[str] = IMAGE_SUFFIXES) -> list[Path]:
-    """Image files of a frame folder, sorted lexicographically (the official convention)."""
+    """Image files of a frame folder, sorted lexicographically (the official convention). A folder that cannot
+    be listed, or a frame entry whose type cannot be read (a symlink loop, a target name too long), is a
+    :class:`VideoError` naming it: skipping the entry would shift every later frame index."""
     folder = Path(folder)
-    with os.scandir(folder) as it:  # one listing, file types from it: no stat per frame
-        names = sorted(e.name for e in it if e.is_file() and os.path.splitext(e.name)[1].lower() in suffixes)
-    return [folder / n for n in names]
+    names, entry = [], folder
+    try:
+        with os.scandir(folder) as it:  # one listing, file types from it: no stat per frame
+            for e in it:
+                entry = folder / e.name
+                if os.path.splitext(e.name)[1].lower() in suffixes and e.is_file():
+                    names.append(e.name)
+    except OSError as e:
+        what = "cannot list the frame folder" if entry == folder else "frame file cannot be read"
+        raise VideoError(f"{entry}: {what} ({e.strerror or type(e).__name__})") from None
+    return [folder / n for n in sorted(names)]
 
 
 def fit_size(frame: np.ndarray, size: tuple[int, int] | None) -> np.ndarray:
@@ -121,7 +131,10 @@ class Video:
                 h = hashlib.sha256()
                 for p in list_frame_files(self.path):
                     h.update(p.name.encode())
-                    h.update(file_digest(p).encode())
+                    try:
+                        h.update(file_digest(p).encode())
+                    except OSError as e:  # listed, then unreadable (permissions, gone): this frame's error
+                        raise VideoError(f"{p}: frame file cannot be read ({e.strerror or type(e).__name__})") from None
                 self._hash = h.hexdigest()
             else:
                 self._hash = file_digest(self.path)

@@ -7,8 +7,9 @@ the array is refused, with one line naming the file and the limit, when
 
 * it holds Python objects (pickled data is never loaded),
 * it declares more bytes than the file (or the zip member) actually holds, or
-* it declares more than :data:`MAX_ARRAY_BYTES` for an array that would be read into memory
-  (memory-mapped reads allocate nothing and are bounded by the file itself).
+* it declares more than the array cap for an array that would be read into memory (config
+  ``inputs.max_array_bytes``, 4 GiB by default: :func:`worldrecall.core.limits.max_array_bytes`, read at each
+  call; memory-mapped reads allocate nothing and are bounded by the file itself).
 
 ``.npz`` archives are also refused at open when a member is encrypted or uses a compression other than
 stored/deflate (Deflate64, bzip2, lzma would fail later, when a row is read).
@@ -25,11 +26,12 @@ from typing import IO, Any
 import numpy as np
 
 from worldrecall.core.data import CaseFailure, one_line
+from worldrecall.core.limits import DEFAULT_MAX_ARRAY_BYTES, max_array_bytes
 
 __all__ = ["MAX_ARRAY_BYTES", "check_zip_members", "load_npy", "load_npz", "npy_header", "npz_names"]
 
-# 4 GiB: a 60 s, 30 fps rollout's full-resolution (1920x1080) float32 depth is ~1 GB; masks are smaller
-MAX_ARRAY_BYTES = 4 * 2**30
+# the default cap (the run's own is inputs.max_array_bytes, read through core.limits at each call)
+MAX_ARRAY_BYTES = DEFAULT_MAX_ARRAY_BYTES
 _ZIP_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}
 _LOAD_ERRORS = (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zipfile.LargeZipFile,
                 NotImplementedError, RuntimeError, OverflowError)
@@ -63,14 +65,15 @@ def _check_declared(where: str, shape: tuple[int, ...], dtype: np.dtype, availab
                           f"{max(available, 0)} bytes follow (truncated or forged header)")
     if limit is not None and limit > 0 and nbytes > limit:
         raise CaseFailure(f"{where}: array of shape {list(shape)} {dtype} is {nbytes} bytes, past the limit of "
-                          f"{limit} bytes per array (formats.arrays.MAX_ARRAY_BYTES)")
+                          f"{limit} bytes per array (inputs.max_array_bytes)")
 
 
 def load_npy(path: Path | str, *, mmap: bool = False, limit: int | None = None) -> np.ndarray:
-    """``np.load(path)`` (``allow_pickle=False``; ``mmap``: read-only memory map) after checking its header;
-    every problem -> :class:`CaseFailure` naming the file."""
+    """``np.load(path)`` (``allow_pickle=False``; ``mmap``: read-only memory map) after checking its header
+    (``limit``: bytes in memory, default the run's array cap); every problem -> :class:`CaseFailure` naming
+    the file."""
     path = Path(path)
-    limit = MAX_ARRAY_BYTES if limit is None else limit
+    limit = max_array_bytes() if limit is None else limit
     try:
         with open(path, "rb") as f:
             shape, dtype, header = npy_header(f)
@@ -84,7 +87,7 @@ def load_npy(path: Path | str, *, mmap: bool = False, limit: int | None = None) 
 
 
 def check_zip_members(zf: zipfile.ZipFile, where: Path | str, *, max_member_bytes: int | None = None,
-                      limit_name: str = "formats.arrays.MAX_ARRAY_BYTES") -> None:
+                      limit_name: str = "inputs.max_array_bytes") -> None:
     """Refuse a zip whose members are encrypted, use a method other than stored/deflate, or (with
     ``max_member_bytes``) inflate past that many bytes — at open, before any member is read."""
     for info in zf.infolist():
@@ -103,7 +106,7 @@ def load_npz(path: Path | str, keys: tuple[str, ...] | None = None, *,
     """The arrays ``keys`` (default: all) of an ``.npz``, each header checked before it is inflated; a key
     that is absent is simply missing from the result. Problems -> :class:`CaseFailure` naming the file."""
     path = Path(path)
-    limit = MAX_ARRAY_BYTES if limit is None else limit
+    limit = max_array_bytes() if limit is None else limit
     try:
         with zipfile.ZipFile(path) as zf:
             check_zip_members(zf, path)

@@ -14,12 +14,16 @@ import numpy as np
 from worldrecall.core.data import CaseFailure, one_line
 from worldrecall.core.video import DEFAULT_MAX_PIXELS
 
-__all__ = ["MAX_EXR_BYTES", "MAX_EXR_PIXELS", "ExrLimitError", "decode_exr", "encode_exr"]
+__all__ = ["MAX_EXR_BYTES", "MAX_EXR_BYTES_PER_PIXEL", "MAX_EXR_PIXELS", "ExrLimitError", "decode_exr", "encode_exr"]
 
 # the per-frame pixel cap of video input (core.video.DEFAULT_MAX_PIXELS, config video.max_pixels' default):
 # a forged data window (2^31 x 2^31) is refused before the output array is allocated
 MAX_EXR_PIXELS = DEFAULT_MAX_PIXELS
 MAX_EXR_BYTES = MAX_EXR_PIXELS * 4 + 2**20  # one float32 channel (ViPE's Z) at the cap, plus header/offsets
+# what a frame's data window may decode to, every channel together, per pixel of the cap: two 32-bit channels
+# (ViPE writes one). A header declaring many channels over a window under the pixel cap is refused before any
+# chunk is inflated; with chunks inflated to their declared size at most, decoding stays within ~3x this.
+MAX_EXR_BYTES_PER_PIXEL = 8
 
 
 class ExrLimitError(CaseFailure):
@@ -83,12 +87,15 @@ def _exr_channels(raw: bytes) -> list[tuple[str, int]]:
 
 
 def _undo_predictor(data: bytes) -> bytes:
-    """Reverse the EXR zip/rle byte predictor and the even/odd byte split."""
-    d = np.frombuffer(data, dtype=np.uint8).astype(np.int64)
+    """Reverse the EXR zip/rle byte predictor and the even/odd byte split.
+
+    Byte arithmetic wraps modulo 256 in uint8 itself (the predictor's own arithmetic), so the chunk is never
+    widened: a 160 MB chunk needs ~3 copies of itself, not 8 bytes per byte."""
+    d = np.frombuffer(data, dtype=np.uint8).copy()
     if d.size == 0:
         return b""
-    d[1:] -= 128
-    t = (np.cumsum(d) & 0xFF).astype(np.uint8)
+    d[1:] -= np.uint8(128)
+    t = np.cumsum(d, dtype=np.uint8)
     half = (t.size + 1) // 2
     out = np.empty_like(t)
     out[0::2] = t[:half]
@@ -121,6 +128,25 @@ def _rle_decode(data: bytes, expected: int) -> bytes:
             out += bytes([data[i]]) * (c + 1)
             i += 1
     return bytes(out)
+
+
+def _chunk_bytes(data: bytes, comp: int, expected: int) -> bytes:
+    """A chunk's pixel bytes (``expected`` of them: its scanlines), undone from its compression. A chunk is
+    inflated to one byte past that at most, so one that would inflate further (a zip bomb) is corrupt."""
+    if len(data) == expected or comp == 0:
+        raw = data
+    elif comp == 1:
+        raw = _rle_decode(data, expected)
+    else:
+        try:
+            raw = zlib.decompressobj().decompress(data, expected + 1)
+        except zlib.error as e:
+            raise CaseFailure(f"corrupt EXR chunk ({one_line(e, 200)})") from None
+        if len(raw) > expected:
+            raise CaseFailure(f"corrupt EXR chunk (inflates past the {expected} bytes of its scanlines)")
+    if len(raw) != expected:
+        raise CaseFailure(f"corrupt EXR chunk ({len(raw)} bytes, expected {expected})")
+    return raw if raw is data else _undo_predictor(raw)
 
 
 def decode_exr(buf: bytes, channel: str = "Z", *, max_pixels: int = MAX_EXR_PIXELS) -> np.ndarray:
@@ -158,6 +184,11 @@ def decode_exr(buf: bytes, channel: str = "Z", *, max_pixels: int = MAX_EXR_PIXE
     offsets = struct.unpack_from(f"<{n_chunks}Q", buf, pos)
     sizes = [_EXR_TYPES[t][1] for _, t in chans]
     line_bytes = width * sum(sizes)
+    if max_pixels > 0 and height * line_bytes > max_pixels * MAX_EXR_BYTES_PER_PIXEL:
+        raise ExrLimitError(f"EXR data window {width}x{height} with {len(chans)} channel(s) decodes to "
+                            f"{height * line_bytes} bytes, past the limit of {max_pixels * MAX_EXR_BYTES_PER_PIXEL} "
+                            f"bytes per frame ({MAX_EXR_BYTES_PER_PIXEL} bytes per pixel at video.max_pixels = "
+                            f"{max_pixels / 1e6:g} Mpx)")
     ci = names.index(channel)
     dtype, csize = _EXR_TYPES[chans[ci][1]]
     col0 = width * sum(sizes[:ci])
@@ -174,18 +205,7 @@ def decode_exr(buf: bytes, channel: str = "Z", *, max_pixels: int = MAX_EXR_PIXE
         nl = min(lines, height - row0)
         if row0 < 0 or nl <= 0:
             raise CaseFailure(f"EXR chunk at scanline {y} outside the data window")
-        expected = nl * line_bytes
-        if size == expected or comp == 0:
-            raw = data
-        elif comp == 1:
-            raw = _undo_predictor(_rle_decode(data, expected))
-        else:
-            try:
-                raw = _undo_predictor(zlib.decompress(data))
-            except zlib.error as e:
-                raise CaseFailure(f"corrupt EXR chunk ({one_line(e, 200)})") from None
-        if len(raw) != expected:
-            raise CaseFailure(f"corrupt EXR chunk ({len(raw)} bytes, expected {expected})")
+        raw = _chunk_bytes(data, comp, nl * line_bytes)
         block = np.frombuffer(raw, dtype=np.uint8).reshape(nl, line_bytes)
         vals = np.ascontiguousarray(block[:, col0: col0 + width * csize]).view(np.dtype(dtype).newbyteorder("<"))
         if filled[row0: row0 + nl].any():

@@ -32,8 +32,16 @@ class PluginsSchema:
 class VideoSchema:
     max_pixels: int = 40_000_000   # per frame; a larger frame is a per-case error, checked before decoding
     max_frames: int = 100_000      # per video; a longer (declared) video is a per-case error
-    # decoded frames one process (each worker) holds; a video that alone exceeds it is a per-case error
-    max_bytes: int = 2 << 30
+    # decoded frames one process (each worker) holds; a video that alone exceeds it is a per-case error.
+    # A byte size (SIZE_KEYS): bytes, or text such as 512M / 2G / 1.5GiB, an int once resolved
+    max_bytes: Any = 2 << 30
+
+
+@dataclass
+class InputsSchema:
+    # an array read from an input file (.npy, .npz member) larger than this in memory fails its case, checked
+    # from the header before allocation (formats.arrays); a byte size like video.max_bytes
+    max_array_bytes: Any = 4 << 30
 
 
 @dataclass
@@ -100,6 +108,7 @@ class WorldrecallSchema:
     models: dict[str, Any] = field(default_factory=dict)
     judge_options: dict[str, Any] = field(default_factory=dict)
     video: VideoSchema = field(default_factory=VideoSchema)
+    inputs: InputsSchema = field(default_factory=InputsSchema)
     report: ReportSchema = field(default_factory=ReportSchema)
     tracking: TrackingSchema = field(default_factory=TrackingSchema)
     # Any (not BenchmarkSchema): OmegaConf cannot create typed dict entries from command-line overrides;
@@ -107,6 +116,10 @@ class WorldrecallSchema:
     benchmarks: dict[str, Any] = field(default_factory=dict)
     aggregators: list[str] = field(default_factory=lambda: ["mean", "macro", "bootstrap", "paired", "ranking"])
     aggregator_params: dict[str, Any] = field(default_factory=dict)
+
+
+# keys holding a byte size (bytes, or 512M / 2G / 1.5GiB: engine/stages/sizes.py), as (node, key)
+SIZE_KEYS = (("video", "max_bytes"), ("inputs", "max_array_bytes"))
 
 
 class ResolvedConfig(dict):
@@ -117,10 +130,12 @@ def resolve_config(cfg: Mapping[str, Any]) -> ResolvedConfig:
     """A plain config with every missing key set to the schema's default, types checked, interpolations resolved.
 
     A :class:`ResolvedConfig` comes back as it is (a job resolves its config once; the stages and sinks
-    that also accept a partial dict — tests, the Python API — do not resolve it again).
+    that also accept a partial dict — tests, the Python API — do not resolve it again), except that its byte
+    sizes are made integers in place (Hydra's composition leaves ``video.max_bytes=512M`` as typed). The
+    array cap (``inputs.max_array_bytes``) is applied to this process (and the workers it forks).
     """
     if isinstance(cfg, ResolvedConfig):
-        return cfg
+        return _with_sizes(cfg)
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
@@ -128,9 +143,30 @@ def resolve_config(cfg: Mapping[str, Any]) -> ResolvedConfig:
 
     try:
         merged = OmegaConf.merge(OmegaConf.structured(WorldrecallSchema), OmegaConf.create(dict(cfg)))
-        return ResolvedConfig(OmegaConf.to_container(merged, resolve=True))  # type: ignore[arg-type]
+        resolved = ResolvedConfig(OmegaConf.to_container(merged, resolve=True))  # type: ignore[arg-type]
     except OmegaConfBaseException as e:
         raise ConfigTypeError(" ".join(str(e).split())) from None
+    return _with_sizes(resolved)
+
+
+def _with_sizes(cfg: ResolvedConfig) -> ResolvedConfig:
+    """``cfg`` with every byte size of :data:`SIZE_KEYS` an int (in place); a bad one is a
+    :class:`ConfigTypeError` naming the key, with a did-you-mean for a unit close to a known one."""
+    from worldrecall.core.components import ConfigTypeError
+    from worldrecall.core.limits import set_max_array_bytes
+    from worldrecall.engine.stages.sizes import parse_size
+
+    for node, key in SIZE_KEYS:
+        section = cfg.get(node)
+        if isinstance(section, dict) and key in section and (type(section[key]) is not int):  # bool is no size
+            try:
+                section[key] = parse_size(section[key], f"{node}.{key}")
+            except ValueError as e:
+                raise ConfigTypeError(str(e)) from None
+    inputs = cfg.get("inputs")
+    if isinstance(inputs, dict) and type(inputs.get("max_array_bytes")) is int:
+        set_max_array_bytes(inputs["max_array_bytes"])
+    return cfg
 
 
 def store_schemas() -> None:
@@ -145,6 +181,7 @@ def validate_benchmark(name: str, node: Any) -> dict[str, Any]:
     from dataclasses import fields
 
     from worldrecall.core.components import ConfigTypeError, coerce_like
+    from worldrecall.registry.names import did_you_mean
 
     if not isinstance(node, dict):
         raise ConfigTypeError(f"benchmarks.{name}: expected a mapping, got {node!r}")
@@ -153,7 +190,9 @@ def validate_benchmark(name: str, node: Any) -> dict[str, Any]:
     known = {f.name for f in fields(BenchmarkSchema)}
     for key in node:
         if key not in known:
-            raise ConfigTypeError(f"benchmarks.{name}.{key}: unknown key (known: {', '.join(sorted(known))})")
+            hint = did_you_mean(str(key), known)
+            raise ConfigTypeError(f"benchmarks.{name}.{key}: unknown key (known: {', '.join(sorted(known))})"
+                                  + (f"; {hint}" if hint else ""))
     for f in fields(BenchmarkSchema):
         default = getattr(defaults, f.name)
         value = node.get(f.name, default)

@@ -15,6 +15,8 @@ from worldrecall.core.components import ConfigTypeError
 from worldrecall.registry.host import PluginHost
 from worldrecall.registry.names import unknown_name
 
+METRIC_KEYS = ("enabled", "params", "thresholds")  # what a benchmarks.<b>.metrics.<m> node may hold
+
 
 def selected_benchmarks(cfg: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     """The enabled benchmark nodes ``only`` keeps (the same rule as :func:`plan.plan_benchmarks`)."""
@@ -63,6 +65,8 @@ def _check_benchmark(bench: str, node: Mapping[str, Any], host: PluginHost) -> N
         return  # validate_benchmark words the type error
     known = [m.split(".", 1)[1] for m in host.metrics if m.startswith(f"{bench}.")]
     for short, mcfg in metrics.items():
+        for key in mcfg if isinstance(mcfg, Mapping) else ():
+            _known("key", key, METRIC_KEYS, f"{where}.metrics.{short}")  # `enabeld=false` is a typo, not a switch
         if isinstance(mcfg, Mapping) and not mcfg.get("enabled", True):
             continue
         _known("metric", short, known, f"{where}.metrics")

@@ -22,12 +22,16 @@ _POSE_NPZ_FILES = ("poses_c2w.npz", "poses.npz", "camera_poses.npz")
 _POSE_NPZ_KEYS = ("poses_c2w", "poses", "data")
 
 
-def read_converted(d: Path, *, need_depth: bool, need_instances: bool = True) -> Sidecar:
+def read_converted(d: Path, *, need_depth: bool, need_instances: bool = True,
+                   need_intrinsics: bool = True) -> Sidecar:
     """Read (not yet cross-check) a converted sidecar folder ``d``; see :func:`~worldrecall.formats.vipe.read_sidecar`."""
     pose_file, poses = _read_poses(d)
     n = int(poses.shape[0])
     poses64 = np.asarray(poses, dtype=np.float64)
-    k_file, K = _read_intrinsics(d, n, pose_file)
+    if not need_intrinsics and not any((d / f).is_file() for f in ("intrinsics.npy", "intrinsics.npz")):
+        k_file, K = d / "intrinsics.npy", None  # a pose-only consumer may go on without them
+    else:
+        k_file, K = _read_intrinsics(d, n, pose_file)
     _check_w2c(d / "poses_w2c.npy", poses, poses64, pose_file)
     frame_indices = _read_frame_indices(d / "frame_indices.npy", n, pose_file)
     timestamps = _read_timestamps(d / "timestamps.npy", n, pose_file)

@@ -28,7 +28,7 @@ def find_sidecar_dir(video_path: Path) -> Path | None:
 
 def read_sidecar(path: Path, *, need_depth: bool = True, name: str | None = None,
                  validate_depth: bool = True, need_instances: bool = True,
-                 max_pixels: int = MAX_EXR_PIXELS) -> Sidecar:
+                 max_pixels: int = MAX_EXR_PIXELS, need_intrinsics: bool = True) -> Sidecar:
     """Read and validate a sidecar folder (converted layout or native ViPE output).
 
     ``name`` picks one video of a native ViPE output folder holding several (default: the only one).
@@ -36,6 +36,8 @@ def read_sidecar(path: Path, *, need_depth: bool = True, name: str | None = None
     per-pixel NaN/mask scan of a memory-mapped depth stack; ``need_instances=False`` skips the
     full-resolution instance masks (large for long videos). ``max_pixels`` caps a native EXR depth frame
     (the run's ``video.max_pixels``; a larger data window fails the case before it is decoded).
+    ``need_intrinsics=False`` lets a converted folder without any intrinsics file be read (``intrinsics``
+    None) by a consumer that can do without them; intrinsics that are present are still read and checked.
     """
     path = Path(path)
     if not path.exists():
@@ -45,6 +47,7 @@ def read_sidecar(path: Path, *, need_depth: bool = True, name: str | None = None
     if is_native(path):
         sc = read_native(path, need_depth=need_depth, name=name, max_pixels=max_pixels)
     else:
-        sc = read_converted(path, need_depth=need_depth, need_instances=need_instances)
+        sc = read_converted(path, need_depth=need_depth, need_instances=need_instances,
+                            need_intrinsics=need_intrinsics)
     validate_sidecar(sc, validate_depth=validate_depth)
     return sc

@@ -27,7 +27,8 @@ class Sidecar:
 
     source: Path
     poses_c2w: np.ndarray              # [N,4,4] float64, OpenCV camera axes (x right, y down, z forward)
-    intrinsics: np.ndarray             # [N,3,3] float64, pixel K matching the depth maps
+    intrinsics: np.ndarray | None      # [N,3,3] float64, pixel K matching the depth maps (None: read with
+                                       # need_intrinsics=False from a converted folder that has none)
     depth: np.ndarray | RowStack | None   # [N,h,w] float32 metric depth (m)
     valid: np.ndarray | RowStack | None   # [N,h,w] bool
     frame_indices: np.ndarray          # [N] int64 source-video frame of each row

@@ -4,6 +4,7 @@ principal point against the depth size, and depth values against the stored or d
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 
@@ -23,9 +24,9 @@ def validate_sidecar(sc: Sidecar, *, validate_depth: bool) -> None:
     if n == 0:
         raise CaseFailure(f"{pose_file}: no pose rows")
     validate_poses(sc.poses_c2w, pose_file)
-    validate_intrinsics(sc.intrinsics, k_file)
-    K = sc.intrinsics
-    cx, cy = K[:, 0, 2], K[:, 1, 2]
+    K = sc.intrinsics  # None only when read with need_intrinsics=False from a folder without them
+    if K is not None:
+        validate_intrinsics(K, k_file)
 
     fi = sc.frame_indices
     if (fi < 0).any():
@@ -43,12 +44,8 @@ def validate_sidecar(sc: Sidecar, *, validate_depth: bool) -> None:
         raise CaseFailure(f"{depth_file}: empty depth maps of size {w}x{h}")
     # K must be the one of the depth maps: a principal point far from the depth image centre means the
     # intrinsics belong to another resolution (e.g. full video size with reduced depth).
-    rx, ry = 2.0 * cx / w, 2.0 * cy / h
-    rbad = ~((rx >= 0.5) & (rx <= 1.5) & (ry >= 0.5) & (ry <= 1.5))
-    if rbad.any():
-        i = int(np.flatnonzero(rbad)[0])
-        raise CaseFailure(f"{k_file}: principal point ({cx[i]:.4g}, {cy[i]:.4g}) of row {i} does not fit "
-                          f"the {w}x{h} depth maps (intrinsics for another resolution?)")
+    if K is not None:
+        _check_principal_point(K, w, h, k_file)
     if not validate_depth and sc.valid is not None:
         return
     if isinstance(sc.valid, RowStack):
@@ -79,6 +76,17 @@ def validate_sidecar(sc: Sidecar, *, validate_depth: bool) -> None:
         n_valid += int(m.sum())
     if n_valid == 0:
         raise CaseFailure(f"{mask_file}: no valid depth pixel in any of the {n} rows")
+
+
+def _check_principal_point(K: np.ndarray, w: int, h: int, k_file: Path) -> None:
+    """Refuse intrinsics whose principal point does not fit ``w``×``h`` depth maps."""
+    cx, cy = K[:, 0, 2], K[:, 1, 2]
+    rx, ry = 2.0 * cx / w, 2.0 * cy / h
+    rbad = ~((rx >= 0.5) & (rx <= 1.5) & (ry >= 0.5) & (ry <= 1.5))
+    if rbad.any():
+        i = int(np.flatnonzero(rbad)[0])
+        raise CaseFailure(f"{k_file}: principal point ({cx[i]:.4g}, {cy[i]:.4g}) of row {i} does not fit "
+                          f"the {w}x{h} depth maps (intrinsics for another resolution?)")
 
 
 def chunks(n: int, size: int) -> Iterator[tuple[int, int]]:

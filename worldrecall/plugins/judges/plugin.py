@@ -1,4 +1,5 @@
-"""Built-in judges plugin: registers the Gemini reference judge (``gemini``)."""
+"""Built-in judges plugin: registers the Gemini reference judge (``gemini``) and the local log-probability
+Qwen-VL judge (``qwen_vl_logprob``)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ from collections.abc import Callable
 from worldrecall.core.hookspecs import hookimpl
 from worldrecall.core.judges import JudgeSpec
 from worldrecall.plugins.judges.gemini import DEFAULTS, make_gemini_judge
+from worldrecall.plugins.judges.qwen_vl_logprob import DEFAULTS as QWEN_DEFAULTS
+from worldrecall.plugins.judges.qwen_vl_logprob import make_qwen_vl_logprob_judge
 
 
 @hookimpl
 def register_judges(register: Callable[..., None]) -> None:
-    """Register ``gemini``: Gemini via google-genai (key from GEMINI_API_KEY / GOOGLE_API_KEY)."""
+    """Register ``gemini`` (google-genai; key from GEMINI_API_KEY / GOOGLE_API_KEY) and ``qwen_vl_logprob``."""
     register(
         JudgeSpec(
             name="gemini",
@@ -24,5 +27,18 @@ def register_judges(register: Callable[..., None]) -> None:
             defaults=dict(DEFAULTS),
             requires=("google-genai",),
             extra="vlm",
+        )
+    )
+    register(
+        JudgeSpec(
+            name="qwen_vl_logprob",
+            factory=make_qwen_vl_logprob_judge,
+            description=(
+                "local Qwen-VL (transformers) yes/no judge: P(Yes | Yes or No) from next-token logits, one "
+                "forward pass per question; bfloat16 + flash-attention 2 on CUDA, float32 + SDPA elsewhere "
+                "(recorded on every answer)"
+            ),
+            defaults=dict(QWEN_DEFAULTS),
+            requires=("torch", "transformers"),
         )
     )

@@ -18,16 +18,21 @@ on its row (:attr:`PhaseRow.warnings`):
 * a CSV row with more cells than the header                -> error for the clip it names (official: the
   whole sheet is unreadable)
 * a row that breaks the parser in any other way             -> error for that clip only
+* an ``.xlsx`` cell right of the header (no column)         -> a warning on the clip its row names (ignored,
+  as it is by pandas, which names it ``Unnamed: n``)
 
-An ``.xlsx`` is sized from its cells before pandas reads it: pandas fills every row up to the widest one,
-so a 5 KB file with one cell at ``XFD1048576`` would become 17 billion cells; past :data:`SHEET_MAX_CELLS`
-the sheet is refused (a sheet-level error naming the file and the limit).
+An ``.xlsx`` is read from the cells it holds (:func:`read_xlsx`), within the header's columns and the rows
+with a value there: pandas fills every row up to the widest one, so a 5 KB file with one cell at
+``XFD1048576`` would become 17 billion cells and lose every clip of the sheet. Past :data:`SHEET_MAX_CELLS`
+cells with values the sheet is refused (a sheet-level error naming the file and the limit). An ``.xls`` is
+sized from its cell records before pandas reads it (:func:`check_xls_size`).
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -105,7 +110,9 @@ def _read_table(path: Path) -> Any:
             except pd.errors.ParserError:  # a row with surplus cells: that row fails its clip, not the sheet
                 return _read_csv_skipping_long_rows(text)
         if path.suffix.lower() == ".xlsx":
-            check_xlsx_size(path)
+            return read_xlsx(path)
+        if path.suffix.lower() == ".xls":
+            check_xls_size(path)
         return pd.read_excel(path)
     except SheetError:
         raise
@@ -113,14 +120,22 @@ def _read_table(path: Path) -> Any:
         raise SheetError(f"{path}: cannot be read ({type(e).__name__}: {str(e).splitlines()[0][:160]})") from None
 
 
-def check_xlsx_size(path: Path, max_cells: int = SHEET_MAX_CELLS) -> None:
-    """Refuse an ``.xlsx`` whose first sheet spans more than ``max_cells`` cells (rows x columns as pandas
-    materialises them), or whose members inflate past :data:`SHEET_MAX_XML_BYTES`, before anything is
-    allocated; :class:`SheetError` naming the file and the limit. Cells are counted while streaming the sheet
-    (openpyxl read-only), not from its declared ``dimension``, which a file may understate."""
+def read_xlsx(path: Path, max_cells: int = SHEET_MAX_CELLS) -> Any:
+    """The first worksheet of an ``.xlsx`` as ``pd.read_excel(path)`` reads it, built from the cells it holds.
+
+    pandas pads every row to the widest one and keeps every row up to the last with a value, so one stray
+    cell at ``XFD1048576`` in a 5 KB file would become 17 billion cells. Here only the header's columns are
+    read, and only rows with a value in them (each keeps its sheet row number as index - 2, the row
+    numbering of the messages): the values the parsers read are pd.read_excel's (pandas' own cell
+    conversion and column parser). Cells right of the header are no column of the sheet: each is reported
+    (``df.attrs["stray_cells"]``: sheet row -> cell names; a warning on the clip that row names) and ignored.
+    A sheet that holds more than ``max_cells`` cells in those rows and columns, or whose members inflate past
+    :data:`SHEET_MAX_XML_BYTES`, is refused (:class:`SheetError` naming the file and the limit).
+    """
     import zipfile
 
     from openpyxl import load_workbook
+    from pandas.io.parsers import TextParser
 
     with zipfile.ZipFile(path) as zf:
         total = sum(i.file_size for i in zf.infolist())
@@ -131,18 +146,102 @@ def check_xlsx_size(path: Path, max_cells: int = SHEET_MAX_CELLS) -> None:
     try:
         if not wb.worksheets:
             raise SheetError(f"{path}: no worksheet")
-        ws = wb.worksheets[0]  # the sheet pd.read_excel reads
-        ws.reset_dimensions()  # as pandas does: the declared dimension may understate (or overstate) the cells
-        rows = cols = 0
-        for r, row in enumerate(ws.iter_rows(values_only=True), start=1):
-            last = max((c for c, v in enumerate(row, start=1) if v is not None), default=0)
-            if last:  # pandas trims empty cells and rows at the ends; only cells with a value count
-                rows, cols = r, max(cols, last)
-                if rows * cols > max_cells:
-                    raise SheetError(f"{path}: sheet spans {rows} rows x {cols} columns (or more), past the "
-                                     f"limit of {max_cells} cells (sheets.SHEET_MAX_CELLS); remove the stray cells")
+        rows = _xlsx_rows(wb, wb.worksheets[0])  # the sheet pd.read_excel reads
     finally:
         wb.close()
+    header = rows.pop(1, {})
+    width = max((c for c, v in header.items() if v != ""), default=0)
+    kept, stray = [], {}
+    for r, cells in rows.items():
+        if far := sorted(c for c, v in cells.items() if c > width and v != ""):
+            stray[r] = ", ".join(f"{_column_letters(c)}{r}" for c in far[:3]) + (" …" if len(far) > 3 else "")
+        if any(v != "" for c, v in cells.items() if c <= width):
+            kept.append(r)
+            if (len(kept) + 1) * width > max_cells:  # the header is a row of cells too
+                raise SheetError(f"{path}: sheet holds {len(kept) + 1} rows (or more) of {width} columns, past the "
+                                 f"limit of {max_cells} cells (sheets.SHEET_MAX_CELLS)")
+    data = [[header.get(c, "") for c in range(1, width + 1)]]
+    data += [[rows[r].get(c, "") for c in range(1, width + 1)] for r in kept]
+    try:
+        df = TextParser(data, header=0, skip_blank_lines=False).read() if width else _empty_frame()
+    except Exception as e:  # noqa: BLE001 - pd.read_excel would have raised the same: the sheet is unreadable
+        raise SheetError(f"{path}: cannot be read ({type(e).__name__}: {one_line(e, 160)})") from None
+    if width:
+        df.index = [r - 2 for r in kept]
+    df.attrs["stray_cells"] = stray
+    if unnamed := [cells for r, cells in stray.items() if r not in kept]:
+        log.warning("%s: %d row(s) with cells right of the header's %d column(s) in rows naming no clip ignored "
+                    "(first: %s)", path.name, len(unnamed), width, unnamed[0])
+    return df
+
+
+def check_xls_size(path: Path, max_cells: int = SHEET_MAX_CELLS) -> None:
+    """Refuse an ``.xls`` whose first worksheet spans more than ``max_cells`` cells as xlrd materialises them
+    (rows x columns of its cell records), or whose file is larger than :data:`SHEET_MAX_XML_BYTES`, before
+    pandas reads it; :class:`SheetError` naming the file and the limit."""
+    from worldrecall.formats.xls import xls_extent
+
+    size = path.stat().st_size
+    if size > SHEET_MAX_XML_BYTES:
+        raise SheetError(f"{path}: {size} bytes, past the limit of {SHEET_MAX_XML_BYTES} bytes for a sheet")
+    try:
+        rows, cols = xls_extent(path.read_bytes())
+    except (ValueError, struct.error) as e:
+        raise SheetError(f"{path}: not a readable .xls ({one_line(e, 160)})") from None
+    if rows * cols > max_cells:
+        raise SheetError(f"{path}: sheet spans {rows} rows x {cols} columns, past the limit of {max_cells} cells "
+                         "(sheets.SHEET_MAX_CELLS); remove the stray cells or save it as .csv")
+
+
+def _empty_frame() -> Any:
+    """An empty DataFrame: what pd.read_excel gives for a sheet without a header (the parsers refuse it)."""
+    import pandas as pd
+
+    return pd.DataFrame()
+
+
+def _xlsx_rows(wb: Any, ws: Any) -> dict[int, dict[int, Any]]:
+    """{sheet row: {column: value}} of the cells a worksheet holds, converted as pandas converts them.
+
+    openpyxl's read-only rows fill every missing row and pad each row to its last cell; its sheet parser
+    gives the cells as they are stored. Rows come as openpyxl yields them: a row numbered at or before the
+    previous one is dropped, as there."""
+    from openpyxl.worksheet._reader import WorkSheetParser
+
+    out: dict[int, dict[int, Any]] = {}
+    last = 0
+    with ws._get_source() as src:
+        parser = WorkSheetParser(src, ws._shared_strings, data_only=True, epoch=wb.epoch,
+                                 date_formats=wb._date_formats, timedelta_formats=wb._timedelta_formats)
+        for r, cells in parser.parse():
+            if r <= last:
+                continue
+            last = r
+            values = {int(c["column"]): _excel_value(c["value"], c["data_type"]) for c in cells}
+            if any(v != "" for v in values.values()):
+                out[r] = values
+    return out
+
+
+def _excel_value(value: Any, data_type: str) -> Any:
+    """A cell's value as pandas' openpyxl reader converts it (empty "", error NaN, whole numbers int)."""
+    if value is None:
+        return ""
+    if data_type == "e":
+        return np.nan
+    if data_type == "n":
+        whole = int(value)
+        return whole if whole == value else float(value)
+    return value
+
+
+def _column_letters(col: int) -> str:
+    """Spreadsheet column name of a 1-based column number (16384 -> XFD)."""
+    out = ""
+    while col > 0:
+        col, rem = divmod(col - 1, 26)
+        out = chr(65 + rem) + out
+    return out
 
 
 def _read_csv_skipping_long_rows(text: str) -> Any:
@@ -276,7 +375,16 @@ def parse_synthetic_sheet(df: Any, source: str = SYNTHETIC_SHEET, checks: str = 
         except Exception as e:  # noqa: BLE001 - one odd row fails its clip, never the sheet
             _add(out, PhaseRow(clip, -1, -1, error=f"{where}: unreadable row ({type(e).__name__}: "
                                                    f"{one_line(e, 200)})"), where, checks)
+        _stray_note(out, clip, df, i, where)
     return out
+
+
+def _stray_note(out: dict[str, PhaseRow], clip: str, df: Any, i: Any, where: str) -> None:
+    """A warning on ``clip``'s row for the cells its sheet row holds right of the header (see :func:`read_xlsx`)."""
+    cells = df.attrs.get("stray_cells", {}).get(_row_number(i))
+    if cells and clip in out:
+        note = f"{where}: cell(s) {cells} lie right of the sheet's header, in no column; ignored"
+        out[clip] = replace(out[clip], warnings=(*out[clip].warnings, note))
 
 
 def _row_number(i: Any) -> Any:
@@ -338,12 +446,18 @@ def parse_real_sheet(df: Any, source: str = REAL_SHEET, checks: str = "strict") 
         if "id" not in row or str(row["id"]).strip() in ("", "nan"):
             log.warning("%s: no id; row ignored (it names no clip)", where)
             continue
+        raw = str(row["id"]).strip()
         try:
             _real_row(out, row, where, checks)
         except Exception as e:  # noqa: BLE001 - one odd row fails its clip, never the sheet
-            raw = str(row["id"]).strip()[:120]
-            _add(out, PhaseRow(raw, -1, -1, error=f"{where}: unreadable row ({type(e).__name__}: "
-                                                  f"{one_line(e, 200)})"), where, checks)
+            _add(out, PhaseRow(raw[:120], -1, -1, error=f"{where}: unreadable row ({type(e).__name__}: "
+                                                       f"{one_line(e, 200)})"), where, checks)
+            continue
+        try:
+            clip = str(_int(row["id"])).zfill(3)
+        except (ValueError, TypeError, OverflowError):
+            clip = raw
+        _stray_note(out, clip, df, i, where)
     return out
 
 

@@ -60,6 +60,9 @@ MANIFEST: dict[str, ManifestEntry] = {
     "dinov2_base": ManifestEntry(
         "facebook/dinov2-base", "Apache-2.0",
         [_hf("facebook/dinov2-base", "config.json"), _hf("facebook/dinov2-base", "model.safetensors", 346.0)]),
+    "dinov2_base_fullfov": ManifestEntry(
+        "facebook/dinov2-base", "Apache-2.0",
+        [_hf("facebook/dinov2-base", "config.json"), _hf("facebook/dinov2-base", "model.safetensors", 346.0)]),
     "dinov2_base_cls": ManifestEntry(
         "facebook/dinov2-base", "Apache-2.0",
         [_hf("facebook/dinov2-base", "config.json"), _hf("facebook/dinov2-base", "model.safetensors", 346.0)]),

@@ -19,6 +19,7 @@ from worldrecall.core.models import ModelSpec, Role
 from worldrecall.plugins.models import (
     clip_embedder,
     clipiqa,
+    cls_patches,
     color_histogram,
     color_patches,
     depth_anything,
@@ -29,6 +30,7 @@ from worldrecall.plugins.models import (
     lpips_distance,
     mapanything,
     owlv2,
+    pose_npy,
     raft,
     sam3,
     sidecar,
@@ -90,6 +92,9 @@ def roles() -> list[Role]:
         # the release runs SIFT itself, so the weight-free backend is the default of both sets
         role("local_features", "matched keypoints of two frames, best first (memory_loop closure: SIFT, ratio 0.75)",
              "sift", "sift"),
+        role("cls_patch_embedder", "global (CLS) embedding and patch tokens per frame over the full field of view "
+             "(WRBench D2: DINOv2, resize-and-pad, no centre crop)", "color_cls_patch_embedder",
+             "dinov2_base_fullfov"),
     ]
 
 
@@ -155,6 +160,15 @@ def specs() -> list[ModelSpec]:
                "c2w poses from the case's ViPE sidecar"),
         _local("sidecar_segmenter", "segmenter", "sidecar", sidecar.build_segmenter, {},
                "instance masks from the sidecar: target + phrase-matching instances, score 1.0"),
+        _reference("dinov2_base_fullfov", "cls_patch_embedder", cls_patches.build_dino, cls_patches.DINO_DEFAULTS,
+                   "DINOv2 ViT-B/14 CLS + patch tokens, longer side 224 bicubic, centred pad (no crop) [N,256,768]"),
+        _local("color_cls_patch_embedder", "cls_patch_embedder", "classical", cls_patches.build_color,
+               cls_patches.COLOR_DEFAULTS, "colour/gradient patch tokens of the resize-and-pad canvas, CLS = mean "
+               "image token (not the paper's DINOv2)", requires=("cv2",)),
+        ModelSpec(name=pose_npy.NAME, role="pose", kind="sidecar", factory=pose_npy.build, model_id=pose_npy.NAME,
+                  description="c2w poses from one .npy stack per video (WRBench's pose cache: manifest pose_path)",
+                  licence="Apache-2.0 (worldrecall)", preflight=pose_npy.preflight,
+                  fix="name each video's pose stack in the manifest (pose_path), or use another pose backend"),
     ]
 
 

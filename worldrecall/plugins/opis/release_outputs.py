@@ -110,8 +110,8 @@ def geometry_values(rows: Sequence[Row]) -> dict[str, Any]:
 def structure_values(rows: Sequence[Row], th: OpisThresholds) -> dict[str, Any]:
     """The release's ``aggregate_structure_quality``: dynamic-only and all-candidate quality, all windows."""
     every = replace(th, official_parity=False, coverage_denominator="all_windows")
-    dyn = [StructureRow(r.object_id, r.structure, r.presence_eligible, True) for r in rows if r.structure_candidate]
-    cand = [StructureRow(r.object_id, r.structure, r.presence_eligible, r.structure_candidate)
+    dyn = [StructureRow(r.object_id, r.structure, r.presence_eligible, True, r.state == "scored") for r in rows if r.structure_candidate]
+    cand = [StructureRow(r.object_id, r.structure, r.presence_eligible, r.structure_candidate, r.state == "scored")
             for r in rows if r.geometry_candidate or r.structure_candidate]
     d, q = aggregate_structure(dyn, every), aggregate_structure(cand, every)
     return {

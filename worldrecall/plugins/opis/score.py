@@ -47,7 +47,7 @@ def _check_case(inventory: Inventory, windows: Sequence[Window]) -> None:
 def structure_rows(rows: Sequence[Row], th: OpisThresholds) -> list[StructureRow]:
     """The rows that are structure candidates (static-geometry candidates and dynamic-track objects)."""
     return [
-        StructureRow(r.object_id, r.structure, r.presence_eligible, r.structure_candidate)
+        StructureRow(r.object_id, r.structure, r.presence_eligible, r.structure_candidate, r.state == "scored")
         for r in rows
         if r.geometry_candidate or r.structure_candidate
     ]

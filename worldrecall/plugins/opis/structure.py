@@ -91,10 +91,12 @@ def static_geometry_value(
     (bounds inclusive). coverage = hull area of their reference pixels / reference bbox area (>= 3 of them,
     capped at 1). With fewer than ``min_instance_correspondences`` the row has no value (reason
     ``insufficient_instance_correspondences``, residual not computed). Otherwise the inlier ratio over them
-    is reported and residual = median reprojection error (px) over them — ``inf`` when the errors are
+    is reported and residual = median reprojection error (px) over them — unknown when the errors are
     missing, in another ``error_space`` than source pixels, of another length, or not all finite;
-    eps = residual / diagonal(observed bbox) (``inf`` for an empty box); a non-finite eps gives no value
-    (reason ``invalid_or_unknown_residual_units``); else value g = exp(-eps / ``geometry_error_scale``).
+    eps = residual / diagonal(observed bbox) (unknown for an empty box). With an unknown eps the row has no
+    value and, as in the release (``V3FrameResult.reprojection_error_px`` stays null), no residual and no
+    normalised error either (both None, reason ``invalid_or_unknown_residual_units``); else value
+    g = exp(-eps / ``geometry_error_scale``).
     Returns ``{"value", "reason", "n_correspondences", "coverage", "inlier_ratio", "residual_px",
     "normalized_error"}``.
     """
@@ -122,11 +124,11 @@ def static_geometry_value(
     ox0, oy0, ox1, oy1 = (float(v) for v in observed_bbox)
     diagonal = math.hypot(ox1 - ox0, oy1 - oy0)
     eps = residual / diagonal if ox1 > ox0 and oy1 > oy0 and math.isfinite(diagonal) else math.inf
-    out.update(residual_px=residual, normalized_error=eps)
     if not math.isfinite(eps):
-        out["reason"] = "invalid_or_unknown_residual_units"
+        out["reason"] = "invalid_or_unknown_residual_units"  # residual and normalised error stay None
         return out
-    out.update(value=float(math.exp(-eps / th.geometry_error_scale)), reason="projective_consistency_measured")
+    out.update(residual_px=residual, normalized_error=eps, value=float(math.exp(-eps / th.geometry_error_scale)),
+               reason="projective_consistency_measured")
     return out
 
 
@@ -295,18 +297,32 @@ def dynamic_structure_value(
 
 @dataclass(frozen=True)
 class StructureRow:
-    """What the aggregation needs of one (window, object) row on a structure track."""
+    """What the aggregation needs of one (window, object) row on a structure track.
+
+    ``scored`` (row state ``scored``) and ``geometry_eligible``: a static value counts only on a row that
+    is both, as in the release (``aggregate_structure_quality`` reads ``visible_surface_geometry`` only
+    there); records that carry a value on another row keep it out of every aggregate. Dynamic values count
+    whatever the state.
+    """
 
     object_id: str
     value: float | None
     presence_eligible: bool
     dynamic: bool
+    scored: bool = True
+    geometry_eligible: bool = True
+
+    @property
+    def counted_value(self) -> float | None:
+        """The value the aggregation counts (None for a static value on an unscored / ineligible row)."""
+        return self.value if self.dynamic or (self.scored and self.geometry_eligible) else None
 
 
 def aggregate_structure(rows: Sequence[StructureRow], th: OpisThresholds) -> dict[str, Any]:
     """Raw, coverage-adjusted, shrunk structure and coverage over an object's candidate windows (A.11.3).
 
-    Per object k: v_k valid values, n_k = |v_k|, N_k = candidate windows — every window (``all_windows``,
+    Per object k: v_k valid values (a static one only on a scored, geometry-eligible row, as released),
+    n_k = |v_k|, N_k = candidate windows — every window (``all_windows``,
     released code) or only presence-eligible ones (``eligible``, O-A5 default). m_k = mean(v_k) (min with
     ``ablation_min_instead_of_mean``).
 
@@ -323,10 +339,11 @@ def aggregate_structure(rows: Sequence[StructureRow], th: OpisThresholds) -> dic
         n_all[r.object_id] = n_all.get(r.object_id, 0) + 1
         n_eligible[r.object_id] = n_eligible.get(r.object_id, 0) + int(r.presence_eligible)
         values.setdefault(r.object_id, [])
-        if r.value is not None:
-            if not math.isfinite(r.value) or not 0.0 <= r.value <= 1.0:
-                raise ValueError(f"structure value {r.value!r} of {r.object_id} not finite in [0, 1]")
-            values[r.object_id].append(float(r.value))
+        v = r.counted_value
+        if v is not None:
+            if not math.isfinite(v) or not 0.0 <= v <= 1.0:
+                raise ValueError(f"structure value {v!r} of {r.object_id} not finite in [0, 1]")
+            values[r.object_id].append(float(v))
     denominators = n_all if th.effective_coverage_denominator == "all_windows" else n_eligible
     reduce = min if th.ablation_min_instead_of_mean else (lambda v: sum(v) / len(v))
     m = {k: float(reduce(v)) for k, v in values.items() if v}

@@ -57,12 +57,24 @@ def case_fps(case: Case, default_fps: float) -> float:
     return float(fps) if isinstance(fps, (int, float)) and fps > 0 else float(default_fps)
 
 
-def case_sidecar(case: Case, *, need_depth: bool) -> Sidecar:
-    """Read the case's ViPE sidecar (``case.sidecars["vipe"]``); CaseFailure naming the expected path."""
+def case_sidecar(case: Case, *, need_depth: bool, need_intrinsics: bool = False) -> Sidecar:
+    """Read the case's ViPE sidecar (``case.sidecars["vipe"]``); CaseFailure naming the expected path.
+
+    Without an intrinsics file the sidecar is still read (``intrinsics`` None) unless ``need_intrinsics``:
+    the release drops them (``resolve_pose_track``) and scores everything but geometric closure and Scene
+    Memory F1, which become not applicable.
+    """
     d = case.sidecars.get("vipe")
     if d is None:
         raise CaseFailure(f"annotations_vipe/{case.case_id}_vipe_ann: ViPE sidecar missing")
-    return read_sidecar(Path(d), need_depth=need_depth, need_instances=False)
+    return read_sidecar(Path(d), need_depth=need_depth, need_instances=False, need_intrinsics=need_intrinsics)
+
+
+def missing_intrinsics(sc: Sidecar) -> str:
+    """The release's not-applicable reason for a sidecar read without intrinsics ("" when it has them)."""
+    if sc.intrinsics is not None:
+        return ""
+    return f"{sc.source / INTRINSICS_FILE}: missing (scene memory and geometric closure need intrinsics)"
 
 
 def _phases(fi: np.ndarray, split: int, ok: bool) -> dict[str, Phase]:

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from worldrecall.plugins.scene_memory.pair_frames import clamp01
+
 MAX_MATCHES = 400  # the release keeps the best 400 ratio-test matches
 
 
@@ -99,8 +101,9 @@ def measure_pair(matches: tuple[np.ndarray, np.ndarray], pose_a: np.ndarray, pos
 
 
 def pair_score(m: dict[str, Any], *, min_matches: int = 12, epipolar_tau: float = 4.0,
-               reprojection_tau: float = 8.0) -> float | None:
-    """exp(−e/τ_e), averaged with exp(−r/τ_r) when the reprojection counts; None for a skipped pair."""
+               reprojection_tau: float = 8.0, release_clamp: bool = False) -> float | None:
+    """exp(−e/τ_e), averaged with exp(−r/τ_r) when the reprojection counts; None for a skipped pair.
+    Clamped to [0, 1] (``release_clamp``: the release's clamp, NaN -> 1; ours: NaN -> 0)."""
     if m.get("epipolar_error") is None or int(m["n_matches"]) < int(min_matches):
         return None
     ep = float(np.exp(-float(m["epipolar_error"]) / max(float(epipolar_tau), 1e-6)))
@@ -109,4 +112,4 @@ def pair_score(m: dict[str, Any], *, min_matches: int = 12, epipolar_tau: float 
         s = ep
     else:
         s = 0.5 * (ep + float(np.exp(-float(r) / max(float(reprojection_tau), 1e-6))))
-    return min(max(s, 0.0), 1.0)
+    return clamp01(s, release=release_clamp)

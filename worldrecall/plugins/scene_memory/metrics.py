@@ -30,7 +30,7 @@ from worldrecall.core.components import ConfigTypeError, MeasureContext, Metric,
 from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.formats.arrays import load_npz, npz_names
 from worldrecall.formats.vipe import Sidecar, read_points_file, read_sidecar
-from worldrecall.plugins.scene_memory.aligners import case_sidecar, has_precomputed
+from worldrecall.plugins.scene_memory.aligners import case_sidecar, has_precomputed, missing_intrinsics
 from worldrecall.plugins.scene_memory.clouds import stack_cloud
 from worldrecall.plugins.scene_memory.exports import (
     MissingExport,
@@ -197,6 +197,9 @@ class _SceneF1Base(Metric):
             if not self.unreadable_is_na:
                 raise
             out.update(source="sidecar", split_ok=False, reason=str(e))
+            return out
+        if missing_intrinsics(sc):  # as released: checked after the depth exports' presence; not applicable
+            out.update(source="sidecar", split_ok=False, reason=missing_intrinsics(sc))
             return out
         out["release_readable"], out["release_reason"] = not why, why
         poses = sc.poses_c2w.astype(self.pose_dtype)

@@ -92,7 +92,11 @@ def ssim_rgb(a: np.ndarray, b: np.ndarray, stats_a: list[tuple[np.ndarray, ...]]
     return 0.0 if not np.isfinite(v) else min(max(v, 0.0), 1.0)
 
 
-def clamp01(x: float) -> float:
-    """[0, 1] clamp; non-finite -> 0 (the release's ``clamp01``)."""
+def clamp01(x: float, *, release: bool = False) -> float:
+    """[0, 1] clamp. Ours: a non-finite value gives 0. ``release``: the release's ``base.clamp01``,
+    ``max(0, min(1, x))`` in Python's comparison order, so NaN and +inf give 1.0 and −inf gives 0.0
+    (``official_parity``)."""
     x = float(x)
+    if release:
+        return max(0.0, min(1.0, x))
     return 0.0 if not np.isfinite(x) else min(max(x, 0.0), 1.0)

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from worldrecall.plugins.scene_memory.pair_frames import clamp01
+
 
 def lab_means(frame: np.ndarray) -> tuple[float, float, float]:
     """Means of OpenCV's 8-bit L*, a*, b* over ``frame`` (RGB uint8).
@@ -43,15 +45,16 @@ def colour_deltas(frame_a: np.ndarray, frame_b_aligned: np.ndarray,
 
 
 def pair_scores(m: dict[str, Any], *, lightness_tau: float = 6.0, chroma_tau: float = 8.0,
-                gram_tau: float = 0.002, use_texture: bool = True) -> dict[str, float | None]:
-    """Scores of one measured pair (``lightness_delta``, ``chroma_delta``, ``gram_distance`` or None)."""
+                gram_tau: float = 0.002, release_clamp: bool = False) -> dict[str, float | None]:
+    """Scores of one measured pair (``lightness_delta``, ``chroma_delta``, ``gram_distance`` or None: the
+    colour-only mean of that pair); ``release_clamp``: the release's clamp (:func:`pair_frames.clamp01`)."""
     ls = math.exp(-float(m["lightness_delta"]) / max(float(lightness_tau), 1e-6))
     cs = math.exp(-float(m["chroma_delta"]) / max(float(chroma_tau), 1e-6))
     g = m.get("gram_distance")
-    ts = None if g is None or not use_texture else math.exp(-float(g) / max(float(gram_tau), 1e-9))
+    ts = None if g is None else math.exp(-float(g) / max(float(gram_tau), 1e-9))
     score = (ls + cs + ts) / 3.0 if ts is not None else 0.5 * (ls + cs)
-    return {"lighting": _c(ls), "chroma": _c(cs), "texture": None if ts is None else _c(ts), "score": _c(score)}
 
+    def c(x: float) -> float:
+        return clamp01(x, release=release_clamp)
 
-def _c(x: float) -> float:
-    return 0.0 if not math.isfinite(x) else min(max(x, 0.0), 1.0)
+    return {"lighting": c(ls), "chroma": c(cs), "texture": None if ts is None else c(ts), "score": c(score)}

@@ -11,10 +11,14 @@ rollout — and decode only the paired frames:
 * ``memory_rendering_recovery``: CIELAB lightness / chroma deltas and a texture (Gram) distance;
 * ``memory_half_life``: the exponential decay of revisit fidelity against the time gap.
 
-Statuses as released: a failed gate, a missing sidecar, no pair on a decoded frame, no scorable pair or
-a refused fit -> not applicable (None). The gate is the one ``memory_scene_f1`` uses (with worldrecall's
-absolute floor unless ``official_parity``). Measurements are threshold-free: every τ, weight and
-``min_matches`` re-scores from the cache.
+Statuses as released (``memory_loop.analyze_memory_rollout``, each component in its own ``try``): a failed
+gate, a missing sidecar, no pair on a decoded frame, no scorable pair, a refused fit, missing intrinsics
+(closure), and a backend that raises while it runs (embedder: fidelity and half-life; texture model:
+rendering recovery; matcher: closure) -> not applicable (None, the release's reason as the row's verdict).
+A backend that cannot be built at all (``BackendUnavailable``) skips the metric, as everywhere in
+worldrecall. The gate is the one ``memory_scene_f1`` uses (with worldrecall's absolute floor unless
+``official_parity``). Measurements are threshold-free: every τ, weight and ``min_matches`` re-scores from
+the cache.
 """
 
 from __future__ import annotations
@@ -26,9 +30,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from worldrecall.core.components import MeasureContext, Metric, Value
-from worldrecall.core.data import Alignment, Case
+from worldrecall.core.data import Alignment, Case, one_line
 from worldrecall.core.models import BackendUnavailable
-from worldrecall.plugins.scene_memory.aligners import case_sidecar
+from worldrecall.plugins.scene_memory.aligners import case_sidecar, missing_intrinsics
 from worldrecall.plugins.scene_memory.closure import measure_pair, pair_score
 from worldrecall.plugins.scene_memory.exports import is_native_layout, read_release_intrinsics
 from worldrecall.plugins.scene_memory.half_life import HalfLifeRefused, fit_half_life
@@ -71,8 +75,45 @@ class _SuiteMetric(Metric):
             return []
         return usable_pairs(pairs, case.video.num_frames)
 
+    def _start(self, case: Case, alignment: Alignment) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """(the measurement's common part, the usable pairs); ``error`` says why nothing was measured."""
+        out: dict[str, Any] = {"facts": self._facts(alignment), "pairs": [], "error": ""}
+        pairs = self._pairs(case, alignment)
+        if not pairs and alignment.info.get("scored_pairs"):
+            out["error"] = "no revisit pair maps onto a decoded frame"  # the release's pair_error
+        return out, pairs
+
     def needs_models(self, case: Case) -> bool:
         return "vipe" in case.sidecars
+
+    @staticmethod
+    def gate_reason(facts: Mapping[str, Any], th: Mapping[str, Any]) -> str:
+        """Why a rollout is not scorable for memory (``memory_loop._gate_reason``), plus our floor's case."""
+        if facts.get("missing"):
+            return str(facts.get("reason") or "memory metrics require an estimated camera-pose sidecar")
+        if not facts.get("departed"):
+            return "camera never departed its anchor viewpoint, so returning to it does not test memory"
+        if not facts.get("returned"):
+            return "rollout never revisited an earlier viewpoint"
+        if not th.get("official_parity") and facts.get("gate_official") and not facts.get("gate"):
+            return "camera stayed within worldrecall's absolute departure floor (jitter is not a revisit)"
+        return "no scorable revisit pair"
+
+    def verdict(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> str | None:
+        """The release's not-applicable reason when the primary value is None (else None)."""
+        th = {**type(self).thresholds, **dict(thresholds)}
+        try:
+            value = self.score(measurement, th).get(self.primary)
+        except BackendUnavailable:
+            return None
+        if value is not None:
+            return None
+        facts = measurement.get("facts") or {}
+        if not self.gate_of(facts, th):
+            return self.gate_reason(facts, th)
+        return str(measurement.get("error") or self.empty_reason)
+
+    empty_reason: ClassVar[str] = "no scorable revisit pair"
 
 
 class MemoryReturnGate(_SuiteMetric):
@@ -113,26 +154,35 @@ _LAST_FIDELITY: dict[str, Any] = {}
 
 
 def _fidelity_measure(metric: _SuiteMetric, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
-    out: dict[str, Any] = {"facts": metric._facts(alignment), "pairs": []}
-    pairs = metric._pairs(case, alignment)
+    out, pairs = metric._start(case, alignment)
     if not pairs:
         return out
     embedder = ctx.models.get("revisit_embedder")
     key = (case.fingerprint(), json.dumps(pairs, sort_keys=True, default=str), id(embedder))
     if _LAST_FIDELITY.get("key") == key:
         out["pairs"] = [dict(p) for p in _LAST_FIDELITY["pairs"]]
+        out["error"] = _LAST_FIDELITY["error"]
         return out
-    out["pairs"] = _fidelity_pairs(case, pairs, embedder)
+    a, b = pair_frames(case, pairs)  # decoded outside the guard: a decode failure is no backend failure
+    try:
+        out["pairs"] = _fidelity_pairs(case, pairs, a, b, embedder)
+    except BackendUnavailable:
+        raise
+    except Exception as e:  # noqa: BLE001 - the release's fidelity_error: fidelity and half-life not applicable
+        out["error"] = f"revisit embedder failed: {type(e).__name__}: {one_line(e, 300)}"
     _LAST_FIDELITY.clear()
-    _LAST_FIDELITY.update(key=key, embedder=embedder, pairs=[dict(p) for p in out["pairs"]])
+    _LAST_FIDELITY.update(key=key, embedder=embedder, pairs=[dict(p) for p in out["pairs"]], error=out["error"])
     return out
 
 
-def _fidelity_pairs(case: Case, pairs: list[dict[str, Any]], embedder: Any) -> list[dict[str, Any]]:
+def _fidelity_pairs(case: Case, pairs: list[dict[str, Any]], a: list[np.ndarray], b: list[np.ndarray],
+                    embedder: Any) -> list[dict[str, Any]]:
     """Per pair: its facts plus the embedding cosine and RGB SSIM of its two frames (B resized to A)."""
-    a, b = pair_frames(case, pairs)
     b = [resize_like(y, x) for x, y in zip(a, b)]
-    emb = np.asarray(embedder.embed([*a, *b], case=case), dtype=np.float64)
+    emb = np.asarray(embedder.embed([*a, *b], case=case))
+    if not np.issubdtype(emb.dtype, np.floating):
+        emb = emb.astype(np.float64)
+    # the cosine in the embedder's own precision (DINOv2: float32), as the release's np.dot of its features
     ea, eb = emb[: len(a)], emb[len(a):]
     stats: dict[int, Any] = {}  # a first frame's SSIM terms, shared by the pairs that start there
     for p, x in zip(pairs, a):
@@ -143,8 +193,9 @@ def _fidelity_pairs(case: Case, pairs: list[dict[str, Any]], embedder: Any) -> l
 
 
 def _fidelity_per_pair(pairs: list[dict[str, Any]], th: Mapping[str, Any]) -> list[float]:
-    ws, wt = float(th["semantic_weight"]), float(th["ssim_weight"])
-    return [clamp01(ws * clamp01((p["cosine"] + 1.0) / 2.0) + wt * float(p["ssim"])) for p in pairs]
+    ws, wt, rel = float(th["semantic_weight"]), float(th["ssim_weight"]), bool(th["official_parity"])
+    return [clamp01(ws * clamp01((p["cosine"] + 1.0) / 2.0, release=rel) + wt * float(p["ssim"]), release=rel)
+            for p in pairs]
 
 
 class MemoryRevisitFidelity(_SuiteMetric):
@@ -170,11 +221,12 @@ class MemoryRevisitFidelity(_SuiteMetric):
         th = {**type(self).thresholds, **dict(thresholds)}
         pairs = list(measurement.get("pairs") or [])
         none = {"fidelity": None, "semantic": None, "ssim": None, "n_pairs": float(len(pairs))}
-        if not self.gate_of(measurement["facts"], th) or not pairs:
+        if not self.gate_of(measurement["facts"], th) or not pairs or measurement.get("error"):
             return none
         per = _fidelity_per_pair(pairs, th)
+        rel = bool(th["official_parity"])
         return {"fidelity": float(np.mean(per)),
-                "semantic": float(np.mean([clamp01((p["cosine"] + 1.0) / 2.0) for p in pairs])),
+                "semantic": float(np.mean([clamp01((p["cosine"] + 1.0) / 2.0, release=rel) for p in pairs])),
                 "ssim": float(np.mean([p["ssim"] for p in pairs])), "n_pairs": float(len(pairs))}
 
 
@@ -206,7 +258,7 @@ class MemoryHalfLife(_SuiteMetric):
         pairs = list(measurement.get("pairs") or [])
         none = {"half_life_s": None, "score": None, "tau_s": None, "r_squared": None,
                 "n_points": float(len(pairs))}
-        if not self.gate_of(measurement["facts"], th) or not pairs:
+        if not self.gate_of(measurement["facts"], th) or not pairs or measurement.get("error"):
             return none
         try:
             fit = fit_half_life([p["gap_s"] for p in pairs], _fidelity_per_pair(pairs, th),
@@ -215,7 +267,25 @@ class MemoryHalfLife(_SuiteMetric):
             return none
         return {"half_life_s": fit["half_life_s"], "tau_s": fit["tau_s"], "r_squared": fit["r_squared"],
                 "n_points": float(fit["n_points"]),
-                "score": clamp01(fit["half_life_s"] / max(float(th["reference_s"]), 1e-6))}
+                "score": clamp01(fit["half_life_s"] / max(float(th["reference_s"]), 1e-6),
+                                 release=bool(th["official_parity"]))}
+
+    def verdict(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> str | None:
+        """As :meth:`_SuiteMetric.verdict`; the fit's own refusal, or the embedder's failure, as released."""
+        th = {**type(self).thresholds, **dict(thresholds)}
+        pairs = list(measurement.get("pairs") or [])
+        err = str(measurement.get("error") or "")
+        if self.gate_of(measurement.get("facts") or {}, th) and pairs and not err:
+            try:
+                fit_half_life([p["gap_s"] for p in pairs], _fidelity_per_pair(pairs, th),
+                              min_points=int(th["min_points"]), min_r_squared=float(th["min_r_squared"]))
+            except HalfLifeRefused as e:
+                return str(e)
+            return None
+        if err.startswith("revisit embedder failed"):
+            measurement = {**measurement, "error": f"revisit fidelity is unavailable, so its decay cannot be "
+                                                   f"fitted: {err}"}
+        return super().verdict(measurement, th)
 
 
 class MemoryGeometricClosure(_SuiteMetric):
@@ -236,21 +306,35 @@ class MemoryGeometricClosure(_SuiteMetric):
     thresholds: ClassVar[dict[str, Any]] = {"official_parity": False, "min_matches": 12, "epipolar_tau_px": 4.0,
                                             "reprojection_tau_px": 8.0}
 
+    empty_reason = "no revisit pair produced enough SIFT correspondences, or intrinsics are missing"
+
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
-        out: dict[str, Any] = {"facts": self._facts(alignment), "pairs": [], "release_readable": True}
-        pairs = self._pairs(case, alignment)
+        out, pairs = self._start(case, alignment)
+        out["release_readable"] = True
         if not pairs:
             return out
         sc = case_sidecar(case, need_depth=False)
+        if missing_intrinsics(sc):
+            # as released: no intrinsics -> no pair is matched or scored, the metric is not applicable
+            out["error"] = missing_intrinsics(sc)
+            out["pairs"] = [{**p, "n_matches": 0, "baseline": None, "epipolar_error": None,
+                             "reprojection_error": None, "n_triangulated": 0} for p in pairs]
+            return out
         # the release uses intrinsics.npy only as [N,3,3] (else no pair is scored); ours reads the others too
         out["release_readable"] = not is_native_layout(sc.source) and read_release_intrinsics(sc.source) is not None
         K, P = sc.intrinsics, sc.poses_c2w
+        matcher = ctx.models.get("local_features")
         a, b = pair_frames(case, pairs)
-        matches = ctx.models.get("local_features").match(list(zip(a, b)), case=case)
-        for p, m in zip(pairs, matches):
-            i, j = int(p["first_row"]), int(p["revisit_row"])
-            Ki, Kj = K[min(i, len(K) - 1)], K[min(j, len(K) - 1)]
-            out["pairs"].append({**p, **measure_pair(m, P[i], P[j], Ki, Kj)})
+        try:
+            matches = matcher.match(list(zip(a, b)), case=case)
+            for p, m in zip(pairs, matches):
+                i, j = int(p["first_row"]), int(p["revisit_row"])
+                Ki, Kj = K[min(i, len(K) - 1)], K[min(j, len(K) - 1)]
+                out["pairs"].append({**p, **measure_pair(m, P[i], P[j], Ki, Kj)})
+        except BackendUnavailable:
+            raise
+        except Exception as e:  # noqa: BLE001 - the release's geometric_error: not applicable
+            out["pairs"], out["error"] = [], f"geometric closure failed: {type(e).__name__}: {one_line(e, 300)}"
         return out
 
     def score(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> dict[str, float | None]:
@@ -258,12 +342,12 @@ class MemoryGeometricClosure(_SuiteMetric):
         pairs = list(measurement.get("pairs") or [])
         out: dict[str, float | None] = {"closure": None, "epipolar_error_px": None, "n_scored": 0.0,
                                         "n_pairs": float(len(pairs))}
-        if not self.gate_of(measurement["facts"], th) or not pairs:
+        if not self.gate_of(measurement["facts"], th) or not pairs or measurement.get("error"):
             return out
         if th["official_parity"] and not measurement.get("release_readable", True):
             return out
         kw = {"min_matches": int(th["min_matches"]), "epipolar_tau": float(th["epipolar_tau_px"]),
-              "reprojection_tau": float(th["reprojection_tau_px"])}
+              "reprojection_tau": float(th["reprojection_tau_px"]), "release_clamp": bool(th["official_parity"])}
         scored = [(s, p) for p in pairs if (s := pair_score(p, **kw)) is not None]
         if not scored:
             return out
@@ -293,8 +377,8 @@ class MemoryRenderingRecovery(_SuiteMetric):
                                             "gram_tau": 0.002}
 
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
-        out: dict[str, Any] = {"facts": self._facts(alignment), "pairs": [], "texture_error": ""}
-        pairs = self._pairs(case, alignment)
+        out, pairs = self._start(case, alignment)
+        out["texture_error"] = ""
         if not pairs:
             return out
         try:
@@ -302,22 +386,39 @@ class MemoryRenderingRecovery(_SuiteMetric):
         except BackendUnavailable as e:
             texture, out["texture_error"] = None, str(e)
         a, b = pair_frames(case, pairs)
+        try:
+            out["pairs"] = self._pairs_measured(pairs, a, b, texture, out)
+        except Exception as e:  # noqa: BLE001 - the release's rendering_error: not applicable
+            out["pairs"], out["error"] = [], f"rendering recovery failed: {type(e).__name__}: {one_line(e, 300)}"
+        return out
+
+    @staticmethod
+    def _pairs_measured(pairs: list[dict[str, Any]], a: list[np.ndarray], b: list[np.ndarray], texture: Any,
+                        out: dict[str, Any]) -> list[dict[str, Any]]:
+        """Per pair: colour deltas and the texture distance (None: the release's colour-only fallback, taken
+        when no texture backend can be built or it raises ImportError — the release catches only that)."""
         means: dict[int, tuple[float, float, float]] = {}  # a first frame's colour means, shared by its pairs
+        measured = []
         for p, x, y in zip(pairs, a, b):
             y = resize_like(y, x)
             if int(p["first_frame"]) not in means:
                 means[int(p["first_frame"])] = lab_means(x)
             light, chroma = colour_deltas(x, y, means[int(p["first_frame"])])
-            gram = None if texture is None else float(texture.distance(x, y))
-            out["pairs"].append({**p, "lightness_delta": light, "chroma_delta": chroma, "gram_distance": gram})
-        return out
+            gram = None
+            if texture is not None:
+                try:
+                    gram = float(texture.distance(x, y))
+                except (ImportError, BackendUnavailable) as e:
+                    out["texture_error"] = str(e)
+            measured.append({**p, "lightness_delta": light, "chroma_delta": chroma, "gram_distance": gram})
+        return measured
 
     def score(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> dict[str, float | None]:
         th = {**type(self).thresholds, **dict(thresholds)}
         pairs = list(measurement.get("pairs") or [])
         out: dict[str, float | None] = {"recovery": None, "lighting": None, "chroma": None, "texture": None,
                                         "texture_fallback": None, "n_pairs": float(len(pairs))}
-        if not self.gate_of(measurement["facts"], th) or not pairs:
+        if not self.gate_of(measurement["facts"], th) or not pairs or measurement.get("error"):
             return out
         fallback = any(p.get("gram_distance") is None for p in pairs)
         if fallback and not th["official_parity"]:
@@ -325,8 +426,10 @@ class MemoryRenderingRecovery(_SuiteMetric):
             # a different number); parity reproduces that fallback and flags it
             raise BackendUnavailable(measurement.get("texture_error") or
                                      f"{self.name}: no texture backend (set models.texture=<name>)")
+        # parity: each pair without a texture distance takes the colour-only mean, as released (per pair)
         per = [pair_scores(p, lightness_tau=float(th["lightness_tau"]), chroma_tau=float(th["chroma_tau"]),
-                           gram_tau=float(th["gram_tau"]), use_texture=not fallback) for p in pairs]
+                           gram_tau=float(th["gram_tau"]), release_clamp=bool(th["official_parity"]))
+               for p in pairs]
         return {"recovery": float(np.mean([s["score"] for s in per])),
                 "lighting": float(np.mean([s["lighting"] for s in per])),
                 "chroma": float(np.mean([s["chroma"] for s in per])),

@@ -37,15 +37,26 @@ def pose_distance_matrix(poses_c2w: np.ndarray, *, rotation_weight: float = 1.0,
     The translation term is dropped when E ≤ ``degenerate_extent`` (rotation-only trajectory). Returns
     (d [N,N], E).
     """
+    d, _, _, extent = pose_distance_parts(poses_c2w, rotation_weight=rotation_weight,
+                                          degenerate_extent=degenerate_extent)
+    return d, extent
+
+
+def pose_distance_parts(poses_c2w: np.ndarray, *, rotation_weight: float = 1.0, degenerate_extent: float = 1e-6
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """(d, ‖t_i − t_j‖ / E (zeros when rotation-only), θ_ij in degrees, E): the release's
+    ``pose_distance_matrix``, whose two parts a revisit pair reports entry by entry."""
     P = np.asarray(poses_c2w, dtype=np.float64)
     t, R = P[:, :3, 3], P[:, :3, :3]
     extent = float(np.linalg.norm(t - t[0], axis=1).max()) if len(P) else 0.0
     theta = rotation_angles_deg(R, R)
     np.fill_diagonal(theta, 0.0)
     d = float(rotation_weight) * (theta / 180.0)
+    tn = np.zeros_like(theta)
     if extent > degenerate_extent:
-        d = np.linalg.norm(t[:, None, :] - t[None, :, :], axis=2) / extent + d
-    return d, extent
+        tn = np.linalg.norm(t[:, None, :] - t[None, :, :], axis=2) / extent
+        d = tn + d
+    return d, tn, theta, extent
 
 
 @dataclass
@@ -99,13 +110,14 @@ def turnaround_gate(poses_c2w: np.ndarray, fps: float, *, rotation_weight: float
     n = int(P.shape[0])
     if n < 2:
         raise ValueError(f"the turnaround split needs at least 2 poses, got {n}")
-    d, extent = pose_distance_matrix(P, rotation_weight=rotation_weight, degenerate_extent=degenerate_extent)
+    d, tn, theta, extent = pose_distance_parts(P, rotation_weight=rotation_weight,
+                                               degenerate_extent=degenerate_extent)
     d0 = d[0]
     k_star = int(np.argmax(d0))  # first maximum
     departure = float(d0[k_star])
     departed = departure >= float(departure_factor) * float(revisit_radius)
     found = revisit_pairs(P, d, extent, fps, revisit_radius=revisit_radius, excursion_factor=excursion_factor,
-                          min_gap_s=min_gap_s, degenerate_extent=degenerate_extent)
+                          min_gap_s=min_gap_s, degenerate_extent=degenerate_extent, parts=(tn, theta))
     gap = max(round(float(min_gap_s) * max(float(fps), 1e-6)), 1)
     pairs = [(p.first_row, p.revisit_row) for p in found]
     returned = len(pairs) >= 1
@@ -140,18 +152,24 @@ class RevisitPair:
 
 def revisit_pairs(poses_c2w: np.ndarray, d: np.ndarray, extent: float, fps: float, *,
                   revisit_radius: float = 0.15, excursion_factor: float = 3.0, min_gap_s: float = 1.0,
-                  degenerate_extent: float = 1e-6) -> list[RevisitPair]:
+                  degenerate_extent: float = 1e-6,
+                  parts: tuple[np.ndarray, np.ndarray] | None = None) -> list[RevisitPair]:
     """Every revisit pair of a trajectory with pose distances ``d`` (``find_revisit_pairs``).
 
     For each row j ≥ g (g = max(round(min_gap_s · max(fps, 1e-6)), 1)), i* = argmin_{i ≤ j−g} d_ji; the
     pair counts when d_ji* ≤ radius and max_{i*<m<j} d_i*m ≥ excursion_factor·radius (0 when empty).
+    ``parts``: the (normalised translation, rotation) matrices of :func:`pose_distance_parts`, whose
+    [j, i] entries the pair reports, as released; recomputed when not given.
     """
+    if parts is None:
+        _, tn_all, theta_all, _ = pose_distance_parts(poses_c2w, degenerate_extent=degenerate_extent)
+    else:
+        tn_all, theta_all = parts
     P = np.asarray(poses_c2w, dtype=np.float64)
     n = len(P)
     rate = max(float(fps), 1e-6)
     gap = max(round(float(min_gap_s) * rate), 1)
     need = float(excursion_factor) * float(revisit_radius)
-    t = P[:, :3, 3]
     out: list[RevisitPair] = []
     for j in range(gap, n):
         cand = d[j, : j - gap + 1]
@@ -164,9 +182,8 @@ def revisit_pairs(poses_c2w: np.ndarray, d: np.ndarray, extent: float, fps: floa
         exc = float(between.max()) if between.size else 0.0
         if exc < need:
             continue
-        tr = 0.0 if extent <= degenerate_extent else float(np.linalg.norm(t[j] - t[i])) / extent
-        rot = float(rotation_angles_deg(P[j:j + 1, :3, :3], P[i:i + 1, :3, :3])[0, 0])
-        out.append(RevisitPair(i, j, float(cand[i]), tr, rot, (j - i) / rate, exc))
+        out.append(RevisitPair(i, j, float(cand[i]), float(tn_all[j, i]), float(theta_all[j, i]),
+                               (j - i) / rate, exc))
     return out
 
 

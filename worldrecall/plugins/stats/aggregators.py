@@ -71,9 +71,11 @@ class MacroAggregator(Aggregator):
         recs = []
         values = df["value"].to_numpy(float) if not df.empty else np.array([])
         keys = _level_keys(df, levels) if not df.empty else []
+        cases = df["case_id"].astype(str).to_numpy() if not df.empty else np.array([])
         for key, idx in _groups(df, GROUP):
             v = values[idx]
-            recs.append({**dict(zip(GROUP, key)), "macro": macro_mean(v, [k[idx] for k in keys]),
+            # one value per case in a group: a duplicate case id is refused, as the release's hierarchy does
+            recs.append({**dict(zip(GROUP, key)), "macro": macro_mean(v, [k[idx] for k in keys], cases[idx]),
                          "n": int(np.isfinite(v).sum())})
         return {"macro": pd.DataFrame.from_records(recs, columns=GROUP + ["macro", "n"])}
 
@@ -95,10 +97,11 @@ class BootstrapAggregator(Aggregator):
         recs = []
         all_values = df["value"].to_numpy(float) if not df.empty else np.array([])
         all_keys = _level_keys(df, p["levels"]) if not df.empty else []
+        cases = df["case_id"].astype(str).to_numpy() if not df.empty else np.array([])
         for key, idx in _groups(df, GROUP):
             vals, keys = all_values[idx], [k[idx] for k in all_keys]
             lo, hi = bootstrap_macro(vals, keys, int(p["replicates"]), int(p["seed"]), float(p["level"]))
-            recs.append({**dict(zip(GROUP, key)), "estimate": macro_mean(vals, keys), "ci_low": lo, "ci_high": hi,
+            recs.append({**dict(zip(GROUP, key)), "estimate": macro_mean(vals, keys, cases[idx]), "ci_low": lo, "ci_high": hi,
                          "n": int(np.isfinite(vals).sum()), "replicates": int(p["replicates"]), "seed": int(p["seed"])})
         return {"bootstrap": pd.DataFrame.from_records(recs, columns=GROUP + ["estimate", "ci_low", "ci_high", "n",
                                                                                "replicates", "seed"])}

@@ -21,8 +21,15 @@ def _level_keys(df: pd.DataFrame, levels: Sequence[str]) -> list[np.ndarray]:
     return keys
 
 
-def macro_mean(values: np.ndarray, keys: list[np.ndarray]) -> float:
-    """Mean of means up the hierarchy, NaNs skipped at every level."""
+def macro_mean(values: np.ndarray, keys: list[np.ndarray], case_ids: Sequence[str] | None = None) -> float:
+    """Mean of means up the hierarchy, NaNs skipped at every level.
+
+    ``case_ids`` (one per value): a case id given twice is refused (``ValueError`` naming it), as the
+    release's ``aggregate_hierarchy`` does — repeated observations of a case must be averaged within the
+    case first, or they would silently weigh it more.
+    """
+    if case_ids is not None:
+        check_unique_cases(case_ids)
     ok = ~np.isnan(values)
     values = values[ok]
     keys = [k[ok] for k in keys]
@@ -42,6 +49,15 @@ def macro_mean(values: np.ndarray, keys: list[np.ndarray]) -> float:
             parent.setdefault(p[depth:], []).append(v)
         level = {p: float(np.mean(v)) for p, v in parent.items()}
     return float(next(iter(level.values())))
+
+
+def check_unique_cases(case_ids: Sequence[str]) -> None:
+    """Refuse a case id listed twice (one line naming it)."""
+    seen: set[str] = set()
+    for c in case_ids:
+        if str(c) in seen:
+            raise ValueError(f"duplicate case_id {str(c)!r}: aggregate repeated observations within each case first")
+        seen.add(str(c))
 
 
 def bootstrap_macro(values: np.ndarray, keys: list[np.ndarray], replicates: int, seed: int,

@@ -1,7 +1,7 @@
 """Building the synthetic revisit suite on disk: :func:`ensure_suite` (idempotent, atomic, locked, parallel).
 
 One case = one story (camera program, target, change while unseen, props) rendered as a GT clip and as
-eight counterfactual generations, written into the MemoBench, Scene Memory F1 and OPIS layouts plus VQA
+eight counterfactual generations, written into the MemoBench, Scene Memory F1, OPIS and WRBench layouts plus VQA
 banks and truth files. ``root/manifest.json`` lists every case, its facts and its relative paths.
 """
 
@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-GENERATOR_VERSION = "2"  # 2: OPIS layout gains reference_geometry.npz, linked sidecars, domains.json
+GENERATOR_VERSION = "3"  # 2: OPIS layout gains reference_geometry.npz, linked sidecars, domains.json; 3: WRBench layout
 MANIFEST = "manifest.json"
 COMPLETE = "COMPLETE"
 
@@ -149,6 +149,8 @@ def _build(tmp: Path, params: dict, digest: str, workers: int | None, progress: 
             "scene_memory": "scene_memory",
             "opis_final": "opis/final",
             "opis_generations": "opis/generations",
+            "wrbench_release": "wrbench/release",
+            "wrbench_videos": "wrbench/videos",
         },
         "files": layout_files,
         "cases": records,
@@ -237,6 +239,9 @@ def _write_layout_files(tmp: Path, params: dict, records: list[dict]) -> list[st
     fc.parent.mkdir(parents=True, exist_ok=True)
     fc.write_text(vqa_bank.csv_text(vqa_bank.FAILURE_COLUMNS, failure_rows))
     layout_files.append(vqa_bank.FAILURES_PATH)
+    from worldrecall.plugins.synthetic import wrbench_layout
+
+    layout_files += wrbench_layout.write_layout(tmp, records)
     return layout_files
 
 

@@ -1,0 +1,129 @@
+"""D3-D6 metric ``wrbench.probes``: yes/no probes through a judge, the re-observation gate and the null policy.
+
+The judge (``params.judge``) answers every probe of :mod:`worldrecall.plugins.wrbench.probes` about the whole
+video with ``p_yes`` (a log-probability judge: ``qwen_vl_logprob``; the precomputed answers of a sidecar:
+``wrbench_probe_sidecar``). D3/D4 must be non-null (a missing score probe fails the row, as the release drops
+a partial video); D5/D6 are null exactly when the gate says not applicable, with the gate's reason in the
+verdict — a null D5/D6 with an applicable gate fails the row. ``reobservation_support`` is the shared gate
+(1 / 0), whose mean is the paper's re-observation support rate.
+
+Gate sources (``params.gate_source``): ``evidence`` (official: the evidence record of
+``export_runtime_v2_evidence_first``, from the manifest or the release's ``evidence.jsonl``; no record = not
+applicable, ``missing_evidence``), ``probe_dimension`` (the P25 scorer's own D5/D6 gate probes),
+``probe_shared`` (the P10 shared judgeability probes, asked in addition).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from worldrecall.core.components import MeasureContext, Metric, Value
+from worldrecall.core.data import Alignment, Case, CaseFailure
+from worldrecall.core.digests import file_digest
+from worldrecall.formats.safe_json import read_json
+from worldrecall.plugins.wrbench import probes
+
+GATE_SOURCES = ("evidence", "probe_dimension", "probe_shared")
+SCHEMA = {"type": "yes_no_logprob", "yes": list(probes.YES_VARIANTS), "no": list(probes.NO_VARIANTS)}
+
+
+def load_catalog(path: str) -> dict[str, str] | None:
+    """``{probe_id: question}`` from a JSON file (e.g. the release's exact question texts), or None."""
+    if not path:
+        return None
+    doc = read_json(path)
+    if not isinstance(doc, Mapping) or not all(isinstance(v, str) for v in doc.values()):
+        raise CaseFailure(f"{path}: a prompt catalog is a JSON object {{probe_id: question text}}")
+    return {str(k): v for k, v in doc.items()}
+
+
+class ProbeScores(Metric):
+    """D3 / D4 (visible), D5 / D6 (returned, gate-masked) and the shared re-observation gate."""
+
+    name: ClassVar[str] = "wrbench.probes"
+    benchmark: ClassVar[str] = "wrbench"
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = ("Yes/no probe log-probabilities: visible spatial (D3) / state (D4), returned "
+                                  "spatial (D5) / event-state (D6) past the re-observation gate")
+    primary: ClassVar[str] = "d6"
+    values: ClassVar[dict[str, Value]] = {
+        "d3": Value(higher_is_better=True, range=(0.0, 1.0), unit="", description="D3 visible spatial consistency"),
+        "d4": Value(higher_is_better=True, range=(0.0, 1.0), unit="", description="D4 visible state consistency"),
+        "d5": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                    description="D5 returned spatial consistency; null when the gate says not applicable"),
+        "d6": Value(higher_is_better=True, range=(0.0, 1.0), unit="",
+                    description="D6 returned event-state consistency; null when the gate says not applicable"),
+        "reobservation_support": Value(higher_is_better=None, range=(0.0, 1.0), unit="",
+                                       description="the shared re-observation judgeability gate (1 applicable)"),
+    }
+    params: ClassVar[dict[str, Any]] = {"judge": "qwen_vl_logprob", "fps": "2", "gate_source": "evidence",
+                                        "prompt_catalog": ""}
+
+    def judge_names(self) -> tuple[str, ...]:
+        """The configured judge."""
+        return (str(self.params["judge"]),)
+
+    def cache_params(self, case: Case, alignment: Alignment) -> dict[str, Any]:
+        """The question catalog's content (when a file gives it)."""
+        p = self.params["prompt_catalog"]
+        return {"prompt_catalog": file_digest(Path(p)) if p and Path(p).is_file() else None,
+                "catalog_version": probes.CATALOG_VERSION}
+
+    def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
+        """Every probe's ``p_yes``, the judge's identity and precision, and the gate's inputs."""
+        if self.params["gate_source"] not in GATE_SOURCES:
+            raise CaseFailure(f"{self.name}.params.gate_source: expected one of {', '.join(GATE_SOURCES)}")
+        if case.video is None:
+            raise CaseFailure(f"{case.case_id}: no generated video")
+        if not case.prompt:
+            raise CaseFailure(f"{case.case_id}: no world_state_prompt to ask the probes about")
+        asked = probes.catalog(str(self.params["gate_source"]), load_catalog(str(self.params["prompt_catalog"])))
+        questions = [{"id": p.probe_id, "prompt": probes.build_prompt(case.prompt, p, str(self.params["fps"]))}
+                     for p in asked]
+        if ctx.judges is None:
+            raise CaseFailure(f"{self.name}: no judge hub")
+        judge = ctx.judges.get(str(self.params["judge"]))
+        resp = judge.ask(Path(case.video.path), "", questions, {**SCHEMA, "fps": str(self.params["fps"])})
+        p_yes: dict[str, float | None] = {q["id"]: None for q in questions}
+        for a in resp.answers:
+            if str(a.get("id")) in p_yes and a.get("p_yes") is not None:
+                p_yes[str(a["id"])] = float(a["p_yes"])
+        return {"p_yes": p_yes, "judge_model": resp.model_id or str(self.params["judge"]),
+                "precision": dict(resp.usage or {}), "evidence": case.annotations.get("evidence"),
+                "manifest_reobservation_support": case.annotations.get("reobservation_support"),
+                "gate_source": str(self.params["gate_source"])}
+
+    def _gate(self, m: Mapping[str, Any]) -> probes.Gate:
+        if m["gate_source"] == "evidence":
+            return probes.evidence_gate(m.get("evidence"), m.get("manifest_reobservation_support"))
+        g = probes.probe_gate(m["p_yes"], str(m["gate_source"]))
+        if m.get("manifest_reobservation_support") is False:
+            return probes.Gate(False, "no_oov", False, "no_oov", False, "no_oov", "manifest")
+        return g
+
+    def score(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> dict[str, float | None]:
+        """D3-D6 under the contract: D3/D4 never null, D5/D6 null only where the gate is not applicable."""
+        p_yes = {k: (None if v is None else float(v)) for k, v in dict(measurement["p_yes"]).items()}
+        scores, missing = probes.dimension_scores(p_yes)
+        if scores["d3"] is None or scores["d4"] is None:
+            raise CaseFailure(f"D3/D4 must be non-null; missing probe answers: {', '.join(missing)}")
+        gate = self._gate(measurement)
+        masked = probes.masked_oov(scores, gate)
+        for dim, ok in (("d5", gate.d5), ("d6", gate.d6)):
+            if ok and masked[dim] is None:
+                raise CaseFailure(f"{dim.upper()} is null but its gate is applicable (missing probe answers: "
+                                  f"{', '.join(missing)})")
+        return {"d3": scores["d3"], "d4": scores["d4"], "d5": masked["d5"], "d6": masked["d6"],
+                "reobservation_support": float(gate.shared)}
+
+    def verdict(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> str:
+        """The gate (and why D5/D6 are null) and which judge, at which precision, scored the probes."""
+        gate = self._gate(measurement)
+        prec = measurement.get("precision") or {}
+        how = ", ".join(f"{k}={prec[k]}" for k in ("dtype", "attn_implementation", "device") if prec.get(k))
+        g = ("gate applicable" if gate.shared else f"gate not applicable ({gate.shared_reason}): D5/D6 null") \
+            if gate.d5 == gate.d6 == gate.shared else \
+            f"D5 gate {'ok' if gate.d5 else gate.d5_reason}, D6 gate {'ok' if gate.d6 else gate.d6_reason}"
+        return f"{g} [{gate.source}]; probes by {measurement['judge_model']}" + (f" ({how})" if how else "")
