@@ -668,7 +668,8 @@ def test_reader_notes_reach_the_rows_and_survive_the_measurement_cache(tmp_path)
     from worldrecall.core.data import Alignment, Case, ScoreRow
 
     M = NotingMetric
-    case = Case("toy", "c1", "m", None, sidecars={"vipe": tmp_path}, warnings=["sheet note"])
+    (tmp_path / "vipe").mkdir()  # beside the cache folder, not above it: the sidecar's content is an input
+    case = Case("toy", "c1", "m", None, sidecars={"vipe": tmp_path / "vipe"}, warnings=["sheet note"])
     for k, runs in ((1.0, 1), (2.0, 1)):  # the second threshold re-scores from the cached measurement
         metric = M(None, {"k": k})
         row = ScoreRow("toy", "m", "c1", M.name, {}, warnings=list(case.warnings))

@@ -169,14 +169,15 @@ def test_core_stays_small(layer):
 
 
 def _engine_part(module: str) -> str:
-    """``engine.stages`` / ``engine.sinks`` / the top-level job and Hydra glue (``engine``)."""
+    """``engine.stages`` / ``engine.sinks`` / ``engine.cache`` / the top-level job and Hydra glue (``engine``)."""
     parts = module.split(".")
-    return ".".join(parts[:3]) if len(parts) > 3 and parts[2] in ("stages", "sinks") else "engine"
+    return ".".join(parts[:3]) if len(parts) >= 3 and parts[2] in ("stages", "sinks", "cache") else "engine"
 
 
 def test_the_run_stages_never_import_the_sinks_and_sinks_never_the_job():
     """Run stages produce the one result; sinks read it. Stages import no sink and no job-level module;
-    sinks import stages (the result type, shard bookkeeping) but never the job, the CLI or the Hydra entry."""
+    sinks import stages (the result type, shard bookkeeping) but never the job, the CLI or the Hydra entry.
+    The cache (keys, store) is used by both and imports neither."""
     bad = []
     for mod, deps in sorted(_graph().items()):
         if _layer(mod) != "engine":
@@ -186,13 +187,15 @@ def test_the_run_stages_never_import_the_sinks_and_sinks_never_the_job():
             if _layer(d) != "engine":
                 continue
             dpart = _engine_part(d)
-            if part == "worldrecall.engine.stages" and dpart != part:
+            if part == "worldrecall.engine.stages" and dpart not in (part, "worldrecall.engine.cache"):
                 bad.append(f"{mod} (stage) imports {d}")
+            if part == "worldrecall.engine.cache" and dpart != part:
+                bad.append(f"{mod} (cache) imports {d}")
             if part == "worldrecall.engine.sinks" and dpart == "engine" and d != "worldrecall.engine.redaction":
                 bad.append(f"{mod} (sink) imports {d}")
     assert not bad, "\n".join(bad)
     assert {_engine_part(m) for m in _graph() if _layer(m) == "engine"} == {
-        "engine", "worldrecall.engine.stages", "worldrecall.engine.sinks"}
+        "engine", "worldrecall.engine.stages", "worldrecall.engine.sinks", "worldrecall.engine.cache"}
 
 
 def test_test_helpers_live_in_tests_helpers():

@@ -71,22 +71,3 @@ def test_pipe_table_is_real_markdown():
     df = pd.DataFrame({"model": ["a|b", "c"], "score": [0.123456, float("nan")], "ok": [True, False]})
     assert pipe_table(df, digits=3) == ("| model | score | ok |\n|:---|---:|:---|\n"
                                         "| a\\|b | 0.123 | True |\n| c |  | False |\n")
-
-
-def test_a_views_text_is_recalled_only_for_the_same_cells():
-    import pandas as pd
-
-    from worldrecall.engine.sinks import leaderboard_view as lv
-
-    lv._TEXTS.clear()
-    df = pd.DataFrame({"rank": ["1", "2="], "model": ["a", "b"], "ORS (0–1 ↑)": ["0.9 [0.8, 1.0]", "n/a"]})
-    first = lv._table_text(df)
-    assert first == df.to_string(index=False) and len(lv._TEXTS) == 1
-    assert lv._table_text(df.copy()) is first  # the same cells: the text drawn before
-    changed = df.assign(**{"ORS (0–1 ↑)": ["0.8 [0.7, 0.9]", "n/a"]})
-    assert lv._table_text(changed) == changed.to_string(index=False) != first
-    as_int = pd.DataFrame({"rank": [1, 2], "model": ["a", "b"]})
-    as_str = pd.DataFrame({"rank": ["1", "2"], "model": ["a", "b"]})
-    assert lv._table_text(as_int) == as_int.to_string(index=False)
-    assert lv._table_text(as_str) == as_str.to_string(index=False)
-    assert lv._table_text(pd.DataFrame()) == "(no rows)"

@@ -181,38 +181,6 @@ def test_submission_bundle_round_trips_and_equals_the_tables(tmp_path):
         jsonschema.validate({**doc, "schema": "other"}, SCHEMA)
 
 
-def test_the_submission_document_drawn_from_memo_is_the_one_drawn_afresh(tmp_path, monkeypatch):
-    """aggregate.json's views are drawn once per view table content (``table_keys``): a later job's document,
-    with one view table changed, is byte for byte what drawing every view again gives."""
-    import json
-
-    from worldrecall.engine.sinks import submission
-    from worldrecall.engine.stages.config import resolve_config
-    from worldrecall.engine.stages.result import build_result
-
-    host = load_plugins(fresh=True, extra=[ToyPlugin()])
-    cfg = {"suite": {}, "aggregator_params": {"ranking": {"replicates": 200}}, "aggregators": ["mean", "ranking"],
-           "benchmarks": {}}
-
-    def doc(results: dict) -> str:
-        rows = _rows(results)
-        keys: dict[str, str] = {}
-        tables = aggregate_rows(host, rows, cfg, keys=keys)
-        result = build_result(tmp_path, rows, tables, resolve_config(cfg), host.plugins.values(), table_keys=keys)
-        assert keys
-        return json.dumps(submission.aggregate_doc(result, host), sort_keys=True)
-
-    monkeypatch.setattr(submission, "_VIEWS", {})
-    first = doc({"oracle": [(0.9, 1), (0.8, 1)], "frozen": [(1.0, 0), (1.0, 0)]})
-    assert submission._VIEWS  # drawn once, kept
-    again = doc({"oracle": [(0.9, 1), (0.8, 1)], "frozen": [(1.0, 0), (1.0, 0)]})
-    changed = doc({"oracle": [(0.7, 1), (0.8, 1)], "frozen": [(1.0, 0), (1.0, 0)]})
-    monkeypatch.setattr(submission, "_VIEWS", {})
-    assert again == first == doc({"oracle": [(0.9, 1), (0.8, 1)], "frozen": [(1.0, 0), (1.0, 0)]})
-    monkeypatch.setattr(submission, "_VIEWS", {})
-    assert changed == doc({"oracle": [(0.7, 1), (0.8, 1)], "frozen": [(1.0, 0), (1.0, 0)]}) != first
-
-
 def test_view_entries_read_from_columns_are_pandas_groups(tmp_path):
     """aggregate.json's views read straight from the view table's columns are the ones pandas' groupby and
     sort_values give (views by benchmark/order/variant, a view's rows by position with numpy's quicksort,

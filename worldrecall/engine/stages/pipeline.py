@@ -66,10 +66,11 @@ class Counters:
 class CasePipeline:
     """Align, measure and score one case with every metric of a plan."""
 
-    def __init__(self, host: PluginHost, hub: ModelHub, judges: JudgeHub, pool: VideoPool, store: Store,
-                 *, artifacts_dir: Path, write_artifacts: bool, device: str, batch_size: int):
-        self.host, self.hub, self.judges, self.pool, self.store = host, hub, judges, pool, store
-        self.artifacts_dir, self.write_artifacts = artifacts_dir, write_artifacts
+    def __init__(self, host: PluginHost, hub: ModelHub, judges: JudgeHub, pool: VideoPool, cache_root: Path,
+                 *, artifacts: bool, device: str, batch_size: int):
+        self.host, self.hub, self.judges, self.pool = host, hub, judges, pool
+        self.store = Store(cache_root)
+        self.artifacts_dir, self.write_artifacts = Path(cache_root) / "artifacts", artifacts
         self.device, self.batch_size = device, batch_size
         self.counters = Counters()
         self.merged = Counters()  # what forked workers reported
@@ -87,9 +88,10 @@ class CasePipeline:
     def snapshot(self) -> dict[str, dict[str, float]]:
         """Counters including the store's hits and misses, decodes and model time since the last reset."""
         out = self.counters.to_json()
-        out["cache"].update({f"{kind}_hits": n for kind, n in self.store.hits.items()})
-        out["cache"].update({f"{kind}_misses": n for kind, n in self.store.misses.items()})
-        out["cache"]["corrupt"] = self.store.corrupt
+        hits, misses = self.store.hits, self.store.misses
+        out["cache"].update({"hits": hits.get("measurements", 0), "misses": misses.get("measurements", 0),
+                             "corrupt": self.store.corrupt, "score_hits": hits.get("scores", 0),
+                             "alignment_hits": hits.get("alignments", 0)})
         out["decodes"] = dict(self.pool.decode_counts)
         out["model_seconds"] = dict(self.hub.forward_seconds)
         return out
@@ -241,13 +243,18 @@ class CasePipeline:
                 continue
             aligner = plan.aligner_for(metric)
             if aligner not in alignments:
-                alignments[aligner] = self.align(aligner, case, plan.params_for(aligner))
+                try:
+                    akey = self.alignment_key(aligner, case, plan.params_for(aligner)) if aligner else ""
+                except Exception as e:  # noqa: BLE001  (an unreadable input: the case fails, saying why)
+                    alignments[aligner] = ("", CaseFailure(f"{type(e).__name__}: {one_line(e)}"))
+                else:
+                    alignments[aligner] = (akey, self.align(aligner, case, plan.params_for(aligner), akey))
             akey, alignment = alignments[aligner]
             if isinstance(alignment, CaseFailure):
                 row.status, row.reason = "failed", f"align: {alignment}"
             else:
                 row.warnings.extend(alignment.info.get("warnings", []))
-                self.measure_and_score(metric, case, akey, alignment, row, plan.absent.get(name))
+                self.measure_and_score(metric, case, alignment, row, akey=akey, absent=plan.absent.get(name))
             out.append(row)
         return out
 
@@ -255,17 +262,18 @@ class CasePipeline:
         stored = self.store.get_json("alignments", key)
         return Alignment.from_json(stored) if stored is not None else None
 
-    def align(self, name: str, case: Case, params: Mapping[str, Any]) -> tuple[str, Alignment | CaseFailure]:
-        """The case's alignment key and alignment (from the cache, or computed and kept), or why there is none."""
+    def align(self, name: str, case: Case, params: Mapping[str, Any], key: str | None = None
+              ) -> Alignment | CaseFailure:
+        """The case's alignment (from the cache, or computed and kept under ``key``, its alignment key), or why
+        there is none."""
         t0 = time.perf_counter()
-        key = ""
         try:
             if not name:
-                return "", Alignment()
-            key = self.alignment_key(name, case, params)
+                return Alignment()
+            key = key or self.alignment_key(name, case, params)
             stored = self._stored_alignment(key)
             if stored is not None:  # only alignments that passed the checks below are kept
-                return key, stored
+                return stored
             aligner = self.host.aligner(name)
             merged = {**aligner.defaults, **params}
             n = case.video.num_frames if case.video is not None else None
@@ -273,23 +281,24 @@ class CasePipeline:
             if n is not None and n < aligner.min_frames:
                 short = f"{case.video.path}: {n} frame(s); the {name} aligner needs at least {aligner.min_frames}"
                 if not merged.get("official_parity"):
-                    return key, CaseFailure(short)
+                    return CaseFailure(short)
             alignment = aligner.align(case, merged)
             if short:  # official parity scores it as the official code would; the row says why to distrust it
                 alignment.info.setdefault("warnings", []).append(f"{short}; scored anyway (official_parity)")
             kept = self.store.put_json("alignments", key, json.loads(json.dumps(alignment.to_json(),
                                                                                  default=json_default)))
-            return key, Alignment.from_json(kept)  # exactly what a later cache hit gives
+            return Alignment.from_json(kept)  # exactly what a later cache hit gives
         except (CaseFailure, VideoError) as e:
-            return key, CaseFailure(one_line(e))
+            return CaseFailure(one_line(e))
         except Exception as e:
-            return key, CaseFailure(f"{type(e).__name__}: {one_line(e)}")
+            return CaseFailure(f"{type(e).__name__}: {one_line(e)}")
         finally:
             self._tick("align", t0)
 
-    def measure_and_score(self, metric: Metric, case: Case, akey: str, alignment: Alignment, row: ScoreRow,
-                          absent: str | None) -> None:
-        """Fill ``row`` with the metric's values (or its failure/skip); never raises."""
+    def measure_and_score(self, metric: Metric, case: Case, alignment: Alignment, row: ScoreRow, *,
+                          akey: str = "", absent: str | None = None) -> None:
+        """Fill ``row`` with the metric's values (or its failure/skip); never raises. ``akey``: the alignment's
+        key (empty for the empty alignment); ``absent``: the note of values no backend gives here."""
         stage, key = "measure", ""
         before = list(case.warnings)  # readers append their notes here while the metric measures
         row.info = {"alignment": alignment.to_json(), "videos": video_paths(case)}

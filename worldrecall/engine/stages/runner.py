@@ -24,7 +24,6 @@ from worldrecall.core.digests import load_digest_memo, save_digest_memo
 from worldrecall.core.judges import JudgeHub
 from worldrecall.core.models import ModelHub
 from worldrecall.core.video import VideoPool
-from worldrecall.engine.cache import Store
 from worldrecall.engine.stages.absence import all_null_values
 from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.engine.stages.config import ResolvedConfig, resolve_config
@@ -69,10 +68,9 @@ class Runner:
         self.pool = VideoPool(cfg["video"]["max_bytes"], facts_dir=cache_root / "video_facts",
                               max_pixels=cfg["video"]["max_pixels"],
                               max_frames=cfg["video"]["max_frames"])
-        self.store = Store(cache_root)
-        self.pipeline = CasePipeline(host, self.hub, self.judges, self.pool, self.store,
-                                     artifacts_dir=cache_root / "artifacts", write_artifacts=cfg["artifacts"],
+        self.pipeline = CasePipeline(host, self.hub, self.judges, self.pool, cache_root, artifacts=cfg["artifacts"],
                                      device=cfg["device"], batch_size=cfg["batch_size"])
+        self.store = self.pipeline.store
         self.digest_memo = cache_root / "file_digests.json"
         self.shard_count, self.shard_index = cfg["shard"]["count"], cfg["shard"]["index"]
         self.timing = self.pipeline.counters.timing
