@@ -1,4 +1,5 @@
-"""The self-contained HTML report: content, inline images, thumbnail memo, and a real headless browser."""
+"""The HTML report: content, pictures (beside the page or inline), the store-cached sections and thumbnails, and a
+real headless browser. Pictures shared across jobs and sweeps: tests/test_report_assets.py."""
 
 from __future__ import annotations
 
@@ -74,13 +75,6 @@ def test_threshold_labels_do_not_overlap_each_other_or_the_chart_text(hlines, ys
             assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]), (ta, a, tb, b)
 
 
-def test_jpeg_size_reads_the_frame_header_without_decoding():
-    from worldrecall.engine.sinks.report.html import jpeg_size
-
-    assert jpeg_size(images.jpeg(np.zeros((37, 53, 3), np.uint8))) == (37, 53)
-    assert jpeg_size(b"not a jpeg") is None
-
-
 def _toy_report(tmp_path: Path) -> tuple[Path, str]:
     host = load_plugins(extra=[toy_plugin], fresh=True)
     ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
@@ -90,7 +84,7 @@ def _toy_report(tmp_path: Path) -> tuple[Path, str]:
     return report, report.read_text()
 
 
-def test_report_is_self_contained_with_leaderboard_phases_frames_and_values(tmp_path, capsys):
+def test_report_shows_leaderboard_phases_frames_and_values(tmp_path, capsys):
     report, page = _toy_report(tmp_path)
     assert f"report: {report.resolve()}" in capsys.readouterr().out  # linked from the printed summary
     assert '<h2 id="leaderboard">Leaderboard</h2>' in page and "toy · mean of each metric" in page
@@ -105,23 +99,29 @@ def test_report_is_self_contained_with_leaderboard_phases_frames_and_values(tmp_
     strip = re.search(r'id="case-good-c0".*?<span class="lab">generated</span>(.*?)</div></div>', page, re.DOTALL)
     assert strip and all(f"frame {i}" in strip.group(1) for i in (0, 3, 4, 7))
     assert "toy/brightness" in page and "stable = <b>1</b>" in page
-    # self-contained: no script, stylesheet link or remote URL (the SVG namespace is not a request)
+    # static: no script, stylesheet link or remote URL (the SVG namespace is not a request)
     assert "<script" not in page and "<link" not in page
     assert not re.search(r'(src|href)="(https?:)?//', page)
-    assert "data:image/jpeg;base64," in page
-    # each distinct thumbnail is stored once, however often it is shown
-    rules = re.findall(r"^\.i([0-9a-f]{14})\{", page, re.MULTILINE)
-    assert len(rules) == len(set(rules)) and len(rules) <= page.count('class="im i')
+    # pictures beside the page, none inline; each distinct one is one CSS rule and one file, however often shown
+    assert "data:image" not in page
+    rules = re.findall(r"^\.i([0-9a-f]{16})\{background-image:url\(assets/([0-9a-f]{64}\.jpg)\)\}", page, re.MULTILINE)
+    assert rules and len(rules) == len(set(rules)) and len(rules) < page.count('class="im i')
+    assert sorted(p.name for p in (report.parent / "assets").iterdir()) == sorted(name for _, name in rules)
 
 
-def test_report_thumbnails_are_memoised(tmp_path, monkeypatch):
-    report, _ = _toy_report(tmp_path)
+def test_report_thumbnails_and_sections_come_from_the_store(tmp_path, monkeypatch):
+    """A later process drawing the same rows reads every section and thumbnail from the store: no frame is
+    read, no section drawn, and the page is the same."""
+    report, page = _toy_report(tmp_path)
 
-    class NoDecode:
-        def __init__(self, *a, **k):
-            raise AssertionError("a warm report must not decode a video")
+    def no_decode(*a, **k):
+        raise AssertionError("a warm report must not read a video frame")
 
-    monkeypatch.setattr(images, "Video", NoDecode)
+    monkeypatch.setattr(images, "small_frames", no_decode)
+    monkeypatch.setattr(images, "small_image", no_decode)
+    from worldrecall.engine.sinks.report import html
+
+    monkeypatch.setattr(html, "_case", no_decode)
     from worldrecall.engine.sinks.report.html import write_report
 
     class R:  # the run's result as the report reads it
@@ -135,8 +135,11 @@ def test_report_thumbnails_are_memoised(tmp_path, monkeypatch):
     res.rows = load_rows(res.results_dir)
     res.tables, res.backends = {}, {}
     res.n_cases, res.n_failed_cases, res.failure_rate = 4, 0, 0.0
-    out = write_report(res, host, [], {"output_root": str(tmp_path / "out"), "cache_dir": str(tmp_path / "out" / "cache")})
+    plain = json.loads((res.results_dir / "meta" / "resolved_config.json").read_text())  # the run's own config
+    out = write_report(res, host, [], plain)
     assert "frame 7" in out.read_text()
+    cases = lambda text: text[text.index('<h2 id="cases">'):]  # noqa: E731  (the leaderboard needs the tables)
+    assert cases(out.read_text()) == cases(page)
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="headless browser check needs Debian's chromium at /usr/bin/chromium "
@@ -202,7 +205,18 @@ def test_reference_model_opens_first_and_values_show_headline_first(tmp_path):
     assert "<summary class=note>1 more values</summary><span class=note>drift=" in page
 
 
+def _source(tmp_path: Path):
+    from worldrecall.engine.cache import Store
+    from worldrecall.engine.sinks.blobs import BlobStore
+    from worldrecall.engine.sinks.report import html
+
+    return html._Source(Store(tmp_path / "cache"), BlobStore(tmp_path / "blobs"))
+
+
 def test_png_artifacts_open_at_full_size(tmp_path):
+    """A figure's thumbnail opens the figure itself: the PNG's own bytes at its own size (a point cloud's legend
+    is not re-encoded as JPEG), stored once in the blob store."""
+    import hashlib
     from types import SimpleNamespace
 
     import cv2
@@ -214,106 +228,93 @@ def test_png_artifacts_open_at_full_size(tmp_path):
     cv2.imwrite(str(png), np.full((464, 840, 3), 128, np.uint8))
     row = ScoreRow("toy", "m", "c0", "toy.brightness", {"stable": 1.0}, info={"artifacts": [str(png)]})
     imgs = html._Images()
-    page = html._case("m", "c0", [row], SimpleNamespace(metrics={}), imgs, None,
-                      {"image_side": 360, "frames_per_phase": 0, "max_cases_per_model": 0, "thumb_side": 96},
-                      html._Fragments("test"))
+    page = html._case("m", "c0", [row], SimpleNamespace(metrics={}), imgs, _source(tmp_path),
+                      {"image_side": 360, "frames_per_phase": 0, "max_cases_per_model": 0, "thumb_side": 96})
     sizes = re.findall(r'style="width:(\d+)px;height:(\d+)px"', page)
     assert ("360", "199") in sizes and ("840", "464") in sizes  # the thumbnail, and the figure behind it
     assert "<details class=zoom>" in page and "click: full size" in page
+    full, thumb = list(imgs.names)
+    assert full == hashlib.sha256(png.read_bytes()).hexdigest() + ".png" and thumb.endswith(".jpg")
+    blob = tmp_path / "blobs" / "sha256" / full[:2] / full
+    assert blob.read_bytes() == png.read_bytes() and blob.stat().st_ino == png.stat().st_ino  # linked, not copied
 
 
-def test_a_changed_row_redraws_only_its_own_parts(tmp_path, monkeypatch):
-    """A section re-drawn because one row changed (a re-score of one metric) draws that row's values line and
-    figures again, reuses every other part, and is the page a fresh process would draw."""
+def _sections_world(tmp_path: Path):
     from types import SimpleNamespace
 
     import cv2
 
     from worldrecall.core.data import ScoreRow
-    from worldrecall.engine.sinks.report import html
-    from worldrecall.engine.stages import later
-
-    png = tmp_path / "fig.png"
-    cv2.imwrite(str(png), np.full((40, 60, 3), 90, np.uint8))
-    host = SimpleNamespace(metrics={}, benchmarks={})
-    opts = {"image_side": 64, "frames_per_phase": 0, "max_cases_per_model": 0, "thumb_side": 32}
-
-    def rows(b_value: float) -> list[ScoreRow]:
-        return [ScoreRow("toy", "m", "c0", "toy.a", {"x": 0.5}, info={"artifacts": [str(png)]}),
-                ScoreRow("toy", "m", "c0", "toy.b", {"x": b_value}, info={"artifacts": [str(png)]})]
-
-    drawn: list[str] = []
-    for name in ("_value_line", "_row_arts"):
-        real = getattr(html, name)
-        monkeypatch.setattr(html, name, lambda r, *a, _real=real, _n=name: drawn.append(f"{_n}:{r.metric}") or _real(r, *a))
-    monkeypatch.setattr(html, "_FRAGMENTS", {})
-    monkeypatch.setattr(html, "_SECTION_MEMO", {})
-    sections = html._Sections(tmp_path / "sections", host)
-    first = sections.render("m", "c0", rows(0.25), host, html._Images(), tmp_path / "thumbs", opts)
-    assert sorted(drawn) == ["_row_arts:toy.a", "_row_arts:toy.b", "_value_line:toy.a", "_value_line:toy.b"]
-    drawn.clear()
-    imgs = html._Images()
-    second = sections.render("m", "c0", rows(0.75), host, imgs, tmp_path / "thumbs", opts)
-    assert sorted(drawn) == ["_row_arts:toy.b", "_value_line:toy.b"] and second != first and "x=0.75" in second
-    monkeypatch.setattr(html, "_FRAGMENTS", {})  # a fresh process: nothing memoised in memory, no section on disk
-    monkeypatch.setattr(html, "_SECTION_MEMO", {})
-    fresh_imgs = html._Images()
-    fresh = html._Sections(tmp_path / "elsewhere", host).render("m", "c0", rows(0.75), host, fresh_imgs,
-                                                               tmp_path / "thumbs", opts)
-    assert fresh == second and fresh_imgs.rules == imgs.rules
-    later.run_later()  # the sections' cache files (this test's, not another's)
-
-
-def test_a_persisted_section_names_its_images_and_each_image_is_kept_once(tmp_path, monkeypatch):
-    """Sections on disk hold their text and the names of their images; each image is one file. A later process
-    reads the section back with its images; an image that is gone or altered makes it draw the section again."""
-    from types import SimpleNamespace
-
-    import cv2
-
-    from worldrecall.core.data import ScoreRow
-    from worldrecall.engine.sinks.report import html
-    from worldrecall.engine.stages import later
 
     png = tmp_path / "fig.png"
     cv2.imwrite(str(png), np.random.default_rng(0).integers(0, 255, (120, 160, 3), dtype=np.uint8))
     host = SimpleNamespace(metrics={}, benchmarks={})
-    opts = {"image_side": 64, "frames_per_phase": 0, "max_cases_per_model": 0, "thumb_side": 32}
+    opts = {"image_side": 64, "frames_per_phase": 0, "max_cases_per_model": 0, "thumb_side": 32,
+            "self_contained": False}
 
-    def rows(v: float) -> list[ScoreRow]:
-        return [ScoreRow("toy", "m", "c0", "toy.a", {"x": v}, info={"artifacts": [str(png)]})]
+    def rows(case: str, v: float) -> list[ScoreRow]:
+        return [ScoreRow("toy", "m", case, "toy.a", {"x": v}, info={"artifacts": [str(png)]})]
 
-    def fresh_process() -> None:
-        for name in ("_FRAGMENTS", "_SECTION_MEMO"):
-            monkeypatch.setattr(html, name, {})
-        monkeypatch.setattr(html, "_KEPT_IMAGES", set())
+    return host, opts, rows
 
-    root = tmp_path / "sections"
-    fresh_process()
+
+def test_a_changed_row_redraws_its_own_section_only(tmp_path, monkeypatch):
+    """Sections are cached in the store by the rows' content: a re-score that changes one case's row draws that
+    case's section again and takes every other from the store; a fresh process (a new store object on the same
+    folder) draws nothing and gets the same text."""
+    from worldrecall.engine.sinks.report import html
+
+    host, opts, rows = _sections_world(tmp_path)
+    drawn: list[str] = []
+    real = html._case
+    monkeypatch.setattr(html, "_case", lambda m, cid, *a: drawn.append(cid) or real(m, cid, *a))
+
+    def draw(values: dict[str, float]) -> dict[str, str]:
+        src, sections = _source(tmp_path), None
+        sections = html._Sections(src.store, host)
+        return {c: sections.render("m", c, rows(c, v), host, html._Images(), src, opts) for c, v in values.items()}
+
+    first = draw({"c0": 0.25, "c1": 0.5})
+    assert sorted(drawn) == ["c0", "c1"]
+    drawn.clear()
+    second = draw({"c0": 0.75, "c1": 0.5})
+    assert drawn == ["c0"] and second["c1"] == first["c1"] and "x=0.75" in second["c0"]
+    drawn.clear()
+    assert draw({"c0": 0.75, "c1": 0.5}) == second and drawn == []
+    # how the page ships pictures is not part of a section: the self-contained page reuses it too
+    assert html._Sections(_source(tmp_path).store, host).key("m", "c0", rows("c0", 0.75), opts) == \
+        html._Sections(_source(tmp_path).store, host).key("m", "c0", rows("c0", 0.75), {**opts, "self_contained": True})
+
+
+def test_a_cached_section_names_its_pictures_and_a_missing_blob_draws_it_again(tmp_path, monkeypatch):
+    """A section in the store holds its text and the names of its pictures (small: no picture bytes); each
+    picture is one blob. A later process reads the section back with its pictures; a blob cleaned up makes it
+    draw the section again, with the same text and pictures."""
+    from worldrecall.engine.sinks.report import html
+
+    host, opts, rows = _sections_world(tmp_path)
+    src = _source(tmp_path)
     imgs = html._Images()
-    page = html._Sections(root, host).render("m", "c0", rows(0.25), host, imgs, tmp_path / "thumbs", opts)
-    html._Sections(root, host).render("m", "c0", rows(0.5), host, html._Images(), tmp_path / "thumbs", opts)
-    assert not list(root.glob("??/*.json"))  # written after the job's outputs (stages/later.py), not on the way
-    later.run_later()
-    docs = [json.loads(p.read_text()) for p in root.glob("??/*.json")]
-    images = sorted(root.glob("images/*/*.b64"))
-    assert len(docs) == 2 and all(d["images"] == list(imgs.rules) for d in docs)  # names, not the images
-    assert [p.stem for p in images] == sorted(imgs.rules) and len(imgs.rules) == 2  # thumbnail + full size, once
-    assert all(len(p.read_text()) > 100 for p in images) and all(len(json.dumps(d)) < 2000 for d in docs)
+    page = html._Sections(src.store, host).render("m", "c0", rows("c0", 0.25), host, imgs, src, opts)
+    docs = [json.loads(p.read_text())["entry"] for p in (tmp_path / "cache" / "report_sections").glob("??/*.json")]
+    assert len(docs) == 1 and docs[0]["images"] == list(imgs.names) and len(imgs.names) == 2  # thumbnail + figure
+    assert len(json.dumps(docs[0])) < 3000
+    blobs = sorted((tmp_path / "blobs" / "sha256").glob("??/*"))
+    assert sorted(p.name for p in blobs) == sorted(imgs.names)
 
     drawn: list[str] = []
     real = html._case
-    monkeypatch.setattr(html, "_case", lambda *a, **k: drawn.append("drawn") or real(*a, **k))
-    fresh_process()
+    monkeypatch.setattr(html, "_case", lambda *a: drawn.append("drawn") or real(*a))
     again = html._Images()
-    assert html._Sections(root, host).render("m", "c0", rows(0.25), host, again, tmp_path / "thumbs", opts) == page
-    assert drawn == [] and again.rules == imgs.rules  # read back from disk, images and all
-    images[0].write_text(images[1].read_text())  # an image file that does not hold the image its name says
-    fresh_process()
+    fresh = _source(tmp_path)
+    assert html._Sections(fresh.store, host).render("m", "c0", rows("c0", 0.25), host, again, fresh, opts) == page
+    assert drawn == [] and again.names == imgs.names
+    thumb = next(p for p in blobs if p.suffix == ".jpg")
+    thumb.unlink()  # cleaned up
+    fresh = _source(tmp_path)
     redrawn = html._Images()
-    assert html._Sections(root, host).render("m", "c0", rows(0.25), host, redrawn, tmp_path / "thumbs", opts) == page
-    assert drawn == ["drawn"] and redrawn.rules == imgs.rules
-    later.run_later()  # (this test's own writes, not another test's)
+    assert html._Sections(fresh.store, host).render("m", "c0", rows("c0", 0.25), host, redrawn, fresh, opts) == page
+    assert drawn == ["drawn"] and redrawn.names == imgs.names and thumb.is_file()
 
 
 @pytest.mark.parametrize("workers", [1, 2])

@@ -13,7 +13,7 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -443,6 +443,97 @@ def _decode_folder(p: Path, limits: _Limits | None = None) -> np.ndarray:
     if bad := next((f for f, a in zip(files, out) if a.shape != out[0].shape), None):
         raise VideoError(f"{p}: mixed frame sizes ({out[0].shape[1]}x{out[0].shape[0]} vs {bad.name})")
     return np.stack(out)
+
+
+def small_frames(path: Path | str, indices: Sequence[int], max_side: int, *, axis_len: int | None = None,
+                 max_pixels: int | None = None, max_frames: int | None = None) -> dict[int, np.ndarray]:
+    """Frames ``indices`` of a video or frame folder as RGB, each downsized (never up) to ``max_side`` the moment
+    it is read, so memory is a few small frames whatever the video's size: a frame folder reads only those files
+    (a JPEG decoded at 1/2, 1/4 or 1/8 scale by libjpeg), a container is stepped through frame by frame and only
+    the wanted frames are converted. Indices are clamped to the video; with ``axis_len`` they live on another
+    video's axis of that many frames and map onto this one proportionally. :class:`VideoError` naming the file.
+    Caps (None: the module's defaults, as they are when called)."""
+    p = Path(path)
+    max_pixels = DEFAULT_MAX_PIXELS if max_pixels is None else max_pixels
+    max_frames = DEFAULT_MAX_FRAMES if max_frames is None else max_frames
+
+    def pick(n: int) -> dict[int, int]:
+        scale = (n - 1) / (axis_len - 1) if axis_len and axis_len > 1 else 1.0
+        return {int(i): min(max(round(int(i) * scale), 0), n - 1) for i in indices}
+    if p.is_dir():
+        files = list_frame_files(p)
+        if not files:
+            raise VideoError(f"{p}: frame folder has no .png/.jpg/.jpeg files")
+        return {i: small_image(files[j], max_side, max_pixels) for i, j in pick(len(files)).items()}
+    if not p.is_file():
+        raise VideoError(f"{p}: does not exist")
+    limits, count = _Limits(max_pixels, max_frames), None
+    for _ in range(2):  # the declared count first; again on the decoded count when the container misdeclared it
+        n, frames = _stepper(p, limits, count)
+        want, got, k = pick(max(n, 1)), {}, 0
+        wanted = set(want.values())
+        try:
+            for k, rgb in enumerate(frames, 1):
+                limits.frames(p, k, "decoded frames (or more)")
+                if k - 1 in wanted:
+                    img = rgb()
+                    limits.pixels(p, int(img.shape[1]), int(img.shape[0]))
+                    got[k - 1] = resize_max_side(img, max_side)
+        finally:
+            frames.close()
+        if k == 0:
+            raise VideoError(f"{p}: no decodable frames (corrupt or truncated?)")
+        if k == n:
+            return {i: got[j] for i, j in want.items()}
+        count = k
+    raise VideoError(f"{p}: decodes to a different number of frames each time")
+
+
+def _stepper(p: Path, limits: _Limits, count: int | None) -> tuple[int, Generator[Callable[[], np.ndarray]]]:
+    """(frame count: ``count`` or the container's, a generator of per-frame getters returning RGB), the header
+    checked against the caps first. OpenCV decodes each frame (``grab``) and converts only those asked for;
+    PyAV reads the files OpenCV cannot open."""
+    import cv2
+
+    cap = _check_container(p, limits)
+    if cap is not None:
+        def cv_frames() -> Generator[Callable[[], np.ndarray]]:
+            try:
+                while cap.grab():
+                    yield lambda: cv2.cvtColor(cap.retrieve()[1], cv2.COLOR_BGR2RGB)
+            finally:
+                cap.release()
+        return (count if count is not None else int(cap.get(cv2.CAP_PROP_FRAME_COUNT))), cv_frames()
+
+    def av_frames() -> Generator[Callable[[], np.ndarray]]:
+        import av
+
+        try:
+            with av.open(str(p)) as container:
+                for f in container.decode(video=0):
+                    yield lambda f=f: f.to_ndarray(format="rgb24")
+        except Exception as e:  # PyAV raises many error types; all mean "unreadable"
+            raise VideoError(f"{p}: cannot be decoded ({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
+    return (count if count is not None else 0), av_frames()  # a count unknown: the first pass counts
+
+
+def small_image(f: Path, max_side: int, max_pixels: int | None = None) -> np.ndarray:
+    """One image file as RGB at most ``max_side`` on its long side; a JPEG is decoded at the smallest DCT
+    scale that still covers ``max_side`` (never the full-size pixels). Size checked from the header first."""
+    import cv2
+
+    size = _image_size(f)
+    if size is None:
+        raise VideoError(f"{f}: unreadable image (no header giving its size, checked against video.max_pixels)")
+    _Limits(DEFAULT_MAX_PIXELS if max_pixels is None else max_pixels, 0).pixels(f, *size)
+    jpeg = f.suffix.lower() in (".jpg", ".jpeg")
+    k = next((k for k in (8, 4, 2) if jpeg and max_side > 0 and max(size) // k >= max_side), 1)
+    flag = {1: cv2.IMREAD_COLOR, 2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4,
+            8: cv2.IMREAD_REDUCED_COLOR_8}[k]
+    img = cv2.imread(str(f), flag)
+    if img is None:
+        raise VideoError(f"{f}: unreadable image")
+    return resize_max_side(cv2.cvtColor(img, cv2.COLOR_BGR2RGB), max_side)
 
 
 class VideoPool:

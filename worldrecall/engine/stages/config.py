@@ -51,6 +51,9 @@ class ReportSchema:
     image_side: int = 360                      # longest side of full-size figures, px
     frames_per_phase: int = 2                  # reference/generated frames shown per V/D/R phase
     max_cases_per_model: int | None = None  # cap the per-case panels (None = every case)
+    # pictures inline in index.html (one file to mail, every picture again in each job's page) instead of
+    # report/assets/ beside it: hard links to the output root's blob store, each picture stored once
+    self_contained: bool = False
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Write ``report/index.html``: one self-contained file (no server, no network, images inline).
+"""Write ``report/index.html``: a static page (no server, no network, no script).
 
 Sections: the leaderboard views with CIs (camera-gated first), the run's figures (each aggregator's
 plots, e.g. the validity matrix), then per model and case: the phases of the alignment recorded on the
@@ -7,27 +7,32 @@ last frame, every metric's values with unit and direction, and each metric's per
 thumbnails, ``worldrecall.trace`` JSON as inline charts (see :mod:`worldrecall.engine.sinks.report.svg`).
 The engine names no plugin: everything comes from rows, tables and ``value_meta``.
 
-Identical images (e.g. one reference frame shown for eight models) are stored once, as a CSS class.
+Every picture is stored once by content in the output root's blob store (:mod:`.images`) and drawn through one
+CSS class per picture, so one reference frame shown for eight models is one file. The page shows them from
+``report/assets/<digest>.<ext>``, hard links to the blobs beside it (no bytes copied: a sweep's jobs, a re-score
+and a rerun share them, and MLflow logs them as links too), or, with ``report.self_contained=true``, inline as
+base64 in one file that can be mailed.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import html
 import json
 import logging
 import math
-from collections.abc import Mapping
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from worldrecall.engine.cache import Store, code_digest, inputs_digest, key_of
-from worldrecall.engine.sinks.blobs import write_if_changed
-from worldrecall.engine.sinks.leaderboard_view import leaderboard_views
-from worldrecall.engine.sinks.report.images import frame_thumbs, image_thumb
+from worldrecall.engine.sinks.blobs import BlobStore, link_or_copy, write_if_changed
+from worldrecall.engine.sinks.leaderboard_view import COMPACT_LEGEND, compact_frames, leaderboard_views
+from worldrecall.engine.sinks.report.images import MIME, Picture, blob_path, frame_thumbs, full_image, image_thumb
 from worldrecall.engine.sinks.report.svg import line_chart
 from worldrecall.engine.sinks.results_view import direction_label, short_metric, unit_label, value_meta
 from worldrecall.engine.stages.config import resolve_config
@@ -59,47 +64,71 @@ margin:4px 0 6px;border-radius:3px;overflow:hidden;background:#eee;max-width:900
 """
 
 
-def jpeg_size(data: bytes) -> tuple[int, int] | None:
-    """(height, width) from a JPEG's start-of-frame marker, without decoding it."""
-    i = 2
-    while i + 9 < len(data):
-        if data[i] != 0xFF:
-            return None
-        marker, seg = data[i + 1], int.from_bytes(data[i + 2:i + 4], "big")
-        if marker in (0xC0, 0xC1, 0xC2):
-            return int.from_bytes(data[i + 5:i + 7], "big"), int.from_bytes(data[i + 7:i + 9], "big")
-        i += 2 + seg
-    return None
-
-
 class _Images:
-    """Inline images, each distinct JPEG stored once as a CSS class."""
+    """The pictures a page (or one section) shows, each distinct one once, in first-use order: one CSS class
+    per picture, its background the file beside the page or, self-contained, the bytes inline."""
 
     def __init__(self) -> None:
-        self.rules: dict[str, str] = {}
+        self.names: dict[str, None] = {}
 
-    def div(self, data: bytes, title: str = "", border: str = "") -> str:
-        h = hashlib.sha1(data).hexdigest()[:14]
-        if h not in self.rules:
-            self.rules[h] = base64.b64encode(data).decode("ascii")
-        hh, ww = jpeg_size(data) or (72, 96)
-        style = f"width:{ww}px;height:{hh}px" + (f";border-color:{border}" if border else "")
-        return f'<div class="im i{h}" style="{style}" title="{esc(title)}"></div>'
+    def div(self, pic: Picture, title: str = "", border: str = "") -> str:
+        self.names.setdefault(pic.name)
+        style = f"width:{pic.width}px;height:{pic.height}px" + (f";border-color:{border}" if border else "")
+        return f'<div class="im i{pic.name[:16]}" style="{style}" title="{esc(title)}"></div>'
 
-    def merge(self, rules: Mapping[str, str]) -> None:
-        """Add a cached section's images, in its order, as if it had been drawn here."""
-        for h, b64 in rules.items():
-            self.rules.setdefault(h, b64)
+    def merge(self, names: Iterable[str]) -> None:
+        """Add a cached section's pictures, in its order, as if it had been drawn here."""
+        for name in names:
+            self.names.setdefault(name)
 
-    def css(self) -> str:
-        return "\n".join(f".i{h}{{background-image:url(data:image/jpeg;base64,{b})}}" for h, b in self.rules.items())
+    def css(self, blobs: BlobStore, inline: bool) -> str:
+        return "\n".join(f".i{n[:16]}{{background-image:url({_src(blobs, n, inline)})}}" for n in self.names)
+
+
+def _src(blobs: BlobStore, name: str, inline: bool) -> str:
+    """A picture's address on the page: ``assets/<name>`` beside it, or its bytes as a data URI."""
+    if not inline:
+        return f"assets/{name}"
+    data = base64.b64encode(blob_path(blobs, name).read_bytes()).decode("ascii")
+    return f"data:{MIME[name[64:]]};base64,{data}"
+
+
+def _link_assets(out_dir: Path, blobs: BlobStore, names: Iterable[str]) -> list[Path]:
+    """``out_dir/assets/<name>``: a hard link to each picture's blob (a copy across devices); files of an
+    earlier page that this one does not show are removed (links only: the blobs stay)."""
+    assets = out_dir / "assets"
+    wanted = {n: assets / n for n in names}
+    if wanted:
+        assets.mkdir(parents=True, exist_ok=True)
+    for p in (assets.iterdir() if assets.is_dir() else []):
+        if p.name not in wanted:
+            p.unlink()
+    for name, dst in wanted.items():
+        src = blob_path(blobs, name)
+        try:
+            if os.path.samefile(src, dst):
+                continue
+        except OSError:
+            pass
+        link_or_copy(src, dst)
+    if assets.is_dir() and not wanted:
+        assets.rmdir()
+    return list(wanted.values())
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where a section's pictures come from and go: the thumbnail cache (None: none) and the blob store."""
+
+    store: Store | None
+    blobs: BlobStore
 
 
 class _Sections:
     """Case sections cached in the store under the one key recipe: this package's code, the metrics'
     declarations, the report options, the case's rows (their content) and the content digest of every file
     they show (frames, figures). A re-score job re-renders only the cases whose rows changed; a warm rerun
-    none. A section's images are kept once each, by their own digest, apart from the sections naming them."""
+    none. A section names its pictures, which live once each in the blob store (:mod:`.images`)."""
 
     def __init__(self, store: Store, host: Any) -> None:
         self.store, self.host = store, host
@@ -110,39 +139,30 @@ class _Sections:
 
     def key(self, model: str, cid: str, rows: list[Any], opts: Mapping[str, Any]) -> str:
         files = sorted({str(p) for r in rows for p in _row_files(r)})
+        drawn = {k: v for k, v in opts.items() if k != "self_contained"}  # how pictures are shipped: the page's
         return key_of(self.identity, {"rows": [row_digest(r) for r in rows], "files": inputs_digest(files)},
-                      {**self.base, "model": model, "case": cid, "opts": dict(opts)})
+                      {**self.base, "model": model, "case": cid, "opts": drawn})
 
-    def render(self, model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, thumbs: Store,
+    def render(self, model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, src: _Source,
                opts: Mapping[str, Any]) -> str:
         key = self.key(model, cid, rows, opts)
         doc = self.store.get_json("report_sections", key)
-        images = None
-        if doc is not None:
-            images = {}
-            for name in doc["images"]:
-                b64 = self.store.get_json("report_images", name)
-                if b64 is None:  # an image cleaned up: draw the section again
-                    images = None
-                    break
-                images[name] = b64
-        if images is None:
-            local = _Images()  # the section's images in the order it uses them, merged below as if drawn now
-            doc = {"html": _case(model, cid, rows, host, local, thumbs, opts), "images": list(local.rules)}
-            for name, b64 in local.rules.items():
-                if not self.store.has("report_images", name):
-                    self.store.put_json("report_images", name, b64)
+        if doc is None or not all(blob_path(src.blobs, n).is_file() for n in doc["images"]):  # a blob cleaned up
+            local = _Images()  # the section's pictures in the order it uses them, merged below as if drawn now
+            doc = {"html": _case(model, cid, rows, host, local, src, opts), "images": list(local.names)}
             self.store.put_json("report_sections", key, doc)
-            images = local.rules
-        imgs.merge(images)
+        imgs.merge(doc["images"])
         return str(doc["html"])
 
 
 def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str, Any]) -> Path:
-    """Write the report of ``result`` to ``<results_dir>/report/index.html`` and return its path."""
+    """Write the report of ``result`` to ``<results_dir>/report/index.html`` (its pictures in ``assets/`` beside
+    it unless ``report.self_contained``) and return its path."""
     plain = resolve_config(plain)  # the schema holds the report options' defaults
     opts = plain["report"]
+    inline = bool(opts["self_contained"])
     store = Store(plain["cache_dir"])
+    src = _Source(store, BlobStore(Path(plain["output_root"]) / "blobs"))
     imgs = _Images()
     sections = _Sections(store, host)
     backends = ", ".join(f"{k}={v}" for k, v in sorted(result.backends.items()) if v) or "-"
@@ -150,15 +170,25 @@ def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str
              f"cases: {result.n_cases} · failed: {result.n_failed_cases} ({result.failure_rate:.1%}) · "
              f"backends: {esc(backends)}</p>")]
     body.append('<h2 id="leaderboard">Leaderboard</h2>')
+    # first the compact view the console prints (rank, model, ranked headline, gate), then every wide view folded
+    compact = compact_frames(result, host)
+    for title, df in compact:
+        body.append(f"<h3>{esc(title)}</h3>{_table(df)}")
+    if compact:
+        body.append(f"<p class=note>{esc(COMPACT_LEGEND)}</p>")
+    body.append(f'<details id="leaderboard-full"{"" if compact else " open"}><summary>Full tables: every column, '
+                "the all-cases views and what each headline cannot see (as in tables/leaderboard.txt)</summary>")
     for title, df, note in leaderboard_views(result, host):
         body.append(f"<h3>{esc(title)}</h3>{_table(df)}<p class=note>{esc(note)}</p>")
-    figs = [f for f in figures if Path(f).exists()]
+    body.append("</details>")
+    figs = [Path(f) for f in figures if Path(f).exists()]
+    fig_names = []
     if figs:
         body.append('<h2 id="figures">Figures</h2>')
         for f in figs:
-            b64 = base64.b64encode(Path(f).read_bytes()).decode("ascii")
-            body.append(f'<figure class="fig" id="fig-{esc(Path(f).stem)}"><figcaption>{esc(Path(f).name)}'
-                        f'</figcaption><img alt="{esc(Path(f).stem)}" src="data:image/png;base64,{b64}"></figure>')
+            fig_names.append(src.blobs.put(f)[0] + ".png")  # a copy: an aggregator may redraw its plot in place
+            body.append(f'<figure class="fig" id="fig-{esc(f.stem)}"><figcaption>{esc(f.name)}</figcaption>'
+                        f'<img alt="{esc(f.stem)}" src="{_src(src.blobs, fig_names[-1], inline)}"></figure>')
     body.append('<h2 id="cases">Cases</h2><p class=note>Per model and case: the alignment\'s phases on the '
                 "generated video's frame axis (V visible, D disappear, R reappear …), reference and generated "
                 "frames at each phase's first and last frame (reference frames at the proportional index when "
@@ -176,17 +206,24 @@ def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str
                     f"({len(cases)} cases)</summary>")
         for cid in cases:
             try:
-                body.append(sections.render(model, cid, by_case[model][cid], host, imgs, store, opts))
+                body.append(sections.render(model, cid, by_case[model][cid], host, imgs, src, opts))
             except Exception as e:  # noqa: BLE001  (one unreadable file must not cost the whole report)
                 body.append(f'<div class="case"><h4>{esc(model)} · {esc(cid)}</h4><p class=failed>'
                             f"could not render: {esc(type(e).__name__)}: {esc(str(e)[:300])}</p></div>")
         body.append("</details>")
     page = ("<!doctype html><html lang=en><head><meta charset=utf-8><title>worldrecall report</title>"
-            f"<style>{CSS}\n{imgs.css()}</style></head><body>" + "\n".join(body) + "</body></html>")
+            f"<style>{CSS}\n{imgs.css(src.blobs, inline)}</style></head><body>" + "\n".join(body) + "</body></html>")
     out = Path(result.results_dir) / "report" / "index.html"
     out.parent.mkdir(parents=True, exist_ok=True)
+    _link_assets(out.parent, src.blobs, [] if inline else [*fig_names, *imgs.names])
     write_if_changed(out, page)  # readable like any output (not mkstemp's 0600): browsers, MLflow servers
     return out
+
+
+def report_files(index: Path) -> list[Path]:
+    """The page and the pictures beside it (``assets/``), as the report sink returns them."""
+    assets = index.parent / "assets"
+    return [index, *(sorted(assets.iterdir()) if assets.is_dir() else [])]
 
 
 def _table(df: Any) -> str:
@@ -227,18 +264,18 @@ def _row_files(r: Any) -> list[str]:
     return [*(info.get("videos") or {}).values(), *(info.get("artifacts") or [])]
 
 
-def _case(model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, memo: Store,
+def _case(model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, src: _Source,
           opts: Mapping[str, Any]) -> str:
     phases, n = _phases(rows)
     vids = _videos(rows)
-    out = [_head(model, cid, phases, n, vids, imgs, memo, opts)]
+    out = [_head(model, cid, phases, n, vids, imgs, src, opts)]
     heads = _headline_values(host)
     lines = [_value_line(r, host, heads) for r in sorted(rows, key=lambda r: (r.benchmark, r.metric))]
     out.append("<table class=vals><tr><th>metric</th><th>primary</th><th>headline values · other values</th></tr>"
                + "".join(lines) + "</table>")
     arts = []
     for r in sorted(rows, key=lambda r: r.metric):
-        arts += _row_arts(r, imgs, memo, opts)
+        arts += _row_arts(r, imgs, src, opts)
     if arts:
         out.append('<div class="arts">' + "".join(arts) + "</div>")
     out.append("</div>")
@@ -246,7 +283,7 @@ def _case(model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, memo:
 
 
 def _head(model: str, cid: str, phases: dict[str, tuple[int, int]], n: int, vids: dict[str, str], imgs: _Images,
-          memo: Store, opts: Mapping[str, Any]) -> str:
+          src: _Source, opts: Mapping[str, Any]) -> str:
     """A section's title, phase bar and reference / generated frame strips."""
     colour = {name: PHASE_COLOURS[i % len(PHASE_COLOURS)] for i, name in enumerate(phases)}
     out = [f'<div class="case" id="case-{esc(model)}-{esc(cid)}"><h4>{esc(model)} · {esc(cid)}</h4>']
@@ -263,10 +300,10 @@ def _head(model: str, cid: str, phases: dict[str, tuple[int, int]], n: int, vids
         picks = [(int(i), "") for i in np.linspace(0, n - 1, 4).round()]
     if vids and picks:
         gen = vids.get("generated")
-        gen_thumbs = frame_thumbs(Path(gen), [i for i, _ in picks], int(opts["thumb_side"]), memo) if gen else {}
+        side, at = int(opts["thumb_side"]), [i for i, _ in picks]  # read at thumbnail size, never whole
+        gen_thumbs = frame_thumbs(Path(gen), at, side, src.store, blobs=src.blobs) if gen else {}
         ref = vids.get("reference")
-        ref_thumbs = frame_thumbs(Path(ref), [i for i, _ in picks], int(opts["thumb_side"]), memo,
-                                  axis_len=n or None) if ref else {}
+        ref_thumbs = frame_thumbs(Path(ref), at, side, src.store, axis_len=n or None, blobs=src.blobs) if ref else {}
         for label, thumbs in (("reference", ref_thumbs), ("generated", gen_thumbs)):
             if thumbs:
                 cells = "".join(f'<div class="th">{imgs.div(thumbs[i], f"{label} {k} frame {i}", colour.get(k, ""))}'
@@ -277,7 +314,7 @@ def _head(model: str, cid: str, phases: dict[str, tuple[int, int]], n: int, vids
     return "".join(out)
 
 
-def _row_arts(r: Any, imgs: _Images, memo: Store, opts: Mapping[str, Any]) -> list[str]:
+def _row_arts(r: Any, imgs: _Images, src: _Source, opts: Mapping[str, Any]) -> list[str]:
     """A row's figures: PNG/JPEG artifacts as thumbnails that open full size, trace JSON as inline charts."""
     arts = []
     for a in (r.info or {}).get("artifacts") or []:
@@ -286,12 +323,11 @@ def _row_arts(r: Any, imgs: _Images, memo: Store, opts: Mapping[str, Any]) -> li
             continue
         label = f"{short_metric(r.metric, r.benchmark)} · {p.name}"
         if p.suffix.lower() in (".png", ".jpg", ".jpeg"):
-            # the thumbnail opens the figure at its own size (legends of point-cloud renders are small)
-            full = imgs.div(image_thumb(p, 4096, memo), label)
-            arts.append(f"<figure><details class=zoom><summary>"
-                        f"{imgs.div(image_thumb(p, int(opts['image_side']), memo), label)}</summary>{full}"
-                        f"</details><figcaption>{esc(label)} <span class=note>(click: full size)</span>"
-                        f"</figcaption></figure>")
+            # the thumbnail opens the figure itself, at its own size (point-cloud legends are small)
+            full = imgs.div(full_image(p, src.store, src.blobs), label)
+            thumb = imgs.div(image_thumb(p, int(opts["image_side"]), src.store, src.blobs), label)
+            arts.append(f"<figure><details class=zoom><summary>{thumb}</summary>{full}</details><figcaption>"
+                        f"{esc(label)} <span class=note>(click: full size)</span></figcaption></figure>")
         elif p.suffix.lower() == ".json":
             chart = _trace_chart(p)
             if chart:

@@ -1,4 +1,5 @@
-"""The HTML report sink (``report.enabled``): one self-contained page, with the plots written before it.
+"""The HTML report sink (``report.enabled``): one static page with the plots written before it, its pictures
+beside it (``report/assets/``, links to the blob store) or inline (``report.self_contained``).
 
 Its case sections and thumbnails are cached in the store (see :mod:`.html`), so a re-score job re-renders
 only the cases whose rows changed.
@@ -18,6 +19,7 @@ class ReportSink:
     def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
         if not result.config["report"]["enabled"]:
             return []
-        from worldrecall.engine.sinks.report.html import write_report  # jinja-free but large: only when used
+        from worldrecall.engine.sinks.report.html import report_files, write_report  # large: only when used
 
-        return [write_report(result, ctx.host, [p for p in ctx.written if p.suffix == ".png"], result.config)]
+        return report_files(write_report(result, ctx.host, [p for p in ctx.written if p.suffix == ".png"],
+                                         result.config))

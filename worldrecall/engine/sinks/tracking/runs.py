@@ -294,7 +294,13 @@ def finish_job(tracker: Any, opened: OpenJob, files: list[Path]) -> tuple[str, b
     """:func:`log_job`'s second part: the job's files (tables, meta, plots, report), then its run's end."""
     job = opened.job
     try:
-        for p in files:
+        for p in dict.fromkeys(files):  # each file once, however often a sink listed it
+            if p.parent.name == "assets" and p.parent.parent.name == "report":
+                # the report's pictures are links to blobs already: logged as links to the same blob (MLflow
+                # shows the page with its pictures), no byte copied for a rerun, a re-score or a sweep's job
+                if p.exists():
+                    tracker.log_file_once(job, p, "report/assets", opened.blobs, link=True)
+                continue
             sub = {".csv": "tables", ".md": "tables", ".json": "meta", ".png": "plots", ".html": "report"}.get(p.suffix)
             if sub and p.exists():
                 # tables and the report are written atomically (a new file each time): safe to hard-link
