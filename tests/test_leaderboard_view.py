@@ -8,7 +8,14 @@ from types import SimpleNamespace
 import pandas as pd
 
 from worldrecall.core.data import ScoreRow
-from worldrecall.engine.sinks.leaderboard_view import leaderboard_views, print_leaderboard
+from worldrecall.engine.sinks.leaderboard_view import (
+    WIDTH,
+    compact_text,
+    compact_text_of,
+    leaderboard_text,
+    leaderboard_views,
+    print_leaderboard,
+)
 from worldrecall.engine.sinks.pipe_table import pipe_table
 from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.registry.host import load_plugins
@@ -59,12 +66,45 @@ def test_no_view_sorts_by_the_gate_pass_rate(tmp_path):
         assert "GatePass (fraction ↑)" not in df.columns  # the gate is a diagnostic column (·), never a key
 
 
-def test_print_leaderboard_prints_the_gated_view_first(tmp_path, capsys):
+def test_full_view_prints_every_view_gated_first(tmp_path, capsys):
     result, host = _result(tmp_path)
-    print_leaderboard(result, host)
+    print_leaderboard(result, host, view="full")
     out = capsys.readouterr().out
     assert out.index("camera-gated view") < out.index("all cases")
     assert "✗ = no case of that model passed the camera gate" in out
+    assert out.startswith(leaderboard_text(result, host))
+
+
+def test_compact_view_is_rank_model_headline_gate_and_all_cases_rank(tmp_path, capsys):
+    result, host = _result(tmp_path)
+    print_leaderboard(result, host)
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("rank "))
+    assert lines[head].split() == ["rank", "model", "ORS", "ranked", "(failed", "gate", "=", "0)", "(0–1", "↑)",
+                                   "gate", "passed", "all-cases", "rank"]
+    # good: 0.7 over its 2 passed cases; gate 2/2; second over all cases. frozen: ✗, no value, 0/2, first overall
+    assert lines[head + 1].split()[:3] == ["1", "good", "0.700"] and lines[head + 1].split()[-2:] == ["2/2", "2"]
+    assert lines[head + 2].split() == ["✗", "frozen", "—", "0/2", "1"]
+    assert "all cases ·" not in out and "PSNR" not in out  # the wide columns are in the full tables only
+    assert f"full tables: {tmp_path / 'tables' / 'leaderboard.txt'} · view=full prints them" in out
+    # every line fits 120 columns but the path's own (as long as the output folder's name)
+    assert max(len(line) for line in out.splitlines() if str(tmp_path) not in line) <= WIDTH
+
+
+def test_compact_view_reads_the_same_from_the_written_table(tmp_path):
+    """`scripts/readme_validity.py` renders the README's printout from a run's tables/ranking.csv."""
+    result, host = _result(tmp_path)
+    result.tables["ranking"].to_csv(tmp_path / "ranking.csv", index=False)
+    assert compact_text_of(pd.read_csv(tmp_path / "ranking.csv")) == compact_text(result, host)
+
+
+def test_compact_view_keeps_its_width_with_long_model_names(tmp_path):
+    result, _ = _result(tmp_path)
+    views = result.tables["ranking"].copy()
+    views["model"] = views["model"].map({"good": "g" * 80, "frozen": "f" * 80})
+    text = compact_text_of(views)
+    assert max(len(line) for line in text.splitlines()) <= WIDTH and "g" * 31 + "…" in text
 
 
 def test_pipe_table_is_real_markdown():

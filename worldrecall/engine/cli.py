@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -74,6 +75,42 @@ def cmd_version() -> int:
     return 0
 
 
+TRUE_WORDS = ("true", "yes", "on", "1")
+# loggers of libraries whose INFO (or, for the font cache, WARNING) lines are chatter in a user's output
+QUIET_LOGGERS = {"matplotlib.font_manager": logging.ERROR}
+
+
+def verbose_asked(argv: Sequence[str]) -> bool:
+    """Whether the overrides say ``verbose=true`` (with or without Hydra's ``+``/``++``)."""
+    for a in argv:
+        key, eq, value = a.lstrip("+").partition("=")
+        if eq and key == "verbose" and value.strip().lower() in TRUE_WORDS:
+            return True
+    return False
+
+
+def quiet_logging(argv: Sequence[str]) -> list[str]:
+    """Logging for a user's terminal; returns the Hydra overrides ``run`` adds for it.
+
+    Unless ``verbose=true``: MLflow logs warnings only (``MLFLOW_LOGGING_LEVEL``, read when it is imported;
+    its alembic migrations follow it), matplotlib's font-cache line is dropped, and a Hydra job's root logger
+    is at WARNING with worldrecall's own loggers at INFO (Hydra's default is INFO for every library). A
+    setting the user made (the environment variable, ``hydra/job_logging=…``, ``hydra.job_logging.…``) wins.
+    Without a terminal, bars that plugins draw with tqdm redraw at most every few seconds."""
+    from worldrecall.engine.stages.progress import calm_other_bars
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    calm_other_bars()
+    if verbose_asked(argv):
+        return []
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    for name, level in QUIET_LOGGERS.items():
+        logging.getLogger(name).setLevel(level)
+    if any(a.lstrip("+").startswith(("hydra/job_logging", "hydra.job_logging")) for a in argv):
+        return []
+    return ["hydra.job_logging.root.level=WARNING", "+hydra.job_logging.loggers.worldrecall.level=INFO"]
+
+
 def hydra_run(argv: Sequence[str]) -> int:
     """``worldrecall run``: check the group options, add the plugins' config folders, launch; returns the
     worst job exit code."""
@@ -87,6 +124,7 @@ def hydra_run(argv: Sequence[str]) -> int:
     if bad:
         print(f"error: {bad}", file=sys.stderr)
         return 2
+    args += quiet_logging(args)
     if extra and not any(a.startswith("hydra.searchpath") for a in args):
         args.append("hydra.searchpath=[" + ",".join(extra) + "]")
     return launch(args)
@@ -150,9 +188,9 @@ def _usage(commands: dict) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if argv and argv[0] == "run":
         return hydra_run(argv[1:])
+    quiet_logging(argv)
     if argv and argv[0] in ("--version", "-V"):
         return cmd_version()
     from worldrecall.registry.host import load_plugins

@@ -1,5 +1,6 @@
-"""The console sink: the leaderboard views (a sweep job points to its file instead), where the results are,
-the case counts, then the lines other sinks left for the end (the MLflow link)."""
+"""The console sink: the leaderboard (the compact view by default, every view with ``view=full``; a sweep job
+points to its file instead), where the results are, the case counts, then the lines other sinks left for the
+end (the MLflow link)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ class ConsoleSink:
 
     def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
         if ctx.sweep_dir is None or self.merged is not None:
-            print_leaderboard(result, ctx.host)
+            print_leaderboard(result, ctx.host, view=str(result.config.get("view", "compact")), mlflow=bool(ctx.notes))
         else:  # a sweep job: its leaderboard is a file; the sweep prints one summary across jobs at the end
             print(f"\n[{override_label(list(ctx.overrides))}] leaderboard: "
                   f"{result.results_dir / 'tables' / 'leaderboard.txt'}")

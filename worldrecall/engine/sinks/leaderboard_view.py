@@ -6,12 +6,20 @@ VIEW_COLUMNS`), with the cells other aggregators add (kind ``view_columns``) bes
 wording and ranks the tables carry — the engine only lays them out. Metrics no view covers, and benchmarks
 that declare nothing, get the generic view: each metric's primary value (mean and CI) with the unit and
 direction its ``value_meta`` declares, never ranked by anything but that value.
+
+The console prints the *compact* view by default (:func:`compact_text`, ``view=compact``): per benchmark its
+first declared view (the camera-gated one) cut to rank, model, the ranked headline with its CI, the gate's
+pass count and the all-cases rank — one table per benchmark that fits a 120-column terminal. The wide views
+(:func:`leaderboard_text`) are always written to ``tables/leaderboard.txt`` and printed with ``view=full``.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import textwrap
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -160,9 +168,137 @@ def _table_text(df: pd.DataFrame) -> str:
     return df.to_string(index=False) if len(df) else "(no rows)"
 
 
-def print_leaderboard(result: Any, host: Any) -> None:
-    """Print every view (gated first) and the path of the HTML report when there is one."""
-    print(leaderboard_text(result, host), end="")
+WIDTH = 120  # the compact view fits a terminal this wide
+VIEWS = ("compact", "full")
+COMPACT_LEGEND = (
+    "1= : tied with the leader (the paired 95% bootstrap CI of the difference contains 0) · ✗ : no case passed the "
+    "camera gate (not ranked) · the ranked value counts a failed gate as its worst · [a, b] : 95% bootstrap CI · "
+    "all-cases rank: the published protocol's ranking, gate ignored")
+_MODEL_CHARS = 32  # longer model names are cut (with …) so the table keeps its width
+
+
+def compact_views(views: pd.DataFrame) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, header, rows) per benchmark (and backend set) from the view tables' cells (:data:`VIEW_COLUMNS`).
+
+    Each benchmark's first declared view (lowest ``order``: the camera-gated one where the gate ran) gives
+    rank, model and its first column (the ranked headline) with its CI. Where the benchmark also has an
+    ``all`` view, ``gate passed`` is the model's case count in the first view over its count in the ``all``
+    view, and ``all-cases rank`` its rank there (the published protocol's number, gate ignored)."""
+    cells = _records(views)
+    out: list[tuple[str, list[str], list[list[str]]]] = []
+    for bench in sorted({c["benchmark"] for c in cells}):
+        groups: dict[tuple[Any, Any], list[dict[str, Any]]] = {}  # (order, backend) -> its cells
+        for c in cells:
+            if c["benchmark"] == bench and not (missing(c["order"]) or missing(c["backend"])):
+                groups.setdefault((c["order"], c["backend"]), []).append(c)
+        if not groups:
+            continue
+        variant = groups[min(groups)][0]["variant"]
+        several = len({b for _, b in groups}) > 1  # name the backends only where they differ
+        for (_, backend), view in sorted(groups.items()):
+            if view[0]["variant"] != variant:
+                continue
+            everyone = next((g for (_, b), g in sorted(groups.items())
+                             if b == backend and g[0]["variant"] == "all" and variant != "all"), None)
+            out.append(_compact_view(view, everyone, several))
+    return out
+
+
+def _compact_view(view: list[dict[str, Any]], everyone: list[dict[str, Any]] | None,
+                  name_backend: bool) -> tuple[str, list[str], list[list[str]]]:
+    """One benchmark's compact table: its view's first column, the gate's count and the all-cases rank."""
+    h0 = view[0]
+    head_col = h0["column"]
+    header = ["rank", "model", f"{head_col} ({h0['unit']} {h0['direction']})".replace("( ", "(")]
+    if everyone is not None:
+        header += ["gate passed", "all-cases rank"]
+    all_by_model: dict[Any, dict[str, Any]] = {}
+    for c in everyone or []:
+        all_by_model.setdefault(c["model"], c)
+    firsts: dict[Any, dict[str, Any]] = {}
+    heads: dict[Any, dict[str, Any]] = {}
+    for c in view:
+        firsts.setdefault(c["model"], c)
+        if c["column"] == head_col:
+            heads.setdefault(c["model"], c)
+
+    def order(c: dict[str, Any]) -> tuple[Any, ...]:  # as _declared_view orders the full view
+        rank, pos = c["rank"], c["position"]
+        return (missing(rank), 0.0 if missing(rank) else rank, missing(pos), 0 if missing(pos) else pos)
+
+    rows = []
+    for m in sorted(firsts.values(), key=order):
+        h = heads.get(m["model"])
+        value = ("—" if m["rank_label"] == "✗" or h is None
+                 else fmt(h["mean"], h["ci_low"], h["ci_high"], int(h["digits"])))
+        name = str(m["model"])
+        row = [str(m["rank_label"]), name if len(name) <= _MODEL_CHARS else name[:_MODEL_CHARS - 1] + "…", value]
+        if everyone is not None:
+            a = all_by_model.get(m["model"])
+            row += [f"{int(m['n_cases'])}/{int(a['n_cases'])}", str(a["rank_label"])] if a else ["n/a", "n/a"]
+        rows.append(row)
+    title = str(h0["title"]) + (f" [backends {h0['backend']}]" if name_backend else "")
+    return title, header, rows
+
+
+def _grid(header: list[str], rows: list[list[str]]) -> str:
+    """A plain table: the model column left-aligned, every other column right-aligned."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(r: list[str]) -> str:
+        return " ".join(c.ljust(w) if i == 1 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+
+    return "\n".join(line(r) for r in [header, *rows])
+
+
+def _wrap(text: str) -> str:
+    return "\n".join(textwrap.wrap(text, WIDTH, break_on_hyphens=False)) if text else ""
+
+
+def compact_text_of(views: pd.DataFrame) -> str:
+    """The compact view as printed, from the view tables' cells (a run's ``tables/`` read back gives the same)."""
+    parts = [f"\n{_wrap(f'== {t} ==')}\n{_grid(h, r)}\n" for t, h, r in compact_views(views)]
+    if not parts:
+        return ""
+    return "".join(parts) + "\n" + _wrap(COMPACT_LEGEND) + "\n"
+
+
+def compact_frames(result: Any, host: Any) -> list[tuple[str, pd.DataFrame]]:
+    """(title, table) per benchmark of the compact view (the HTML report's first screen)."""
+    views = _concat(tables_of_kind(host, result.tables, "view"))
+    return [(t, pd.DataFrame(r, columns=h)) for t, h, r in compact_views(views)]
+
+
+def compact_text(result: Any, host: Any) -> str:
+    """The compact view of a result: each declared benchmark's ranked headline (:func:`compact_views`); a
+    benchmark that declares no views is named, its metrics being in the full tables only."""
+    views = _concat(tables_of_kind(host, result.tables, "view"))
+    text = compact_text_of(views)
+    other = sorted({r.benchmark for r in result.rows} - set(views.get("benchmark", [])))
+    if other:
+        text += _wrap(f"no declared headline (every metric's mean is in the full tables): {', '.join(other)}") + "\n"
+    return text or "no scores\n"
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it lies under it (a shorter line), else absolute."""
+    try:
+        return os.path.relpath(path.resolve()) if path.resolve().is_relative_to(Path.cwd()) else str(path.resolve())
+    except (OSError, ValueError):
+        return str(path)
+
+
+def print_leaderboard(result: Any, host: Any, view: str = "compact", mlflow: bool = False) -> None:
+    """Print the compact view (``view="compact"``) or every view, gated first (``"full"``), then the HTML report's
+    path; the compact view says where the full tables are (``mlflow``: the MLflow links follow)."""
     report = result.results_dir / "report" / "index.html"
+    if view == "full":
+        print(leaderboard_text(result, host), end="")
+    else:
+        print(compact_text(result, host), end="")
+        print()
+        also = (["the report"] if report.exists() else []) + (["MLflow"] if mlflow else [])
+        print(f"full tables: {_shown(result.results_dir / 'tables' / 'leaderboard.txt')}"
+              + (f" · {', '.join(also)} (below)" if also else "") + " · view=full prints them")
     if report.exists():
-        print(f"\nreport: {report.resolve()}  (open in a browser; self-contained)")
+        print(f"\nreport: {_shown(report)}  (open in a browser; self-contained)")

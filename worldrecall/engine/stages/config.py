@@ -97,6 +97,8 @@ class WorldrecallSchema:
     batch_size: int = 8
     workers: int = 0
     progress: bool = True
+    view: str = "compact"          # the printed leaderboard: compact (fits 120 columns) or full (every view)
+    verbose: bool = False          # show third-party libraries' INFO logs (MLflow, alembic, matplotlib …)
     artifacts: bool = True
     max_failure_rate: float = 0.5
     only: list[str] | None = None
@@ -123,6 +125,8 @@ class WorldrecallSchema:
 
 # keys holding a byte size (bytes, or 512M / 2G / 1.5GiB: engine/stages/sizes.py), as (node, key)
 SIZE_KEYS = (("video", "max_bytes"), ("inputs", "max_array_bytes"))
+# top-level keys that take one of a few words
+CHOICES = {"view": ("compact", "full")}
 
 
 class ResolvedConfig(dict):
@@ -159,6 +163,9 @@ def _with_sizes(cfg: ResolvedConfig) -> ResolvedConfig:
     from worldrecall.core.limits import set_max_array_bytes
     from worldrecall.engine.stages.sizes import parse_size
 
+    for key, words in CHOICES.items():  # here: a Hydra job's composed config comes in resolved, past the merge
+        if key in cfg and cfg[key] not in words:
+            raise ConfigTypeError(f"{key}={cfg[key]!r}: expected one of {', '.join(words)}")
     for node, key in SIZE_KEYS:
         section = cfg.get(node)
         if isinstance(section, dict) and key in section and (type(section[key]) is not int):  # bool is no size
