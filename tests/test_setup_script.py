@@ -62,11 +62,48 @@ def test_second_setup_call_runs_no_pip_until_pyproject_changes(tmp_path):
     second = _setup(repo, env)
     assert second.returncode == 0, second.stderr
     assert len(_pip_calls(log)) == n  # nothing installed, nothing rebuilt
-    assert "is current" in second.stdout
+    assert "is current" in second.stdout and (second.stdout + second.stderr).count("\n") == 1  # one line
     with open(repo / "pyproject.toml", "a") as f:
         f.write("\n# a changed dependency list\n")
     third = _setup(repo, env)
     assert third.returncode == 0 and len(_pip_calls(log)) > n  # changed metadata: installed again
+
+
+def test_a_second_call_prints_one_line_even_where_the_cluster_cannot_be_installed(tmp_path):
+    """./run-demo.sh then ./run-tests.sh on a machine where apt-get cannot install slurm-wlm: the second call
+    (which asks for the cluster) neither reinstalls the Python packages nor says more than one line, and the
+    third does not try apt-get again."""
+    repo, log, env = _fake_checkout(tmp_path)
+    env = {**env, "WORLDRECALL_SBIN": str(tmp_path / "no-sbin")}  # no slurmctld, no munged
+    first = _setup(repo, {**env, "WORLDRECALL_SETUP_CLUSTER": "0"})  # ./run-demo.sh
+    assert first.returncode == 0, first.stderr
+    n = len(_pip_calls(log))
+    apt = log.read_text().count("apt-get")
+    second = _setup(repo, {**env, "WORLDRECALL_SETUP_CLUSTER": "1"})  # ./run-tests.sh
+    assert second.returncode == 0, second.stderr
+    assert len(_pip_calls(log)) == n  # the missing cluster does not reinstall the Python packages
+    assert log.read_text().count("apt-get") > apt  # it did try to install the cluster, once
+    assert "could not install slurm-wlm/munge" in second.stderr
+    apt = log.read_text().count("apt-get")
+    third = _setup(repo, {**env, "WORLDRECALL_SETUP_CLUSTER": "1"})
+    assert third.returncode == 0 and log.read_text().count("apt-get") == apt and len(_pip_calls(log)) == n
+    assert (third.stdout + third.stderr).count("\n") == 1 and "is current" in third.stdout
+
+
+def test_the_editable_install_notice_is_filtered_by_its_message():
+    """pip >= 25 shows a build backend's warnings under -q; setuptools' "Editable installation." notice (a
+    block of asterisks on every editable install) is information only: the filter setup.sh gives pip's build
+    (``PYTHONWARNINGS``, inherited by the backend's process) drops it and nothing else."""
+    script = (REPO / "scripts" / "setup.sh").read_text()
+    line = next(x for x in script.splitlines() if "pip install -q -e" in x)
+    value = line.split('PYTHONWARNINGS="', 1)[1].split('"', 1)[0].replace("${PYTHONWARNINGS:+,$PYTHONWARNINGS}", "")
+    emit = ("from setuptools.warnings import InformationOnly, SetuptoolsDeprecationWarning\n"
+            "InformationOnly.emit('Editable installation.', 'Please be careful with folders …')\n"
+            "SetuptoolsDeprecationWarning.emit('Something else.', 'still shown')\n")
+    done = subprocess.run([sys.executable, "-c", emit], env={**os.environ, "PYTHONWARNINGS": value},
+                          capture_output=True, text=True, check=True)
+    assert "Editable installation" not in done.stderr and "careful with folders" not in done.stderr
+    assert "Something else." in done.stderr
 
 
 def test_license_is_an_spdx_string():
