@@ -1,13 +1,19 @@
-"""The README's figures from a default run (never typed by hand): the validity table, the gate-neutrality
-table and the printed leaderboard.
+"""The README's and docs/validity.md's figures from a default run (never typed by hand).
 
     python scripts/readme_validity.py --results worldrecall_out/results/<run-key> --write
-    python scripts/readme_validity.py --check          # README matches the snapshots in docs/figures/
+    python scripts/readme_validity.py --check          # the documents match the snapshots in docs/figures/
 
-``--write`` copies the run's ``tables/validity.csv``, ``tables/validity_gates.csv`` and
-``tables/leaderboard.txt`` to ``docs/figures/`` and rewrites the README blocks between their markers
-(``<!-- validity-table:begin -->``, ``<!-- gate-table:begin -->``, ``<!-- leaderboard:begin -->`` …);
-``tests/test_readme_figures.py`` checks that the README and the snapshots agree.
+``--write`` copies the run's ``tables/`` files the figures come from (``ranking.csv``: the ranked views'
+cells; ``validity.csv``, ``validity_gates.csv``; ``leaderboard.txt``: every view as ``view=full`` prints it)
+to ``docs/figures/`` and rewrites each generated block between its markers (``<!-- verdict:begin -->`` …):
+
+- README.md ``verdict``: MemoBench's compact view, as the console prints it;
+- README.md ``headline-validity``: each benchmark's ranked value against every counterfactual;
+- docs/validity.md ``leaderboard``: the compact view of every benchmark with its legend, as printed;
+- docs/validity.md ``gate-table`` and ``validity-table``: gate neutrality and the full validity matrix.
+
+``tests/test_readme_figures.py`` checks that the documents and the snapshots agree, and that a fresh default
+run regenerates them.
 """
 
 from __future__ import annotations
@@ -16,19 +22,65 @@ import argparse
 import json
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script from a checkout: this checkout's worldrecall
+
+from worldrecall.engine.sinks.leaderboard_view import compact_text_of
+
 README = ROOT / "README.md"
-SNAPSHOT = ROOT / "docs" / "figures" / "validity_default.csv"
-GATES = ROOT / "docs" / "figures" / "validity_gates_default.csv"
-BOARD = ROOT / "docs" / "figures" / "leaderboard_default.txt"
-SUITE = ROOT / "docs" / "figures" / "suite_digest.txt"  # the suite these figures were measured on
-BEGIN, END = "<!-- validity-table:begin -->", "<!-- validity-table:end -->"
-MARKERS = {"validity-table": SNAPSHOT, "gate-table": GATES, "leaderboard": BOARD}
-TABLES = {"validity-table": "validity.csv", "gate-table": "validity_gates.csv", "leaderboard": "leaderboard.txt"}
+VALIDITY_DOC = ROOT / "docs" / "validity.md"
+FIGURES = ROOT / "docs" / "figures"
+SUITE = FIGURES / "suite_digest.txt"  # the suite these figures were measured on
+# a run's tables/ file -> its snapshot
+SNAPSHOTS = {"ranking.csv": FIGURES / "ranking_default.csv", "validity.csv": FIGURES / "validity_default.csv",
+             "validity_gates.csv": FIGURES / "validity_gates_default.csv",
+             "leaderboard.txt": FIGURES / "leaderboard_default.txt"}
+VERDICT_BENCHMARK = "memobench"  # the README's first picture
+
+
+def read_views(path: Path) -> pd.DataFrame:
+    """A ``ranking.csv`` read back as the view cells it was written from (an empty backend stays empty)."""
+    df = pd.read_csv(path)
+    df["backend"] = df["backend"].fillna("")
+    return df
+
+
+def render_verdict(path: Path) -> str:
+    """One benchmark's compact view (title and table), as the console prints it."""
+    views = read_views(path)
+    return "```\n" + compact_text_of(views[views["benchmark"] == VERDICT_BENCHMARK], legend=False).strip("\n") \
+        + "\n```\n"
+
+
+def render_compact(path: Path) -> str:
+    """Every benchmark's compact view and the legend under them, as the console prints them."""
+    return "```\n" + compact_text_of(read_views(path)).strip("\n") + "\n```\n"
+
+
+def render_headlines(path: Path) -> str:
+    """Markdown: per benchmark, each value of its ranked metric (not its protocol gate) against every
+    counterfactual: on how many cases the oracle scores better; bold where that failure is the value's target."""
+    from worldrecall.core.components import split_ref
+    from worldrecall.registry.host import load_plugins
+
+    df = pd.read_csv(path)
+    cfs = sorted(df["counterfactual"].unique())
+    lines = ["| ranked value | " + " | ".join(c.replace("_", " ") for c in cfs) + " |",
+             "|:---|" + "---:|" * len(cfs)]
+    for name, decl in sorted(load_plugins().benchmarks.items()):
+        metric = split_ref(decl.ranking)[0]
+        mine = df[(df["metric"] == metric) & (df["metric"] + ":" + df["value"] != (decl.protocol_gate or ""))]
+        for value, rows in mine.groupby("value", sort=True):
+            cells = {r.counterfactual: (f"{int(r.n_oracle_better)}/{int(r.n_cases)}",
+                                        str(r.targeted).lower() == "true") for r in rows.itertuples(index=False)}
+            row = [f"**{c[0]}**" if c[1] else c[0] for c in (cells.get(cf, ("–", False)) for cf in cfs)]
+            lines.append(f"| {metric} : {value} | " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def render(df: pd.DataFrame) -> str:
@@ -60,23 +112,24 @@ def render_gates(df: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_board(text: str) -> str:
-    """The printed leaderboard as a fenced block."""
-    return "```\n" + text.strip("\n") + "\n```\n"
+# block -> (the document holding it, the tables/ file it is rendered from, how)
+BLOCKS: dict[str, tuple[Path, str, Callable[[Path], str]]] = {
+    "verdict": (README, "ranking.csv", render_verdict),
+    "headline-validity": (README, "validity.csv", render_headlines),
+    "leaderboard": (VALIDITY_DOC, "ranking.csv", render_compact),
+    "gate-table": (VALIDITY_DOC, "validity_gates.csv", lambda p: render_gates(pd.read_csv(p))),
+    "validity-table": (VALIDITY_DOC, "validity.csv", lambda p: render(pd.read_csv(p))),
+}
 
 
 def rendered(name: str, tables: Path | None = None) -> str:
-    """A snapshot (or, with ``tables``, a run's own ``tables/`` file) rendered as its README block."""
-    path = MARKERS[name] if tables is None else Path(tables) / TABLES[name]
-    if name == "validity-table":
-        return render(pd.read_csv(path))
-    if name == "gate-table":
-        return render_gates(pd.read_csv(path))
-    return render_board(path.read_text())
+    """A block rendered from its snapshot (or, with ``tables``, from a run's own ``tables/`` file)."""
+    _, table, how = BLOCKS[name]
+    return how(SNAPSHOTS[table] if tables is None else Path(tables) / table)
 
 
-def block(text: str, name: str = "validity-table") -> str:
-    """The README's current generated block (between the markers)."""
+def block(text: str, name: str) -> str:
+    """A document's current generated block (between the markers)."""
     begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
     a, b = text.index(begin) + len(begin), text.index(end)
     return text[a:b].strip("\n") + "\n"
@@ -96,21 +149,23 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.write:
         tables = a.results / "tables"
-        for name, dst in MARKERS.items():
-            shutil.copyfile(tables / TABLES[name], dst)
+        for table, dst in SNAPSHOTS.items():
+            shutil.copyfile(tables / table, dst)
         cfg = json.loads((a.results / "meta" / "resolved_config.json").read_text())
         manifest = json.loads((Path(cfg["suite"]["root"]) / "manifest.json").read_text())
         SUITE.write_text(f"suite {Path(cfg['suite']['root']).name} content sha256 {manifest['content_digest']}\n")
-        text = README.read_text()
-        for name in MARKERS:
-            text = replace_block(text, name, rendered(name))
-        README.write_text(text)
-    bad = [name for name in MARKERS if block(README.read_text(), name) != rendered(name)]
+        for doc in {d for d, _, _ in BLOCKS.values()}:
+            text = doc.read_text()
+            for name, (where, _, _) in BLOCKS.items():
+                if where == doc:
+                    text = replace_block(text, name, rendered(name))
+            doc.write_text(text)
+    bad = [name for name, (doc, _, _) in BLOCKS.items() if block(doc.read_text(), name) != rendered(name)]
     if a.check and bad:
-        print(f"README blocks differ from docs/figures/ ({', '.join(bad)}); rerun with --write")
+        print(f"generated blocks differ from docs/figures/ ({', '.join(bad)}); rerun with --write")
         return 1
     if not a.write and not a.check:
-        print("\n".join(rendered(name) for name in MARKERS))
+        print("\n".join(rendered(name) for name in BLOCKS))
     return 0
 
 

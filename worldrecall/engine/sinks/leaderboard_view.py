@@ -255,11 +255,12 @@ def _wrap(text: str) -> str:
     return "\n".join(textwrap.wrap(text, WIDTH, break_on_hyphens=False)) if text else ""
 
 
-def compact_text_of(views: pd.DataFrame) -> str:
-    """The compact view as printed, from the view tables' cells (a run's ``tables/`` read back gives the same)."""
+def compact_text_of(views: pd.DataFrame, legend: bool = True) -> str:
+    """The compact view as printed, from the view tables' cells (a run's ``tables/`` read back gives the same);
+    ``legend``: with the lines explaining its symbols under it."""
     parts = [f"\n{_wrap(f'== {t} ==')}\n{_grid(h, r)}\n" for t, h, r in compact_views(views)]
-    if not parts:
-        return ""
+    if not parts or not legend:
+        return "".join(parts)
     return "".join(parts) + "\n" + _wrap(COMPACT_LEGEND) + "\n"
 
 
