@@ -129,5 +129,5 @@ def test_self_contained_report_inlines_every_picture(world):
     # the same rows drawn as files beside the page take the cached sections: the same case text
     again = _run(world, "out", "report.self_contained=false")
     [page2] = _pages(again)
-    cases = lambda t: re.sub(r"<style>.*?</style>", "", t[t.index('<h2 id="cases">'):], flags=re.S)  # noqa: E731
+    cases = lambda t: re.sub(r"<style>.*?</style>", "", t[t.index('<h2 id="cases">'):], flags=re.DOTALL)  # noqa: E731
     assert cases(page2.read_text()) == cases(text)

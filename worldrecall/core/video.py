@@ -512,7 +512,7 @@ def _stepper(p: Path, limits: _Limits, count: int | None) -> tuple[int, Generato
             with av.open(str(p)) as container:
                 for f in container.decode(video=0):
                     yield lambda f=f: f.to_ndarray(format="rgb24")
-        except Exception as e:  # PyAV raises many error types; all mean "unreadable"
+        except Exception as e:  # noqa: BLE001  (PyAV raises many error types; all mean "unreadable")
             raise VideoError(f"{p}: cannot be decoded ({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
     return (count if count is not None else 0), av_frames()  # a count unknown: the first pass counts
 

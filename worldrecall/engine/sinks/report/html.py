@@ -32,7 +32,14 @@ import numpy as np
 from worldrecall.engine.cache import Store, code_digest, inputs_digest, key_of
 from worldrecall.engine.sinks.blobs import BlobStore, link_or_copy, write_if_changed
 from worldrecall.engine.sinks.leaderboard_view import COMPACT_LEGEND, compact_frames, leaderboard_views
-from worldrecall.engine.sinks.report.images import MIME, Picture, blob_path, frame_thumbs, full_image, image_thumb
+from worldrecall.engine.sinks.report.images import (
+    MIME,
+    Picture,
+    blob_path,
+    frame_thumbs,
+    full_image,
+    image_thumb,
+)
 from worldrecall.engine.sinks.report.svg import line_chart
 from worldrecall.engine.sinks.results_view import direction_label, short_metric, unit_label, value_meta
 from worldrecall.engine.stages.config import resolve_config
