@@ -210,7 +210,10 @@ def test_fresh_store_after_the_first_is_a_copy_of_the_migrated_template(tmp_path
     t.end_run(rid)
     client = mlflow.tracking.MlflowClient(t.uri)
     assert client.get_run(rid).data.metrics == {"m": 1.0}
-    assert client.get_experiment("0").artifact_location == str((tmp_path / "b").resolve() / "mlruns" / "0")
+    # its runs' artifacts go to this store's own folder (MLflow's unused Default experiment keeps the
+    # template's location: worldrecall never writes MLflow's tables itself)
+    exp = client.get_experiment_by_name("worldrecall")
+    assert exp.artifact_location == (tmp_path / "b").resolve().joinpath("mlartifacts").as_uri()
 
 
 class _ViewAgg:
