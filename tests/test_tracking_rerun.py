@@ -204,7 +204,9 @@ def test_fresh_store_after_the_first_is_a_copy_of_the_migrated_template(tmp_path
     caplog.clear()
     with caplog.at_level("INFO"):
         t = tracking.Tracker({"experiment": "worldrecall"}, tmp_path / "b")
-    assert not [r for r in caplog.records if "Creating initial MLflow database tables" in r.getMessage()]
+    # no schema migration ran (alembic logs each as "Running upgrade a -> b"; MLflow 3.4 logs "Creating initial
+    # tables" even for a complete store, so that line says nothing)
+    assert not [r for r in caplog.records if "Running upgrade" in r.getMessage()]
     rid = t.start_run("x")
     t.log_batch(rid, metrics={"m": 1.0})
     t.end_run(rid)
