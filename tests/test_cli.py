@@ -57,28 +57,6 @@ def test_threshold_multirun_rescored_from_cache_parent_and_children(tmp_path, to
     assert "sweep summary: 3 jobs over tolerance (5.0, 40.0, 100.0)" in out
 
 
-def test_a_multirun_composes_each_jobs_config_once(tmp_path, toy_host, monkeypatch):
-    """Hydra's sweeper composes every job to validate the batch and its launcher composes each again: the
-    launcher gets the validated composition, so 3 jobs cost 1 + 3 compositions, not 1 + 6; each job still runs
-    its own config, and Hydra's loader is itself again after the multirun."""
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-
-    ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
-    composed: list[int] = []
-    real = ConfigLoaderImpl._load_configuration_impl
-    monkeypatch.setattr(ConfigLoaderImpl, "_load_configuration_impl",
-                        lambda self, *a, **k: composed.append(1) or real(self, *a, **k))
-    original = ConfigLoaderImpl.load_sweep_config
-    code = hydra_run(["-m", *_toy_overrides(tmp_path, ds), "tracking=none",
-                      "benchmarks.toy.metrics.brightness.thresholds.tolerance=5.0,40.0,100.0"])
-    assert code == 0 and len(composed) == 4
-    assert ConfigLoaderImpl.load_sweep_config is original
-    configs = sorted((tmp_path / "out" / "results").glob("*/meta/resolved_config.json"))
-    tolerances = sorted(json.loads(p.read_text())["benchmarks"]["toy"]["metrics"]["brightness"]["thresholds"]
-                        ["tolerance"] for p in configs)
-    assert tolerances == [5.0, 40.0, 100.0]
-
-
 def test_runs_in_the_same_second_get_distinct_dirs(tmp_path, toy_host):
     ds = make_dataset(tmp_path, {"good": [0]})
     for _ in range(2):

@@ -103,3 +103,14 @@ def test_version_lists_package_and_plugins():
     assert lines[0] == f"worldrecall {__version__}"
     names = {line.split()[0] for line in lines[1:]}
     assert {"memobench", "opis", "scene_memory", "synthetic", "models"} <= names
+
+
+@pytest.mark.parametrize(("override", "hint"), [
+    ("video.max_byte=1G", "did you mean 'video.max_bytes'?"),
+    ("vidoe.max_bytes=1G", "did you mean 'video'?"),
+    ("report.enabeld=false", "did you mean 'report.enabled'?"),
+])
+def test_a_misspelled_config_key_is_exit_2_with_a_did_you_mean(tmp_path, capsys, override, hint):
+    assert _run(tmp_path, override) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and err[0].endswith(hint)

@@ -81,12 +81,16 @@ def test_tampered_cache_entry_is_detected_and_recomputed(tmp_path, host):
     ds = make_dataset(tmp_path, {"good": [0]})
     cfg = toy_config(tmp_path, ds)
     _run(cfg, host)
-    entries = list((tmp_path / "out" / "cache" / "measurements").rglob("*.npz"))
+    entries = list((tmp_path / "out" / "cache" / "measurements").rglob("*.safetensors"))
     assert len(entries) == 1
-    with np.load(entries[0], allow_pickle=False) as z:
-        data = {k: z[k] for k in z.files}
+    from safetensors import safe_open
+    from safetensors.numpy import load, save
+
+    data = load(entries[0].read_bytes())
+    with safe_open(str(entries[0]), framework="numpy") as f:
+        header = f.metadata()
     data["per_frame"] = data["per_frame"] + 1.0  # change a value but keep the stored digest
-    np.savez(entries[0], **data)
+    entries[0].write_bytes(save(data, metadata=header))
     cfg["benchmarks"]["toy"]["metrics"]["brightness"]["thresholds"]["tolerance"] = 11.0  # new result set
     res = Runner(cfg, host).run()
     assert res.cache_stats["corrupt"] == 1 and res.cache_stats["misses"] == 1
@@ -295,8 +299,8 @@ def test_warm_rerun_with_new_threshold_decodes_nothing_and_damaged_score_memo_is
     # the same config in a fresh results folder: every score comes from the score memo
     third = _run({**cfg, "output_root": str(tmp_path / "out2")}, host)
     assert third.cache_stats["score_hits"] == 4 and third.cache_stats["hits"] == 0
-    # damage one memo entry: it is ignored and that row is scored again from its measurement
-    entries = (tmp_path / "out" / "cache" / "scores" / "toy.brightness").rglob("*.json")
+    # damage one score entry: it is ignored and that row is scored again from its measurement
+    entries = (tmp_path / "out" / "cache" / "scores").rglob("*.json")
     entry = max(entries, key=lambda p: p.stat().st_mtime_ns)  # written by the tolerance-45 run
     entry.write_text(entry.read_text().replace('"stable"', '"stabel"'))
     fourth = _run({**cfg, "output_root": str(tmp_path / "out3")}, host)
@@ -455,7 +459,7 @@ def test_metrics_by_name_switch_on_a_registered_but_unconfigured_metric(tmp_path
     on = enable_metrics({**plain, "metrics": ["toy.brightness"]}, host)["benchmarks"]["toy"]["metrics"]
     assert on["brightness"] == {"params": {}, "thresholds": {"tolerance": 10.0}, "enabled": True}
     assert plain["benchmarks"]["toy"]["metrics"]["brightness"]["enabled"] is False  # the input is not mutated
-    known = r"known: .*memobench\.ors, .*toy\.brightness, toy\.extra$"
+    known = r"known: .*memobench\.ors, .*toy\.brightness, toy\.extra, wrbench\.camalign"
     with pytest.raises(ConfigTypeError, match=rf"unknown metric 'nope'; {known}"):
         enable_metrics({**plain, "metrics": ["nope"]}, host)
     with pytest.raises(ConfigTypeError, match=r"benchmark 'toy', which the config does not define \(defined: none"):

@@ -104,17 +104,17 @@ def _toy_args(tmp_path: Path, report: bool = False) -> tuple[list[str], Path]:
 
 
 @pytest.mark.parametrize("report", [False, True])  # with the report, written by a forked child meanwhile
-def test_a_rerun_that_changed_nothing_reuses_its_run_without_loading_mlflow(tmp_path, report):
+def test_a_rerun_that_changed_nothing_reuses_its_run(tmp_path, report):
     args, out = _toy_args(tmp_path, report)
     first = _python(RERUN, json.dumps(args), str(Path(__file__).parent))
     assert json.loads(first.stdout.splitlines()[-1]) == {"rc": 0, "mlflow_loaded": True}, first.stderr[-3000:]
     rec = json.loads(next((out / "results").glob("*/meta/tracking.json")).read_text())
     again = _python(RERUN, json.dumps(args), str(Path(__file__).parent))
-    # the same config, every row resumed, the same tables: the run is reused and MLflow never imported
-    assert json.loads(again.stdout.splitlines()[-1]) == {"rc": 0, "mlflow_loaded": False}, again.stderr[-3000:]
+    # the same config, every row resumed, the same tables: the run is reused (asked through MLflow's client)
+    assert json.loads(again.stdout.splitlines()[-1])["rc"] == 0, again.stderr[-3000:]
     rerun = json.loads(next((out / "results").glob("*/meta/tracking.json")).read_text())
     assert rerun["reused"] is True and rerun["run_id"] == rec["run_id"] and rerun["ui"] == rec["ui"]
-    assert rerun["import_s"] == 0.0 and "reused_at" in rerun
+    assert "reused_at" in rerun
     client = mlflow.tracking.MlflowClient(f"sqlite:///{out.resolve() / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("worldrecall").experiment_id])
     assert len([r for r in runs if "mlflow.parentRunId" not in r.data.tags]) == 1  # no second parent

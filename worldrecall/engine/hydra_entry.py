@@ -111,12 +111,38 @@ def launch(args: Sequence[str]) -> int:
             returns = run(config_name="config", task_function=hydra_job, overrides=overrides)
     except HydraException as e:  # a bad override, an unknown group option: Hydra's own one-line message
         cause = f": {e.__cause__}" if e.__cause__ is not None and str(e.__cause__) not in str(e) else ""
-        print(f"error: {' '.join((str(e) + cause).split())}", file=sys.stderr)
+        print(f"error: {' '.join((str(e) + cause).split())}{_key_hint(str(e))}", file=sys.stderr)
         return 2
     except Exception:  # noqa: BLE001  (a job raised: Hydra re-raises it here; the traceback is the report)
         traceback.print_exc()
         return 1
     return max(_codes(returns), default=0)
+
+
+def _key_hint(message: str) -> str:
+    """``; did you mean 'video.max_bytes'?`` for an override of a key the schema does not have."""
+    import difflib
+    import re
+    from dataclasses import fields, is_dataclass
+
+    from worldrecall.engine.stages.config import WorldrecallSchema
+
+    m = re.search(r"Could not override '([^']+)'", message)
+    if m is None:
+        return ""
+    node: Any = WorldrecallSchema
+    done: list[str] = []
+    for part in m.group(1).lstrip("+~").split("."):
+        if not is_dataclass(node):
+            return ""  # an open mapping (benchmarks, models …): their own checks name what is known
+        known = {f.name: f for f in fields(node)}
+        if part not in known:
+            close = difflib.get_close_matches(part, sorted(known), n=1, cutoff=0.6)
+            return f"; did you mean {'.'.join([*done, close[0]])!r}?" if close else ""
+        done.append(part)
+        default = known[part].default_factory() if callable(known[part].default_factory) else known[part].default
+        node = type(default) if is_dataclass(default) else None
+    return ""
 
 
 def _inspect(args: list[str]) -> int:

@@ -11,7 +11,7 @@
 
 The code digest of a class is its module and, transitively, every module of the same top-level package that
 module imports (for ``worldrecall`` itself: the plugin's own package and ``core``/``formats``/``gates``), each
-as the syntax tree Python parsed (comments and layout do not count). A component of an installed,
+by its source's bytes; a module's imports and its methods' line ranges are parsed once per file content. A component of an installed,
 non-editable distribution is identified by the distribution's name, version and the digest of its
 ``RECORD`` (the hashes of every file it installed). A version bump stays how an author says "same code,
 different meaning".
@@ -30,7 +30,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from worldrecall.core.digests import file_digest
+from worldrecall.core.digests import content_memo, file_digest
 
 # the libraries whose results can differ between releases (kernels, defaults, resampling)
 LIBRARIES = {"numpy": "numpy", "scipy": "scipy", "pandas": "pandas", "opencv": "opencv-python-headless",
@@ -133,21 +133,24 @@ def _source(module: str) -> tuple[str, Path | None]:
     return Path(path).read_text(encoding="utf-8"), Path(path)
 
 
-def _is_package(module: str) -> bool:
-    _, path = _source(module)
-    return path is not None and path.name == "__init__.py"
-
-
 @cache
-def _imports(module: str) -> frozenset[str]:
-    """Modules of the same top-level package that ``module``'s source imports (anywhere in it)."""
-    text, path = _source(module)
-    if not text:
-        return frozenset()
-    top = module.split(".")[0]
-    package = module if path is not None and path.name == "__init__.py" else module.rpartition(".")[0]
+def _parsed(module: str) -> dict[str, Any]:
+    """What the key needs of a module's source: the modules it imports (absolute names) and the line ranges
+    of its classes' scoring methods. Kept under the file's content digest (``core.digests.content_memo``,
+    persisted between runs), so an unchanged file is never parsed again."""
+    _, path = _source(module)
+    if path is None:
+        return {"imports": [], "methods": []}
+    return content_memo(path, f"code.parsed.{sys.version_info[0]}.{sys.version_info[1]}",
+                        lambda: _parse(module, path), persist=True)
+
+
+def _parse(module: str, path: Path) -> dict[str, Any]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(text)):
+    methods: list[list[Any]] = []  # [name, first line, last line] of every method of every class
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -159,8 +162,20 @@ def _imports(module: str) -> frozenset[str]:
                 origin = node.module or ""
             found.add(origin)
             found.update(f"{origin}.{a.name}" for a in node.names)  # ``from pkg import module``
+        elif isinstance(node, ast.ClassDef):
+            for b in node.body:
+                if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    first = min([b.lineno, *(d.lineno for d in b.decorator_list)])
+                    methods.append([b.name, first, b.end_lineno])
+    return {"imports": sorted(found), "methods": methods}
+
+
+@cache
+def _imports(module: str) -> frozenset[str]:
+    """Modules of the same top-level package that ``module``'s source imports (anywhere in it)."""
+    top = module.split(".")[0]
     out = set()
-    for name in found:
+    for name in _parsed(module)["imports"]:
         if name.split(".")[0] != top:
             continue
         parts = name.split(".")
@@ -192,11 +207,12 @@ def _closure(module: str) -> set[str]:
 
 @cache
 def _module_digest(module: str, without: tuple[str, ...]) -> str:
-    text, _ = _source(module)
-    tree = ast.parse(text)
-    if without:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ClassDef):
-                node.body = [b for b in node.body
-                             if not (isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) and b.name in without)]
-    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
+    """sha256 of the module's source, without the lines of its classes' methods named in ``without``."""
+    text, path = _source(module)
+    if not without or path is None:
+        return file_digest(path) if path is not None else hashlib.sha256(text.encode()).hexdigest()
+    lines = text.splitlines(keepends=True)
+    for name, first, last in _parsed(module)["methods"]:
+        if name in without:
+            lines[first - 1:last] = [""] * (last - first + 1)
+    return hashlib.sha256("".join(lines).encode()).hexdigest()

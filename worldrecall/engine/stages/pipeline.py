@@ -111,18 +111,20 @@ class CasePipeline:
         self.counters.timing[stage] += time.perf_counter() - t0
 
     # -- keys -----------------------------------------------------------------------------------
-    def alignment_key(self, name: str, case: Case, params: Mapping[str, Any]) -> str:
+    def alignment_key(self, name: str, case: Case, params: Mapping[str, Any], fp: str | None = None) -> str:
+        """``fp``: the case's fingerprint when the caller has it (each costs a walk of its sidecar folders)."""
         aligner = self.host.aligner(name)
         merged = {**aligner.defaults, **params}
-        return key_of(component_identity(aligner, without=SCORING_METHODS), {"case": case.fingerprint(),
+        return key_of(component_identity(aligner, without=SCORING_METHODS), {"case": fp or case.fingerprint(),
                                                     "files": _named_files(aligner, merged)}, merged)
 
-    def keys(self, metric: Metric, case: Case, alignment_key: str, alignment: Alignment) -> tuple[str, str]:
+    def keys(self, metric: Metric, case: Case, alignment_key: str, alignment: Alignment,
+             fp: str | None = None) -> tuple[str, str]:
         """(measurement key, score key) of one metric on one aligned case."""
         models = {r: self._model_identity(r) for r in metric.models}
         optional = {r: self._model_identity(r) if self.hub.selection.get(r) else "" for r in metric.optional_models}
         measurement = key_of(component_identity(metric, without=SCORING_METHODS),
-                             {"case": case.fingerprint(), "alignment": alignment_key,
+                             {"case": fp or case.fingerprint(), "alignment": alignment_key,
                               "files": _named_files(metric, metric.params)},
                              {"params": metric.params, "extra": metric.cache_params(case, alignment),
                               "models": models, "optional_models": optional})
@@ -170,25 +172,25 @@ class CasePipeline:
         out: list[ScoreRow] = []
         left: set[str] = set()
         try:
+            fp = case.fingerprint()
             alignments: dict[str, tuple[str, Alignment | None]] = {}
             for name, metric in plan.metrics.items():
                 row = self.new_row(plan, case, name, metric)
                 if name in plan.skipped:
                     row.status, row.reason = "skipped", plan.skipped[name]
-                    row.key = self.row_key(key_of(component_identity(metric), case.fingerprint(),
-                                                  {"skipped": row.reason}), row)
+                    row.key = self.row_key(key_of(component_identity(metric), fp, {"skipped": row.reason}), row)
                     if _kept(existing, row) is None:
                         out.append(row)
                     continue
                 aligner = plan.aligner_for(metric)
                 if aligner not in alignments:
-                    akey = self.alignment_key(aligner, case, plan.params_for(aligner)) if aligner else ""
+                    akey = self.alignment_key(aligner, case, plan.params_for(aligner), fp) if aligner else ""
                     alignments[aligner] = (akey, self._stored_alignment(akey) if aligner else Alignment())
                 akey, alignment = alignments[aligner]
                 if alignment is None:
                     left.add(name)
                     continue
-                _, skey = self.keys(metric, case, akey, alignment)
+                _, skey = self.keys(metric, case, akey, alignment, fp)
                 row.warnings.extend(alignment.info.get("warnings", []))  # as :meth:`rows` does
                 row.info = {"alignment": alignment.to_json(), "videos": video_paths(case)}
                 row.key = self.row_key(skey, row, plan.absent.get(name))
@@ -231,20 +233,30 @@ class CasePipeline:
         case = item
         out: list[ScoreRow] = []
         alignments: dict[str, tuple[str, Alignment | CaseFailure]] = {}
+        fp, unreadable = "", None
+        try:
+            fp = case.fingerprint()
+        except (CaseFailure, VideoError) as e:  # an input that cannot be read: each row says so, as align would
+            unreadable = CaseFailure(one_line(e))
+        except Exception as e:  # noqa: BLE001
+            unreadable = CaseFailure(f"{type(e).__name__}: {one_line(e)}")
         for name, metric in plan.metrics.items():
             if names is not None and name not in names:
                 continue
             row = self.new_row(plan, case, name, metric)
             if name in plan.skipped:
                 row.status, row.reason = "skipped", plan.skipped[name]
-                row.key = self.row_key(key_of(component_identity(metric), case.fingerprint(),
-                                              {"skipped": row.reason}), row)
+                row.key = self.row_key(key_of(component_identity(metric), fp, {"skipped": row.reason}), row)
                 out.append(row)
                 continue
             aligner = plan.aligner_for(metric)
             if aligner not in alignments:
                 try:
-                    akey = self.alignment_key(aligner, case, plan.params_for(aligner)) if aligner else ""
+                    if unreadable is not None:
+                        raise unreadable
+                    akey = self.alignment_key(aligner, case, plan.params_for(aligner), fp) if aligner else ""
+                except CaseFailure as e:
+                    alignments[aligner] = ("", e)
                 except Exception as e:  # noqa: BLE001  (an unreadable input: the case fails, saying why)
                     alignments[aligner] = ("", CaseFailure(f"{type(e).__name__}: {one_line(e)}"))
                 else:
@@ -254,7 +266,7 @@ class CasePipeline:
                 row.status, row.reason = "failed", f"align: {alignment}"
             else:
                 row.warnings.extend(alignment.info.get("warnings", []))
-                self.measure_and_score(metric, case, alignment, row, akey=akey, absent=plan.absent.get(name))
+                self.measure_and_score(metric, case, alignment, row, akey=akey, absent=plan.absent.get(name), fp=fp)
             out.append(row)
         return out
 
@@ -296,7 +308,7 @@ class CasePipeline:
             self._tick("align", t0)
 
     def measure_and_score(self, metric: Metric, case: Case, alignment: Alignment, row: ScoreRow, *,
-                          akey: str = "", absent: str | None = None) -> None:
+                          akey: str = "", absent: str | None = None, fp: str | None = None) -> None:
         """Fill ``row`` with the metric's values (or its failure/skip); never raises. ``akey``: the alignment's
         key (empty for the empty alignment); ``absent``: the note of values no backend gives here."""
         stage, key = "measure", ""
@@ -304,7 +316,7 @@ class CasePipeline:
         row.info = {"alignment": alignment.to_json(), "videos": video_paths(case)}
         try:
             t0 = time.perf_counter()
-            mkey, skey = self.keys(metric, case, akey, alignment)
+            mkey, skey = self.keys(metric, case, akey, alignment, fp)
             key = self.row_key(skey, row, absent)
             entry = self._score_entry(skey)
             if entry is not None:  # scored before (another job of a sweep): nothing to load or run
