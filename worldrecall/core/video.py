@@ -9,16 +9,16 @@ what is compared (:meth:`Video.frames_at`) within a per-process budget (``video.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
-from worldrecall.core.digests import file_digest, content_memo
+from worldrecall.core.digests import content_memo, file_digest
 
 VIDEO_SUFFIXES = {".mp4", ".webm", ".avi", ".mov", ".mkv"}
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg"}
@@ -536,15 +536,23 @@ def small_image(f: Path, max_side: int, max_pixels: int | None = None) -> np.nda
     return resize_max_side(cv2.cvtColor(img, cv2.COLOR_BGR2RGB), max_side)
 
 
+class FactsCache(Protocol):
+    """Where a decoded content's facts (frame count, height, width) are kept, by its content digest."""
+
+    def get(self, content_hash: str) -> dict[str, int] | None: ...
+    def put(self, content_hash: str, facts: dict[str, int]) -> None: ...
+
+
 class VideoPool:
     """One :class:`Video` per path for a run; releases the least recently used ones past ``max_bytes``
     (``video.max_bytes``, per process), never the two last used (a case's generated and reference video)."""
 
-    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES, facts_dir: Path | str | None = None, *,
+    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES, facts: FactsCache | None = None, *,
                  max_pixels: int = DEFAULT_MAX_PIXELS, max_frames: int = DEFAULT_MAX_FRAMES):
-        """``max_pixels`` / ``max_frames`` / ``max_bytes``: limits every :class:`Video` checks before decoding."""
+        """``max_pixels`` / ``max_frames`` / ``max_bytes``: limits every :class:`Video` checks before decoding;
+        ``facts``: where a decoded content's frame count and size are kept (the engine's cache)."""
         self.max_bytes = max_bytes
-        self.facts_dir = Path(facts_dir) if facts_dir else None
+        self.facts_cache = facts
         self.max_pixels = int(max_pixels)
         self.max_frames = int(max_frames)
         self._videos: dict[Path, Video] = {}
@@ -555,8 +563,7 @@ class VideoPool:
         return self.adopt(Path(path).resolve(), fps, None)
 
     def adopt(self, resolved: Path, fps: float | None, content_hash: str | None) -> Video:
-        """The pool's video for a path already resolved, with the frame rate and content hash an earlier job
-        of this process found for the same unchanged file (``engine/stages/load_memo.py``); None: not known."""
+        """The pool's video for a path already resolved (``content_hash``: None, or its content's digest)."""
         v = self._videos.get(resolved)
         if v is None:
             v = self._videos[resolved] = Video(resolved, fps=fps, pool=self, max_pixels=self.max_pixels,
@@ -565,22 +572,18 @@ class VideoPool:
         return v
 
     def facts(self, video: Video) -> dict[str, int] | None:
-        """Frame count and size of this content, if a previous run decoded it (keyed by content hash)."""
-        if self.facts_dir is None:
+        """Frame count and size of this content, if a previous run decoded it."""
+        if self.facts_cache is None:
             return None
-        p = self.facts_dir / f"{video.content_hash()}.json"
         try:
-            d = json.loads(p.read_text())
-            return {k: int(d[k]) for k in ("num_frames", "height", "width")}
-        except (FileNotFoundError, ValueError, KeyError, TypeError):
+            d = self.facts_cache.get(video.content_hash())
+            return {k: int(d[k]) for k in ("num_frames", "height", "width")} if d is not None else None
+        except (KeyError, TypeError, ValueError):
             return None
 
     def remember(self, video: Video, facts: dict[str, int]) -> None:
-        if self.facts_dir is None:
-            return
-        from worldrecall.core.atomic import atomic_write_text
-
-        atomic_write_text(self.facts_dir / f"{video.content_hash()}.json", json.dumps(facts))
+        if self.facts_cache is not None:
+            self.facts_cache.put(video.content_hash(), facts)
 
     @property
     def held_bytes(self) -> int:

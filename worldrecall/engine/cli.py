@@ -36,10 +36,6 @@ def _plugin_conf_dirs() -> dict[str, Path]:
     return paths
 
 
-def _plugin_searchpath() -> list[str]:
-    return list(_plugin_conf_dirs())
-
-
 def check_group_options(args: Sequence[str], conf_dirs: Sequence[Path]) -> str:
     """'' when every ``group=option`` override names an option that exists, else one line saying which does not.
 

@@ -181,3 +181,26 @@ def _read_arrays(p: Path) -> tuple[dict[str, np.ndarray], str]:
     if header.get("digest") != _arrays_digest(arrays, meta_text):
         raise ValueError("digest mismatch")
     return arrays, meta_text
+
+
+class VideoFacts:
+    """A video's decoded frame count and size (``core.video.FactsCache``), kept in the store under the key of
+    its content and of the decoder (``core/video.py``'s code, the libraries' versions)."""
+
+    def __init__(self, store: Store):
+        from worldrecall.engine.cache.keys import code_digest, library_versions
+
+        self.store = store
+        self.identity = {"name": "video.facts", "code": code_digest("worldrecall.core.video"),
+                         "libraries": library_versions()}
+
+    def _key(self, content_hash: str) -> str:
+        from worldrecall.engine.cache.keys import key_of
+
+        return key_of(self.identity, content_hash)
+
+    def get(self, content_hash: str) -> dict[str, int] | None:
+        return self.store.get_json("video_facts", self._key(content_hash))
+
+    def put(self, content_hash: str, facts: dict[str, int]) -> None:
+        self.store.put_json("video_facts", self._key(content_hash), facts)

@@ -185,19 +185,6 @@ def _named_files(agg: Any, params: Mapping[str, Any]) -> list[list[str]]:
     return inputs_digest(str(params[n]) for n in getattr(agg, "path_params", ()) or () if params.get(n))
 
 
-def benchmarks_contiguous(rows: Sequence[ScoreRow]) -> bool:
-    """Each benchmark's rows are contiguous (the runner's rows are sorted by benchmark first)."""
-    seen: set[str] = set()
-    last = None
-    for r in rows:
-        if r.benchmark != last:
-            if r.benchmark in seen:
-                return False
-            seen.add(r.benchmark)
-            last = r.benchmark
-    return True
-
-
 def _concat(frames: list[Any]) -> Any:
     """One benchmark-partitioned table: the non-empty parts in order (an empty part adds no dtype)."""
     kept = [f for f in frames if len(f)] or frames[:1]

@@ -67,9 +67,9 @@ class CasePipeline:
     """Align, measure and score one case with every metric of a plan."""
 
     def __init__(self, host: PluginHost, hub: ModelHub, judges: JudgeHub, pool: VideoPool, cache_root: Path,
-                 *, artifacts: bool, device: str, batch_size: int):
+                 *, artifacts: bool, device: str, batch_size: int, store: Store | None = None):
         self.host, self.hub, self.judges, self.pool = host, hub, judges, pool
-        self.store = Store(cache_root)
+        self.store = store or Store(cache_root)
         self.artifacts_dir, self.write_artifacts = Path(cache_root) / "artifacts", artifacts
         self.device, self.batch_size = device, batch_size
         self.counters = Counters()

@@ -24,6 +24,7 @@ from worldrecall.core.digests import load_digest_memo, save_digest_memo
 from worldrecall.core.judges import JudgeHub
 from worldrecall.core.models import ModelHub
 from worldrecall.core.video import VideoPool
+from worldrecall.engine.cache import Store, VideoFacts
 from worldrecall.engine.stages.absence import all_null_values
 from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.engine.stages.config import ResolvedConfig, resolve_config
@@ -65,12 +66,11 @@ class Runner:
         self.hub = ModelHub(host.models, models_cfg, options, device=cfg["device"], roles=host.roles,
                             backend_set=backend_set)
         self.judges = JudgeHub(host.judges, cfg["judge_options"], cache_dir=cache_root / "judge_answers")
-        self.pool = VideoPool(cfg["video"]["max_bytes"], facts_dir=cache_root / "video_facts",
-                              max_pixels=cfg["video"]["max_pixels"],
+        self.store = Store(cache_root)
+        self.pool = VideoPool(cfg["video"]["max_bytes"], VideoFacts(self.store), max_pixels=cfg["video"]["max_pixels"],
                               max_frames=cfg["video"]["max_frames"])
         self.pipeline = CasePipeline(host, self.hub, self.judges, self.pool, cache_root, artifacts=cfg["artifacts"],
-                                     device=cfg["device"], batch_size=cfg["batch_size"])
-        self.store = self.pipeline.store
+                                     device=cfg["device"], batch_size=cfg["batch_size"], store=self.store)
         self.digest_memo = cache_root / "file_digests.json"
         self.shard_count, self.shard_index = cfg["shard"]["count"], cfg["shard"]["index"]
         self.timing = self.pipeline.counters.timing
