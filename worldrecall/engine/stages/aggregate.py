@@ -9,7 +9,7 @@ from the metrics' and benchmarks' own metadata; tables are found later by the ki
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
