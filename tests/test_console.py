@@ -35,15 +35,14 @@ def test_the_default_view_fits_120_columns(default_view):
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
     # the leaderboard part: from the first view's title to the line saying where the full tables are
-    board = out[out.index("== memobench"):out.index("full tables:")]
+    board = out[out.index("== memobench"):out.index("full tables (view=full):")]
     assert max(len(line) for line in board.splitlines()) <= WIDTH
     for bench in ("memobench", "opis", "scene_memory", "wrbench"):
         assert f"== {bench} · camera-gated view" in board
     assert "all cases (" not in board and "PSNR" not in board  # the wide views stay in the file
     results = next(root.glob("results/*"))
-    line = next(x for x in out.splitlines() if x.startswith("full tables:"))
-    assert str(results / "tables" / "leaderboard.txt") in line and "the report, MLflow (below)" in line
-    assert "view=full" in line
+    line = next(x for x in out.splitlines() if x.startswith("full tables (view=full): "))
+    assert line.endswith(f"{results / 'tables' / 'leaderboard.txt'}; the report and MLflow below")
     # the file holds every view, as `view=full` prints them
     assert "== memobench · all cases" in (results / "tables" / "leaderboard.txt").read_text()
 
@@ -59,7 +58,7 @@ def test_view_full_prints_the_wide_tables_and_verbose_lets_info_through(tmp_path
     done = _run(tmp_path, "view=full", "verbose=true")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "== memobench · all cases" in done.stdout and "PSNR (dB ↑)" in done.stdout
-    assert "full tables:" not in done.stdout
+    assert "full tables (view=full):" not in done.stdout
     assert "INFO mlflow" in done.stdout + done.stderr  # MLflow's own lines, asked for
 
 

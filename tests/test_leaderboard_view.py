@@ -87,7 +87,7 @@ def test_compact_view_is_rank_model_headline_gate_and_all_cases_rank(tmp_path, c
     assert lines[head + 1].split()[:3] == ["1", "good", "0.700"] and lines[head + 1].split()[-2:] == ["2/2", "2"]
     assert lines[head + 2].split() == ["✗", "frozen", "—", "0/2", "1"]
     assert "all cases ·" not in out and "PSNR" not in out  # the wide columns are in the full tables only
-    assert f"full tables: {tmp_path / 'tables' / 'leaderboard.txt'} · view=full prints them" in out
+    assert f"full tables (view=full): {tmp_path / 'tables' / 'leaderboard.txt'}\n" in out
     # every line fits 120 columns but the path's own (as long as the output folder's name)
     assert max(len(line) for line in out.splitlines() if str(tmp_path) not in line) <= WIDTH
 

@@ -299,7 +299,7 @@ def print_leaderboard(result: Any, host: Any, view: str = "compact", mlflow: boo
         print(compact_text(result, host), end="")
         print()
         also = (["the report"] if report.exists() else []) + (["MLflow"] if mlflow else [])
-        print(f"full tables: {_shown(result.results_dir / 'tables' / 'leaderboard.txt')}"
-              + (f" · {', '.join(also)} (below)" if also else "") + " · view=full prints them")
+        print(f"full tables (view=full): {_shown(result.results_dir / 'tables' / 'leaderboard.txt')}"
+              + (f"; {' and '.join(also)} below" if also else ""))
     if report.exists():
-        print(f"\nreport: {_shown(report)}  (open in a browser; self-contained)")
+        print(f"\nreport: {_shown(report)}  (open in a browser)")
