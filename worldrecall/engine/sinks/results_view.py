@@ -55,18 +55,9 @@ def _norm(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary(host: Any, tables: Mapping[str, Any]) -> pd.DataFrame:
-    """Mean (and CI where an ``intervals`` table has one) per benchmark x model x metric x value.
+    """Mean (and CI where an ``intervals`` table has one) per benchmark x model x metric x value."""
+    return _summary(host, tables)
 
-    A job's tables are frozen and its sinks (views, MLflow's metrics, the headline) all ask: built once per
-    (tables, host), each caller getting its own copy."""
-    if _SUMMARY and _SUMMARY[0] is tables and _SUMMARY[1] is host:
-        return _SUMMARY[2].copy()
-    df = _summary(host, tables)
-    _SUMMARY[:] = [tables, host, df]
-    return df.copy()
-
-
-_SUMMARY: list[Any] = []  # [tables, host, summary] of the last job that asked
 
 
 def _summary(host: Any, tables: Mapping[str, Any]) -> pd.DataFrame:

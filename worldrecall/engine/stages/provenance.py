@@ -19,7 +19,7 @@ from worldrecall import __version__
 from worldrecall.numerics import isa
 
 # keys that say where results go or how a run looks, not what it computes: left out of the config hash
-_NOT_HASHED = ("output_root", "cache_dir", "progress", "tracking")
+_NOT_HASHED = ("output_root", "cache_dir", "progress", "tracking", "view", "verbose")  # outputs only
 
 
 def git_commit() -> str:
