@@ -147,7 +147,7 @@ def test_printed_link_opens_the_runs_of_this_invocation_in_a_real_browser(tmp_pa
     assert main([*_args(tmp_path, ds), "aggregator_params.paired.reference=good"]) == 0
     lines = capsys.readouterr().out.splitlines()
     ui = next(x for x in lines if " ui --backend-store-uri " in x)
-    link = next(x for x in lines if x.startswith("  toy, this run's models by rank: ")).split(": ", 1)[1]
+    link = next(x for x in lines if x.startswith("  toy: ")).split(": ", 1)[1]
     assert "viewStateShareKey=" in link and "searchFilter" not in link  # a filter in the URL overrides the view
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

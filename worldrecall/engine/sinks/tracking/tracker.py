@@ -392,12 +392,14 @@ class Tracker:
             lines.append(f"the MLflow UI needs the ui extra ({missing} is not installed): "
                          f"{venv_tool('pip')} install 'worldrecall[ui]'")
         lines.append(f"{venv_tool('mlflow')} ui --backend-store-uri {self.uri}")
-        lines.append(f"then open {self.runs_view()}  (runs table: one run per benchmark x model; select runs -> "
-                     "Compare)")
+        lines.append("then open (one run per benchmark x model; select runs -> Compare):")
+        lines.append(f"  {self.runs_view()}")
         shown = list(benchmarks) if parent_run else []
         keys = self.share_views([_view_state(parent_run, b, (columns or {}).get(b, ["rank"])) for b in shown])
+        if shown:
+            lines.append("this run's models by rank, per benchmark:")
         for bench, key in zip(shown, keys):  # every benchmark's view stored at once
-            lines.append(f"  {bench}, this run's models by rank: {self._runs_url(key)}")
+            lines.append(f"  {bench}: {self._runs_url(key)}")
         return "\n".join(lines)
 
 
