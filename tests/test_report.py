@@ -342,3 +342,27 @@ def test_a_crashing_output_is_reported_the_others_still_run_and_the_exit_code_sa
     assert (results / "submission" / "aggregate.json").is_file()
     assert re.search(r"(== toy|: toy)$", out, re.MULTILINE)  # the console's view of the benchmark
     assert not (results / "report" / "index.html").exists()
+
+
+def test_trace_charts_are_svg_pictures_shared_by_equal_charts(tmp_path):
+    """A ``worldrecall.trace`` JSON is drawn as an SVG chart stored once as a picture: the same trace in another
+    section (a sweep's other job, a camera gate that a threshold does not change) is the same file."""
+    from types import SimpleNamespace
+
+    from worldrecall.core.data import ScoreRow
+    from worldrecall.engine.sinks.report import html
+
+    trace = tmp_path / "gate.json"
+    trace.write_text(json.dumps({"kind": "worldrecall.trace", "title": "camera gate PASS", "x": [0, 1, 2],
+                                 "series": [{"label": "s", "y": [0.0, 0.5, 1.0]}], "verdict": "pass"}))
+    opts = {"image_side": 64, "frames_per_phase": 0, "max_cases_per_model": 0, "thumb_side": 32}
+    names = []
+    for case in ("c0", "c1"):
+        imgs = html._Images()
+        row = ScoreRow("toy", "m", case, "toy.a", {"x": 1.0}, info={"artifacts": [str(trace)]})
+        page = html._case("m", case, [row], SimpleNamespace(metrics={}), imgs, _source(tmp_path), opts)
+        assert "<svg" not in page and 'style="width:320px;height:130px"' in page
+        names += list(imgs.names)
+    assert len(names) == 2 and names[0] == names[1] and names[0].endswith(".svg")
+    blob = (tmp_path / "blobs" / "sha256" / names[0][:2] / names[0]).read_text()
+    assert blob.startswith('<svg class="trace"') and "camera gate PASS" in blob

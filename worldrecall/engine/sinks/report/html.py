@@ -4,7 +4,8 @@ Sections: the leaderboard views with CIs (camera-gated first), the run's figures
 plots, e.g. the validity matrix), then per model and case: the phases of the alignment recorded on the
 rows (V/D/R …) as a bar, reference and generated frame thumbnails side by side at each phase's first and
 last frame, every metric's values with unit and direction, and each metric's per-case files — PNGs as
-thumbnails, ``worldrecall.trace`` JSON as inline charts (see :mod:`worldrecall.engine.sinks.report.svg`).
+thumbnails, ``worldrecall.trace`` JSON as SVG charts (see :mod:`worldrecall.engine.sinks.report.svg`), which are
+pictures too: a chart that a sweep's other job draws unchanged is the same file.
 The engine names no plugin: everything comes from rows, tables and ``value_meta``.
 
 Every picture is stored once by content in the output root's blob store (:mod:`.images`) and drawn through one
@@ -22,6 +23,7 @@ import json
 import logging
 import math
 import os
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +41,7 @@ from worldrecall.engine.sinks.report.images import (
     frame_thumbs,
     full_image,
     image_thumb,
+    put_svg,
 )
 from worldrecall.engine.sinks.report.svg import line_chart
 from worldrecall.engine.sinks.results_view import direction_label, short_metric, unit_label, value_meta
@@ -156,10 +159,15 @@ class _Sections:
         doc = self.store.get_json("report_sections", key)
         if doc is None or not all(blob_path(src.blobs, n).is_file() for n in doc["images"]):  # a blob cleaned up
             local = _Images()  # the section's pictures in the order it uses them, merged below as if drawn now
-            doc = {"html": _case(model, cid, rows, host, local, src, opts), "images": list(local.names)}
+            text = _case(model, cid, rows, host, local, src, opts)
+            # deflated: a re-score redraws every section it changes, and HTML tables shrink ~10x
+            doc = {"html_z": base64.b64encode(zlib.compress(text.encode("utf-8"), 9)).decode("ascii"),
+                   "images": list(local.names)}
             self.store.put_json("report_sections", key, doc)
+        else:
+            text = zlib.decompress(base64.b64decode(doc["html_z"])).decode("utf-8")
         imgs.merge(doc["images"])
-        return str(doc["html"])
+        return text
 
 
 def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str, Any]) -> Path:
@@ -338,7 +346,8 @@ def _row_arts(r: Any, imgs: _Images, src: _Source, opts: Mapping[str, Any]) -> l
         elif p.suffix.lower() == ".json":
             chart = _trace_chart(p)
             if chart:
-                arts.append(f"<figure>{chart}<figcaption>{esc(label)}</figcaption></figure>")
+                arts.append(f"<figure>{imgs.div(put_svg(src.blobs, chart), label)}<figcaption>{esc(label)}"
+                            "</figcaption></figure>")
     return arts
 
 

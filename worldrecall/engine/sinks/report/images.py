@@ -26,7 +26,7 @@ from worldrecall.engine.cache import Store, code_digest, inputs_digest, key_of
 from worldrecall.engine.sinks.blobs import BlobStore
 
 FULL_SIZE_MAX_SIDE = 4096  # a figure larger than this is shown re-encoded at this size, not as its own file
-MIME = {".jpg": "image/jpeg", ".png": "image/png"}
+MIME = {".jpg": "image/jpeg", ".png": "image/png", ".svg": "image/svg+xml"}
 
 
 @dataclass(frozen=True)
@@ -60,17 +60,29 @@ def jpeg(img: np.ndarray, quality: int = 72) -> bytes:
     return buf.tobytes()
 
 
-def put_jpeg(blobs: BlobStore, img: np.ndarray, quality: int = 72) -> Picture:
-    """``img`` as a JPEG blob (written once: equal bytes are one file)."""
-    data = jpeg(img, quality)
-    name = hashlib.sha256(data).hexdigest() + ".jpg"
+def put_bytes(blobs: BlobStore, data: bytes, suffix: str) -> str:
+    """``data`` as a blob (written once: equal bytes are one file); returns its picture name."""
+    name = hashlib.sha256(data).hexdigest() + suffix
     dst = blob_path(blobs, name)
     if not dst.exists():
         dst.parent.mkdir(parents=True, exist_ok=True)
         tmp = dst.with_name(f"{dst.name}.tmp{os.getpid()}")
         tmp.write_bytes(data)  # a plain file: readable as the umask says, like the blob store's copies
         os.replace(tmp, dst)
-    return Picture(name, int(img.shape[1]), int(img.shape[0]))
+    return name
+
+
+def put_jpeg(blobs: BlobStore, img: np.ndarray, quality: int = 72) -> Picture:
+    """``img`` as a JPEG blob."""
+    return Picture(put_bytes(blobs, jpeg(img, quality), ".jpg"), int(img.shape[1]), int(img.shape[0]))
+
+
+def put_svg(blobs: BlobStore, svg: str) -> Picture:
+    """An SVG chart (its root's ``width``/``height`` in px) as a blob: a chart that a sweep or a re-score draws
+    again unchanged (a camera gate's trace under another ORS threshold) is the same file."""
+    head = svg[: svg.index(">")]
+    size = [int(float(head.split(f' {k}="', 1)[1].split('"', 1)[0])) for k in ("width", "height")]
+    return Picture(put_bytes(blobs, svg.encode("utf-8"), ".svg"), size[0], size[1])
 
 
 def _blobs(store: Store | None, blobs: BlobStore | None) -> BlobStore:
