@@ -114,7 +114,7 @@ def test_one_run_per_benchmark_and_model_with_identical_keys_and_nan(tmp_path, c
     out = capsys.readouterr().out
     uri = f"sqlite:///{(tmp_path / 'out').resolve() / 'mlflow.db'}"
     assert f"mlflow ui --backend-store-uri {uri}" in out
-    assert "== toy" in out  # the leaderboard was printed
+    assert "toy" in out and "full tables (view=full)" in out  # the compact leaderboard was printed
     client, exp, runs = _runs(uri)
     # the printed link opens the runs view (MLflow 3.17 takes it from workflowType, not from the tag alone)
     assert f"#/experiments/{exp.experiment_id}/runs?workflowType=machine_learning" in out
@@ -159,7 +159,9 @@ def test_one_run_per_benchmark_and_model_with_identical_keys_and_nan(tmp_path, c
     assert lines[0].startswith("| benchmark | model |") and set(lines[1]) <= set("|:-")  # a real pipe table
     meta = {a.path for a in client.list_artifacts(parent.info.run_id, "meta")}
     assert {"meta/plugin_manifest.json", "meta/resolved_config.json", "meta/timing.json"} <= meta
-    assert {a.path for a in client.list_artifacts(parent.info.run_id, "report")} == {"report/index.html"}
+    # the page and its pictures (stored once as blobs, logged as links beside it)
+    assert {a.path for a in client.list_artifacts(parent.info.run_id, "report")} == {"report/index.html",
+                                                                                   "report/assets"}
     local = Path(client.download_artifacts(parent.info.run_id, "meta/resolved_config.json", str(tmp_path / "dl")))
     assert "AIza-should-not-appear" not in local.read_text()  # the secret never reaches an artifact either
     # per-case files: an index pointing into the content-addressed blob store, not copies
