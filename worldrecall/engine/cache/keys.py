@@ -79,6 +79,12 @@ def inputs_digest(paths: Iterable[Path | str]) -> list[list[str]]:
     return out
 
 
+def named_files(component: Any, params: Mapping[str, Any]) -> list[list[str]]:
+    """Digests of the files and folders the component's ``path_params`` name (their contents are inputs)."""
+    names = getattr(component, "path_params", ()) or ()
+    return inputs_digest(str(params[n]) for n in names if params.get(n))
+
+
 @cache
 def code_digest(module: str, without: tuple[str, ...] = ()) -> str:
     """Digest of the code of ``module`` and the modules of its package it imports (see the module doc)."""

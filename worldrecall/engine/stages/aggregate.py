@@ -17,7 +17,7 @@ import pandas as pd
 
 from worldrecall.core.components import Aggregator, UndeclaredValue
 from worldrecall.core.data import ScoreRow
-from worldrecall.engine.cache import Store, component_identity, inputs_digest, key_of
+from worldrecall.engine.cache import Store, component_identity, key_of, named_files
 from worldrecall.engine.cache.frames import decode_tables, encode_tables
 from worldrecall.engine.stages.plan import enabled_benchmarks
 from worldrecall.engine.stages.row_digests import rows_digest
@@ -131,7 +131,7 @@ class _Groups:
         return self._digests[key]
 
     def cached(self, name: str, agg: Aggregator, p: dict[str, Any], key: Any) -> dict[str, Any]:
-        entry = key_of(component_identity(agg), {"rows": self.digest(key), "files": _named_files(agg, p)},
+        entry = key_of(component_identity(agg), {"rows": self.digest(key), "files": named_files(agg, p)},
                        json.loads(json.dumps(p, sort_keys=True, default=str)))
         doc = self.store.get_json("aggregates", entry)
         if doc is not None:
@@ -178,11 +178,6 @@ class _Groups:
             for tname, df in self.one_benchmark(name, agg, p, b).items():
                 parts.setdefault(tname, []).append(df)
         return {tname: _concat(frames) for tname, frames in parts.items()}
-
-
-def _named_files(agg: Any, params: Mapping[str, Any]) -> list[list[str]]:
-    """Digests of the files and folders the aggregator's ``path_params`` name (their contents are inputs)."""
-    return inputs_digest(str(params[n]) for n in getattr(agg, "path_params", ()) or () if params.get(n))
 
 
 def _concat(frames: list[Any]) -> Any:

@@ -33,7 +33,7 @@ from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.results import json_default
 from worldrecall.core.video import VideoError, VideoPool
-from worldrecall.engine.cache import Store, code_digest, component_identity, inputs_digest, key_of
+from worldrecall.engine.cache import Store, code_digest, component_identity, key_of, named_files
 from worldrecall.engine.stages.plan import BenchmarkPlan
 from worldrecall.registry.host import PluginHost
 
@@ -116,7 +116,7 @@ class CasePipeline:
         aligner = self.host.aligner(name)
         merged = {**aligner.defaults, **params}
         return key_of(component_identity(aligner, without=SCORING_METHODS), {"case": fp or case.fingerprint(),
-                                                    "files": _named_files(aligner, merged)}, merged)
+                                                    "files": named_files(aligner, merged)}, merged)
 
     def keys(self, metric: Metric, case: Case, alignment_key: str, alignment: Alignment,
              fp: str | None = None) -> tuple[str, str]:
@@ -125,7 +125,7 @@ class CasePipeline:
         optional = {r: self._model_identity(r) if self.hub.selection.get(r) else "" for r in metric.optional_models}
         measurement = key_of(component_identity(metric, without=SCORING_METHODS),
                              {"case": fp or case.fingerprint(), "alignment": alignment_key,
-                              "files": _named_files(metric, metric.params)},
+                              "files": named_files(metric, metric.params)},
                              {"params": metric.params, "extra": metric.cache_params(case, alignment),
                               "models": models, "optional_models": optional})
         score = key_of(component_identity(metric), {"measurement": measurement},
@@ -406,12 +406,6 @@ def _kept(existing: Mapping[tuple[str, str, str, str], ScoreRow], row: ScoreRow)
     if any(not os.path.exists(a) for a in (old.info or {}).get("artifacts") or []):
         return None  # its files were cleaned up: score again to write them
     return old
-
-
-def _named_files(component: Any, params: Mapping[str, Any]) -> list[list[str]]:
-    """Digests of the files and folders the component's ``path_params`` name (their contents are inputs)."""
-    names = getattr(component, "path_params", ()) or ()
-    return inputs_digest(str(params[n]) for n in names if params.get(n))
 
 
 def _num(v: Any) -> float | None:
