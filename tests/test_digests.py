@@ -89,3 +89,25 @@ def test_a_digest_is_trusted_only_while_device_inode_size_mtime_and_ctime_are_un
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert (f.stat().st_ino, f.stat().st_size, f.stat().st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
     assert digests.file_digest(f) == hashlib.sha256(b"5678").hexdigest() != first
+
+
+def test_digest_memo_keeps_what_its_runs_use_not_all_the_process_knows(tmp_path: Path, monkeypatch) -> None:
+    """A pytest session or a notebook scores several roots in one process: each root's memo holds its own
+    files, an earlier entry whose file is unchanged, and drops one whose file was removed or rewritten."""
+    import json
+
+    monkeypatch.setattr(digests, "RACY_S", 0.0)
+    other, mine, gone = tmp_path / "other.bin", tmp_path / "mine.bin", tmp_path / "gone.bin"
+    for f in (other, mine, gone):
+        f.write_bytes(f.name.encode())
+    memo = tmp_path / "file_digests.json"
+    digests.load_digest_memo(memo)
+    digests.file_digest(mine)
+    digests.file_digest(gone)
+    digests.save_digest_memo(memo)
+    digests.file_digest(other)                      # another root's file, after this root's run
+    digests.load_digest_memo(memo)                  # the next run on this root uses none of its files …
+    gone.unlink()                                   # … and one of them is removed meanwhile
+    digests.save_digest_memo(memo)
+    names = {Path(rec[0]).name for rec in json.loads(memo.read_text())["digests"]}
+    assert names == {"mine.bin"}

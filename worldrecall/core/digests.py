@@ -25,7 +25,9 @@ from worldrecall.core.atomic import atomic_write_text
 RACY_S = 2.0  # seconds: a file changed more recently than this is hashed again every time
 _DIGESTS: dict[tuple[str, int, int, int, int, int], str] = {}  # (path, dev, ino, size, mtime, ctime) -> sha256
 _FACTS: dict[tuple[str, str], tuple[Any, bool]] = {}  # (kind, content digest) -> (fact, persist)
-_LEARNT = [0]  # entries this process added since it last read or wrote the memo file
+# the memo file holds what the runs on its output root use, not all this process knows (a test session, a
+# notebook scoring several roots): the entries read from it, and those looked up since
+_MEMO: dict[str, set] = {"loaded": set(), "used": set(), "facts_loaded": set(), "facts_used": set()}
 
 
 def file_digest(path: Path | str) -> str:
@@ -53,6 +55,7 @@ def _digest_of(abspath: str, st: os.stat_result) -> str:
     key = _state(abspath, st)
     known = _DIGESTS.get(key)
     if known is not None:
+        _MEMO["used"].add(key)
         return known
     h = hashlib.sha256()
     with open(abspath, "rb") as f:
@@ -61,7 +64,7 @@ def _digest_of(abspath: str, st: os.stat_result) -> str:
     digest = h.hexdigest()
     if not _racy(st):  # a file that may still change within its timestamp's tick is never trusted by state
         _DIGESTS[key] = digest
-        _LEARNT[0] += 1
+        _MEMO["used"].add(key)
     return digest
 
 
@@ -88,30 +91,48 @@ def content_memo(path: Path | str, kind: str, compute: Callable[[], Any], persis
     key = (kind, file_digest(path))
     if key not in _FACTS:
         _FACTS[key] = (compute(), persist)
-        _LEARNT[0] += persist
+    if _FACTS[key][1]:
+        _MEMO["facts_used"].add(key)
     return _FACTS[key][0]
 
 
 def load_digest_memo(path: Path | str) -> None:
     """Reuse the digests and facts an earlier run kept in ``path`` (each digest valid while its file's state
-    is unchanged); an unreadable or older-format memo is ignored."""
+    is unchanged); an unreadable or older-format memo is ignored. Starts what :func:`save_digest_memo` keeps."""
+    for entries in _MEMO.values():
+        entries.clear()
     try:
         doc = json.loads(Path(path).read_text())
         if doc.get("format") != 2:
             return
         for rec in doc["digests"]:
-            _DIGESTS[(str(rec[0]), *(int(x) for x in rec[1:6]))] = str(rec[6])
+            key = (str(rec[0]), *(int(x) for x in rec[1:6]))
+            _DIGESTS[key] = str(rec[6])
+            _MEMO["loaded"].add(key)
         for rec in doc["facts"]:
-            _FACTS.setdefault((str(rec[0]), str(rec[1])), (rec[2], True))
+            key = (str(rec[0]), str(rec[1]))
+            _FACTS.setdefault(key, (rec[2], True))
+            _MEMO["facts_loaded"].add(key)
     except (OSError, ValueError, TypeError, IndexError, KeyError, AttributeError):
         pass
 
 
 def save_digest_memo(path: Path | str) -> None:
-    """Write the memo when this process learnt something since it last read or wrote one."""
-    if not _LEARNT[0]:
+    """Write the memo, when it changed: the digests looked up since :func:`load_digest_memo`, and those read
+    from it whose file is still in the same state (a removed or rewritten file's entry is dropped); the facts
+    looked up, and those kept of a file whose digest is kept."""
+    kept_loaded = set()
+    for key in _MEMO["loaded"] - _MEMO["used"]:
+        try:
+            if _state(key[0], os.stat(key[0])) == key:
+                kept_loaded.add(key)
+        except OSError:
+            pass
+    digests = {k for k in _MEMO["used"] | kept_loaded if k in _DIGESTS}
+    values = {_DIGESTS[k] for k in digests}
+    facts = {k for k in _MEMO["facts_loaded"] if k[1] in values} | _MEMO["facts_used"]
+    if digests == _MEMO["loaded"] and facts == _MEMO["facts_loaded"]:
         return
-    facts = [[*k, v] for k, (v, persist) in _FACTS.items() if persist]
-    atomic_write_text(path, json.dumps({"format": 2, "digests": [[*k, v] for k, v in _DIGESTS.items()],
-                                        "facts": facts}))
-    _LEARNT[0] = 0
+    atomic_write_text(path, json.dumps({"format": 2, "digests": [[*k, _DIGESTS[k]] for k in sorted(digests)],
+                                        "facts": [[*k, _FACTS[k][0]] for k in sorted(facts)]}))
+    _MEMO["loaded"], _MEMO["facts_loaded"] = digests, facts

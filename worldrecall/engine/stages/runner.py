@@ -103,13 +103,13 @@ class Runner:
                 rows_file.close()
             except OSError:
                 pass  # the write error itself is what the run reports
-        save_digest_memo(self.digest_memo)
         rows = rows_file.all_rows()
         for msg in all_null_values(rows, self.host.metrics, [k for p in plans for k in p.absent]):
             log.warning(msg)
         t0 = time.perf_counter()
         tables = aggregate_rows(self.host, rows, self.cfg, {p.name: p.aggregators for p in plans}, store=self.store)
         self.timing["aggregate"] += time.perf_counter() - t0
+        save_digest_memo(self.digest_memo)  # after the aggregation: its keys read code digests too
         self.timing["total"] = time.perf_counter() - t_start
         backends = {r: self.hub.selection.get(r, "") for p in plans for m in p.metrics.values() for r in m.models}
         return build_result(self.results_dir, rows, tables, self.cfg, self.host.plugins.values(), self.pipeline.totals(),
