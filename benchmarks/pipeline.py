@@ -40,6 +40,14 @@ def worldrecall_command() -> list[str]:
                                                   "sys.exit(main(sys.argv[1:]))"]
 
 
+def user_env() -> dict[str, str]:
+    """This environment as a user's shell has it: Python keeps its bytecode (``__pycache__``). A sandbox or CI
+    that sets PYTHONDONTWRITEBYTECODE would otherwise time the compiling of every module on every start."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def parts_of(out: Path, wall: float) -> dict:
     """A job's wall time split into its parts (runner stages, each output, MLflow, the rest)."""
     newest = max((out / "results").glob("*/meta/timing.json"), key=lambda p: p.stat().st_mtime)
@@ -137,7 +145,7 @@ def measure(args: argparse.Namespace, parts: set[str], index: int = 0) -> dict:
         cmd = [*worldrecall_command(), "run", *flags, f"output_root={work / out}", *common,
                *[e for e in extra if not e.startswith("-")]]
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=user_env())
         wall = time.perf_counter() - t0
         if proc.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")

@@ -70,9 +70,12 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
             print(f"error: {line}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     ctx = SinkContext(host, **ctx_args)
-    if result.config["shard"]["count"] > 1:
-        return shard_job(result, ctx)
-    return write_sinks(result, ctx, job_sinks(host))
+    try:
+        if result.config["shard"]["count"] > 1:
+            return shard_job(result, ctx)
+        return write_sinks(result, ctx, job_sinks(host))
+    finally:
+        runner.save_digest_memo()  # again: the outputs' keys read code digests too
 
 
 def shard_job(result: RunResult, ctx: SinkContext) -> int:

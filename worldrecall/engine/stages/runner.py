@@ -75,6 +75,10 @@ class Runner:
         self.shard_count, self.shard_index = cfg["shard"]["count"], cfg["shard"]["index"]
         self.timing = self.pipeline.counters.timing
 
+    def save_digest_memo(self) -> None:
+        """Keep the file digests and facts this job looked up for the next run on this output root."""
+        save_digest_memo(self.digest_memo)
+
     def run(self) -> RunResult:
         started_at, t_start = time.time(), time.perf_counter()
         check_names(self.cfg, self.host)  # a typo ends the run here, before the suite is built
@@ -109,7 +113,7 @@ class Runner:
         t0 = time.perf_counter()
         tables = aggregate_rows(self.host, rows, self.cfg, {p.name: p.aggregators for p in plans}, store=self.store)
         self.timing["aggregate"] += time.perf_counter() - t0
-        save_digest_memo(self.digest_memo)  # after the aggregation: its keys read code digests too
+        self.save_digest_memo()  # after the aggregation: its keys read code digests too
         self.timing["total"] = time.perf_counter() - t_start
         backends = {r: self.hub.selection.get(r, "") for p in plans for m in p.metrics.values() for r in m.models}
         return build_result(self.results_dir, rows, tables, self.cfg, self.host.plugins.values(), self.pipeline.totals(),
