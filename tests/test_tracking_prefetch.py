@@ -59,6 +59,27 @@ def test_a_run_with_the_prefetch_logs_through_the_real_client(tmp_path, prefetch
     assert child["bad · toy"].data.metrics["brightness"] == 0.0
 
 
+FORKED = RUN.replace("with contextlib", """import os
+def _seen():  # in each forked worker: is MLflow in its memory?
+    with open(sys.argv[3], "a") as f:
+        f.write(str(any(m == "mlflow" or m.startswith("mlflow.") for m in sys.modules)) + chr(10))
+os.register_at_fork(after_in_child=_seen)
+with contextlib""", 1)
+
+
+def test_workers_are_forked_before_the_import_and_carry_no_mlflow(tmp_path):
+    """The import starts once every case is evaluated: a worker forked after it would hold MLflow's ~0.13 GiB
+    in its own resident memory (the per-process bound of issue 37)."""
+    ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
+    out, seen = tmp_path / "out", tmp_path / "forked.txt"
+    args = ["run", *toy_cli_overrides(ds, out, "workers=2", *_LIGHT, max_side=None)]
+    res = _python(FORKED, json.dumps(args), str(Path(__file__).parent), str(seen))
+    assert res.returncode == 0 and json.loads(res.stdout.splitlines()[-1])["rc"] == 0, res.stderr[-3000:]
+    assert seen.read_text().split() and set(seen.read_text().split()) == {"False"}
+    meta = json.loads(next((out / "results").glob("*/meta/tracking.json")).read_text())
+    assert meta["prefetch_s"] > 0  # and the import still ran in the background
+
+
 FORK = """
 import multiprocessing as mp, sys
 from worldrecall.engine.sinks.tracking import tracker

@@ -56,11 +56,11 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
         host = host or host_for(cfg)
         for name, err in host.failures:
             print(f"warning: plugin {name!r} skipped: {err}", file=sys.stderr)
-        runner = Runner(cfg, host)
-        # MLflow's ~1 s import overlaps the run instead of following it — unless the job will not log (a shard:
-        # its merge logs)
-        if cfg["shard"]["count"] <= 1:
-            prefetch_tracking(cfg["tracking"])
+        # MLflow's ~1 s import overlaps the aggregation and the outputs before it instead of following them —
+        # unless the job will not log (a shard: its merge logs). Started once the workers are forked: a worker
+        # forked after it would carry its ~0.13 GiB in its own resident memory
+        tracks = cfg["shard"]["count"] <= 1
+        runner = Runner(cfg, host, after_evaluation=(lambda: prefetch_tracking(cfg["tracking"])) if tracks else None)
         result = runner.run()
     except ResultsNotWritable as e:
         print(f"error: {e}", file=sys.stderr)

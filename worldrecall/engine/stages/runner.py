@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,10 @@ class ResultsNotWritable(RuntimeError):
 class Runner:
     """Runs every enabled benchmark of a config (a plain dict; missing keys take the schema's defaults)."""
 
-    def __init__(self, cfg: Mapping[str, Any], host: PluginHost):
+    def __init__(self, cfg: Mapping[str, Any], host: PluginHost,
+                 after_evaluation: Callable[[], None] | None = None):
+        """``after_evaluation``: called once every case is evaluated (no worker is forked after it)."""
+        self.after_evaluation = after_evaluation
         cfg = resolve_config(cfg)  # a no-op for the job's config, which is resolved already
         self.results_dir = Path(cfg["output_root"]) / "results" / run_key(cfg)  # the config as written
         self.cfg = cfg = ResolvedConfig(enable_metrics(cfg, host))  # metrics=[name, …] joins each to its benchmark
@@ -102,6 +105,8 @@ class Runner:
             here = all(j.scores_only for j in jobs)
             for job in jobs:
                 self.execute(job, here)
+            if self.after_evaluation is not None:
+                self.after_evaluation()
         finally:
             try:
                 rows_file.close()
