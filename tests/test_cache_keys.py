@@ -298,6 +298,33 @@ def test_the_key_holds_the_code_and_the_library_versions():
         "worldrecall.plugins.memobench.ors")
 
 
+NO_IMPORTS = """
+import sys
+from worldrecall.registry.host import load_plugins
+from worldrecall.engine.cache import keys
+host = load_plugins()
+mods = sorted({(c if isinstance(c, type) else type(c)).__module__ for comps in host.components.values() for c in comps.values()})
+before = set(sys.modules)
+for m in mods:
+    keys.code_digest(m)
+print(sorted(set(sys.modules) - before))
+lazy = "worldrecall.plugins.synthetic.heatmap"  # imported inside a function of the validity aggregator
+print(lazy in keys._closure("worldrecall.plugins.synthetic.validity") and lazy not in sys.modules)
+"""
+
+
+def test_a_code_digest_imports_nothing_and_still_covers_lazily_imported_modules():
+    """Finding the modules a component's code imports must not import them (a package's ``__init__``, and the
+    heavy libraries a lazily imported module pulls in, cost every run time and memory)."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-c", NO_IMPORTS], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    imported, covered = res.stdout.strip().splitlines()
+    assert imported == "[]" and covered == "True"
+
+
 def test_official_results_folder_edited_in_place_reaches_the_leaderboard(tmp_path):
     """A file under a folder an aggregator's param names (MemoBench's ``official_eval_dir``) is an input."""
     from worldrecall.engine.stages.aggregate import aggregate_rows

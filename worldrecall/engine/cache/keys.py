@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.machinery
 import importlib.metadata as md
-import importlib.util
 import json
 import sys
 from collections.abc import Iterable, Mapping
@@ -129,14 +129,35 @@ def _packages() -> Mapping[str, list[str]]:
 
 
 def _source(module: str) -> tuple[str, Path | None]:
-    mod = sys.modules.get(module)
-    path = getattr(mod, "__file__", None)
-    if path is None:
-        spec = importlib.util.find_spec(module)
-        path = spec.origin if spec is not None else None
-    if not path or not str(path).endswith(".py"):
+    origin = _located(module)[1]
+    if not origin or not origin.endswith(".py"):
         return "", None
-    return Path(path).read_text(encoding="utf-8"), Path(path)
+    return Path(origin).read_text(encoding="utf-8"), Path(origin)
+
+
+@cache
+def _located(module: str) -> tuple[bool, str | None, tuple[str, ...] | None]:
+    """(exists, its source file, where its submodules live when it is a package), found without importing
+    anything: ``importlib.util.find_spec`` imports a module's parents, and a key must not run a package's
+    ``__init__`` (nor the heavy libraries a lazily imported module pulls in) to say what it covers."""
+    mod = sys.modules.get(module)
+    if mod is not None:
+        path = getattr(mod, "__path__", None)
+        return True, getattr(mod, "__file__", None), tuple(path) if path is not None else None
+    parent = module.rpartition(".")[0]
+    search = None
+    if parent:
+        found, _, search = _located(parent)
+        if not found or search is None:  # no such parent, or a plain module: no submodules
+            return False, None, None
+    try:
+        spec = importlib.machinery.PathFinder.find_spec(module, list(search) if search is not None else None)
+    except (ImportError, ValueError):
+        return False, None, None
+    if spec is None:
+        return False, None, None
+    locations = spec.submodule_search_locations
+    return True, spec.origin, tuple(locations) if locations is not None else None
 
 
 @cache
@@ -187,17 +208,9 @@ def _imports(module: str) -> frozenset[str]:
         parts = name.split(".")
         for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__ too
             prefix = ".".join(parts[:i])
-            if _exists(prefix):
+            if _located(prefix)[0]:
                 out.add(prefix)
     return frozenset(out)
-
-
-@cache
-def _exists(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def _closure(module: str) -> set[str]:
