@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from worldrecall.plugins.opis.records import InventoryObject, Observation
 from worldrecall.plugins.opis.thresholds import OpisThresholds
@@ -179,6 +178,8 @@ def assign(similarity: np.ndarray, acceptance: float) -> dict[int, int]:
     if k == 0 or n == 0:
         return {}
     cost = np.concatenate([1.0 - s, np.full((k, k), 1.0 - acceptance)], axis=1)
+    from scipy.optimize import linear_sum_assignment  # here: a job that only re-scores never loads scipy
+
     rows, cols = linear_sum_assignment(cost)
     return {int(r): int(c) for r, c in zip(rows, cols) if c < n and s[r, c] >= acceptance}
 

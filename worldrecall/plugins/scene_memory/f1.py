@@ -14,19 +14,22 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 from worldrecall.plugins.scene_memory.icp import (
     ICPError,
     ICPResult,
+    kd_tree,
     nn_distances,
     spatial_order,
     trimmed_icp,
     trimmed_icp_release,
 )
+
+if TYPE_CHECKING:  # scipy is imported where a kernel runs: a rerun that only re-scores never loads it
+    from scipy.spatial import cKDTree
 
 # ``alignment`` values with a meaning of their own; any other value (the release's runtime may hold
 # none at all) falls back to centroid alignment when ``centroid_align``, else to none.
@@ -149,7 +152,7 @@ def score_point_clouds(observation: np.ndarray, revisit: np.ndarray, *, voxel_si
     # both threshold semantics, and much faster where clouds disagree)
     ub = tau * (1.0 + 1e-6) + 1e-12
     d_o = np.empty(len(Ou), dtype=dt)
-    d_o[po] = nn_distances(cKDTree(Vu, leafsize=32), Vu, Ou[po], dt, ub)[0]  # observation -> revisit
+    d_o[po] = nn_distances(kd_tree(Vu, leafsize=32), Vu, Ou[po], dt, ub)[0]  # observation -> revisit
     d_v, _ = nn_distances(tree_o, Ou, Vu, dt, ub)                              # revisit -> observation
     retained = d_o < tau_c if strict else d_o <= tau_c
     halluc = d_v >= tau_c if strict else d_v > tau_c
@@ -178,7 +181,7 @@ def observation_side(O: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     if _LAST_OBSERVATION.get("key") != key:
         Ou, inv_o, w_o = unique_rows(O)
         _LAST_OBSERVATION.clear()
-        _LAST_OBSERVATION.update(key=key, side=(Ou, inv_o, w_o, cKDTree(Ou, leafsize=32)))
+        _LAST_OBSERVATION.update(key=key, side=(Ou, inv_o, w_o, kd_tree(Ou, leafsize=32)))
     return _LAST_OBSERVATION["side"]
 
 

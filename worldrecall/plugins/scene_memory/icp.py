@@ -20,9 +20,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.spatial import cKDTree
+
+if TYPE_CHECKING:  # scipy is imported where a kernel runs: a rerun that only re-scores never loads it
+    from scipy.spatial import cKDTree
+
+
+def kd_tree(points: np.ndarray, **options: object) -> cKDTree:
+    """scipy's exact ``cKDTree`` of ``points``; scipy is imported here, where a kernel first runs, so a job that
+    only re-scores cached measurements never loads it."""
+    from scipy.spatial import cKDTree
+
+    return cKDTree(points, **options)
 
 
 class ICPError(ValueError):
@@ -86,7 +97,7 @@ def spatial_order(points: np.ndarray) -> np.ndarray:
     """A permutation putting points in kd-tree leaf order: queries in this order hit the cache far better."""
     if len(points) < 2:
         return np.arange(len(points))
-    return cKDTree(points, leafsize=32).indices.astype(np.int64)
+    return kd_tree(points, leafsize=32).indices.astype(np.int64)
 
 
 def _trim(d: np.ndarray, keep_n: int, weights: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -121,7 +132,7 @@ def trimmed_icp(source: np.ndarray, target: np.ndarray, *, tree: cKDTree | None 
     trim = min(max(float(trim), 0.1), 1.0)
     tgt = np.asarray(target, dtype=dtype)
     cur = np.asarray(source, dtype=dtype).copy()
-    tree = tree if tree is not None else cKDTree(tgt, leafsize=32)
+    tree = tree if tree is not None else kd_tree(tgt, leafsize=32)
     keep_n = max(3, min(n, math.ceil(trim * n)))
     R_tot, t_tot = np.eye(3), np.zeros(3)
     err_prev, err, it = math.inf, math.inf, 0
@@ -178,7 +189,7 @@ def trimmed_icp_release(source: np.ndarray, target: np.ndarray, *, max_iteration
         raise ICPError(f"trimmed ICP needs at least 3 points per cloud (got {len(src32)} and {len(tgt32)})")
     moving = src32.astype(np.float64)
     fixed = tgt32.astype(np.float64)
-    tree = cKDTree(tgt32)  # the release builds this tree every iteration: same data, same tree
+    tree = kd_tree(tgt32)  # the release builds this tree every iteration: same data, same tree
     keep_fraction = min(max(float(trim), 0.1), 1.0)
     R_tot, t_tot = np.eye(3), np.zeros(3)
     err_prev, err, it = math.inf, math.inf, 0
