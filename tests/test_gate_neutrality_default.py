@@ -40,3 +40,12 @@ def test_gate_neutrality_counts(gate_tables, bench):
         assert row["holds"] and row["n_same_as_oracle"] == row["n_cases"] == row["n_passed"], (bench, model)
     assert t.loc["wrong_trajectory", "n_passed"] == WRONG_PASSES[bench]
     assert t.loc["wrong_trajectory", "n_not_applicable"] == 0
+
+
+@pytest.mark.slow
+def test_the_default_report_renders_every_case_section(default_run):
+    """Every model's every case has its section in the default run's report: none is replaced by a
+    "could not render" note (an empty trace chart once cost 40 sections)."""
+    page = (default_run.results_dir / "report" / "index.html").read_text()
+    assert "could not render" not in page
+    assert page.count('<div class="case"') == 8 * 24  # 8 models x 24 scenes

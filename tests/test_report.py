@@ -133,7 +133,7 @@ def test_report_thumbnails_and_sections_come_from_the_store(tmp_path, monkeypatc
     res = R()
     res.results_dir = report.parent.parent
     res.rows = load_rows(res.results_dir)
-    res.tables, res.backends = {}, {}
+    res.tables, res.backends, res.row_digests = {}, {}, {}
     res.n_cases, res.n_failed_cases, res.failure_rate = 4, 0, 0.0
     plain = json.loads((res.results_dir / "meta" / "resolved_config.json").read_text())  # the run's own config
     out = write_report(res, host, [], plain)
@@ -366,3 +366,21 @@ def test_trace_charts_are_svg_pictures_shared_by_equal_charts(tmp_path):
     assert len(names) == 2 and names[0] == names[1] and names[0].endswith(".svg")
     blob = (tmp_path / "blobs" / "sha256" / names[0][:2] / names[0]).read_text()
     assert blob.startswith('<svg class="trace"') and "camera gate PASS" in blob
+
+
+def test_a_trace_without_data_is_said_in_its_section_not_a_failed_section(tmp_path):
+    """A trace with no finite point (a camera gate whose poses all failed) draws no chart: its section says
+    "no data" for that figure and shows everything else (it used to fail whole, as "could not render")."""
+    from types import SimpleNamespace
+
+    from worldrecall.core.data import ScoreRow
+    from worldrecall.engine.sinks.report import html
+
+    empty = tmp_path / "gate.json"
+    empty.write_text(json.dumps({"kind": "worldrecall.trace", "title": "camera gate", "x": [0, 1],
+                                 "series": [{"label": "s", "y": [None, None]}]}))
+    opts = {"image_side": 64, "frames_per_phase": 0, "max_cases_per_model": 0, "thumb_side": 32}
+    imgs = html._Images()
+    row = ScoreRow("toy", "m", "c0", "toy.a", {"x": 1.0}, info={"artifacts": [str(empty)]})
+    page = html._case("m", "c0", [row], SimpleNamespace(metrics={}), imgs, _source(tmp_path), opts)
+    assert "camera gate: no data" in page and "a · gate.json" in page and not list(imgs.names)

@@ -20,6 +20,7 @@ from worldrecall.engine.sinks.tracking.tracker import prefetch as prefetch_track
 from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.engine.stages.config import resolve_config
 from worldrecall.engine.stages.result import RunResult, build_result
+from worldrecall.engine.stages.row_digests import row_digests
 from worldrecall.engine.stages.runner import ResultsNotWritable, Runner, load_rows
 from worldrecall.engine.stages.shards import finish_shard, partial_dir, partial_note, rows_digest
 from worldrecall.registry.host import PluginHost, load_plugins
@@ -117,8 +118,9 @@ def merge_job(results_dir: Path, cfg: Mapping[str, Any], host: PluginHost, job_d
     """
     digest = rows_digest(results_dir)
     rows = load_rows(results_dir)
-    tables = aggregate_rows(host, rows, cfg)
-    result = build_result(Path(results_dir), rows, tables, cfg, host.plugins.values())
+    digests = row_digests(rows)
+    tables = aggregate_rows(host, rows, cfg, digests=digests)
+    result = build_result(Path(results_dir), rows, tables, cfg, host.plugins.values(), row_digests=digests)
     count = cfg["shard"]["count"]
     name = f"merged · {count} shards" if sweep_dir is not None and count > 1 else None
     n_files = len(list(Path(results_dir).glob("rows-shard-*.jsonl")))

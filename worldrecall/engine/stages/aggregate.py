@@ -20,7 +20,7 @@ from worldrecall.core.data import ScoreRow
 from worldrecall.engine.cache import Store, component_identity, key_of, named_files
 from worldrecall.engine.cache.frames import decode_tables, encode_tables
 from worldrecall.engine.stages.plan import enabled_benchmarks
-from worldrecall.engine.stages.row_digests import rows_digest
+from worldrecall.engine.stages.row_digests import row_digests, rows_digest
 from worldrecall.registry.host import PluginHost
 
 EXIT_OK, EXIT_FAILURE_RATE = 0, 3
@@ -67,13 +67,15 @@ def value_meta(host: PluginHost, rows: Iterable[ScoreRow]) -> dict[str, dict[str
 
 
 def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any],
-                   per_benchmark: Mapping[str, list[str]] | None = None, store: Store | None = None) -> dict[str, Any]:
+                   per_benchmark: Mapping[str, list[str]] | None = None, store: Store | None = None,
+                   digests: Mapping[tuple[str, str, str, str], str] | None = None) -> dict[str, Any]:
     """Run the global, suite and per-benchmark aggregators; returns every table by name.
 
     Tables are cached (``store``; default: the config's cache folder) under the key of the rows they reduce
     and the aggregator's identity, params and the files those name. An aggregator that declares
     ``by_benchmark`` is run (and cached) per benchmark and its tables concatenated in benchmark order, and one
     that declares ``by_metric`` per metric within a benchmark, so a re-score job aggregates the changed metric.
+    ``digests``: the rows' :func:`~worldrecall.engine.stages.row_digests.row_digests`, when the caller has them.
     """
     suite = cfg["suite"]
     if per_benchmark is None:
@@ -81,7 +83,7 @@ def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any
         per_benchmark = {n: list(b.get("aggregators") or []) for n, b in enabled_benchmarks(cfg).items()}
     if store is None:
         store = Store(cfg.get("cache_dir") or ".", enabled=bool(cfg.get("cache_dir")))
-    groups = _Groups(host, rows, cfg, store)
+    groups = _Groups(host, rows, cfg, store, row_digests(rows) if digests is None else digests)
     tables: dict[str, Any] = {}
     for name in list(cfg["aggregators"] or []) + list(suite.get("aggregators") or []):
         tables.update(groups.run(name, "*"))
@@ -96,7 +98,8 @@ class _Groups:
     """The groups of rows an aggregator may see — all (``"*"``), a benchmark's, a (benchmark, metric)'s —,
     each hashed once, and the cached call of an aggregator on one of them."""
 
-    def __init__(self, host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any], store: Store):
+    def __init__(self, host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any], store: Store,
+                 digests: Mapping[tuple[str, str, str, str], str]):
         suite = cfg["suite"]
         self.host, self.rows, self.store = host, rows, store
         self.params = {**(cfg["aggregator_params"] or {}), **(suite.get("aggregator_params") or {})}
@@ -108,7 +111,7 @@ class _Groups:
             self.subsets.setdefault(r.benchmark, []).append(r)
         self._metrics: dict[str, dict[str, list[ScoreRow]]] = {}  # benchmark -> metric -> rows, in row order
         self._digests: dict[Any, str] = {}
-        self._row_digests: dict[int, str] = {}  # id(row) -> its content digest, for this aggregation
+        self.row_digests = digests
 
     def rows_of(self, key: Any) -> list[ScoreRow]:
         if key == "*":
@@ -127,7 +130,7 @@ class _Groups:
 
     def digest(self, key: Any) -> str:
         if key not in self._digests:
-            self._digests[key] = rows_digest(self.rows_of(key), self._row_digests)
+            self._digests[key] = rows_digest(self.rows_of(key), self.row_digests)
         return self._digests[key]
 
     def cached(self, name: str, agg: Aggregator, p: dict[str, Any], key: Any) -> dict[str, Any]:

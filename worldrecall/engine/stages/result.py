@@ -35,6 +35,9 @@ class RunResult:
     backends: Mapping[str, str] = field(default_factory=dict)
     started_at: float | None = None  # epoch seconds when the runner started (MLflow run start times)
     partial: bool = False
+    # each row's content digest by (benchmark, model, case, metric) (``row_digests.row_digests``): the keys of
+    # what sinks cache (report sections) read it instead of hashing every row again
+    row_digests: Mapping[tuple[str, str, str, str], str] = field(default_factory=dict)
 
     @property
     def benchmarks(self) -> list[str]:
@@ -44,7 +47,8 @@ class RunResult:
 
 def build_result(results_dir: Path, rows: list[ScoreRow], tables: Mapping[str, Any], cfg: Mapping[str, Any],
                  plugins: Any = (), totals: Mapping[str, Mapping[str, float]] | None = None,
-                 backends: Mapping[str, str] | None = None, started_at: float | None = None) -> RunResult:
+                 backends: Mapping[str, str] | None = None, started_at: float | None = None,
+                 row_digests: Mapping[tuple[str, str, str, str], str] | None = None) -> RunResult:
     """The one result builder (``run`` and ``aggregate``): failure rate and exit code from :func:`outcome`."""
     o = outcome(rows, float(cfg["max_failure_rate"]))
     totals = totals or {}
@@ -54,4 +58,5 @@ def build_result(results_dir: Path, rows: list[ScoreRow], tables: Mapping[str, A
                      o.exit_code, dict(totals.get("timing", {})),
                      {k: int(v) for k, v in totals.get("decodes", {}).items()},
                      {k: int(v) for k, v in totals.get("cache", {}).items()},
-                     dict(totals.get("model_seconds", {})), backends, started_at)
+                     dict(totals.get("model_seconds", {})), backends, started_at,
+                     row_digests=dict(row_digests or {}))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from worldrecall.core.data import ScoreRow
@@ -32,16 +32,16 @@ def row_digest(r: ScoreRow) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def rows_digest(rows: Iterable[ScoreRow], known: dict[int, str] | None = None) -> str:
-    """sha256 over the rows' :func:`row_digest`, in order; ``known``: id(row) -> digest, for a caller that
-    digests the same row objects in several groups."""
+def row_digests(rows: Iterable[ScoreRow]) -> dict[tuple[str, str, str, str], str]:
+    """Each row's :func:`row_digest` by its (benchmark, model, case, metric): computed once per result, read
+    by the aggregation and the report (each row is unique under that key in a result)."""
+    return {r.row_key: row_digest(r) for r in rows}
+
+
+def rows_digest(rows: Iterable[ScoreRow], known: Mapping[tuple[str, str, str, str], str] | None = None) -> str:
+    """sha256 over the rows' :func:`row_digest`, in order; ``known``: :func:`row_digests` of these rows."""
     h = hashlib.sha256()
     for r in rows:
-        if known is None:
-            h.update(row_digest(r).encode())
-            continue
-        d = known.get(id(r))
-        if d is None:
-            d = known[id(r)] = row_digest(r)
-        h.update(d.encode())
+        d = known.get(r.row_key) if known is not None else None
+        h.update((d or row_digest(r)).encode())
     return h.hexdigest()

@@ -41,6 +41,7 @@ from worldrecall.engine.stages.plan import (
 )
 from worldrecall.engine.stages.progress import progress_bar
 from worldrecall.engine.stages.result import RunResult, build_result
+from worldrecall.engine.stages.row_digests import row_digests
 from worldrecall.engine.stages.row_store import ResultStore, read_rows
 from worldrecall.registry.host import PluginHost
 
@@ -116,13 +117,15 @@ class Runner:
         for msg in all_null_values(rows, self.host.metrics, [k for p in plans for k in p.absent]):
             log.warning(msg)
         t0 = time.perf_counter()
-        tables = aggregate_rows(self.host, rows, self.cfg, {p.name: p.aggregators for p in plans}, store=self.store)
+        digests = row_digests(rows)  # once: the aggregation's keys and the report's read them
+        tables = aggregate_rows(self.host, rows, self.cfg, {p.name: p.aggregators for p in plans}, store=self.store,
+                                digests=digests)
         self.timing["aggregate"] += time.perf_counter() - t0
         self.save_digest_memo()  # after the aggregation: its keys read code digests too
         self.timing["total"] = time.perf_counter() - t_start
         backends = {r: self.hub.selection.get(r, "") for p in plans for m in p.metrics.values() for r in m.models}
         return build_result(self.results_dir, rows, tables, self.cfg, self.host.plugins.values(), self.pipeline.totals(),
-                            backends, started_at)
+                            backends, started_at, digests)
 
     def build_suite(self) -> None:
         """Build the configured suite (a registered name; config never names a callable)."""

@@ -147,15 +147,19 @@ class _Sections:
         self.identity = {"name": "report.section", "code": code_digest(__name__)}
         self.base = {"metrics": decl, "heads": _headline_values(host)}
 
-    def key(self, model: str, cid: str, rows: list[Any], opts: Mapping[str, Any]) -> str:
+    def key(self, model: str, cid: str, rows: list[Any], opts: Mapping[str, Any],
+            digests: Mapping[Any, str] | None = None) -> str:
+        """``digests``: the result's row digests (each row hashed once per job), else computed here."""
         files = sorted({str(p) for r in rows for p in _row_files(r)})
         drawn = {k: v for k, v in opts.items() if k != "self_contained"}  # how pictures are shipped: the page's
-        return key_of(self.identity, {"rows": [row_digest(r) for r in rows], "files": inputs_digest(files)},
+        known = digests or {}
+        return key_of(self.identity, {"rows": [known.get(r.row_key) or row_digest(r) for r in rows],
+                                      "files": inputs_digest(files)},
                       {**self.base, "model": model, "case": cid, "opts": drawn})
 
     def render(self, model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, src: _Source,
-               opts: Mapping[str, Any]) -> str:
-        key = self.key(model, cid, rows, opts)
+               opts: Mapping[str, Any], digests: Mapping[Any, str] | None = None) -> str:
+        key = self.key(model, cid, rows, opts, digests)
         doc = self.store.get_json("report_sections", key)
         if doc is None or not all(blob_path(src.blobs, n).is_file() for n in doc["images"]):  # a blob cleaned up
             local = _Images()  # the section's pictures in the order it uses them, merged below as if drawn now
@@ -221,7 +225,8 @@ def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str
                     f"({len(cases)} cases)</summary>")
         for cid in cases:
             try:
-                body.append(sections.render(model, cid, by_case[model][cid], host, imgs, src, opts))
+                body.append(sections.render(model, cid, by_case[model][cid], host, imgs, src, opts,
+                                            result.row_digests))
             except Exception as e:  # noqa: BLE001  (one unreadable file must not cost the whole report)
                 body.append(f'<div class="case"><h4>{esc(model)} · {esc(cid)}</h4><p class=failed>'
                             f"could not render: {esc(type(e).__name__)}: {esc(str(e)[:300])}</p></div>")
@@ -345,9 +350,11 @@ def _row_arts(r: Any, imgs: _Images, src: _Source, opts: Mapping[str, Any]) -> l
                         f"{esc(label)} <span class=note>(click: full size)</span></figcaption></figure>")
         elif p.suffix.lower() == ".json":
             chart = _trace_chart(p)
-            if chart:
+            if chart.startswith("<svg"):
                 arts.append(f"<figure>{imgs.div(put_svg(src.blobs, chart), label)}<figcaption>{esc(label)}"
                             "</figcaption></figure>")
+            elif chart:  # a trace with no data to draw: its note, in place of the chart
+                arts.append(f"<figure>{chart}<figcaption>{esc(label)}</figcaption></figure>")
     return arts
 
 
