@@ -63,7 +63,7 @@ class TrackingSchema:
     experiment: str = "worldrecall"
     run_name: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
-    prefetch: bool = True  # import MLflow in a background thread while the job runs (not after it)
+    prefetch: bool = True  # import MLflow in a background thread once the cases are evaluated
 
 
 @dataclass

@@ -135,8 +135,9 @@ def save_template(db: Path) -> None:
 
 
 class _Prefetch:
-    """MLflow's client imported in a background thread while the job runs (``import mlflow`` and its SQL
-    store cost ~1.2 s of one core; most of a run waits on workers, files or NumPy with the GIL released).
+    """MLflow's client imported in a background thread once the job's cases are evaluated (``import mlflow``
+    and its SQL store cost ~1.2 s of one core), overlapping the aggregation and the outputs before the MLflow
+    sink; started no earlier, so its memory neither adds to the evaluation's peak nor to forked workers'.
 
     Fork-safe: a fork while the thread is inside an import would leave that module's import lock held in
     the child forever, so the parent waits for the import to finish before every fork
