@@ -10,4 +10,5 @@ from worldrecall.engine.cache.keys import (
 )
 from worldrecall.engine.cache.store import Store, VideoFacts
 
-__all__ = ["Store", "VideoFacts", "code_digest", "component_identity", "inputs_digest", "key_of", "library_versions", "named_files"]
+__all__ = ["Store", "VideoFacts", "code_digest", "component_identity", "inputs_digest", "key_of", "library_versions",
+           "named_files"]

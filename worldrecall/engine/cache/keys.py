@@ -11,8 +11,8 @@
 
 The code digest of a class is its module and, transitively, every module of the same top-level package that
 module imports (for ``worldrecall`` itself: the plugin's own package and ``core``/``formats``/``gates``), each
-by its source's bytes; a module's imports and its methods' line ranges are parsed once per file content. A component of an installed,
-non-editable distribution is identified by the distribution's name, version and the digest of its
+by its source's bytes; a module's imports and its methods' line ranges are parsed once per file content. A
+component of an installed, non-editable distribution is identified by the distribution's name, version and the digest of its
 ``RECORD`` (the hashes of every file it installed). A version bump stays how an author says "same code,
 different meaning".
 """
@@ -101,7 +101,7 @@ def code_digest(module: str, without: tuple[str, ...] = ()) -> str:
 def _installed_distribution(module: str) -> str | None:
     """'name==version sha256(RECORD)' when ``module`` comes from a regular (non-editable) installed wheel:
     its file lies in an installation's site-packages (an editable install's sources lie elsewhere)."""
-    _, path = _source(module)
+    path = _source_path(module)
     if path is None or not any(path.resolve().is_relative_to(p) for p in _site_dirs()):
         return None
     top = module.split(".")[0]
@@ -128,11 +128,10 @@ def _packages() -> Mapping[str, list[str]]:
     return md.packages_distributions()
 
 
-def _source(module: str) -> tuple[str, Path | None]:
+def _source_path(module: str) -> Path | None:
+    """The module's ``.py`` file (None for a built-in, compiled or namespace module)."""
     origin = _located(module)[1]
-    if not origin or not origin.endswith(".py"):
-        return "", None
-    return Path(origin).read_text(encoding="utf-8"), Path(origin)
+    return Path(origin) if origin and origin.endswith(".py") else None
 
 
 @cache
@@ -165,7 +164,7 @@ def _parsed(module: str) -> dict[str, Any]:
     """What the key needs of a module's source: the modules it imports (absolute names) and the line ranges
     of its classes' scoring methods. Kept under the file's content digest (``core.digests.content_memo``,
     persisted between runs), so an unchanged file is never parsed again."""
-    _, path = _source(module)
+    path = _source_path(module)
     if path is None:
         return {"imports": [], "methods": []}
     return content_memo(path, f"code.parsed.{sys.version_info[0]}.{sys.version_info[1]}",
@@ -227,10 +226,12 @@ def _closure(module: str) -> set[str]:
 @cache
 def _module_digest(module: str, without: tuple[str, ...]) -> str:
     """sha256 of the module's source, without the lines of its classes' methods named in ``without``."""
-    text, path = _source(module)
-    if not without or path is None:
-        return file_digest(path) if path is not None else hashlib.sha256(text.encode()).hexdigest()
-    lines = text.splitlines(keepends=True)
+    path = _source_path(module)
+    if path is None:
+        return hashlib.sha256(b"").hexdigest()  # no source to read: as the empty text
+    if not without:
+        return file_digest(path)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     for name, first, last in _parsed(module)["methods"]:
         if name in without:
             lines[first - 1:last] = [""] * (last - first + 1)

@@ -56,11 +56,6 @@ def _norm(df: pd.DataFrame) -> pd.DataFrame:
 
 def summary(host: Any, tables: Mapping[str, Any]) -> pd.DataFrame:
     """Mean (and CI where an ``intervals`` table has one) per benchmark x model x metric x value."""
-    return _summary(host, tables)
-
-
-
-def _summary(host: Any, tables: Mapping[str, Any]) -> pd.DataFrame:
     means = [_norm(t) for t in tables_of_kind(host, tables, "summary").values()]
     if not means:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
