@@ -164,8 +164,10 @@ def test_core_stays_small(layer):
     lines = sum(len(p.read_text().splitlines()) for p in (PKG / layer).rglob("*.py"))
     print(f"{layer}: {lines} lines")
     # 1,766 lines before the declared verdict (Benchmark), declared metadata and bounded readers joined it;
-    # 1,995 before folder listings without a Path per file and the by_metric declaration (re-score cost)
-    assert lines < 2050, f"{layer}/ has {lines} lines; it is the contract and should stay small"
+    # 1,995 before folder listings without a Path per file and the by_metric declaration (re-score cost);
+    # 2,042 before declared inputs (MissingInput: what `worldrecall check` and per-case skips read) and the
+    # identities that keys are built from joined the contract
+    assert lines < 2150, f"{layer}/ has {lines} lines; it is the contract and should stay small"
 
 
 def _engine_part(module: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from worldrecall.core.components import Aligner, Loader, LoadRequest, MeasureContext, Metric, Value
+from worldrecall.core.components import Aligner, Loader, LoadRequest, MeasureContext, Metric, MissingInput, Value
 from worldrecall.core.data import Alignment, Case, CaseError, CaseFailure, Phase
 from worldrecall.core.hookspecs import hookimpl
 from worldrecall.core.paths import safe_join
@@ -64,6 +64,14 @@ class BrightnessDrift(Metric):
                              description="mean-brightness change from phase A to B")}
     params = {"max_side": 64}
     thresholds = {"tolerance": 10.0}
+
+    def missing_inputs(self, case: Case) -> list[MissingInput]:
+        # a case whose id starts with "needs" reads a notes file beside its video (to test declared inputs)
+        if case.case_id.startswith("needs"):
+            notes = Path(str(case.video.path) + ".notes.json")
+            if not notes.exists():
+                return [MissingInput("notes file", str(notes), "write it with `echo {} > <video>.notes.json`")]
+        return []
 
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
         MEASURE_CALLS.append(case.key)

@@ -169,6 +169,21 @@ def split_ref(ref: str) -> tuple[str, str]:
     return metric, value
 
 
+@dataclass(frozen=True)
+class MissingInput:
+    """An input a metric needs that a case lacks (:meth:`Metric.missing_inputs`): the engine skips the metric
+    on that case with :meth:`line` as the reason; ``worldrecall check`` lists them before a run."""
+
+    what: str  # e.g. "intrinsics.npy (GT camera intrinsics)"
+    path: str = ""  # where it was looked for
+    fix: str = ""  # how to produce or provide it: a command, a config key, a format in the docs
+    kind: str = "file"  # file | sidecar | weights | judge | key | setting
+
+    def line(self) -> str:
+        return " ".join(f"missing {self.what}{f' ({self.path})' if self.path else ''}"
+                        f"{f': {self.fix}' if self.fix else ''}".split())
+
+
 class Metric:
     """A memory metric with an expensive cached ``measure`` and a cheap pure ``score``.
 
@@ -225,6 +240,11 @@ class Metric:
         """Whether measuring this case runs the ``models`` roles (False e.g. for a case that ships precomputed
         observations); the engine's backend preflight only looks at cases that need them."""
         return True
+
+    def missing_inputs(self, case: Case) -> list[MissingInput]:
+        """Inputs this metric reads that ``case`` lacks (cheap existence checks; default none): each skips it
+        on that case, so a missing GT pose file costs the pose metrics only."""
+        return []
 
     def optional_roles(self) -> dict[str, str]:
         """Optional roles this instance would use (given its params) -> the values that stay null without one."""

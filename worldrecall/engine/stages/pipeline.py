@@ -176,9 +176,7 @@ class CasePipeline:
             alignments: dict[str, tuple[str, Alignment | None]] = {}
             for name, metric in plan.metrics.items():
                 row = self.new_row(plan, case, name, metric)
-                if name in plan.skipped:
-                    row.status, row.reason = "skipped", plan.skipped[name]
-                    row.key = self.row_key(key_of(component_identity(metric), fp, {"skipped": row.reason}), row)
+                if self._skip(plan, name, metric, case, row, fp):
                     if _kept(existing, row) is None:
                         out.append(row)
                     continue
@@ -209,6 +207,25 @@ class CasePipeline:
         finally:
             self._tick("settle", t0)
         return out, left
+
+    def _skip(self, plan: BenchmarkPlan, name: str, metric: Metric, case: Case, row: ScoreRow, fp: str) -> bool:
+        """Make ``row`` the skip it is when the plan skips the metric (a backend, judge or key missing) or the
+        case lacks an input the metric declares (:meth:`Metric.missing_inputs`); False when it can run."""
+        if name in plan.skipped:
+            reason = plan.skipped[name]
+        else:
+            try:
+                missing = metric.missing_inputs(case)
+            except Exception:  # noqa: BLE001  (a faulty check must not hide the measurement's own error)
+                log.debug("%s.missing_inputs failed on %s", metric.name, case.key, exc_info=True)
+                missing = []
+            if not missing:
+                return False
+            reason = f"{metric.name} skipped: " + "; ".join(m.line() for m in missing)
+        row.status, row.reason = "skipped", reason
+        # the fingerprint covers the case's files: providing the missing one later is a new key
+        row.key = self.row_key(key_of(component_identity(metric), fp, {"skipped": reason}), row)
+        return True
 
     def _score_entry(self, skey: str) -> dict[str, Any] | None:
         entry = self.store.get_json("scores", skey)
@@ -244,9 +261,7 @@ class CasePipeline:
             if names is not None and name not in names:
                 continue
             row = self.new_row(plan, case, name, metric)
-            if name in plan.skipped:
-                row.status, row.reason = "skipped", plan.skipped[name]
-                row.key = self.row_key(key_of(component_identity(metric), fp, {"skipped": row.reason}), row)
+            if self._skip(plan, name, metric, case, row, fp):
                 out.append(row)
                 continue
             aligner = plan.aligner_for(metric)
