@@ -165,6 +165,61 @@ def test_instance_ids_and_target_compositing(empty_room):
     assert (red[:, 0] > red[:, 2]).mean() > 0.4  # primary colour on the unstriped parts
 
 
+def test_exact_hits_by_hand():
+    """One triangle in the plane z = 2 (normal +z by its winding): a ray from (0.25, 0.25, 0) along +z meets it at
+    t = 2, one along (0, 0, 0.5) at t = 4; a ray parallel to the plane and a ray Embree reported no hit for miss."""
+    from worldrecall.plugins.synthetic.render import INVALID_ID, _Scene, exact_hits
+
+    tri = np.array([[[0.0, 0.0, 2.0], [1.0, 0.0, 2.0], [0.0, 1.0, 2.0]]], np.float32)
+    scene = _Scene(None, [tri])
+    rays = np.array([[0.25, 0.25, 0, 0, 0, 1], [0.25, 0.25, 0, 0, 0, 0.5], [0.25, 0.25, 0, 1, 0, 0],
+                     [5, 5, 0, 0, 0, 1]], np.float32)
+    gid = np.array([0, 0, 0, INVALID_ID], np.uint32)
+    out = exact_hits(scene, rays, gid, np.zeros(4, np.uint32))
+    assert out["t_hit"].tolist() == [2.0, 4.0, np.inf, np.inf]
+    assert out["geometry_ids"].tolist() == [0, 0, INVALID_ID, INVALID_ID]
+    assert out["primitive_normals"][0].tolist() == [0.0, 0.0, 1.0]
+
+
+class _Blurred:
+    """Embree's answers with its floating outputs moved by a few ulps and its normals tilted, as another
+    instruction set's kernels might give them (the triangle ids untouched)."""
+
+    def __init__(self, raycaster):
+        self._r = raycaster
+
+    def cast_rays(self, rays, nthreads=0):
+        import open3d as o3d
+
+        ans = self._r.cast_rays(rays, nthreads=nthreads)
+        out = {k: ans[k] for k in ("geometry_ids", "primitive_ids")}
+        out["t_hit"] = o3d.core.Tensor.from_numpy((ans["t_hit"].numpy() * np.float32(1 + 4e-7)).copy())
+        out["primitive_normals"] = o3d.core.Tensor.from_numpy((ans["primitive_normals"].numpy() * 0.999).copy())
+        return out
+
+
+def test_frames_do_not_depend_on_embree_distances_or_normals(empty_room):
+    """The suite's pixels and depths come from the triangle Embree picks, never from its floating-point answer
+    (which differs between CPUs): blurring that answer changes no byte of a frame."""
+    from worldrecall.plugins.synthetic.render import Renderer, TargetLook, detail_texture
+    from worldrecall.plugins.synthetic.scene import Prop, RoomLayout, TargetSpec
+
+    pose = c2w_from(np.array([0.2, 1.4, 0.5]), 0.0, -17.0)
+    look = TargetLook((0.1, 0.4, 3.0), 1.1, (0.9, 0.1, 0.1))
+    frames = []
+    for blur in (False, True):
+        r = Renderer(160, 120, (32, 24), TargetSpec("ball", "checkered", 0.3), detail_texture(0))
+        r.add_layout("crate", RoomLayout("Gallery", [Prop("crate", "brown", -1.5, 4.0, (0.6, 0.6, 0.6), 0.3, 2)]),
+                     np.zeros((7, 2)))
+        if blur:
+            r._target_scene.raycaster = _Blurred(r._target_scene.raycaster)
+            r._static["crate"][0].raycaster = _Blurred(r._static["crate"][0].raycaster)
+        frames.append(r.composite("crate", pose, look))
+    for a, b in zip(*frames):
+        assert a.tobytes() == b.tobytes()
+    assert (frames[0][1] == 1).sum() > 100  # the target is in view, its sphere's faces shaded
+
+
 # -- determinism --------------------------------------------------------------------------------------
 def test_npz_bytes_are_reproducible():
     a = np.arange(60, dtype=np.uint8).reshape(3, 4, 5)

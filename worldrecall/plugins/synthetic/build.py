@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-GENERATOR_VERSION = "3"  # 2: OPIS layout gains reference_geometry.npz, linked sidecars, domains.json; 3: WRBench layout
+GENERATOR_VERSION = "4"  # 2: OPIS layout gains reference_geometry.npz, linked sidecars, domains.json; 3: WRBench layout; 4: hit distances and normals computed CPU-independently (render.exact_hits)
 MANIFEST = "manifest.json"
 COMPLETE = "COMPLETE"
 

@@ -1,5 +1,8 @@
 """CPU renderer of the synthetic suite: open3d raycasting, procedural textures, Lambertian shading.
 
+Embree (through open3d) only picks the triangle each ray hits; the hit distance and the face normal are
+computed here in fixed-order float64 (:func:`exact_hits`), so the suite is the same bits on every x86-64 CPU.
+
 Rays are generated here (not with ``create_rays_pinhole``) so that pixel ``u`` looks along
 ``((u - cx) / fx, (v - cy) / fy, 1)`` — the integer-pixel-centre convention the sidecar consumers
 back-project with — and so that the ray parameter ``t_hit`` *is* the camera z-depth.
@@ -162,8 +165,7 @@ class Renderer:
         self._depth_step = k if (k % 2 == 1 and dw * k == width and dh * k == height) else 0
         self.texture = texture
         self.target = target
-        self._target_scene = o3d.t.geometry.RaycastingScene(nthreads=nthreads)
-        self._target_scene.add_triangles(o3d.t.geometry.TriangleMesh.from_legacy(target.mesh()))
+        self._target_scene = self._scene([target.mesh()])
         self._static: dict[str, tuple] = {}
         self._bg_cache: OrderedDict[tuple, Layer] = OrderedDict()
         self.cache_size = 32
@@ -172,11 +174,7 @@ class Renderer:
     # -- static room --------------------------------------------------------------------------------
     def add_layout(self, key: str, layout: RoomLayout, offsets: np.ndarray) -> None:
         """Register a static scene variant (e.g. ``base``, ``hallucinated``) under ``key``."""
-        o3d = self._o3d
-        scene = o3d.t.geometry.RaycastingScene(nthreads=self.nthreads)
-        meshes = layout.meshes(offsets)
-        for m in meshes:
-            scene.add_triangles(o3d.t.geometry.TriangleMesh.from_legacy(m))
+        scene = self._scene(layout.meshes(offsets))
         s = layout.surfaces
         table = {
             # one row per geometry: r, g, b, 1/texel, offset u, offset v, pattern (gathered in one go)
@@ -185,12 +183,29 @@ class Renderer:
         }
         self._static[key] = (scene, table)
 
-    def _cast(self, scene, origin: np.ndarray, dirs: np.ndarray) -> dict[str, np.ndarray]:
+    def _scene(self, meshes: list) -> _Scene:
+        """An Embree scene of ``meshes`` (legacy open3d meshes, geometry id = list index) and their triangles."""
+        o3d = self._o3d
+        raycaster = o3d.t.geometry.RaycastingScene(nthreads=self.nthreads)
+        tris = []
+        for m in meshes:
+            tm = o3d.t.geometry.TriangleMesh.from_legacy(m)
+            raycaster.add_triangles(tm)
+            tris.append(tm.vertex.positions.numpy()[tm.triangle.indices.numpy()])  # float32, as Embree sees them
+        return _Scene(raycaster, tris)
+
+    def _cast(self, scene: _Scene, origin: np.ndarray, dirs: np.ndarray) -> dict[str, np.ndarray]:
+        """Closest hits: which triangle from Embree, where and which way it faces from :func:`exact_hits`.
+
+        Embree's own ``t_hit`` and normals come from SIMD kernels it picks by CPU (an approximate reciprocal
+        refined per instruction set; 4-, 8- or 16-wide), so they differ in the last bits between an AVX2 and
+        an AVX-512 machine, and there is no switch to pin them (this open3d build reads no Embree config).
+        Which triangle a ray hits is a comparison, the same everywhere but for rays through an edge."""
         rays = np.empty(dirs.shape[:-1] + (6,), np.float32)
         rays[..., :3] = origin
         rays[..., 3:] = dirs
-        ans = scene.cast_rays(self._o3d.core.Tensor.from_numpy(rays), nthreads=self.nthreads)
-        return {k: ans[k].numpy() for k in ("t_hit", "geometry_ids", "primitive_normals")}
+        ans = scene.raycaster.cast_rays(self._o3d.core.Tensor.from_numpy(rays), nthreads=self.nthreads)
+        return exact_hits(scene, rays, ans["geometry_ids"].numpy(), ans["primitive_ids"].numpy())
 
     def background(self, key: str, c2w: np.ndarray, res: str) -> Layer:
         """The static scene ``key`` seen from ``c2w`` at resolution ``res`` (memoised per pose)."""
@@ -388,6 +403,50 @@ class Renderer:
         """Pixels the target would cover with nothing in front of it (to spot occlusion)."""
         tg = self.target_layer(look, c2w, "full")
         return 0 if tg is None else int((tg.ids == TARGET_ID).sum())
+
+
+INVALID_ID = np.uint32(0xFFFFFFFF)  # Embree's "no geometry"
+
+
+class _Scene:
+    """An Embree scene and, per geometry, its triangles' float32 corners (n, 3 corners, xyz) with the plane
+    of each triangle precomputed in float64: a corner and the unnormalised normal (v1 - v0) x (v2 - v0)."""
+
+    def __init__(self, raycaster, tris: list[np.ndarray]):
+        self.raycaster = raycaster
+        corners = np.concatenate(tris).astype(np.float64) if tris else np.zeros((0, 3, 3))
+        self.offsets = np.cumsum([0] + [len(t) for t in tris[:-1]]).astype(np.int64)
+        self.v0 = corners[:, 0]
+        e1, e2 = corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0]
+        n = np.stack([e1[:, 1] * e2[:, 2] - e1[:, 2] * e2[:, 1],
+                      e1[:, 2] * e2[:, 0] - e1[:, 0] * e2[:, 2],
+                      e1[:, 0] * e2[:, 1] - e1[:, 1] * e2[:, 0]], -1)
+        self.normal = n
+        length = np.sqrt(n[:, 0] * n[:, 0] + n[:, 1] * n[:, 1] + n[:, 2] * n[:, 2])
+        self.unit = (n / np.where(length > 0, length, 1.0)[:, None]).astype(np.float32)
+
+
+def exact_hits(scene: _Scene, rays: np.ndarray, gid: np.ndarray, pid: np.ndarray) -> dict[str, np.ndarray]:
+    """``t_hit`` (inf on a miss), ``geometry_ids`` and ``primitive_normals`` of the triangles Embree chose, in
+    separate IEEE operations in a fixed order (float64 from the float32 rays and corners, the distance rounded
+    to float32 once): the same bits on every CPU. A ray parallel to its triangle's plane, or meeting it
+    behind the origin (only possible for a ray through an edge), counts as a miss."""
+    shape = gid.shape
+    gid = gid.reshape(-1)
+    hit = gid != INVALID_ID
+    tri = scene.offsets[np.where(hit, gid, 0).astype(np.int64)] + np.where(hit, pid.reshape(-1), 0).astype(np.int64)
+    r = rays.reshape(-1, 6).astype(np.float64)
+    v0, n = scene.v0[tri], scene.normal[tri]
+    num = (v0[:, 0] - r[:, 0]) * n[:, 0] + (v0[:, 1] - r[:, 1]) * n[:, 1] + (v0[:, 2] - r[:, 2]) * n[:, 2]
+    den = r[:, 3] * n[:, 0] + r[:, 4] * n[:, 1] + r[:, 5] * n[:, 2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = num / den
+    hit &= np.isfinite(t) & (t > 0)
+    return {
+        "t_hit": np.where(hit, t, np.inf).astype(np.float32).reshape(shape),
+        "geometry_ids": np.where(hit, gid, INVALID_ID).astype(np.uint32).reshape(shape),
+        "primitive_normals": np.where(hit[:, None], scene.unit[tri], np.float32(0)).reshape(shape + (3,)),
+    }
 
 
 def _planar_coords(p: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
