@@ -19,7 +19,11 @@ fi
 
 # Everything below installs only when what it installs from changed since the last complete setup.
 STAMP="$VENV/.worldrecall-setup.sha256"
-WANT=$( { cat pyproject.toml scripts/setup.sh; pwd; python -V; } | sha256sum | cut -d' ' -f1)
+# the locked set (requirements.lock, made by scripts/lock.sh) unless WORLDRECALL_UNPINNED=1 asks for the newest
+# releases pyproject.toml's ranges allow (what CI's drift line reports)
+UNPINNED=${WORLDRECALL_UNPINNED:-0}
+WANT=$( { cat pyproject.toml requirements.lock scripts/setup.sh; pwd; python -V; echo "unpinned=$UNPINNED"; } \
+        | sha256sum | cut -d' ' -f1)
 
 # A one-node SLURM cluster for tests/test_slurm_cluster.py (Debian's slurm-wlm + munge), when asked:
 # WORLDRECALL_SETUP_CLUSTER=1 (./run-tests.sh asks). Optional: the test skips with a reason where it is missing.
@@ -53,14 +57,21 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 
 python -m pip install -q -U pip
-# torch first, pinned to what this machine's local wheels provide; the project's ranges keep it.
-# TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu picks the CPU-only wheels (no ~4 GB of CUDA libraries).
-python -c "import torch, torchvision" 2>/dev/null \
-  || python -m pip install -q ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} torch==2.14.1 torchvision==0.29.1
-# `ui`: the printed `mlflow ui` line needs the full mlflow server (flask_cors, gunicorn …), not only the client.
 # setuptools' "Editable installation … be careful with folders … same name as your package" notice is
 # information only (recent pip shows a build backend's warnings even with -q): filtered by its message.
-PYTHONWARNINGS="ignore:Editable installation${PYTHONWARNINGS:+,$PYTHONWARNINGS}" python -m pip install -q -e ".[all,ui,dev]"
+export PYTHONWARNINGS="ignore:Editable installation${PYTHONWARNINGS:+,$PYTHONWARNINGS}"
+if [ "$UNPINNED" = "1" ]; then
+  # torch first, pinned to what this machine's local wheels provide; the project's ranges keep it.
+  # TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu picks the CPU-only wheels (no ~4 GB of CUDA libraries).
+  python -c "import torch, torchvision" 2>/dev/null \
+    || python -m pip install -q ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} torch==2.14.1 torchvision==0.29.1
+  # `ui`: the printed `mlflow ui` line needs the full mlflow server (flask_cors, gunicorn …), not only the client.
+  python -m pip install -q -e ".[all,ui,dev]"
+else
+  # every dependency at the locked version, each file checked against its hash; then worldrecall itself
+  python -m pip install -q --require-hashes -r requirements.lock
+  python -m pip install -q --no-deps -e .
+fi
 # pyiqa without its heavy, unused dependency tree (and its opencv-python clash); PolyForm-Noncommercial licence.
 python -c "import pyiqa" 2>/dev/null || python -m pip install -q --no-deps "pyiqa==0.1.16"
 echo "$WANT" > "$STAMP"

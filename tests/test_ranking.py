@@ -177,6 +177,12 @@ def test_submission_bundle_round_trips_and_equals_the_tables(tmp_path):
     from worldrecall.engine.sinks.tracking.sink import provenance_tags
 
     assert provenance_tags(result, [])["worldrecall.cpu_kernels"] == isa.summary(isa.state())
+    # the installed versions, and how they compare with the lock setup.sh installs from
+    from importlib import metadata
+
+    assert prov["packages"]["installed"]["numpy"] == metadata.version("numpy")
+    assert prov["packages"]["lock"].endswith("requirements.lock") or "differ from requirements.lock" in prov["packages"]["lock"]
+    assert provenance_tags(result, [])["worldrecall.packages"].startswith(f"sha256 {prov['packages']['digest'][:16]}; ")
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**doc, "schema": "other"}, SCHEMA)
 

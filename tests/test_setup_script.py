@@ -22,6 +22,7 @@ def _fake_checkout(tmp: Path) -> tuple[Path, Path, dict[str, str]]:
     (repo / "scripts").mkdir(parents=True)
     shutil.copy(REPO / "scripts" / "setup.sh", repo / "scripts" / "setup.sh")
     shutil.copy(REPO / "pyproject.toml", repo / "pyproject.toml")
+    shutil.copy(REPO / "requirements.lock", repo / "requirements.lock")
     (repo / "worldrecall").mkdir()
     (repo / "worldrecall" / "__init__.py").write_text("")  # what an editable install of this checkout imports
     log = tmp / "pip_calls.log"
@@ -57,7 +58,8 @@ def test_second_setup_call_runs_no_pip_until_pyproject_changes(tmp_path):
     first = _setup(repo, env)
     assert first.returncode == 0, first.stderr
     calls = _pip_calls(log)
-    assert any("install -q -e .[all,ui,dev]" in c for c in calls), calls  # the ui extra: `mlflow ui` works
+    assert any("--require-hashes -r requirements.lock" in c for c in calls), calls
+    assert "\ngunicorn==" in (repo / "requirements.lock").read_text()  # the ui extra: `mlflow ui` works
     n = len(calls)
     second = _setup(repo, env)
     assert second.returncode == 0, second.stderr
@@ -67,6 +69,10 @@ def test_second_setup_call_runs_no_pip_until_pyproject_changes(tmp_path):
         f.write("\n# a changed dependency list\n")
     third = _setup(repo, env)
     assert third.returncode == 0 and len(_pip_calls(log)) > n  # changed metadata: installed again
+    n = len(_pip_calls(log))
+    with open(repo / "requirements.lock", "a") as f:
+        f.write("\n# a re-locked set\n")
+    assert _setup(repo, env).returncode == 0 and len(_pip_calls(log)) > n  # a new lock: installed again
 
 
 def test_a_second_call_prints_one_line_even_where_the_cluster_cannot_be_installed(tmp_path):
@@ -90,12 +96,37 @@ def test_a_second_call_prints_one_line_even_where_the_cluster_cannot_be_installe
     assert (third.stdout + third.stderr).count("\n") == 1 and "is current" in third.stdout
 
 
+def test_setup_installs_the_locked_set_unless_asked_for_the_newest(tmp_path):
+    """By default every dependency comes from requirements.lock, hash-checked, and worldrecall itself without
+    dependencies; WORLDRECALL_UNPINNED=1 resolves pyproject.toml's ranges instead (and is a new stamp)."""
+    repo, log, env = _fake_checkout(tmp_path)
+    assert _setup(repo, env).returncode == 0
+    calls = _pip_calls(log)
+    assert any("--require-hashes -r requirements.lock" in c for c in calls), calls
+    assert any(c.endswith("--no-deps -e .") for c in calls) and not any('.[all,ui,dev]' in c for c in calls)
+    n = len(calls)
+    assert _setup(repo, {**env, "WORLDRECALL_UNPINNED": "1"}).returncode == 0
+    new = _pip_calls(log)[n:]
+    assert any(c.endswith("-e .[all,ui,dev]") for c in new) and not any("requirements.lock" in c for c in new), new
+
+
+def test_the_lock_pins_every_dependency_with_hashes():
+    """Each requirement in requirements.lock is one exact version with at least one sha256."""
+    text = (REPO / "requirements.lock").read_text()
+    blocks = [b for b in text.replace("\\\n", " ").splitlines() if b and not b.startswith("#")]
+    assert len(blocks) > 100
+    for b in blocks:
+        assert "==" in b.split()[0] and "--hash=sha256:" in b, b
+    names = {b.split("==")[0].lower() for b in blocks}
+    assert {"numpy", "open3d-cpu", "opencv-python-headless", "torch", "mlflow", "hydra-core"} <= names
+
+
 def test_the_editable_install_notice_is_filtered_by_its_message():
     """pip >= 25 shows a build backend's warnings under -q; setuptools' "Editable installation." notice (a
     block of asterisks on every editable install) is information only: the filter setup.sh gives pip's build
     (``PYTHONWARNINGS``, inherited by the backend's process) drops it and nothing else."""
     script = (REPO / "scripts" / "setup.sh").read_text()
-    line = next(x for x in script.splitlines() if "pip install -q -e" in x)
+    line = next(x for x in script.splitlines() if x.startswith("export PYTHONWARNINGS="))
     value = line.split('PYTHONWARNINGS="', 1)[1].split('"', 1)[0].replace("${PYTHONWARNINGS:+,$PYTHONWARNINGS}", "")
     emit = ("from setuptools.warnings import InformationOnly, SetuptoolsDeprecationWarning\n"
             "InformationOnly.emit('Editable installation.', 'Please be careful with folders …')\n"

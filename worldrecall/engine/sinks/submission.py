@@ -151,6 +151,8 @@ def provenance_doc(result: RunResult) -> dict[str, Any]:
         doc["suite"] = dict(prov.suite)
     if prov.cpu_kernels:
         doc["cpu_kernels"] = dict(prov.cpu_kernels)
+    if prov.packages:
+        doc["packages"] = dict(prov.packages)
     return doc
 
 

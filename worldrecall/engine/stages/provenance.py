@@ -37,6 +37,34 @@ def config_hash(cfg: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+def installed_packages() -> dict[str, Any]:
+    """Every installed distribution's version, their digest, and how they compare with requirements.lock when
+    this is a checkout that has one (the set ``scripts/setup.sh`` installs by default)."""
+    from importlib import metadata
+
+    installed = {}
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        if name and name != "worldrecall":
+            installed[name] = dist.version
+    installed = dict(sorted(installed.items()))
+    out: dict[str, Any] = {"installed": installed,
+                           "digest": hashlib.sha256(json.dumps(installed).encode()).hexdigest()}
+    lock = Path(__file__).resolve().parents[3] / "requirements.lock"
+    if lock.is_file():
+        pins = {}
+        for line in lock.read_text().splitlines():
+            head = line.split(" ", 1)[0]
+            if "==" in head and not line.startswith("#"):
+                name, version = head.split("==", 1)
+                pins[name.split("[")[0].lower().replace("_", "-")] = version
+        differ = sorted(n for n, v in pins.items() if installed.get(n) != v)
+        out["lock"] = ("matches requirements.lock" if not differ else
+                       f"{len(differ)} differ from requirements.lock: " + ", ".join(
+                           f"{n} {installed.get(n, 'absent')} (locked {pins[n]})" for n in differ[:10]))
+    return out
+
+
 def input_manifest_sha256(cases: Iterable[tuple[str, str, str]]) -> str:
     """Hash of the sorted (benchmark, model, case) triples a result covers."""
     return hashlib.sha256(json.dumps(sorted(set(cases)), default=str).encode()).hexdigest()
@@ -70,6 +98,8 @@ class Provenance:
     suite: Mapping[str, Any] = field(default_factory=dict)
     # the instruction set numpy/torch/OpenCV kernels were capped at (worldrecall/numerics/isa.py)
     cpu_kernels: Mapping[str, Any] = field(default_factory=dict)
+    # every installed distribution's version, their digest, and the comparison with requirements.lock
+    packages: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, cfg: Mapping[str, Any], plugins: Iterable[Any], cases: Iterable[tuple[str, str, str]],
@@ -78,4 +108,5 @@ class Provenance:
                    platform.python_version(),
                    {p.name: {"version": p.version, "distribution": p.distribution}
                     for p in sorted(plugins, key=lambda p: p.name)},
-                   {k: v for k, v in sorted(backends.items()) if v}, suite_digests(cfg), isa.state())
+                   {k: v for k, v in sorted(backends.items()) if v}, suite_digests(cfg), isa.state(),
+                   installed_packages())

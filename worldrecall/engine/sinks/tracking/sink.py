@@ -44,6 +44,9 @@ def provenance_tags(result: RunResult, overrides: list[str]) -> dict[str, str]:
         "worldrecall.python": prov.python,
         "worldrecall.cpu_kernels": isa.summary(dict(prov.cpu_kernels)),
     }
+    if prov.packages:  # the full list is in the submission's provenance.json
+        tags["worldrecall.packages"] = (f"sha256 {str(prov.packages.get('digest', ''))[:16]}; "
+                                        f"{prov.packages.get('lock', 'no requirements.lock beside the code')}")
     for name, p in prov.plugins.items():
         tags[f"plugin.{name}"] = p.get("version") or "?"
     return tags
