@@ -166,41 +166,45 @@ def test_instance_ids_and_target_compositing(empty_room):
 
 
 def test_exact_hits_by_hand():
-    """One triangle in the plane z = 2 (normal +z by its winding): a ray from (0.25, 0.25, 0) along +z meets it at
-    t = 2, one along (0, 0, 0.5) at t = 4; a ray parallel to the plane and a ray Embree reported no hit for miss."""
+    """Triangle 0 in the plane z = 2 (normal +z by its winding), triangle 1 in z = 3. A ray from (0.25, 0.25, 0)
+    along +z crosses both: the closest is triangle 0 at t = 2, whichever order they are listed in; along
+    (0, 0, 0.5) it is t = 4. A crossing parallel to the plane, and a ray with no crossing, are misses."""
     from worldrecall.plugins.synthetic.render import INVALID_ID, _Scene, exact_hits
 
-    tri = np.array([[[0.0, 0.0, 2.0], [1.0, 0.0, 2.0], [0.0, 1.0, 2.0]]], np.float32)
+    tri = np.array([[[0.0, 0.0, 2.0], [1.0, 0.0, 2.0], [0.0, 1.0, 2.0]],
+                    [[0.0, 0.0, 3.0], [0.0, 1.0, 3.0], [1.0, 0.0, 3.0]]], np.float32)
     scene = _Scene(None, [tri])
     rays = np.array([[0.25, 0.25, 0, 0, 0, 1], [0.25, 0.25, 0, 0, 0, 0.5], [0.25, 0.25, 0, 1, 0, 0],
                      [5, 5, 0, 0, 0, 1]], np.float32)
-    gid = np.array([0, 0, 0, INVALID_ID], np.uint32)
-    out = exact_hits(scene, rays, gid, np.zeros(4, np.uint32))
+    ray_ids, gid, pid = [0, 0, 1, 2], [0, 0, 0, 0], [1, 0, 0, 0]
+    out = exact_hits(scene, rays, ray_ids, gid, pid)
     assert out["t_hit"].tolist() == [2.0, 4.0, np.inf, np.inf]
     assert out["geometry_ids"].tolist() == [0, 0, INVALID_ID, INVALID_ID]
     assert out["primitive_normals"][0].tolist() == [0.0, 0.0, 1.0]
+    again = exact_hits(scene, rays, ray_ids[::-1], gid[::-1], pid[::-1])
+    assert all(np.array_equal(out[k], again[k]) for k in out)
 
 
-class _Blurred:
-    """Embree's answers with its floating outputs moved by a few ulps and its normals tilted, as another
-    instruction set's kernels might give them (the triangle ids untouched)."""
+class _Reordered:
+    """Embree's crossings listed in reverse order and its distances moved by a few ulps, as another
+    instruction set's kernels (another traversal order, another reciprocal) might give them."""
 
     def __init__(self, raycaster):
         self._r = raycaster
 
-    def cast_rays(self, rays, nthreads=0):
+    def list_intersections(self, rays, nthreads=0):
         import open3d as o3d
 
-        ans = self._r.cast_rays(rays, nthreads=nthreads)
-        out = {k: ans[k] for k in ("geometry_ids", "primitive_ids")}
-        out["t_hit"] = o3d.core.Tensor.from_numpy((ans["t_hit"].numpy() * np.float32(1 + 4e-7)).copy())
-        out["primitive_normals"] = o3d.core.Tensor.from_numpy((ans["primitive_normals"].numpy() * 0.999).copy())
+        ans = self._r.list_intersections(rays, nthreads=nthreads)
+        out = {k: o3d.core.Tensor.from_numpy(ans[k].numpy()[::-1].copy())
+               for k in ("ray_ids", "geometry_ids", "primitive_ids")}
+        out["t_hit"] = o3d.core.Tensor.from_numpy((ans["t_hit"].numpy()[::-1] * np.float32(1 + 4e-7)).copy())
         return out
 
 
 def test_frames_do_not_depend_on_embree_distances_or_normals(empty_room):
-    """The suite's pixels and depths come from the triangle Embree picks, never from its floating-point answer
-    (which differs between CPUs): blurring that answer changes no byte of a frame."""
+    """The suite's pixels and depths come from the triangles Embree lists, never from its floating-point answer
+    or its order (which differ between CPUs): reordering and blurring them changes no byte of a frame."""
     from worldrecall.plugins.synthetic.render import Renderer, TargetLook, detail_texture
     from worldrecall.plugins.synthetic.scene import Prop, RoomLayout, TargetSpec
 
@@ -212,12 +216,25 @@ def test_frames_do_not_depend_on_embree_distances_or_normals(empty_room):
         r.add_layout("crate", RoomLayout("Gallery", [Prop("crate", "brown", -1.5, 4.0, (0.6, 0.6, 0.6), 0.3, 2)]),
                      np.zeros((7, 2)))
         if blur:
-            r._target_scene.raycaster = _Blurred(r._target_scene.raycaster)
-            r._static["crate"][0].raycaster = _Blurred(r._static["crate"][0].raycaster)
+            r._target_scene.raycaster = _Reordered(r._target_scene.raycaster)
+            r._static["crate"][0].raycaster = _Reordered(r._static["crate"][0].raycaster)
         frames.append(r.composite("crate", pose, look))
     for a, b in zip(*frames):
         assert a.tobytes() == b.tobytes()
     assert (frames[0][1] == 1).sum() > 100  # the target is in view, its sphere's faces shaded
+
+
+def test_texture_upsampling_is_opencvs_cubic_spelt_out():
+    """``upsample_cubic`` is INTER_CUBIC's mapping and weights (a = -0.75, replicated borders) in ordered float64:
+    within float32 rounding of ``cv2.resize`` on a random grid."""
+    import cv2
+
+    from worldrecall.plugins.synthetic.render import upsample_cubic
+
+    g = np.random.default_rng(1).random((24, 24)).astype(np.float32)
+    ours = upsample_cubic(g, 512)
+    assert ours.dtype == np.float32 and ours.shape == (512, 512)
+    assert np.abs(ours - cv2.resize(g, (512, 512), interpolation=cv2.INTER_CUBIC)).max() < 1e-6
 
 
 # -- determinism --------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """CPU renderer of the synthetic suite: open3d raycasting, procedural textures, Lambertian shading.
 
-Embree (through open3d) only picks the triangle each ray hits; the hit distance and the face normal are
-computed here in fixed-order float64 (:func:`exact_hits`), so the suite is the same bits on every x86-64 CPU.
+Embree (through open3d) only lists the triangles each ray crosses; the hit distance, the closest triangle and
+its face normal are computed here in fixed-order float64 (:func:`exact_hits`), and the texture is resized in
+numpy (:func:`upsample_cubic`), so the suite is the same bits on every x86-64 CPU.
 
 Rays are generated here (not with ``create_rays_pinhole``) so that pixel ``u`` looks along
 ``((u - cx) / fx, (v - cy) / fy, 1)`` — the integer-pixel-centre convention the sidecar consumers
@@ -59,20 +60,47 @@ def scale_intrinsics(K: np.ndarray, size: tuple[int, int], new_size: tuple[int, 
 
 def detail_texture(seed: int) -> np.ndarray:
     """A 512x512 float32 multi-octave value-noise texture in [0, 1] with sharp blotches (for features)."""
-    import cv2
-
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x7E57]))
     tex = np.zeros((TEX_SIZE, TEX_SIZE), np.float32)
     for cells, amp in ((8, 0.35), (24, 0.3), (64, 0.2), (160, 0.15)):
         grid = rng.random((cells, cells)).astype(np.float32)
-        tex += amp * cv2.resize(grid, (TEX_SIZE, TEX_SIZE), interpolation=cv2.INTER_CUBIC)
-    blot = cv2.resize(
-        rng.random((48, 48)).astype(np.float32), (TEX_SIZE, TEX_SIZE), interpolation=cv2.INTER_CUBIC
-    )
+        tex += amp * upsample_cubic(grid, TEX_SIZE)
+    blot = upsample_cubic(rng.random((48, 48)).astype(np.float32), TEX_SIZE)
     tex = np.where(blot > 0.78, tex * 0.45, tex)  # dark blotches with hard edges = corners to match
     tex -= tex.min()
     tex /= max(float(tex.max()), 1e-6)
     return tex.astype(np.float32)
+
+
+def _cubic_taps(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray]:
+    """Source indices (n_out, 4; clamped at the borders) and Keys weights (a = -0.75, as OpenCV's
+    INTER_CUBIC) of each output sample, pixel centres mapped as (i + 0.5) * n_in / n_out - 0.5."""
+    src = (np.arange(n_out, dtype=np.float64) + 0.5) * (n_in / n_out) - 0.5
+    x0 = np.floor(src)
+    f = src - x0
+    a = -0.75
+    d = np.stack([1.0 + f, f, 1.0 - f, 2.0 - f], -1)  # distances to the taps x0-1 .. x0+2
+    near = ((a + 2.0) * d - (a + 3.0)) * d * d + 1.0
+    far = ((a * d - 5.0 * a) * d + 8.0 * a) * d - 4.0 * a
+    w = np.where(d <= 1.0, near, far)
+    idx = np.clip(x0[:, None].astype(np.int64) + np.arange(-1, 3), 0, n_in - 1)
+    return idx, w
+
+
+def upsample_cubic(grid: np.ndarray, size: int) -> np.ndarray:
+    """Bicubic resize of a square float grid to ``size`` x ``size`` (rows, then columns), each output the
+    four taps added in order in float64: the same bits on every CPU, where ``cv2.resize``'s vectorised
+    cubic path rounds differently on an AVX2-only CPU than on an AVX-512 one (capped at AVX2 or not)."""
+    g = np.asarray(grid, np.float64)
+    idx, w = _cubic_taps(g.shape[0], size)
+    rows = g[idx[:, 0]] * w[:, 0, None]
+    for k in range(1, 4):
+        rows = rows + g[idx[:, k]] * w[:, k, None]
+    idx, w = _cubic_taps(g.shape[1], size)
+    out = rows[:, idx[:, 0]] * w[None, :, 0]
+    for k in range(1, 4):
+        out = out + rows[:, idx[:, k]] * w[None, :, k]
+    return out.astype(np.float32)
 
 
 def sample_wrap(tex: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -195,17 +223,22 @@ class Renderer:
         return _Scene(raycaster, tris)
 
     def _cast(self, scene: _Scene, origin: np.ndarray, dirs: np.ndarray) -> dict[str, np.ndarray]:
-        """Closest hits: which triangle from Embree, where and which way it faces from :func:`exact_hits`.
+        """Closest hits: every triangle a ray crosses from Embree, the distances, the choice among them and the
+        face normal from :func:`exact_hits`.
 
         Embree's own ``t_hit`` and normals come from SIMD kernels it picks by CPU (an approximate reciprocal
         refined per instruction set; 4-, 8- or 16-wide), so they differ in the last bits between an AVX2 and
-        an AVX-512 machine, and there is no switch to pin them (this open3d build reads no Embree config).
-        Which triangle a ray hits is a comparison, the same everywhere but for rays through an edge."""
+        an AVX-512 machine, and so does its choice between two triangles a ray meets at one point (an edge of a
+        box); there is no switch to pin it (this open3d build reads no Embree config). Whether a ray crosses a
+        triangle is a sign test, the same on every CPU."""
         rays = np.empty(dirs.shape[:-1] + (6,), np.float32)
         rays[..., :3] = origin
         rays[..., 3:] = dirs
-        ans = scene.raycaster.cast_rays(self._o3d.core.Tensor.from_numpy(rays), nthreads=self.nthreads)
-        return exact_hits(scene, rays, ans["geometry_ids"].numpy(), ans["primitive_ids"].numpy())
+        flat = np.ascontiguousarray(rays.reshape(-1, 6))
+        found = scene.raycaster.list_intersections(self._o3d.core.Tensor.from_numpy(flat), nthreads=self.nthreads)
+        ans = exact_hits(scene, flat, found["ray_ids"].numpy(), found["geometry_ids"].numpy(),
+                         found["primitive_ids"].numpy())
+        return {k: v.reshape(dirs.shape[:-1] + v.shape[1:]) for k, v in ans.items()}
 
     def background(self, key: str, c2w: np.ndarray, res: str) -> Layer:
         """The static scene ``key`` seen from ``c2w`` at resolution ``res`` (memoised per pose)."""
@@ -426,27 +459,37 @@ class _Scene:
         self.unit = (n / np.where(length > 0, length, 1.0)[:, None]).astype(np.float32)
 
 
-def exact_hits(scene: _Scene, rays: np.ndarray, gid: np.ndarray, pid: np.ndarray) -> dict[str, np.ndarray]:
-    """``t_hit`` (inf on a miss), ``geometry_ids`` and ``primitive_normals`` of the triangles Embree chose, in
-    separate IEEE operations in a fixed order (float64 from the float32 rays and corners, the distance rounded
-    to float32 once): the same bits on every CPU. A ray parallel to its triangle's plane, or meeting it
-    behind the origin (only possible for a ray through an edge), counts as a miss."""
-    shape = gid.shape
-    gid = gid.reshape(-1)
-    hit = gid != INVALID_ID
-    tri = scene.offsets[np.where(hit, gid, 0).astype(np.int64)] + np.where(hit, pid.reshape(-1), 0).astype(np.int64)
-    r = rays.reshape(-1, 6).astype(np.float64)
-    v0, n = scene.v0[tri], scene.normal[tri]
-    num = (v0[:, 0] - r[:, 0]) * n[:, 0] + (v0[:, 1] - r[:, 1]) * n[:, 1] + (v0[:, 2] - r[:, 2]) * n[:, 2]
-    den = r[:, 3] * n[:, 0] + r[:, 4] * n[:, 1] + r[:, 5] * n[:, 2]
+def exact_hits(scene: _Scene, rays: np.ndarray, ray_ids: np.ndarray, gid: np.ndarray, pid: np.ndarray
+               ) -> dict[str, np.ndarray]:
+    """Per ray (``rays``: n x 6, float32) the closest of the triangles it crosses (``ray_ids``, ``gid``,
+    ``pid``: one entry per crossing, in any order): ``t_hit`` (inf on a miss), ``geometry_ids`` and
+    ``primitive_normals``. Distances are computed in separate IEEE operations in a fixed order (float64 from
+    the float32 rays and corners, rounded to float32 once); the closest is the least distance, then the least
+    geometry id, then the least triangle id: the same bits and the same choice on every CPU. A crossing
+    parallel to the triangle's plane or behind the origin does not count."""
+    n = len(rays)
+    ray_ids = np.asarray(ray_ids, np.int64)
+    gid = np.asarray(gid, np.int64)
+    pid = np.asarray(pid, np.int64)
+    tri = scene.offsets[gid] + pid if len(gid) else np.zeros(0, np.int64)
+    r = np.asarray(rays, np.float32).astype(np.float64)[ray_ids]
+    v0, nrm = scene.v0[tri], scene.normal[tri]
+    num = (v0[:, 0] - r[:, 0]) * nrm[:, 0] + (v0[:, 1] - r[:, 1]) * nrm[:, 1] + (v0[:, 2] - r[:, 2]) * nrm[:, 2]
+    den = r[:, 3] * nrm[:, 0] + r[:, 4] * nrm[:, 1] + r[:, 5] * nrm[:, 2]
     with np.errstate(divide="ignore", invalid="ignore"):
         t = num / den
-    hit &= np.isfinite(t) & (t > 0)
-    return {
-        "t_hit": np.where(hit, t, np.inf).astype(np.float32).reshape(shape),
-        "geometry_ids": np.where(hit, gid, INVALID_ID).astype(np.uint32).reshape(shape),
-        "primitive_normals": np.where(hit[:, None], scene.unit[tri], np.float32(0)).reshape(shape + (3,)),
-    }
+    ok = np.isfinite(t) & (t > 0)
+    ray_ids, gid, tri, t = ray_ids[ok], gid[ok], tri[ok], t[ok]
+    order = np.lexsort((tri, gid, t, ray_ids))  # by ray, then distance, geometry, triangle
+    first = order[np.r_[True, ray_ids[order][1:] != ray_ids[order][:-1]]] if len(order) else order
+    hit_ray = ray_ids[first]
+    t_hit = np.full(n, np.inf, np.float32)
+    t_hit[hit_ray] = t[first].astype(np.float32)
+    geometry = np.full(n, INVALID_ID, np.uint32)
+    geometry[hit_ray] = gid[first].astype(np.uint32)
+    normals = np.zeros((n, 3), np.float32)
+    normals[hit_ray] = scene.unit[tri[first]]
+    return {"t_hit": t_hit, "geometry_ids": geometry, "primitive_normals": normals}
 
 
 def _planar_coords(p: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
