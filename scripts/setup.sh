@@ -55,6 +55,14 @@ if [ ! -x /usr/bin/chromium ]; then
     $SUDO apt-get update >/dev/null 2>&1 && $SUDO apt-get install -y --no-install-recommends chromium >/dev/null 2>&1; } \
     || echo "note: could not install chromium (apt-get); the browser check of the HTML report will be skipped" >&2
 fi
+# qemu-user runs the suite renderer as another CPU (an AVX2-only AMD EPYC) in tests/test_isa_emulated.py;
+# optional like Chromium: the test skips with a reason where it is missing.
+if ! command -v qemu-x86_64 >/dev/null; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && SUDO="sudo"
+  $SUDO apt-get install -y --no-install-recommends qemu-user >/dev/null 2>&1 || {
+    $SUDO apt-get update >/dev/null 2>&1 && $SUDO apt-get install -y --no-install-recommends qemu-user >/dev/null 2>&1; } \
+    || echo "note: could not install qemu-user (apt-get); the emulated-CPU check of the suite will be skipped" >&2
+fi
 
 python -m pip install -q -U pip
 # setuptools' "Editable installation … be careful with folders … same name as your package" notice is
