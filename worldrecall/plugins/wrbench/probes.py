@@ -184,6 +184,11 @@ def dimension_scores(p_yes: Mapping[str, float | None], probes: Sequence[Probe] 
     return out, missing
 
 
+def unanswered(p_yes: Mapping[str, float | None]) -> list[str]:
+    """The asked probes without an answer: any one makes the release's ``probe_status`` ``partial``."""
+    return [k for k, v in p_yes.items() if v is None]
+
+
 @dataclass(frozen=True)
 class Gate:
     """The re-observation judgeability gate of one video: shared, D5 and D6 applicability and reasons."""
