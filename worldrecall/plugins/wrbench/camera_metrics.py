@@ -15,10 +15,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from worldrecall.core.components import MeasureContext, Metric, Value
-from worldrecall.core.data import Alignment, Case
+from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.formats.arrays import load_npy
 from worldrecall.gates.camera import estimate_poses
-from worldrecall.plugins.wrbench import d1
+from worldrecall.plugins.wrbench import d1, validate
 
 BENCHMARK = "wrbench"
 
@@ -61,8 +61,13 @@ class CamPrec(Metric):
         """Estimated poses and the requested trajectory (or why there is none)."""
         pred = full_poses(case, ctx, int(self.params["max_side"]))
         target = case.sidecars.get("target_poses")
-        out = {"pred_c2w": pred, "camera": str(case.annotations.get("camera", "")), "has_target": target is not None}
-        out["target_c2w"] = np.asarray(load_npy(target), dtype=np.float64) if target is not None else np.zeros((0, 4, 4))
+        out = {"pred_c2w": pred, "camera": str(case.annotations.get("camera", "")), "has_target": target is not None,
+               "target_c2w": np.zeros((0, 4, 4)), "target_problem": ""}
+        if target is not None:
+            try:
+                out["target_c2w"] = validate.pose_stack(load_npy(target), str(target))[0]
+            except CaseFailure as e:   # the release's invalid_pose on this row, not a failed video
+                out["target_problem"] = str(e)
         return out
 
     def _row(self, m: Mapping[str, Any], th: Mapping[str, Any]) -> dict[str, Any]:
@@ -70,6 +75,10 @@ class CamPrec(Metric):
         if camera == "uncontrolled" or camera not in d1.ELIGIBLE_CAMERAS:
             # the release decides the camera grammar before it looks for a target (score_d1_row)
             return d1.camprec(np.eye(4)[None], np.eye(4)[None], camera, th)
+        if m.get("target_problem"):
+            return {"status": "invalid_pose", "score": None, "pose_reward": None, "rot_error_deg": None,
+                    "trans_shape_error": None, "direction_correct": None,
+                    "flags": [f"invalid_pose: {m['target_problem']}"]}
         if not bool(m["has_target"]):
             return {"status": "missing_target_pose", "score": None, "pose_reward": None, "rot_error_deg": None,
                     "trans_shape_error": None, "direction_correct": None,
