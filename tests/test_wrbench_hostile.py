@@ -25,8 +25,8 @@ from worldrecall.plugins.wrbench.loader import WRBenchLoader
 from worldrecall.plugins.wrbench.sidecar_judge import ProbeSidecarJudge
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=60, print_blob=False,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,

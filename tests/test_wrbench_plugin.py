@@ -128,9 +128,8 @@ def test_probe_sidecar_judge_and_the_null_policy(tmp_path):
     d5_missing = {**m, "evidence": {"evidence_shared_oov_applicable": True}, "p_yes": {**got, "D5_RETURN_POSITION": None}}
     with pytest.raises(CaseFailure, match="probe_status partial: no answer to D5_RETURN_POSITION"):
         metric.score(d5_missing, {})     # the release drops a video with any unanswered probe
-    metric.params = {**metric.params, "partial_probes": "score_available"}
     with pytest.raises(CaseFailure, match="D5 is null but its gate is applicable"):
-        metric.score(d5_missing, {})
+        metric.score(d5_missing, {"partial_probes": "score_available"})
     (tmp_path / "x.probes.json").write_text(json.dumps({"D3_POSITION_RELATION": 1.5}))
     with pytest.raises(JudgeError, match=r"x\.probes\.json: D3_POSITION_RELATION: p_yes must be a number in \[0, 1\]"):
         ProbeSidecarJudge().ask(video, "", [{"id": "D3_POSITION_RELATION"}], {})

@@ -89,11 +89,10 @@ def test_an_unanswered_gate_probe_drops_the_video_as_released():
     d6_missing = _measurement(_answers(D6_HIDDEN_PROGRESS=None), {"evidence_shared_oov_applicable": False})
     with pytest.raises(CaseFailure, match="D6_HIDDEN_PROGRESS"):
         m.score(d6_missing, {})
-    lenient = ProbeScores()
-    lenient.params = {**lenient.params, "partial_probes": "score_available"}
-    s = lenient.score(d6_missing, {})
+    lenient = {"partial_probes": "score_available"}
+    s = m.score(d6_missing, lenient)
     assert (s["d3"], s["d5"], s["d6"]) == (0.9, None, None)
-    assert lenient.score(gate_missing, {})["d5"] == 0.9
+    assert m.score(gate_missing, lenient)["d5"] == 0.9
 
 
 # ---- item 3: the table's D1 eligible count for prompt-only models ----------------------------------------------
@@ -155,3 +154,144 @@ def test_avg_cell_is_written_unrounded_as_published():
     assert table.csv_cell(0.6521638952558334) == "0.652163895256"          # any other column: %.12g
     assert table.csv_cell(0.6521638952558334, "Avg") == "0.6521638952558334"
     assert table.csv_cell(None, "Avg") == "NA"
+
+
+# ---- item 7: D1 target certification --------------------------------------------------------------------------
+
+CERTIFIED_YAW = {"target_coordinate_convention": "opencv_c2w", "target_role": "benchmark_intended_control",
+                 "camera_type": "yaw_LR", "control_profile": "canonical_60deg", "evidence_level": "benchmark_intent",
+                 "yaw_peak_deg": -60.0, "num_frames": 121, "fps": 24, "image_size": [832, 480], "fov": 60.0,
+                 "trajectory_sampling_rule": "linear"}
+
+
+@pytest.mark.parametrize(("change", "status", "note"), [
+    ({}, "ok", None),
+    ({"target_coordinate_convention": None}, "coordinate_mismatch", "target convention is not OpenCV C2W: None"),
+    ({"target_coordinate_convention": "OpenCV camera_to_world, x-right y-down z-forward"}, "ok", None),
+    ({"yaw_peak_deg": 30.0}, "profile_mismatch", "yaw_peak_deg is not 60: 30.0"),
+    ({"control_profile": None, "canonical_profile": "yaw_go_return_60deg"}, "ok", None),
+    ({"control_profile": None, "canonical_profile": "yaw_go_return_30deg"}, "profile_mismatch",
+     "control_profile is not canonical_60deg: diagnostic_30deg"),
+    ({"control_family": "translation"}, "profile_mismatch", "control_family does not match control_direction"),
+    ({"fov": ""}, "missing_gt", "fov is missing"),
+    ({"evidence_level": None}, "missing_gt", "evidence_level is missing"),
+    ({"evidence_level": None, "target_certification_status": "Certified"}, "ok", None),
+    ({"evidence_level": "estimate"}, "invalid_sidecar", "evidence_level is not main-score eligible: estimate"),
+    ({"target_role": "preview"}, "invalid_sidecar", "target_role is not benchmark_intended_control: preview"),
+    ({"adapter_provenance": {"kind": "guess"}}, "invalid_sidecar", "adapter_provenance is not recognized: guess"),
+    ({"adapter_provenance": {"mode": "deterministic_adapter"}}, "ok", None),
+    ({"yaw_peak_deg": "sixty"}, "missing_gt", "yaw_peak_deg is missing or invalid"),
+])
+def test_target_certification_as_released(change, status, note):
+    """``validate_camera_control_target`` (src/wrbench/eval/d1/d1_sidecar_contract.py) with its default
+    ``require_main_profile=True``: each change to a certified yaw target gives the release's status."""
+    from worldrecall.plugins.wrbench import certification
+
+    c = certification.certify({**CERTIFIED_YAW, **change})
+    assert (c.ok, c.status) == (status == "ok", status)
+    assert note is None or any(note in n for n in c.notes), c.notes
+
+
+def test_target_certification_static_pan_and_the_convention_only_mode():
+    from worldrecall.plugins.wrbench import certification
+
+    static = {**CERTIFIED_YAW, "camera_type": "static", "control_profile": "canonical_static", "yaw_peak_deg": None}
+    assert certification.certify(static).ok                       # no yaw needed for a static target
+    pan = {**static, "camera_type": "pan_RL", "control_profile": "canonical_60deg"}
+    assert certification.certify(pan).status == "profile_mismatch"   # control_profile is not canonical_pan
+    bare = {"target_coordinate_convention": "opencv_c2w", "camera_type": "yaw_LR"}
+    assert certification.certify(bare, require_main_profile=False).ok
+    assert certification.certify(bare).status == "profile_mismatch"  # "control_profile is missing" says profile
+    assert certification.certify(["x"]).status == "invalid_sidecar"
+
+
+def test_camprec_row_takes_the_certification_status():
+    """``d1_camera._load_explicit_target``: an uncertified target gives its status on the D1 row, before the
+    file is read; ``target_certification: off`` (worldrecall's default) scores any requested trajectory."""
+    m = CamPrec()
+    eye = np.tile(np.eye(4), (3, 1, 1))
+    meas = {"pred_c2w": eye, "camera": "static", "has_target": True, "target_c2w": eye, "target_problem": "",
+            "target_payload": {"camera_type": "static"}}
+    assert m.verdict(meas, m.thresholds).startswith("d1_status=ok")
+    th = {**m.thresholds, "target_certification": "main_profile"}
+    assert m.verdict(meas, th).startswith("d1_status=coordinate_mismatch (target convention is not OpenCV C2W")
+    assert m.score(meas, th)["score"] is None
+    conv = {**m.thresholds, "target_certification": "convention"}
+    ok_conv = {**meas, "target_payload": {"camera_type": "static", "metric_tier": "opencv_c2w"}}
+    assert m.score(ok_conv, conv)["score"] == 1.0
+    static = {**CERTIFIED_YAW, "camera_type": "static", "control_profile": "canonical_static"}
+    assert m.score({**meas, "target_payload": static}, th)["score"] == 1.0
+    with pytest.raises(CaseFailure, match="target_certification"):
+        m.score(meas, {**m.thresholds, "target_certification": "strict"})
+
+
+def test_loader_keeps_the_certification_fields_of_a_record_with_a_target(tmp_path):
+    from helpers.wrbench_fixtures import write_clip, write_manifest, write_release
+
+    from worldrecall.core.components import LoadRequest
+    from worldrecall.core.data import Case
+    from worldrecall.plugins.wrbench.loader import WRBenchLoader
+
+    release = write_release(tmp_path / "r", [{"variant_id": "v1", "world_state_prompt": "x"}])
+    gens = tmp_path / "g"
+    write_clip(gens / "a.mp4")
+    np.save(gens / "t.npy", np.tile(np.eye(4), (12, 1, 1)))
+    rec = {"video_id": "a", "video_path": "a.mp4", "camera_type": "yaw_LR", "variant_id": "v1",
+           "target_pose_path": "t.npy", **{k: v for k, v in CERTIFIED_YAW.items() if k != "camera_type"}}
+    write_manifest(gens, [rec, {**rec, "video_id": "b", "target_pose_path": None}])
+    cases = [c for c in WRBenchLoader().load(LoadRequest(data_root=release, generations={"m": gens}))
+             if isinstance(c, Case)]
+    assert cases[0].annotations["d1_target"]["yaw_peak_deg"] == -60.0
+    assert "d1_target" not in cases[1].annotations          # no target, nothing to certify
+
+
+# ---- item 8: repeated samples ----------------------------------------------------------------------------------
+
+def test_median_over_repeated_samples_as_released():
+    """``median_sample_rows`` (run_local_qwen35_probe_logprob_scorer.py), used when ``num_samples > 1``: per probe
+    the ``statistics.median`` of the samples that answered, rounded to 6 decimals; no answer in any sample ->
+    missing (then the video is partial and dropped)."""
+    samples = [{"A": 0.2, "B": 0.9, "C": None}, {"A": 0.6, "B": None, "C": None}, {"A": 0.3, "B": 0.5, "C": None}]
+    got = probes.median_samples(samples, ["A", "B", "C"])
+    # A: median(.2, .6, .3) = .3; B: median(.9, .5) = .7 (mean of the middle two); C: none
+    assert got == {"A": 0.3, "B": 0.7, "C": None}
+    assert probes.median_samples([{"A": 1 / 3}, {"A": 2 / 3}], ["A"]) == {"A": 0.5}
+    assert probes.median_samples([{"A": 0.1234564}], ["A"]) == {"A": 0.123456}
+
+
+def test_probe_metric_asks_num_samples_times_and_takes_medians(tmp_path):
+    from worldrecall.core.judges import JudgeResponse
+
+    answers = iter([0.2, 0.6, 0.3])
+
+    class Judge:
+        model_id = "fake"
+
+        def ask(self, video, system, questions, schema):
+            v = next(answers)
+            return JudgeResponse(answers=[{"id": q["id"], "p_yes": v} for q in questions], usage={}, raw="",
+                                 model_id="fake")
+
+    class Hub:
+        def get(self, name):
+            return Judge()
+
+    class Ctx:
+        judges = Hub()
+
+    from helpers.wrbench_fixtures import write_clip
+
+    from worldrecall.core.data import Case
+    from worldrecall.core.video import Video
+
+    case = Case("wrbench", "c", "m", Video(write_clip(tmp_path / "v.mp4")), prompt="A cat.",
+                annotations={"evidence": {"evidence_shared_oov_applicable": True}})
+    m = ProbeScores()
+    m.params = {**m.params, "judge": "fake", "num_samples": 3}
+    meas = m.measure(case, None, Ctx())
+    assert len(meas["samples"]) == 3 and set(meas["p_yes"].values()) == {0.3}
+    # D3 = mean(p, p, 1 - p) over 0.3 = (0.3 + 0.3 + 0.7) / 3 = 0.433333
+    assert m.score(meas, m.thresholds)["d3"] == 0.433333
+    m.params = {**m.params, "num_samples": 0}
+    with pytest.raises(CaseFailure, match="num_samples"):
+        m.measure(case, None, Ctx())

@@ -33,7 +33,7 @@ from worldrecall.core.paths import safe_join
 from worldrecall.core.video import Video
 from worldrecall.formats.arrays import load_npy
 from worldrecall.formats.safe_json import read_json
-from worldrecall.plugins.wrbench import validate
+from worldrecall.plugins.wrbench import certification, validate
 from worldrecall.plugins.wrbench.validate import JsonlIndex
 
 BENCHMARK = "wrbench"
@@ -187,6 +187,10 @@ class WRBenchLoader(Loader):
                 raise CaseFailure(f"{where}: its gate evidence cannot be read: {evidence.problem_for(vid, 'video_id')}")
             if vid in evidence.records:
                 ann["evidence"] = validate.check_evidence(evidence.records[vid], f"{evidence.path}: video_id {vid!r}")
+        payload = certification.payload_of(rec)
+        payload.pop("camera_type", None)   # ann["camera"]
+        if "target_poses" in sidecars and payload:   # what D1 target certification reads (CamPrec)
+            ann["d1_target"] = payload
         warnings: list[str] = []
         if "target_poses" in sidecars:   # an unusable target is CamPrec's invalid_pose, not this video's failure
             try:
