@@ -18,7 +18,9 @@ manifest file shared by several models (records whose ``model`` differs are anot
 is the Natural-25 release folder (``releases/paper_main_20260608``): its ``variants.*.jsonl`` fill a record's
 prompt from its ``variant_id``; loader option ``evidence_jsonl`` names the release's evidence output
 (``evidence.jsonl``, one record per ``video_id``). Every problem of one record is a per-case error naming the
-file; an unreadable manifest is one error for the model.
+file, the record and the field (:mod:`worldrecall.plugins.wrbench.validate`); an unreadable JSON Lines line or a
+duplicate id fails only the videos that would need it; an unreadable manifest is one error for the model. A
+record with a target keeps its D1 certification fields (``annotations["d1_target"]``).
 """
 
 from __future__ import annotations
