@@ -314,3 +314,49 @@ def test_fuzz_camprec_never_scores_nan(arr):
     r = d1.camprec(np.tile(np.eye(4), (len(arr) if arr.ndim == 3 else 1, 1, 1)), arr, "yaw_LR")
     assert r["score"] is None or (math.isfinite(r["score"]) and 0.0 <= r["score"] <= 1.0)
     assert r["pose_reward"] is None or math.isfinite(r["pose_reward"])
+
+
+# ---- through the CLI: broken records beside healthy videos -------------------------------------------------------
+
+def test_cli_broken_records_cost_only_their_videos(tmp_path, worldrecall_run):
+    """``worldrecall run`` on a manifest with two healthy videos and one record broken in each of the issue's ways:
+    both healthy videos score D2-D6, each broken record is one error naming videos.json, its record and field."""
+    from worldrecall.plugins.wrbench.probes import CATALOG
+
+    release = write_release(tmp_path / "release", [])
+    (release / "variants.local.jsonl").write_text(
+        json.dumps({"variant_id": "v1", "world_state_prompt": "A cat\u2028jumps."}, ensure_ascii=False) + "\n"
+        + '{"variant_id": "v9", "world_sta\n', encoding="utf-8")
+    gens = tmp_path / "gens" / "m1"
+    answers = {p.probe_id: 0.9 if p.polarity == "positive" else 0.1 for p in CATALOG}
+    for name in ("a", "b", "x"):
+        write_clip(gens / f"{name}.mp4", seed=ord(name))
+        (gens / f"{name}.probes.json").write_text(json.dumps(answers))
+    ev = {"evidence_shared_oov_applicable": True}
+    good = {"video_path": "a.mp4", "camera_type": "yaw_LR", "variant_id": "v1", "evidence": ev}
+    broken = {"nan-frame": {"look_away_frame": "NaN", "return_frame": 9}, "bad-evidence": {"evidence": ["x"]},
+              "past-end": {"look_away_frame": 3, "return_frame": 400}, "cut-variant": {"variant_id": "v9"},
+              "huge": {"return_frame": "123456789012345678901"}}
+    recs = [{**good, "video_id": "a"}, {**good, "video_id": "b", "video_path": "b.mp4"}, {**good, "video_id": None}]
+    recs += [{**good, "video_id": k, "video_path": "x.mp4", **v} for k, v in broken.items()]
+    text = json.dumps(recs).replace('"NaN"', "NaN").replace('"123456789012345678901"', "123456789012345678901")
+    gens.mkdir(parents=True, exist_ok=True)
+    (gens / "videos.json").write_text(text)
+    run = worldrecall_run("only=[wrbench]", "tracking=none", f"benchmarks.wrbench.data_root={release}",
+                          f"benchmarks.wrbench.generations={tmp_path / 'gens'}",
+                          *[f"benchmarks.wrbench.metrics.{m}.enabled=false" for m in ("camprec", "camalign",
+                                                                                      "camera_gate")],
+                          models=None, suite=None)
+    rows = [r for r in run.rows if r["benchmark"] == "wrbench"]
+    ok = {(r["case_id"], r["metric"]) for r in rows if r["status"] == "ok"}
+    assert {("a", "wrbench.probes"), ("b", "wrbench.probes"), ("a", "wrbench.visual_integrity"),
+            ("b", "wrbench.visual_integrity")} <= ok, [(r["case_id"], r["status"], r.get("reason")) for r in rows]
+    failed = {r["case_id"]: str(r.get("reason") or "") for r in rows if r["status"] != "ok"}
+    assert set(failed) >= {"record-2", *broken}, failed
+    assert "record 2: video_id must be a non-empty string" in failed["record-2"]
+    assert "look_away_frame must be a finite number" in failed["nan-frame"]
+    assert "evidence must be a JSON object" in failed["bad-evidence"]
+    assert "return_frame 400 is past the video's last frame 11" in failed["past-end"]
+    assert "variants.local.jsonl:2: not valid JSON" in failed["cut-variant"]
+    assert "return_frame: integer longer than 20 digits" in failed["huge"]
+    assert all("\n" not in r for r in failed.values())
