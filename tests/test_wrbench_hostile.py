@@ -360,3 +360,33 @@ def test_cli_broken_records_cost_only_their_videos(tmp_path, worldrecall_run):
     assert "variants.local.jsonl:2: not valid JSON" in failed["cut-variant"]
     assert "return_frame: integer longer than 20 digits" in failed["huge"]
     assert all("\n" not in r for r in failed.values())
+
+
+@FUZZ
+@given(cut=st.integers(0, 10342), insert=st.binary(max_size=6), at=st.integers(0, 10342))
+def test_fuzz_published_table_reader(tmp_path_factory, cut, insert, at):
+    """``official_results`` with a path (the release's CSV given by the user): accepted rows are typed, anything
+    else is one line naming the file."""
+    from worldrecall.plugins.wrbench import official_results as off
+
+    data = off.PAPER_TABLE.read_bytes()
+    data = (data[:at] + insert + data[at:])[:cut]
+    p = tmp_path_factory.mktemp("t") / "results.csv"
+    p.write_bytes(data)
+    try:
+        rows = off.official_rows(p)
+    except CaseFailure as e:
+        assert one_line_naming(str(e), "results.csv"), str(e)
+        return
+    for r in rows:
+        assert isinstance(r["n_outputs"], int) and isinstance(r["low_n_flag"], bool)
+        assert all(r[c] is None or math.isfinite(r[c]) for c in off.FLOAT_COLUMNS)
+
+
+def test_published_table_row_without_a_name_is_refused(tmp_path):
+    from worldrecall.plugins.wrbench import official_results as off
+
+    text = off.PAPER_TABLE.read_text(encoding="utf-8").replace("gen3c,Gen3C,", "gen3c,,", 1)
+    (tmp_path / "t.csv").write_text(text, encoding="utf-8")
+    with pytest.raises(CaseFailure, match=r"t\.csv: line 2: display_name: missing"):
+        off.official_rows(tmp_path / "t.csv")
