@@ -390,3 +390,10 @@ def test_published_table_row_without_a_name_is_refused(tmp_path):
     (tmp_path / "t.csv").write_text(text, encoding="utf-8")
     with pytest.raises(CaseFailure, match=r"t\.csv: line 2: display_name: missing"):
         off.official_rows(tmp_path / "t.csv")
+
+
+def test_a_stratum_that_is_not_a_label_fails_its_record(tmp_path):
+    cases, errors = run_loader(tmp_path, [{**GOOD, "family_id": 3},
+                                          {**GOOD, "video_id": "b", "video_path": "b.mp4", "family_id": {"x": 1}}])
+    assert [c.case_id for c in cases] == ["a"] and cases[0].strata["family_id"] == "3"
+    assert one_line_naming(errors["b"], "videos.json record 1", "family_id must be text or a finite number")

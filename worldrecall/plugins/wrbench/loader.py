@@ -205,7 +205,7 @@ class WRBenchLoader(Loader):
         for k in ("family_id", "event_delta", "reasoning_tier", "oov_gap"):
             v = rec.get(k) if rec.get(k) is not None else (variant or {}).get(k)
             if v is not None:
-                strata[k] = str(v)
+                strata[k] = validate.label(v, where if rec.get(k) is not None else f"variant_id {variant_id!r}", k)
         video = request.pool.get(video_path) if request.pool is not None else Video(video_path)
         return Case(benchmark=BENCHMARK, case_id=vid, model=model, video=video,
                     strata=strata, prompt=str(prompt) if prompt else None, annotations=ann, sidecars=sidecars,

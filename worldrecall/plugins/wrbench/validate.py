@@ -158,6 +158,16 @@ def frame_index(value: Any, where: str, name: str) -> int:
     return int(x)
 
 
+def label(value: Any, where: str, name: str) -> str:
+    """A stratum label: text, a whole number or a finite number (never an object, a list or NaN)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
+        raise CaseFailure(f"{where}: {name} must be text or a finite number, got {type(value).__name__} "
+                          f"{value!r:.60}")
+    return str(value)
+
+
 def check_record(rec: Mapping[str, Any], where: str) -> None:
     """Types of a manifest record's fields: text fields text, frames whole, numbers finite, flags bool,
     ``evidence`` an object; no over-long integer anywhere."""
