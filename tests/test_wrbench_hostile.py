@@ -397,3 +397,15 @@ def test_a_stratum_that_is_not_a_label_fails_its_record(tmp_path):
                                           {**GOOD, "video_id": "b", "video_path": "b.mp4", "family_id": {"x": 1}}])
     assert [c.case_id for c in cases] == ["a"] and cases[0].strata["family_id"] == "3"
     assert one_line_naming(errors["b"], "videos.json record 1", "family_id must be text or a finite number")
+
+
+def test_shared_manifest_record_whose_model_is_not_text_is_refused_not_skipped(tmp_path):
+    gens = tmp_path / "gens"
+    write_clip(gens / "a.mp4")
+    write_release(tmp_path / "release", [{"variant_id": "v1", "world_state_prompt": "x"}])
+    manifest = write_manifest(gens, [{**GOOD, "model": "m1"}, {**GOOD, "video_id": "b", "model": ["m1"]},
+                                     {**GOOD, "video_id": "c", "model": "m2"}])
+    out = list(WRBenchLoader().load(LoadRequest(data_root=tmp_path / "release", generations={"m1": manifest})))
+    assert [o.case_id for o in out if isinstance(o, Case)] == ["a"]
+    errors = {o.case_id: o.reason for o in out if isinstance(o, CaseError)}
+    assert set(errors) == {"b"} and "model must be a string" in errors["b"]

@@ -123,8 +123,9 @@ class WRBenchLoader(Loader):
             seen: set[str] = set()
             for i, rec in enumerate(records):
                 where = f"{manifest} record {i}"
-                if shared and isinstance(rec, Mapping) and rec.get("model") not in (None, "", model):
-                    continue
+                owner = rec.get("model") if isinstance(rec, Mapping) else None
+                if shared and isinstance(owner, str) and owner not in ("", model):
+                    continue   # another model's record (a model that is not text fails the record check)
                 vid = ""
                 try:
                     vid = validate.video_id(rec, where)
