@@ -409,3 +409,45 @@ def test_shared_manifest_record_whose_model_is_not_text_is_refused_not_skipped(t
     assert [o.case_id for o in out if isinstance(o, Case)] == ["a"]
     errors = {o.case_id: o.reason for o in out if isinstance(o, CaseError)}
     assert set(errors) == {"b"} and "model must be a string" in errors["b"]
+
+
+@FUZZ
+@given(arr=POSE, intent=st.sampled_from(["yaw_LR", "yaw_RL", "static", "orbit"]))
+def test_fuzz_camalign_never_scores_nan(arr, intent):
+    r = d1.camalign(arr, intent)
+    assert r["score"] is None or (math.isfinite(r["score"]) and 0.0 <= r["score"] <= 1.0), r
+
+
+@FUZZ
+@given(ev=JSON_VALUE, manifest=st.sampled_from([None, True, False]))
+def test_fuzz_evidence_gate_after_the_check(ev, manifest):
+    from worldrecall.plugins.wrbench import probes
+
+    try:
+        checked = validate.check_evidence(ev, "ev.json")
+    except CaseFailure:
+        return
+    g = probes.evidence_gate(checked, manifest)
+    assert all(isinstance(x, bool) for x in (g.shared, g.d5, g.d6))
+    assert all(r is None or isinstance(r, str) for r in (g.shared_reason, g.d5_reason, g.d6_reason))
+
+
+def test_d2_refuses_non_finite_tokens_instead_of_scoring_them(tmp_path):
+    from worldrecall.plugins.wrbench.visual_integrity import VisualIntegrity
+
+    class Embedder:
+        def cls_and_patches(self, frames, *, case=None, indices=None):
+            cls = np.ones((len(frames), 4), np.float32)
+            cls[1, 0] = np.nan
+            return cls, np.ones((len(frames), 3, 4), np.float32)
+
+    class Models:
+        def get(self, role):
+            return Embedder()
+
+    class Ctx:
+        models = Models()
+
+    case = Case("wrbench", "c", "m", Video(write_clip(tmp_path / "v.mp4")))
+    with pytest.raises(CaseFailure, match=r"v\.mp4: cls_patch_embedder returned non-finite tokens"):
+        VisualIntegrity().measure(case, None, Ctx())

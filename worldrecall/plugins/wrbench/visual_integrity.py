@@ -68,6 +68,9 @@ class VisualIntegrity(Metric):
         cls, patches = np.asarray(cls, np.float32), np.asarray(patches, np.float32)
         if len(cls) != len(idx) or len(patches) != len(idx):
             raise CaseFailure(f"cls_patch_embedder returned {len(cls)}/{len(patches)} frames for {len(idx)}")
+        if not (np.all(np.isfinite(cls)) and np.all(np.isfinite(patches))):
+            # the release's clip reads a non-finite cosine as 0: a broken embedding would score, not fail
+            raise CaseFailure(f"{case.video.path}: cls_patch_embedder returned non-finite tokens")
         return {"indices": np.asarray(idx, np.int64), "cls": cls, "patches": patches}
 
     def score(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> dict[str, float | None]:
