@@ -222,7 +222,10 @@ def camalign(poses_c2w: Any, intent: str, cfg: Mapping[str, Any] | None = None) 
     if intent not in CAMALIGN_INTENTS:
         return {**out, "status": "unsupported_intent"}
     try:
-        poses = np.asarray(poses_c2w, dtype=np.float64)
+        raw = np.asarray(poses_c2w)
+        if raw.dtype.kind not in "fiub":   # complex (its imaginary part would be dropped), text, objects
+            return {**out, "status": "invalid_pose"}
+        poses = raw.astype(np.float64)
     except (TypeError, ValueError):
         return {**out, "status": "invalid_pose"}
     if (poses.ndim != 3 or poses.shape[1:] != (4, 4) or len(poses) < 2 or not np.all(np.isfinite(poses))
