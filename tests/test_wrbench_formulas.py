@@ -149,15 +149,12 @@ def test_d2_token_split_skips_register_tokens():
 
 
 def test_d2_sampling_3fps_max24_and_the_example_config():
-    # 81 frames at 16 fps (5.0625 s) at 3 fps: t = k/3, k = 0..15 -> round(16k/3)
+    # 81 frames at 16 fps at 3 fps: every 16/3-th frame, round(16k/3) for k = 0..15, the last frame is 80
     assert d2.sample_indices(81, 16.0, **{k: v for k, v in d2.OFFICIAL_SAMPLING.items() if k != "policy"}) == [
         0, 5, 11, 16, 21, 27, 32, 37, 43, 48, 53, 59, 64, 69, 75, 80]
-    # the runtime example's 2 fps: k = 0..10 -> every 8th frame
+    # the runtime example's 2 fps: every 8th frame
     assert d2.sample_indices(81, 16.0, fps=2.0, max_frames=16) == list(range(0, 81, 8))
-    # 100 frames at 10 fps: 30 times round(10k/3) thinned to 24 by linspace(0, 29, 24) positions
-    assert d2.sample_indices(100, 10.0) == [0, 3, 10, 13, 17, 20, 27, 30, 33, 37, 43, 47, 50, 53, 60, 63, 67, 70,
-                                            77, 80, 83, 87, 93, 97]
-    assert d2.sample_indices(3, 16.0) == [0, 1, 2]  # one time point < min 4 -> 4 evenly over 3 frames = all
+    assert d2.sample_indices(3, 16.0) == [0, 1, 2]  # min 4 capped by the 3 frames there are
     assert d2.sample_indices(10, 16.0, policy="fixed_count", max_frames=4) == [0, 3, 6, 9]
 
 

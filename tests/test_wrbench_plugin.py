@@ -103,6 +103,7 @@ def test_model_columns_by_hand():
     assert c["Avg"] == pytest.approx(3.8 / 6)
     api = table.model_columns(recs, "prompt-only")
     assert api["D1_CamPrec"] is None and api["D1_CamPrec_n"] == 0 and api["D1_CamAlign_static_hold_n"] == 0
+    assert api["D1_CamPrec_eligible"] == 3     # the release counts a prompt-only model's controlled rows
     assert table.excluded({"model": "hunyuan_game_craft", "camera": "static"},
                           [{"model": "hunyuan_game_craft", "camera": "static"}])
 
@@ -124,9 +125,11 @@ def test_probe_sidecar_judge_and_the_null_policy(tmp_path):
     s = metric.score(m, {})
     assert (s["d3"], s["d4"], s["d5"], s["d6"], s["reobservation_support"]) == (0.8, 0.633333, None, None, 0.0)
     assert "gate not applicable (no_return): D5/D6 null" in metric.verdict(m, {})
+    d5_missing = {**m, "evidence": {"evidence_shared_oov_applicable": True}, "p_yes": {**got, "D5_RETURN_POSITION": None}}
+    with pytest.raises(CaseFailure, match="probe_status partial: no answer to D5_RETURN_POSITION"):
+        metric.score(d5_missing, {})     # the release drops a video with any unanswered probe
     with pytest.raises(CaseFailure, match="D5 is null but its gate is applicable"):
-        metric.score({**m, "evidence": {"evidence_shared_oov_applicable": True}, "p_yes": {
-            **got, "D5_RETURN_POSITION": None}}, {})
+        metric.score(d5_missing, {"partial_probes": "score_available"})
     (tmp_path / "x.probes.json").write_text(json.dumps({"D3_POSITION_RELATION": 1.5}))
     with pytest.raises(JudgeError, match=r"x\.probes\.json: D3_POSITION_RELATION: p_yes must be a number in \[0, 1\]"):
         ProbeSidecarJudge().ask(video, "", [{"id": "D3_POSITION_RELATION"}], {})

@@ -40,6 +40,14 @@ class NpyPoses:
         arr = np.asarray(load_npy(path), dtype=np.float64)
         if arr.ndim != 3 or arr.shape[1:] not in ((4, 4), (3, 4)):
             raise CaseFailure(f"{path}: expected a [N, 4, 4] or [N, 3, 4] c2w stack, got {arr.shape}")
+        video = getattr(case, "video", None)
+        if video is not None and len(arr) != int(video.num_frames):   # a stack of another video, or cut
+            raise CaseFailure(f"{path}: {len(arr)} poses for a video of {video.num_frames} frames (one per frame)")
+        if not np.all(np.isfinite(arr)):
+            raise CaseFailure(f"{path}: pose {int(np.flatnonzero(~np.isfinite(arr).all(axis=(1, 2)))[0])} "
+                              "is not finite")
+        if arr.shape[1] == 4 and not np.allclose(arr[:, 3, :], [0.0, 0.0, 0.0, 1.0], atol=1e-6):
+            raise CaseFailure(f"{path}: a pose's bottom row is not [0, 0, 0, 1]")
         idx = list(range(len(frames))) if indices is None else [int(i) for i in indices]
         if idx and max(idx) >= len(arr):
             raise CaseFailure(f"{path}: {len(arr)} poses but frame {max(idx)} was asked for")

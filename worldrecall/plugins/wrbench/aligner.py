@@ -81,9 +81,19 @@ class WRBenchPhases(Aligner):
             a, r = int(ann["look_away_frame"]), int(ann["return_frame"])
             if not 0 < a < r:
                 raise CaseFailure(f"{case.case_id}: look_away_frame {a} must be > 0 and before return_frame {r}")
+            if r > n - 1:   # never clamped in silence: the annotation belongs to another video
+                raise CaseFailure(f"{case.video.path}: the manifest's return_frame {r} is past the video's last "
+                                  f"frame {n - 1} (look_away_frame {a})")
             return Alignment(phases(n, a, r), {**info, "look_away": True, "source": "manifest", "a": a, "r": r})
+        target = None
         if "target_poses" in case.sidecars:
-            target = d1.expand_poses(load_npy(case.sidecars["target_poses"]))
+            try:
+                target = d1.expand_poses(load_npy(case.sidecars["target_poses"]))
+            except (d1.PoseError, CaseFailure) as e:
+                # CamPrec reports the unusable target (invalid_pose) and the loader warns on every row; the
+                # phases fall back to the camera type instead of failing D2-D6, which never read the target
+                info["target_unusable"] = str(e)
+        if target is not None:
             span = away_span(requested_profile(target, camera), frac)
             if span is None:
                 return Alignment(phases(n, None, None), {**info, "look_away": False,

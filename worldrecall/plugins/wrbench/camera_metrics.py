@@ -15,12 +15,17 @@ from typing import Any, ClassVar
 import numpy as np
 
 from worldrecall.core.components import MeasureContext, Metric, Value
-from worldrecall.core.data import Alignment, Case
+from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.formats.arrays import load_npy
 from worldrecall.gates.camera import estimate_poses
-from worldrecall.plugins.wrbench import d1
+from worldrecall.plugins.wrbench import certification, d1, validate
 
 BENCHMARK = "wrbench"
+
+
+def out_camera(case: Case) -> str:
+    """The case's camera type as the manifest gave it."""
+    return str(case.annotations.get("camera", ""))
 
 
 def full_poses(case: Case, ctx: MeasureContext, max_side: int) -> np.ndarray:
@@ -55,20 +60,45 @@ class CamPrec(Metric):
                            description="diagnostic: d1_status == ok (0: the score is null, see the verdict)"),
     }
     params: ClassVar[dict[str, Any]] = {"max_side": 640}
-    thresholds: ClassVar[dict[str, Any]] = {k: v for k, v in d1.CAMPREC_DEFAULTS.items()}
+    # target_certification: main_profile (the release: validate_camera_control_target, main-score profile) |
+    # convention (only the OpenCV c2w declaration) | off (default: any requested trajectory is a target; the
+    # synthetic suite's targets carry no certification fields)
+    thresholds: ClassVar[dict[str, Any]] = {**d1.CAMPREC_DEFAULTS, "target_certification": "off"}
 
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
         """Estimated poses and the requested trajectory (or why there is none)."""
         pred = full_poses(case, ctx, int(self.params["max_side"]))
         target = case.sidecars.get("target_poses")
-        out = {"pred_c2w": pred, "camera": str(case.annotations.get("camera", "")), "has_target": target is not None}
-        out["target_c2w"] = np.asarray(load_npy(target), dtype=np.float64) if target is not None else np.zeros((0, 4, 4))
+        out = {"pred_c2w": pred, "camera": str(case.annotations.get("camera", "")), "has_target": target is not None,
+               "target_c2w": np.zeros((0, 4, 4)), "target_problem": "",
+               "target_payload": {**dict(case.annotations.get("d1_target") or {}), "camera_type": out_camera(case)}}
+        if target is not None:
+            try:
+                out["target_c2w"] = validate.pose_stack(load_npy(target), str(target))[0]
+            except CaseFailure as e:   # the release's invalid_pose on this row, not a failed video
+                out["target_problem"] = str(e)
         return out
 
     def _row(self, m: Mapping[str, Any], th: Mapping[str, Any]) -> dict[str, Any]:
-        if str(m["camera"]) in ("uncontrolled",) or not bool(m["has_target"]):
-            if str(m["camera"]) == "uncontrolled":
-                return d1.camprec(np.eye(4)[None], np.eye(4)[None], "uncontrolled", th)
+        camera = str(m["camera"]).strip()
+        if camera == "uncontrolled" or camera not in d1.ELIGIBLE_CAMERAS:
+            # the release decides the camera grammar before it looks for a target (score_d1_row)
+            return d1.camprec(np.eye(4)[None], np.eye(4)[None], camera, th)
+        mode = str(th.get("target_certification", "off"))
+        if mode not in certification.MODES:
+            raise CaseFailure(f"wrbench.camprec.thresholds.target_certification: expected one of "
+                              f"{', '.join(certification.MODES)}, got {mode!r}")
+        if bool(m["has_target"]) and mode != "off":
+            # the release certifies a row's own target before it reads the file (d1_camera._load_explicit_target)
+            cert = certification.certify(dict(m.get("target_payload") or {}), mode == "main_profile")
+            if not cert.ok:
+                return {"status": cert.status, "score": None, "pose_reward": None, "rot_error_deg": None,
+                        "trans_shape_error": None, "direction_correct": None, "flags": list(cert.notes)}
+        if m.get("target_problem"):
+            return {"status": "invalid_pose", "score": None, "pose_reward": None, "rot_error_deg": None,
+                    "trans_shape_error": None, "direction_correct": None,
+                    "flags": [f"invalid_pose: {m['target_problem']}"]}
+        if not bool(m["has_target"]):
             return {"status": "missing_target_pose", "score": None, "pose_reward": None, "rot_error_deg": None,
                     "trans_shape_error": None, "direction_correct": None,
                     "flags": ["no requested trajectory (target_pose_path) for this video"]}

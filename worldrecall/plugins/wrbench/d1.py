@@ -52,7 +52,10 @@ class PoseError(ValueError):
 def expand_poses(poses: Any) -> np.ndarray:
     """[T, 4, 4] float64 from [T, 4, 4], [T, 3, 4] or one pose; PoseError as the release's ``_expand_poses``
     (empty, non-finite, bad bottom row (atol 1e-6), |det R| <= 1e-8)."""
-    arr = np.asarray(poses, dtype=np.float64)
+    raw = np.asarray(poses)
+    if raw.dtype.kind not in "fiub":   # text, complex, objects: the release's ValueError -> invalid_pose
+        raise PoseError(f"poses must be real numbers, got dtype {raw.dtype}")
+    arr = raw.astype(np.float64)
     if arr.ndim == 2:
         arr = arr[None]
     if arr.shape[-2:] == (3, 4):
@@ -102,11 +105,12 @@ def translation_shape_error(target: np.ndarray, predicted: np.ndarray) -> float:
     """RMSE of first-frame-relative positions after a non-negative LSQ scale, over target RMS excursion + 1e-8."""
     t = target[:, :3, 3] - target[0, :3, 3]
     p = predicted[:, :3, 3] - predicted[0, :3, 3]
-    den = float(np.sum(p * p))
-    if den > 1e-12:
-        p = p * max(float(np.sum(t * p)) / den, 0.0)
-    scale = math.sqrt(float(np.mean(np.sum(t * t, axis=1)))) + 1e-8
-    return math.sqrt(float(np.mean(np.sum((t - p) ** 2, axis=1)))) / scale
+    with np.errstate(over="ignore", invalid="ignore"):   # overflow reads non-finite; camprec refuses it
+        den = float(np.sum(p * p))
+        if den > 1e-12:
+            p = p * max(float(np.sum(t * p)) / den, 0.0)
+        scale = math.sqrt(float(np.mean(np.sum(t * t, axis=1)))) + 1e-8
+        return math.sqrt(float(np.mean(np.sum((t - p) ** 2, axis=1)))) / scale
 
 
 def align_to_target(target: np.ndarray, predicted: np.ndarray) -> np.ndarray:
@@ -120,7 +124,7 @@ def pose_reward(target: np.ndarray, predicted: np.ndarray, rot_scale_deg: float,
     rot = float(np.mean([rotation_angle_deg(target[i, :3, :3].T @ predicted[i, :3, :3]) for i in range(len(target))]))
     trans = translation_shape_error(target, predicted)
     reward = math.exp(-(rot / max(float(rot_scale_deg), 1e-8) + trans / max(float(trans_scale), 1e-8)))
-    return max(0.0, min(1.0, reward)), rot, trans
+    return (max(0.0, min(1.0, reward)) if math.isfinite(reward) else math.nan), rot, trans
 
 
 def yaw_degrees(poses: np.ndarray) -> np.ndarray:
@@ -166,6 +170,10 @@ def camprec(target_c2w: Any, predicted: Any, camera: str, cfg: Mapping[str, Any]
     except (np.linalg.LinAlgError, PoseError):
         return {**empty, "status": "invalid_pose", "flags": ["invalid_pose"]}
     reward, rot_err, trans_err = pose_reward(target, scored, c["rot_scale_deg"], c["trans_scale"])
+    if not all(math.isfinite(x) for x in (reward, rot_err, trans_err)):
+        # e.g. translations so large the shape error overflows: the clamp would turn its NaN into 1.0
+        return {**empty, "status": "invalid_pose",
+                "flags": [f"invalid_pose: non-finite pose error (rotation {rot_err}, shape {trans_err})"]}
     flags: list[str] = []
     accuracy, direction = reward, True
     if camera in ("yaw_LR", "yaw_RL"):
@@ -214,7 +222,10 @@ def camalign(poses_c2w: Any, intent: str, cfg: Mapping[str, Any] | None = None) 
     if intent not in CAMALIGN_INTENTS:
         return {**out, "status": "unsupported_intent"}
     try:
-        poses = np.asarray(poses_c2w, dtype=np.float64)
+        raw = np.asarray(poses_c2w)
+        if raw.dtype.kind not in "fiub":   # complex (its imaginary part would be dropped), text, objects
+            return {**out, "status": "invalid_pose"}
+        poses = raw.astype(np.float64)
     except (TypeError, ValueError):
         return {**out, "status": "invalid_pose"}
     if (poses.ndim != 3 or poses.shape[1:] != (4, 4) or len(poses) < 2 or not np.all(np.isfinite(poses))

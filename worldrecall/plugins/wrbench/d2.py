@@ -7,10 +7,10 @@ its 20th percentile (numpy ``linear``, float64) is the pair's local low. The vid
 percentile of the pairs' local lows; the global term is the clipped cosine of the first and last CLS tokens;
 each is clipped to [0, 1] (a non-finite value reads 0). Fewer than two frames: no score.
 
-Sampling (``time_fps_3_max24``) and the full field-of-view resize-and-pad live in :func:`sample_indices` and
-the ``cls_patch_embedder`` backends. The release ships neither function's source (``d2_base._sample_frames``
-and the v2 processor are imported from files not in the published tree), so both follow the contract's names;
-docs/wrbench.md lists them as inferred.
+Sampling (``time_fps_3_max24``) is :func:`sample_indices`, the release's rule (``_frame_indices_for_sampling``
+in ``extract_d2_dinov2_consistency_features.py``). The full field-of-view resize-and-pad lives in the
+``cls_patch_embedder`` backends; the release's v2 processor is not in the published tree, so it follows the
+contract's name (docs/wrbench.md lists it as inferred).
 """
 
 from __future__ import annotations
@@ -84,40 +84,58 @@ def visual_integrity(cls_tokens: np.ndarray, patch_tokens: np.ndarray) -> dict[s
             "lowest_pair": int(np.argmin(lows))}
 
 
-def sample_indices(n_frames: int, video_fps: float, policy: str = "time_fps", fps: float = 3.0, min_frames: int = 4,
-                   max_frames: int = 24) -> list[int]:
-    """Frame indices D2 embeds.
+def _even_truncated(n: int, k: int) -> list[int]:
+    """``k`` (at most ``n``) evenly spaced indices of ``n`` frames, both ends included, truncated toward 0 as
+    ``np.linspace(..., dtype=int64)`` does (the release's ``_fixed_count_indices``)."""
+    if n <= 0 or k <= 0:
+        return []
+    return [int(i) for i in np.floor(np.linspace(0.0, n - 1.0, min(int(k), n))).astype(np.int64)]
 
-    ``time_fps``: one frame every ``1 / fps`` s from t = 0 while t is inside the video (index
-    ``round(t × video_fps)``, duplicates dropped); more than ``max_frames`` are thinned to ``max_frames`` evenly
-    (``linspace`` over the list, rounded), fewer than ``min_frames`` replaced by ``min_frames`` evenly spaced
-    frames of the video (all of them when it is shorter). ``fixed_count``: ``max_frames`` evenly spaced frames.
+
+def _clamped_set(indices: list[int], n: int) -> list[int]:
+    return sorted({max(0, min(n - 1, int(i))) for i in indices})
+
+
+def sample_indices(n_frames: int, video_fps: float | None, policy: str = "time_fps", fps: float = 3.0,
+                   min_frames: int = 4, max_frames: int = 24) -> list[int]:
+    """Frame indices D2 embeds, as the release picks them (``_frame_indices_for_sampling`` in
+    ``src/wrbench/eval/d2/extract_d2_dinov2_consistency_features.py``, imported by the D2 candidate extractor).
+
+    Both bounds are first capped by the video's length (``min_frames`` also by ``max_frames``, and at least 1).
+    ``fixed_count`` — and ``time_fps`` with an unknown or non-positive frame rate — is ``max_frames`` evenly
+    spaced frames, truncated. ``time_fps``: every ``max(video_fps / fps, 1)``-th frame from 0 (each position
+    rounded half to even, numpy's ``round``), plus the first and the last frame; a list shorter than
+    ``min_frames`` gains the evenly spaced ``min_frames``; a list longer than ``max_frames`` keeps the entries
+    at ``linspace(0, len - 1, max_frames)`` positions (truncated), and both ends are forced back in (re-thinned
+    between them if that overflows).
     """
     n = int(n_frames)
     if n <= 0:
         return []
-    if min_frames <= 0 or max_frames <= 0 or min_frames > max_frames:
-        raise ValueError(f"D2 sampling: need 0 < min_frames <= max_frames, got {min_frames}, {max_frames}")
-
-    def even(k: int) -> list[int]:
-        return sorted({int(i) for i in np.linspace(0, n - 1, min(k, n)).round().astype(int)})
-
+    if int(max_frames) <= 0:
+        raise ValueError(f"D2 sampling: max_frames must be > 0, got {max_frames}")
+    lo = max(1, min(int(min_frames), int(max_frames), n))
+    hi = min(int(max_frames), n)
     if policy == "fixed_count":
-        return even(max_frames)
+        return _even_truncated(n, hi)
     if policy != "time_fps":
         raise ValueError(f"D2 sampling policy: expected 'time_fps' or 'fixed_count', got {policy!r}")
-    if not (video_fps > 0 and fps > 0):
-        raise ValueError(f"D2 sampling: video fps {video_fps} and sample fps {fps} must be positive")
-    duration = n / float(video_fps)
-    picked: list[int] = []
-    k = 0
-    while k / fps < duration:
-        i = min(int(round(k / fps * video_fps)), n - 1)
-        if not picked or picked[-1] != i:
-            picked.append(i)
-        k += 1
-    if len(picked) > max_frames:
-        picked = [picked[int(j)] for j in np.linspace(0, len(picked) - 1, max_frames).round().astype(int)]
-    elif len(picked) < min_frames:
-        picked = even(min_frames)
+    if video_fps is None or not math.isfinite(float(video_fps)) or float(video_fps) <= 0 or fps <= 0:
+        return _even_truncated(n, hi)  # the release's fallback when the decoder reports no frame rate
+    step = max(float(video_fps) / float(fps), 1.0)
+    grid = np.round(np.arange(0, n, step)).astype(int).tolist()
+    picked = _clamped_set([0, n - 1, *grid], n)
+    if len(picked) < lo:
+        picked = _clamped_set([*picked, *_even_truncated(n, lo)], n)
+    if len(picked) > hi:
+        pos = np.floor(np.linspace(0.0, len(picked) - 1.0, hi)).astype(np.int64)
+        picked = _clamped_set([picked[int(j)] for j in pos], n)
+        picked = _clamped_set([0, *picked, n - 1], n)
+        if len(picked) > hi:  # the ends pushed it over: keep them, thin what lies between
+            inner, room = picked[1:-1], hi - 2
+            if room > 0:
+                keep = np.floor(np.linspace(0.0, len(inner) - 1.0, room)).astype(np.int64)
+                picked = [0, *[inner[int(j)] for j in keep], n - 1]
+            else:
+                picked = [0, n - 1][:hi]
     return picked

@@ -18,7 +18,9 @@ manifest file shared by several models (records whose ``model`` differs are anot
 is the Natural-25 release folder (``releases/paper_main_20260608``): its ``variants.*.jsonl`` fill a record's
 prompt from its ``variant_id``; loader option ``evidence_jsonl`` names the release's evidence output
 (``evidence.jsonl``, one record per ``video_id``). Every problem of one record is a per-case error naming the
-file; an unreadable manifest is one error for the model.
+file, the record and the field (:mod:`worldrecall.plugins.wrbench.validate`); an unreadable JSON Lines line or a
+duplicate id fails only the videos that would need it; an unreadable manifest is one error for the model. A
+record with a target keeps its D1 certification fields (``annotations["d1_target"]``).
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ from typing import Any, ClassVar
 from worldrecall.core.components import Loader, LoadRequest
 from worldrecall.core.data import Case, CaseError, CaseFailure
 from worldrecall.core.paths import safe_join
-from worldrecall.core.text import read_text
 from worldrecall.core.video import Video
-from worldrecall.formats.safe_json import parse_json, read_json
+from worldrecall.formats.arrays import load_npy
+from worldrecall.formats.safe_json import read_json
+from worldrecall.plugins.wrbench import certification, validate
+from worldrecall.plugins.wrbench.validate import JsonlIndex
 
 BENCHMARK = "wrbench"
 MANIFEST_NAME = "videos.json"
@@ -42,8 +46,9 @@ SIDECAR_FIELDS = {"target_pose_path": "target_poses", "trajectory_c2w_path": "ta
 
 
 def manifest_records(path: Path) -> list[Any]:
-    """The records of a ``videos.json`` (a list, or ``{"records": [...]}``); CaseFailure naming the file."""
-    doc = read_json(path)
+    """The records of a ``videos.json`` (a list, or ``{"records": [...]}``); CaseFailure naming the file (an
+    over-long integer stays in its record, which the record check refuses)."""
+    doc = validate.read_json_records(path)
     if isinstance(doc, Mapping) and isinstance(doc.get("records"), list):
         doc = doc["records"]
     if not isinstance(doc, list):
@@ -51,30 +56,24 @@ def manifest_records(path: Path) -> list[Any]:
     return doc
 
 
-def read_jsonl_by_id(path: Path, key: str) -> dict[str, dict[str, Any]]:
-    """``{record[key]: record}`` of a JSONL file; a bad line or a duplicate key fails naming file and line."""
-    out: dict[str, dict[str, Any]] = {}
-    for i, line in enumerate(read_text(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        rec = parse_json(line, f"{path}:{i}")
-        if not isinstance(rec, Mapping) or not rec.get(key):
-            raise CaseFailure(f"{path}:{i}: a record without {key}")
-        k = str(rec[key])
-        if k in out:
-            raise CaseFailure(f"{path}:{i}: duplicate {key} {k!r}")
-        out[k] = dict(rec)
-    return out
-
-
-def release_variants(root: Path | None) -> dict[str, dict[str, Any]]:
-    """Every ``variants*.jsonl`` record of the release folder by ``variant_id`` (later files win)."""
-    out: dict[str, dict[str, Any]] = {}
+def release_variants(root: Path | None) -> list[JsonlIndex]:
+    """Every ``variants*.jsonl`` of the release folder indexed by ``variant_id`` (a later file wins); a bad
+    line or a duplicate id is kept as a problem for the records that need it (:func:`find_variant`)."""
     if root is None or not Path(root).is_dir():
-        return out
-    for p in sorted(Path(root).glob("variants*.jsonl")):
-        out.update(read_jsonl_by_id(p, "variant_id"))
-    return out
+        return []
+    return [validate.read_jsonl_index(p, "variant_id") for p in sorted(Path(root).glob("variants*.jsonl"))]
+
+
+def find_variant(indexes: list[JsonlIndex], variant_id: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(the variant, None), or (None, why it cannot be used) when it is a duplicate or may sit on a bad line."""
+    for idx in reversed(indexes):
+        if variant_id in idx.records:
+            return idx.records[variant_id], None
+    for idx in reversed(indexes):
+        why = idx.problem_for(variant_id, "variant_id")
+        if why:
+            return None, why
+    return None, None
 
 
 class WRBenchLoader(Loader):
@@ -101,13 +100,13 @@ class WRBenchLoader(Loader):
             for model in request.generations:
                 yield CaseError(BENCHMARK, "*", model, "load", str(e))
             return
-        evidence: dict[str, dict[str, Any]] = {}
+        evidence: JsonlIndex | None = None
         if opts["evidence_jsonl"]:
             ev_path = Path(opts["evidence_jsonl"])
             if not ev_path.is_absolute() and root is not None:
                 ev_path = root / ev_path
             try:
-                evidence = read_jsonl_by_id(ev_path, "video_id")
+                evidence = validate.read_jsonl_index(ev_path, "video_id")
             except (CaseFailure, OSError) as e:
                 for model in request.generations:
                     yield CaseError(BENCHMARK, "*", model, "load", f"{ev_path}: {e}")
@@ -124,14 +123,13 @@ class WRBenchLoader(Loader):
             seen: set[str] = set()
             for i, rec in enumerate(records):
                 where = f"{manifest} record {i}"
-                if shared and isinstance(rec, Mapping) and rec.get("model") not in (None, "", model):
-                    continue
-                vid = str(rec.get("video_id", "")) if isinstance(rec, Mapping) else ""
+                owner = rec.get("model") if isinstance(rec, Mapping) else None
+                if shared and isinstance(owner, str) and owner not in ("", model):
+                    continue   # another model's record (a model that is not text fails the record check)
+                vid = ""
                 try:
-                    if not isinstance(rec, Mapping):
-                        raise CaseFailure(f"{where}: not an object")
-                    if not vid:
-                        raise CaseFailure(f"{where}: no video_id")
+                    vid = validate.video_id(rec, where)
+                    validate.check_record(rec, where)
                     if vid in seen:
                         raise CaseFailure(f"{where}: duplicate video_id {vid!r}")
                     seen.add(vid)
@@ -143,8 +141,7 @@ class WRBenchLoader(Loader):
                                     f"{where}: {type(e).__name__}: {e}")
 
     def _case(self, request: LoadRequest, model: str, manifest: Path, where: str, rec: Mapping[str, Any],
-              variants: Mapping[str, Mapping[str, Any]], evidence: Mapping[str, Mapping[str, Any]],
-              opts: Mapping[str, Any]) -> Case:
+              variants: list[JsonlIndex], evidence: JsonlIndex | None, opts: Mapping[str, Any]) -> Case:
         base = manifest.parent
         rel = rec.get("video_path") or rec.get("path")
         if not rel:
@@ -156,9 +153,16 @@ class WRBenchLoader(Loader):
         if camera not in CAMERAS:
             raise CaseFailure(f"{where}: camera_type {camera!r} is not one of {', '.join(CAMERAS)}")
         variant_id = str(rec.get("variant_id") or "")
-        variant = variants.get(variant_id) if variant_id else None
-        prompt = rec.get("world_state_prompt") or rec.get("prompt_text") or (variant or {}).get("world_state_prompt")
+        variant, variant_problem = find_variant(variants, variant_id) if variant_id else (None, None)
+        prompt = rec.get("world_state_prompt") or rec.get("prompt_text")
+        if not prompt and variant is not None:
+            prompt = variant.get("world_state_prompt")
+            if prompt is not None and not isinstance(prompt, str):
+                raise CaseFailure(f"variant_id {variant_id!r} ({where}): the release's world_state_prompt must be "
+                                  f"a string, got {type(prompt).__name__}")
         if not prompt and opts["missing_prompt"] == "error":
+            if variant_problem:
+                raise CaseFailure(f"{where}: no world_state_prompt; {variant_problem}")
             src = f"the release variants under {request.data_root}" if variants else "no release variants loaded"
             raise CaseFailure(f"{where}: no world_state_prompt and variant_id {variant_id!r} not found ({src})")
         sidecars: dict[str, Path] = {}
@@ -168,33 +172,42 @@ class WRBenchLoader(Loader):
                 if not p.exists():
                     raise CaseFailure(f"{p}: {fld} missing ({where})")
                 sidecars[key] = p
-        ann: dict[str, Any] = {"camera": camera, "video_id": str(rec["video_id"]), "variant_id": variant_id}
-        for k in ("look_away_frame", "return_frame", "requested_yaw_deg"):
+        vid = str(rec["video_id"])
+        ann: dict[str, Any] = {"camera": camera, "video_id": vid, "variant_id": variant_id}
+        for k in validate.FRAME_FIELDS:   # types checked by validate.check_record
             if rec.get(k) is not None:
-                v = rec[k]
-                if isinstance(v, bool) or not isinstance(v, (int, float)):
-                    raise CaseFailure(f"{where}: {k} must be a number, got {v!r}")
-                ann[k] = v
+                ann[k] = int(rec[k])
+        if rec.get("requested_yaw_deg") is not None:
+            ann["requested_yaw_deg"] = rec["requested_yaw_deg"]
         if "reobservation_support" in rec:
-            if not isinstance(rec["reobservation_support"], bool):
-                raise CaseFailure(f"{where}: reobservation_support must be true or false")
             ann["reobservation_support"] = rec["reobservation_support"]
-        if isinstance(rec.get("evidence"), Mapping):
+        if rec.get("evidence") is not None:
             ann["evidence"] = dict(rec["evidence"])
         elif "evidence" in sidecars:
-            ev = read_json(sidecars["evidence"])
-            if not isinstance(ev, Mapping):
-                raise CaseFailure(f"{sidecars['evidence']}: evidence must be a JSON object")
-            ann["evidence"] = dict(ev)
-        elif str(rec["video_id"]) in evidence:
-            ann["evidence"] = dict(evidence[str(rec["video_id"])])
+            ann["evidence"] = validate.check_evidence(read_json(sidecars["evidence"]), str(sidecars["evidence"]))
+        elif evidence is not None:
+            if evidence.problem_for(vid, "video_id"):
+                raise CaseFailure(f"{where}: its gate evidence cannot be read: {evidence.problem_for(vid, 'video_id')}")
+            if vid in evidence.records:
+                ann["evidence"] = validate.check_evidence(evidence.records[vid], f"{evidence.path}: video_id {vid!r}")
+        payload = certification.payload_of(rec)
+        payload.pop("camera_type", None)   # ann["camera"]
+        if "target_poses" in sidecars and payload:   # what D1 target certification reads (CamPrec)
+            ann["d1_target"] = payload
+        warnings: list[str] = []
+        if "target_poses" in sidecars:   # an unusable target is CamPrec's invalid_pose, not this video's failure
+            try:
+                warnings.extend(validate.pose_stack(load_npy(sidecars["target_poses"]),
+                                                    str(sidecars["target_poses"]))[1])
+            except CaseFailure as e:
+                warnings.append(f"requested trajectory unusable (CamPrec: invalid_pose): {e}")
         condition = str(rec.get("viewpoint_condition_type") or opts["default_viewpoint_condition"])
         strata = {"camera": camera, "viewpoint_condition": condition}
         for k in ("family_id", "event_delta", "reasoning_tier", "oov_gap"):
             v = rec.get(k) if rec.get(k) is not None else (variant or {}).get(k)
             if v is not None:
-                strata[k] = str(v)
+                strata[k] = validate.label(v, where if rec.get(k) is not None else f"variant_id {variant_id!r}", k)
         video = request.pool.get(video_path) if request.pool is not None else Video(video_path)
-        return Case(benchmark=BENCHMARK, case_id=str(rec["video_id"]), model=model, video=video,
+        return Case(benchmark=BENCHMARK, case_id=vid, model=model, video=video,
                     strata=strata, prompt=str(prompt) if prompt else None, annotations=ann, sidecars=sidecars,
-                    data_root=Path(request.data_root) if request.data_root else None)
+                    data_root=Path(request.data_root) if request.data_root else None, warnings=warnings)

@@ -41,9 +41,16 @@ def read_paper_table(path: Path | str | None = None) -> list[dict[str, Any]]:
     fails naming the file, the row and the column."""
     path = Path(path) if path else PAPER_TABLE
     rows = []
-    for i, raw in enumerate(csv.DictReader(io.StringIO(read_text(path))), start=2):
+    try:
+        raws = list(csv.DictReader(io.StringIO(read_text(path), newline="")))
+    except csv.Error as e:   # a NUL byte, an unterminated quote at the end: the file, not one row
+        raise CaseFailure(f"{path}: not a readable CSV ({e})") from None
+    for i, raw in enumerate(raws, start=2):
         row: dict[str, Any] = dict(raw)
         try:
+            for c in ("model_id", "display_name", "viewpoint_condition_type"):
+                if not isinstance(raw.get(c), str) or not raw[c]:
+                    raise ValueError(f"{c}: missing")
             for c in INT_COLUMNS:
                 row[c] = int(raw[c])
             for c in FLOAT_COLUMNS:

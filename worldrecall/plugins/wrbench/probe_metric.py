@@ -2,8 +2,9 @@
 
 The judge (``params.judge``) answers every probe of :mod:`worldrecall.plugins.wrbench.probes` about the whole
 video with ``p_yes`` (a log-probability judge: ``qwen_vl_logprob``; the precomputed answers of a sidecar:
-``wrbench_probe_sidecar``). D3/D4 must be non-null (a missing score probe fails the row, as the release drops
-a partial video); D5/D6 are null exactly when the gate says not applicable, with the gate's reason in the
+``wrbench_probe_sidecar``). A video with any unanswered probe fails the row (``thresholds.partial_probes: drop``,
+the release's export of ``probe_status == "ok"`` rows only; ``score_available`` fails only what needs the
+missing answer). D3/D4 must be non-null; D5/D6 are null exactly when the gate says not applicable, with the gate's reason in the
 verdict — a null D5/D6 with an applicable gate fails the row. ``reobservation_support`` is the shared gate
 (1 / 0), whose mean is the paper's re-observation support rate.
 
@@ -26,6 +27,9 @@ from worldrecall.formats.safe_json import read_json
 from worldrecall.plugins.wrbench import probes
 
 GATE_SOURCES = ("evidence", "probe_dimension", "probe_shared")
+# drop: the release (a video with an unanswered probe leaves every export); score_available: fail only the
+# dimensions that need the missing answer
+PARTIAL_PROBES = ("drop", "score_available")
 SCHEMA = {"type": "yes_no_logprob", "yes": list(probes.YES_VARIANTS), "no": list(probes.NO_VARIANTS)}
 
 
@@ -59,7 +63,9 @@ class ProbeScores(Metric):
                                        description="the shared re-observation judgeability gate (1 applicable)"),
     }
     params: ClassVar[dict[str, Any]] = {"judge": "qwen_vl_logprob", "fps": "2", "gate_source": "evidence",
-                                        "prompt_catalog": ""}
+                                        "prompt_catalog": "", "num_samples": 1}
+    # score-time switch (re-scored from the stored answers)
+    thresholds: ClassVar[dict[str, Any]] = {"partial_probes": "drop"}
 
     def judge_names(self) -> tuple[str, ...]:
         """The configured judge."""
@@ -85,12 +91,20 @@ class ProbeScores(Metric):
         if ctx.judges is None:
             raise CaseFailure(f"{self.name}: no judge hub")
         judge = ctx.judges.get(str(self.params["judge"]))
-        resp = judge.ask(Path(case.video.path), "", questions, {**SCHEMA, "fps": str(self.params["fps"])})
-        p_yes: dict[str, float | None] = {q["id"]: None for q in questions}
-        for a in resp.answers:
-            if str(a.get("id")) in p_yes and a.get("p_yes") is not None:
-                p_yes[str(a["id"])] = float(a["p_yes"])
-        return {"p_yes": p_yes, "judge_model": resp.model_id or str(self.params["judge"]),
+        n = self.params["num_samples"]
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise CaseFailure(f"{self.name}.params.num_samples: a whole number >= 1, got {n!r}")
+        samples: list[dict[str, float | None]] = []
+        for _ in range(n):   # the release scores the video num_samples times and takes each probe's median
+            resp = judge.ask(Path(case.video.path), "", questions, {**SCHEMA, "fps": str(self.params["fps"])})
+            sample: dict[str, float | None] = {q["id"]: None for q in questions}
+            for a in resp.answers:
+                if str(a.get("id")) in sample and a.get("p_yes") is not None:
+                    sample[str(a["id"])] = float(a["p_yes"])
+            samples.append(sample)
+        p_yes = samples[0] if n == 1 else probes.median_samples(samples, [q["id"] for q in questions])
+        return {"p_yes": p_yes, **({"samples": samples} if n > 1 else {}),
+                "judge_model": resp.model_id or str(self.params["judge"]),
                 "precision": dict(resp.usage or {}), "evidence": case.annotations.get("evidence"),
                 "manifest_reobservation_support": case.annotations.get("reobservation_support"),
                 "gate_source": str(self.params["gate_source"])}
@@ -98,15 +112,23 @@ class ProbeScores(Metric):
     def _gate(self, m: Mapping[str, Any]) -> probes.Gate:
         if m["gate_source"] == "evidence":
             return probes.evidence_gate(m.get("evidence"), m.get("manifest_reobservation_support"))
-        g = probes.probe_gate(m["p_yes"], str(m["gate_source"]))
-        if m.get("manifest_reobservation_support") is False:
-            return probes.Gate(False, "no_oov", False, "no_oov", False, "no_oov", "manifest")
-        return g
+        # the release's probe-gated export reads the probes only, never the manifest's reobservation_support
+        return probes.probe_gate(m["p_yes"], str(m["gate_source"]))
 
     def score(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> dict[str, float | None]:
         """D3-D6 under the contract: D3/D4 never null, D5/D6 null only where the gate is not applicable."""
         p_yes = {k: (None if v is None else float(v)) for k, v in dict(measurement["p_yes"]).items()}
         scores, missing = probes.dimension_scores(p_yes)
+        policy = str(thresholds.get("partial_probes", "drop"))
+        if policy not in PARTIAL_PROBES:
+            raise CaseFailure(f"{self.name}.thresholds.partial_probes: expected one of {', '.join(PARTIAL_PROBES)}, "
+                              f"got {policy!r}")
+        unanswered = probes.unanswered(p_yes)
+        if policy == "drop" and unanswered:
+            # the release exports only probe_status == "ok" videos (merge_sharded_outputs): one unanswered
+            # probe the scorer asked, gate probes included, drops the video from D3-D6
+            raise CaseFailure(f"probe_status partial: no answer to {', '.join(unanswered)} (the release drops "
+                              "the video; thresholds.partial_probes: score_available scores what it can)")
         if scores["d3"] is None or scores["d4"] is None:
             raise CaseFailure(f"D3/D4 must be non-null; missing probe answers: {', '.join(missing)}")
         gate = self._gate(measurement)

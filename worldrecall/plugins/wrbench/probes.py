@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from statistics import median
 from typing import Any
 
 PROMPT_MODE = "runtime_v2_probe_logprob_p25_d3d4_slot_parse"
@@ -182,6 +183,23 @@ def dimension_scores(p_yes: Mapping[str, float | None], probes: Sequence[Probe] 
     out = {DIMENSIONS[d]: None if d in incomplete or not vs else round(sum(vs) / len(vs), 6)
            for d, vs in values.items()}
     return out, missing
+
+
+def median_samples(samples: Sequence[Mapping[str, float | None]], probe_ids: Iterable[str]
+                   ) -> dict[str, float | None]:
+    """One answer per probe from repeated samples, as the release's ``median_sample_rows`` (``num_samples > 1``):
+    the median (``statistics.median``: the mean of the middle two for an even count) of the samples that
+    answered, rounded to 6 decimals; None when no sample answered."""
+    out: dict[str, float | None] = {}
+    for pid in probe_ids:
+        got = [float(v) for s in samples if (v := s.get(pid)) is not None]
+        out[pid] = round(float(median(got)), 6) if got else None
+    return out
+
+
+def unanswered(p_yes: Mapping[str, float | None]) -> list[str]:
+    """The asked probes without an answer: any one makes the release's ``probe_status`` ``partial``."""
+    return [k for k, v in p_yes.items() if v is None]
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 Per model (``build_wrbench_vnext_main_table.build_table`` and the frozen paper table's column policy):
 
 * ``D1_CamPrec``: mean over the model's non-``uncontrolled`` rows whose D1 status is ``ok`` (a row that is not
-  ok leaves the mean but counts as eligible); not applicable to prompt-only (API prompt-camera) models;
+  ok leaves the mean but counts as eligible); no value for prompt-only (API prompt-camera) models, whose
+  non-``uncontrolled`` rows still count as eligible (the release's ``build_table``);
 * ``D1_CamAlign_common_yaw``: yaw rows; ``D1_CamAlign_static_hold``: static rows of prompt-only models; which
   CamAlign rows count is :func:`worldrecall.plugins.wrbench.d1.camalign_counts`' switch;
 * ``D2``, ``D3``, ``D4``: every row (the contract allows no null); ``D5``, ``D6``: the non-null gate-masked
@@ -13,8 +14,8 @@ Per model (``build_wrbench_vnext_main_table.build_table`` and the frozen paper t
 * derived: ``gate_applicable_rate = D5_n / n_outputs``, ``low_n_flag = D5_n < 10 or rate < 0.10``,
   ``Avg`` = mean of CamAlign common-yaw, D2, D3, D4, D5, D6 (the frozen table's Avg; its CamPrec is not in it).
 
-The published CSV writes metric cells with 12 significant digits (``%.12g``) and ``NA`` for a missing value;
-the release's Markdown table three decimals.
+The published CSV writes metric cells with 12 significant digits (``%.12g``), the ``Avg`` cell unrounded
+(Python's shortest ``repr``), and ``NA`` for a missing value; the release's Markdown table three decimals.
 """
 
 from __future__ import annotations
@@ -52,8 +53,10 @@ def model_columns(records: Sequence[Mapping[str, Any]], viewpoint_condition: str
         if eligible is not None:
             out[f"{col}_eligible"] = eligible
 
-    d1 = [] if prompt_only else [r for r in records if r.get("camera") != "uncontrolled" and r.get("camprec_eligible", True)]
-    put("D1_CamPrec", [r.get("camprec") for r in d1], len(d1))
+    # eligible as the release's table builder counts it: every non-uncontrolled row, prompt-only models included
+    # (their rows have no target, missing_target_pose, so their n stays 0)
+    d1 = [r for r in records if r.get("camera") != "uncontrolled" and r.get("camprec_eligible", True)]
+    put("D1_CamPrec", [] if prompt_only else [r.get("camprec") for r in d1], len(d1))
     put("D1_CamAlign_common_yaw", [r.get("camalign") for r in records if r.get("camera") in ("yaw_LR", "yaw_RL")])
     put("D1_CamAlign_static_hold",
         [r.get("camalign") for r in records if prompt_only and r.get("camera") == "static"])
@@ -88,15 +91,18 @@ def weighted_totals(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] = 
     return out
 
 
-def csv_cell(value: Any) -> str:
+UNROUNDED_COLUMNS = frozenset({"Avg"})
+
+
+def csv_cell(value: Any, column: str = "") -> str:
     """A cell as the published CSV writes it: ``NA`` for a missing value, ``true``/``false``, floats with 12
-    significant digits."""
+    significant digits except in ``Avg``, which the published file writes unrounded (``repr``)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "NA"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return format(value, ".12g")
+        return repr(value) if column in UNROUNDED_COLUMNS else format(value, ".12g")
     return str(value)
 
 

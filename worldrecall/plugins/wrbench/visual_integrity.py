@@ -1,7 +1,7 @@
 """D2 metric ``wrbench.visual_integrity``: candidate E of the contract on the ``cls_patch_embedder`` role.
 
-Frames are sampled by :func:`worldrecall.plugins.wrbench.d2.sample_indices` (official: 3 fps, at most 24, at
-least 4; the release's runtime example — 2 fps, at most 16 — is ``params.sampling: example_config``), embedded
+Frames are sampled by :func:`worldrecall.plugins.wrbench.d2.sample_indices`, the release's sampler (official:
+3 fps, at most 24, at least 4; an unknown frame rate takes evenly spaced frames as there; the release's runtime example — 2 fps, at most 16 — is ``params.sampling: example_config``), embedded
 full-FoV (resize-and-pad) and scored by :func:`worldrecall.plugins.wrbench.d2.visual_integrity`. The tokens are
 stored, so the score is re-derived without the model.
 """
@@ -25,7 +25,7 @@ class VisualIntegrity(Metric):
 
     name: ClassVar[str] = "wrbench.visual_integrity"
     benchmark: ClassVar[str] = "wrbench"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: the release's frame sampler (last frame kept, truncating thinning)
     description: ClassVar[str] = "D2 visual integrity: min(CLS first-last cosine, local patch-token low p20)"
     primary: ClassVar[str] = "score"
     models: ClassVar[tuple[str, ...]] = ("cls_patch_embedder",)
@@ -58,16 +58,19 @@ class VisualIntegrity(Metric):
         if case.video is None:
             raise CaseFailure(f"{case.case_id}: no generated video")
         fps = case.video.fps
-        if not fps or fps <= 0:
-            raise CaseFailure(f"{case.video.path}: unknown frame rate (D2 samples by time)")
+        # an unknown frame rate falls back to evenly spaced frames, as the release's sampler does
+        video_fps = float(fps) if fps and fps > 0 else None
         s = self.sampling()
-        idx = d2.sample_indices(case.video.num_frames, float(fps), str(s["policy"]), float(s["fps"]),
+        idx = d2.sample_indices(case.video.num_frames, video_fps, str(s["policy"]), float(s["fps"]),
                                 int(s["min_frames"]), int(s["max_frames"]))
         frames = case.video.frames_at(idx)
         cls, patches = ctx.models.get("cls_patch_embedder").cls_and_patches(frames, case=case, indices=idx)
         cls, patches = np.asarray(cls, np.float32), np.asarray(patches, np.float32)
         if len(cls) != len(idx) or len(patches) != len(idx):
             raise CaseFailure(f"cls_patch_embedder returned {len(cls)}/{len(patches)} frames for {len(idx)}")
+        if not (np.all(np.isfinite(cls)) and np.all(np.isfinite(patches))):
+            # the release's clip reads a non-finite cosine as 0: a broken embedding would score, not fail
+            raise CaseFailure(f"{case.video.path}: cls_patch_embedder returned non-finite tokens")
         return {"indices": np.asarray(idx, np.int64), "cls": cls, "patches": patches}
 
     def score(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> dict[str, float | None]:
