@@ -109,7 +109,7 @@ def _declared_view(view: list[dict[str, Any]], extra: list[dict[str, Any]],
         cells.setdefault((c["model"], c["column"]), c)
     recs = []
     for m in ordered:
-        rec: dict[str, Any] = {"rank": m["rank_label"], "model": m["model"], "cases": int(m["n_cases"])}
+        rec: dict[str, Any] = {"rank": m["rank_label"], "model": m["model"], "cases": _cases(m)}
         for col in columns + [c for c in extra_cols if c not in columns]:
             h = cells.get((m["model"], col))
             if h is None:
@@ -121,6 +121,14 @@ def _declared_view(view: list[dict[str, Any]], extra: list[dict[str, Any]],
     first = view[0]
     title = str(first["title"]) + (f" [backends {first['backend']}]" if name_backend else "")
     return title, pd.DataFrame(recs).fillna("n/a"), str(first["note"])
+
+
+def _cases(cell: dict[str, Any]) -> int | str:
+    """The model's case count; ``n/N`` where the first column's mean covers only n of its N cases."""
+    n, nv = int(cell["n_cases"]), cell.get("n_values")
+    if nv is None or missing(nv) or int(nv) >= n:
+        return n
+    return f"{int(nv)}/{n}"
 
 
 def _generic_view(result: Any, host: Any, bench: str, models: set[str],

@@ -180,13 +180,37 @@ def availability(metric: Metric, hub: ModelHub, judges: JudgeHub) -> str:
         try:
             hub.get(role)
         except BackendUnavailable as e:
-            return f"{metric.name} skipped: {e}"
+            return _with_alternatives(f"{metric.name} skipped: {e}", hub, role, hub.selection.get(role, ""), True)
     for judge in metric.judge_names():
         try:
             judges.get(judge)
         except (JudgeError, BackendUnavailable) as e:
             return f"{metric.name} skipped: {e}"
     return ""
+
+
+def role_alternatives(hub: ModelHub, role: str, exclude: str = "", sidecars: bool = False) -> str:
+    """What else can fill ``role``, from the registry's declared backends: weight-free ones first, then those
+    that need weights (``worldrecall models fetch``); sidecar readers only when ``sidecars``. '' when none."""
+    specs = [s for s in hub.specs.values() if s.role == role and s.name != exclude]
+    free = sorted(s.name for s in specs if s.kind not in ("reference", "sidecar") and not s.weights)
+    weighted = sorted(s.name for s in specs if s.kind == "reference" or (s.weights and s.kind != "sidecar"))
+    side = sorted(s.name for s in specs if s.kind == "sidecar") if sidecars else []
+    parts = []
+    if free:
+        parts.append(", ".join(f"models.{role}={n}" for n in free) + " (weight-free)")
+    if weighted:
+        parts.append(", ".join(f"models.{role}={n}" for n in weighted) + " (needs weights: `worldrecall models fetch`)")
+    if side:
+        parts.append(", ".join(f"models.{role}={n}" for n in side) + " (reads ViPE sidecars)")
+    if not parts:
+        return ""
+    return f"for models.{role} use " + "; or ".join(parts)
+
+
+def _with_alternatives(message: str, hub: ModelHub, role: str, exclude: str = "", sidecars: bool = False) -> str:
+    alt = role_alternatives(hub, role, exclude, sidecars)
+    return f"{message}; {alt}" if alt else message
 
 
 def optional_absence(metric: Metric, hub: ModelHub) -> str:
@@ -254,8 +278,9 @@ def preflight(plan: BenchmarkPlan, items: list[Case | CaseError], hub: ModelHub)
                 reasons = [_preflight_one(spec, c) for c in needing]
                 verdicts[backend] = reasons[0] if all(reasons) else None
             if verdicts[backend]:
-                plan.skipped[name] = (f"{name} skipped: backend {backend} (models.{role}) cannot serve any of the "
-                                      f"{len(cases)} {plan.name} cases (e.g. {verdicts[backend]}); {spec.fix}")
+                plan.skipped[name] = _with_alternatives(
+                    f"{name} skipped: backend {backend} (models.{role}) cannot serve any of the {len(cases)} "
+                    f"{plan.name} cases (e.g. {verdicts[backend]}); {spec.fix}", hub, role, backend)
                 messages.append(plan.skipped[name])
                 break
     return messages
