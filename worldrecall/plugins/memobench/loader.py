@@ -394,12 +394,15 @@ class MemoBenchLoader(Loader):
                     if split in unreadable:
                         continue
                     sheet = sheets.SYNTHETIC_SHEET if split == "synthetic" else sheets.REAL_SHEET
+                    no_real = split == "real" and not (data_root / "Real_Raw").is_dir()
                     for clip_id, gen in sorted(index.items()):
                         if (split, clip_id) not in listed:
+                            why = (f"the data root has no Real_Raw/ folder ({data_root / 'Real_Raw'})" if no_real
+                                   else f"generated clip {clip_id} has no row in {sheet}")
                             yield CaseError(BENCHMARK, clip_id, model, "load",
-                                            f"{gen.path}: generated clip {clip_id} has no row in {sheet} "
-                                            "(not scored; add the row or set unlisted_generation=skip)",
-                                            {"split": split})
+                                            f"{gen.path}: {why} (not scored; add the row or set unlisted_generation=skip)"
+                                            if not no_real else f"{gen.path}: {why}: not scored (add it, or set "
+                                            "loader_options.splits=[synthetic])", {"split": split})
 
     def _case(self, request: LoadRequest, model: str, c: GTClip, gen: discovery.Generation,
               data_root: Path, find_sidecars: Any) -> Case:

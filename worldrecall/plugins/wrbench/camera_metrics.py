@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import MeasureContext, Metric, Value
+from worldrecall.core.components import MeasureContext, Metric, MissingInput, Value
 from worldrecall.core.data import Alignment, Case
 from worldrecall.formats.arrays import load_npy
 from worldrecall.gates.camera import estimate_poses
@@ -56,6 +56,15 @@ class CamPrec(Metric):
     }
     params: ClassVar[dict[str, Any]] = {"max_side": 640}
     thresholds: ClassVar[dict[str, Any]] = {k: v for k, v in d1.CAMPREC_DEFAULTS.items()}
+
+    def missing_inputs(self, case: Case) -> list[MissingInput]:
+        """The requested trajectory CamPrec compares with (the release: ``missing_target_pose``, no score): a
+        record without ``target_pose_path`` is skipped naming it ("uncontrolled" cameras need none)."""
+        if "target_poses" in case.sidecars or str(case.annotations.get("camera", "")) == "uncontrolled":
+            return []
+        return [MissingInput("requested camera trajectory", f"videos.json record {case.case_id}: target_pose_path",
+                             "save the requested c2w poses ([N,4,4] OpenCV, .npy) beside the video and name the file "
+                             "in target_pose_path (docs/real_outputs.md)")]
 
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
         """Estimated poses and the requested trajectory (or why there is none)."""
