@@ -85,42 +85,47 @@ def _wrbench_args(folder: Path) -> list[str]:
             *[f"benchmarks.wrbench.metrics.{m}.params.max_side={SMALL}" for m in ("camprec", "camalign", "camera_gate")]]
 
 
-def test_wrbench_real_clips_score_what_they_can_and_name_the_pose_fix(tmp_path):
+@pytest.mark.parametrize("pose", ["", "models.pose=sift_pose"])
+def test_wrbench_real_clips_score_pose_values_weight_free(tmp_path, capfd, pose):
+    """No clip has a ViPE sidecar: the classical profile's pose role gives way to sift_pose (said once; nothing
+    to say when the config names it), so D1 and the camera gate are measured; D2 runs on the video alone."""
     folder = _wrbench_layout(tmp_path)
-    rc, rows = _run(tmp_path, *_wrbench_args(folder))
+    rc, rows = _run(tmp_path, *_wrbench_args(folder), *([pose] if pose else []))
     assert rc == 0
     _honest(rows)
+    said = "".join(capfd.readouterr())
+    assert said.count("models.pose: no video of this run has what sidecar_pose reads") == (0 if pose else 1)
+    assert ("using sift_pose (weight-free) instead" in said) == (not pose)
     by = {(r.metric, r.case_id): r for r in rows}
     assert {c for _, c in by} == {"case_a_yaw_lr", "case_a_yaw_rl"}
     for case in ("case_a_yaw_lr", "case_a_yaw_rl"):
-        d2 = by[("wrbench.visual_integrity", case)]  # weight-free D2 on the video alone
-        assert d2.status == "ok"
-        for m in ("wrbench.camprec", "wrbench.camalign", "wrbench.camera_gate"):
-            r = by[(m, case)]
-            assert r.status == "skipped"
-            # the pose role's own options, weight-free first; never another role's backend
-            assert "annotations_vipe/<name>_vipe_ann" in r.reason
-            assert "models.pose=sift_pose (weight-free)" in r.reason
-            assert r.reason.index("sift_pose") < r.reason.index("superpoint_lightglue")
-            assert "models.depth" not in r.reason
-
-
-def test_wrbench_real_clips_with_sift_pose_give_pose_based_values(tmp_path):
-    folder = _wrbench_layout(tmp_path)
-    rc, rows = _run(tmp_path, *_wrbench_args(folder), "models.pose=sift_pose")
-    assert rc == 0
-    _honest(rows)
-    camprec = {r.case_id: r for r in rows if r.metric == "wrbench.camprec"}
+        assert by[("wrbench.visual_integrity", case)].status == "ok"
+        camalign = by[("wrbench.camalign", case)]
+        assert camalign.status == "ok" and camalign.backend.get("pose") == "sift_pose"
     # the clip with its requested trajectory scores D1-CamPrec from the estimated poses
-    ok = camprec["case_a_yaw_rl"]
+    ok = by[("wrbench.camprec", "case_a_yaw_rl")]
     assert ok.status == "ok" and ok.backend.get("pose") == "sift_pose" and isinstance(ok.values["pose_reward"], float)
     # the one without says which field of videos.json is missing and how to write it
-    lr = camprec["case_a_yaw_lr"]
+    lr = by[("wrbench.camprec", "case_a_yaw_lr")]
     assert lr.status == "skipped" and lr.reason.startswith(
         "wrbench.camprec skipped: missing requested camera trajectory (videos.json record case_a_yaw_lr: "
         "target_pose_path): save the requested c2w poses")
-    camalign = [r for r in rows if r.metric == "wrbench.camalign"]
-    assert len(camalign) == 2 and all(r.status == "ok" and r.backend.get("pose") == "sift_pose" for r in camalign)
+
+
+def test_wrbench_real_clips_with_the_sidecar_pose_backend_named_suggest_the_pose_role_weight_free_first(tmp_path):
+    folder = _wrbench_layout(tmp_path)
+    rc, rows = _run(tmp_path, *_wrbench_args(folder), "models.pose=sidecar_pose")  # named: it stays
+    assert rc == 0
+    _honest(rows)
+    pose_rows = [r for r in rows if r.metric in ("wrbench.camprec", "wrbench.camalign", "wrbench.camera_gate")]
+    assert len(pose_rows) == 6
+    for r in pose_rows:
+        assert r.status == "skipped"
+        # the pose role's own options, weight-free first; never another role's backend
+        assert "annotations_vipe/<name>_vipe_ann" in r.reason
+        assert "for models.pose use models.pose=sift_pose (weight-free)" in r.reason
+        assert r.reason.index("sift_pose") < r.reason.index("superpoint_lightglue")
+        assert "models.depth" not in r.reason
 
 
 def test_scene_memory_on_rollouts_without_sidecars_names_the_sidecar_per_case(tmp_path):
@@ -131,7 +136,7 @@ def test_scene_memory_on_rollouts_without_sidecars_names_the_sidecar_per_case(tm
         (gens / model).mkdir(parents=True)
         shutil.copy(REAL / "worldfoundry" / clip["file"], gens / model / "demo.mp4")
     rc, rows = _run(tmp_path, "only=[scene_memory]", f"benchmarks.scene_memory.data_root={gens}",
-                    f"benchmarks.scene_memory.generations={gens}", "models.pose=sift_pose",
+                    f"benchmarks.scene_memory.generations={gens}",
                     f"benchmarks.scene_memory.metrics.camera_gate.params.max_side={SMALL}")
     assert rc == 0
     _honest(rows)
@@ -166,7 +171,7 @@ def _memobench_release(tmp: Path, with_real_raw: bool = True) -> tuple[Path, Pat
 def test_memobench_real_clip_without_poses_or_frames_costs_only_the_metrics_that_read_them(tmp_path, capfd):
     data, gen = _memobench_release(tmp_path)
     rc, rows = _run(tmp_path, "only=[memobench]", f"benchmarks.memobench.data_root={data}",
-                    f"benchmarks.memobench.generations={{wan:{gen}}}", "models.pose=sift_pose",
+                    f"benchmarks.memobench.generations={{wan:{gen}}}",
                     "benchmarks.memobench.loader_options.splits=[real]",
                     *[f"benchmarks.memobench.metrics.{m}.params.max_side={SMALL}"
                       for m in ("motion_smoothness", "obj_identity", "pixel_fidelity", "camera_controllability",
@@ -185,6 +190,10 @@ def test_memobench_real_clip_without_poses_or_frames_costs_only_the_metrics_that
     assert cc.status == "skipped" and f"missing GT camera poses (MapAnything cam_c2w) ({npz})" in cc.reason
     # so does the camera gate (not measured, never failed)
     assert by["memobench.camera_gate"].status == "skipped" and str(npz) in by["memobench.camera_gate"].reason
+    # ORS: no weight-free segmenter exists; the skip names the segmenter role's backends, not another role's
+    ors = by["memobench.ors"]
+    assert ors.status == "skipped" and "for models.segmenter use models.segmenter=owlv2, models.segmenter=sam3" \
+        in ors.reason and "models.depth" not in ors.reason
     said = "".join(capfd.readouterr())  # the run's log (Hydra writes it to stdout)
     assert "memobench/wan: 1 generated file(s) match no case (e.g. Real/take2_final.mp4)" in said
     assert "Real/Real_<NNN>.mp4" in said

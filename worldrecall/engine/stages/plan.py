@@ -200,7 +200,8 @@ def role_alternatives(hub: ModelHub, role: str, exclude: str = "", sidecars: boo
     if free:
         parts.append(", ".join(f"models.{role}={n}" for n in free) + " (weight-free)")
     if weighted:
-        parts.append(", ".join(f"models.{role}={n}" for n in weighted) + " (needs weights: `worldrecall models fetch`)")
+        parts.append(", ".join(f"models.{role}={n}" for n in weighted)
+                     + " (needs weights: `worldrecall models fetch`; models=reference sets every role)")
     if side:
         parts.append(", ".join(f"models.{role}={n}" for n in side) + " (reads ViPE sidecars)")
     if not parts:
@@ -283,6 +284,35 @@ def preflight(plan: BenchmarkPlan, items: list[Case | CaseError], hub: ModelHub)
                     f"{plan.name} cases (e.g. {verdicts[backend]}); {spec.fix}", hub, role, backend)
                 messages.append(plan.skipped[name])
                 break
+    return messages
+
+
+def weight_free_fallback(plans: list[BenchmarkPlan], items: Mapping[str, list[Case | CaseError]],
+                         hub: ModelHub) -> list[str]:
+    """Roles whose backend the backend set chose (not the config) reads sidecars no case of the run has: the
+    role gets the first weight-free backend the registry declares for it, so the default profile produces every
+    value a weight-free backend can on videos without sidecars. Returns what it said (once per role)."""
+    messages = []
+    roles = sorted({r for p in plans for m in p.metrics.values() for r in m.models})
+    for role in roles:
+        backend = hub.selection.get(role, "")
+        spec = hub.specs.get(backend)
+        if role in hub.explicit or spec is None or spec.preflight is None:
+            continue
+        needing = list({id(c): c for p in plans for name, m in p.metrics.items()
+                        if role in m.models and name not in p.skipped
+                        for c in items.get(p.name, []) if isinstance(c, Case) and m.needs_models(c)}.values())
+        if not needing or not all(_preflight_one(spec, c) for c in needing):
+            continue
+        free = sorted(s.name for s in hub.specs.values() if s.role == role and s.kind not in ("reference", "sidecar")
+                      and not s.weights and s.preflight is None)
+        if not free:
+            continue
+        hub.selection[role] = free[0]
+        alt = role_alternatives(hub, role, free[0])
+        messages.append(f"models.{role}: no video of this run has what {backend} reads "
+                        f"({_preflight_one(spec, needing[0])}); using {free[0]} (weight-free) instead"
+                        + (f"; {alt}" if alt else ""))
     return messages
 
 

@@ -38,6 +38,7 @@ from worldrecall.engine.stages.plan import (
     plan_benchmarks,
     preflight,
     run_key,
+    weight_free_fallback,
 )
 from worldrecall.engine.stages.progress import progress_bar
 from worldrecall.engine.stages.result import RunResult, build_result
@@ -146,6 +147,10 @@ class Runner:
         items = {}
         for plan in plans:
             items[plan.name] = load_cases(plan, self.shard_index, self.shard_count)
+        # said once, before evaluating: a defaulted sidecar backend no video can feed gives way to a weight-free one
+        for msg in weight_free_fallback(plans, items, self.hub):
+            log.warning(msg)
+        for plan in plans:
             preflight(plan, items[plan.name], self.hub)
         self.timing["load"] += time.perf_counter() - t0
         return items

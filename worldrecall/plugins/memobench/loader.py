@@ -82,6 +82,16 @@ def _beyond_gt(row: sheets.PhaseRow, g: int, source: str, checks: str, warnings:
     return msg + " (set loader_options.phase_row_checks=official to score it clamped)"
 
 
+def _intrinsics_rows(intr: Path) -> int:
+    """Rows of ``intrinsics.npy`` (one per GT frame); a forged/truncated/corrupt file -> CaseFailure naming it."""
+    try:
+        return gt.npy_rows(intr)
+    except CaseFailure:  # forged/truncated header, object array: named by formats.arrays
+        raise
+    except Exception as e:  # a corrupt npy fails this clip only
+        raise CaseFailure(f"{intr}: unreadable ({type(e).__name__})") from None
+
+
 def _guarded(build: Any, split: str, row: sheets.PhaseRow, scene: str, *args: Any) -> GTClip:
     """``build(..., row, ...)``; an unexpected problem with this one row (an unusable path, a number past
     every range, a reader's bug) fails this clip only, never the sheet's other clips."""
@@ -188,17 +198,11 @@ class MemoBenchLoader(Loader):
             c.error = f"{intr}: GT intrinsics missing (gt_frame_source=step2 counts its rows)"
         if c.error:
             return c
-        g_step2: int | None = None
-        # absent intrinsics cost ORS only (its GT frame count), declared by the metric (ORS.missing_inputs)
-        if intr.is_file():
-            try:
-                g_step2 = gt.npy_rows(intr)
-            except CaseFailure as e:  # forged/truncated header, object array: named by formats.arrays
-                c.error = str(e)
-                return c
-            except Exception as e:  # a corrupt npy fails this clip only
-                c.error = f"{intr}: unreadable ({type(e).__name__})"
-                return c
+        try:  # absent intrinsics cost ORS only (its GT frame count): ORS.missing_inputs names them
+            g_step2 = _intrinsics_rows(intr) if intr.is_file() else None
+        except CaseFailure as e:
+            c.error = str(e)
+            return c
         poses, kind = None, None
         for cand, k in ((clip_dir / n / "poses.npy", "npy"), (clip_dir / "poses.npy", "npy"),
                         (clip_dir / f"camera_full{n}.csv", "ue5_csv")):
