@@ -128,7 +128,7 @@ def test_wrbench_real_clips_with_the_sidecar_pose_backend_named_suggest_the_pose
         assert "models.depth" not in r.reason
 
 
-def test_scene_memory_on_rollouts_without_sidecars_names_the_sidecar_per_case(tmp_path):
+def test_scene_memory_on_rollouts_without_sidecars_names_the_sidecar_per_case(tmp_path, capfd):
     gens = tmp_path / "rollouts"
     clips = json.loads((REAL / "worldfoundry" / "clips.json").read_text())["clips"]
     for clip in clips:
@@ -148,6 +148,11 @@ def test_scene_memory_on_rollouts_without_sidecars_names_the_sidecar_per_case(tm
         else:  # every memory_loop value is computed from the ViPE sidecar
             assert f"{gens / r.model / 'annotations_vipe' / 'demo_vipe_ann'}" in r.reason
             assert "docs/real_outputs.md" in r.reason
+    # said once at the end: which headline has no value anywhere, and what it needs
+    said = "".join(capfd.readouterr())
+    assert said.count("headline values with no value on any case") == 1
+    assert "  scene_memory SceneF1, Retention, Precision: scene_memory.memory_scene_f1 skipped: missing ViPE " \
+           "sidecar" in said
 
 
 def _memobench_release(tmp: Path, with_real_raw: bool = True) -> tuple[Path, Path]:
