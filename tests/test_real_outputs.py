@@ -218,3 +218,20 @@ def test_memobench_real_split_dropped_for_a_missing_folder_is_a_warning_naming_i
     said = [r.getMessage() for r in caplog.records if "Real_Raw" in r.getMessage()]
     assert len(said) == 1 and f"{data / 'Real_Raw'}" in said[0] and "2 generated real clip" not in said[0]
     assert said[0].startswith("memobench/wan: 1 generated real clip(s)") and "splits=[synthetic]" in said[0]
+
+
+def test_the_documented_reference_scene_and_evidence_examples_are_valid():
+    """docs/real_outputs.md's hand-written examples pass the validators the loaders use."""
+    from worldrecall.plugins.opis.inventory import parse_reference_scene
+    from worldrecall.plugins.wrbench.probes import evidence_gate
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "real_outputs.md").read_text()
+    blocks = [json.loads(b.split("```", 1)[0]) for b in doc.split("```json\n")[1:]]
+    scene, evidence = blocks
+    inv = parse_reference_scene(scene, image_size=(640, 360))
+    assert [o.object_id for o in inv.objects] == ["cup", "cat"]
+    assert [o.evaluation_track for o in inv.objects] == ["static_geometry", "dynamic_identity"]
+    assert evidence_gate(evidence).shared is True
+    bad = dict(scene, objects=[dict(scene["objects"][0], bbox=[410, 180, 700, 250])])
+    with pytest.raises(Exception, match=r"reference_scene.json: object cup.bbox .* is empty or outside the 640x360"):
+        parse_reference_scene(bad, image_size=(640, 360))
