@@ -320,10 +320,9 @@ class Aggregator:
 
 # One line per cell of a ranked view: which view (benchmark, variant "gated"/"all", its order, title, note),
 # which model (its row position, rank, rank label "1" / "1=" tie / "✗" never gated, cases), which column (label, unit, direction
-# "↑" / "↓" / "·", digits) and the number (mean with its CI). ``n_values``: the cases the view's first column has
-# a value on (its mean covers these; NaN when the aggregator does not say), of ``n_cases``.
+# "↑" / "↓" / "·", digits) and the number (mean with its CI).
 VIEW_COLUMNS = ["benchmark", "variant", "order", "title", "note", "model", "position", "rank", "rank_label", "n_cases",
-                "column", "metric", "unit", "direction", "digits", "mean", "ci_low", "ci_high", "backend", "n_values"]
+                "column", "metric", "unit", "direction", "digits", "mean", "ci_low", "ci_high", "backend"]
 VIEW_CELL_COLUMNS = ["benchmark", "variant", "model", "column", "metric", "unit", "direction", "digits", "mean",
                      "ci_low", "ci_high"]
 

@@ -239,12 +239,9 @@ class _Views:
                 label = f"{rank}=" if shared else str(rank)
             else:
                 rank, label = math.nan, (NEVER_GATED if variant == "gated" and not passed.get(m) else NOT_APPLICABLE)
-            # the cases the view's first column (the headline) has a value on: its mean covers these only
-            first = self.vals.get(self.headline[0] if self.headline else self.rank_by, {}).get(m, {})
-            n_values = sum(1 for c in pool[m] if c in first and np.isfinite(first[c]))
             base = {"benchmark": name, "variant": variant, "order": order, "title": title, "note": note,
                     "model": m, "position": position[m], "rank": float(rank), "rank_label": label,
-                    "n_cases": len(pool[m]), "n_values": n_values, "backend": self.backends.get(self.rank_by, "")}
+                    "n_cases": len(pool[m]), "backend": self.backends.get(self.rank_by, "")}
             out += self.model_cells(base, m, variant, pool, key_ref, key_pool)
         return out
 
