@@ -235,3 +235,29 @@ def test_the_documented_reference_scene_and_evidence_examples_are_valid():
     bad = dict(scene, objects=[dict(scene["objects"][0], bbox=[410, 180, 700, 250])])
     with pytest.raises(Exception, match=r"reference_scene.json: object cup.bbox .* is empty or outside the 640x360"):
         parse_reference_scene(bad, image_size=(640, 360))
+
+
+def test_opis_generation_named_for_no_case_is_a_warning(tmp_path, caplog):
+    """A rollout saved under a name no case folder has would go unscored: one warning per model names it."""
+    import cv2
+
+    from worldrecall.core.components import LoadRequest
+    from worldrecall.plugins.opis.loader import OpisLoader
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "real_outputs.md").read_text()
+    scene = json.loads(doc.split("```json\n")[1].split("```", 1)[0])
+    case = tmp_path / "final" / "kitchen" / "kitchen_001"
+    case.mkdir(parents=True)
+    cv2.imwrite(str(case / "raw.jpg"), np.zeros((360, 640, 3), np.uint8))
+    (case / "reference_scene.json").write_text(json.dumps(scene))
+    gen = tmp_path / "gen" / "lingbot"
+    gen.mkdir(parents=True)
+    shutil.copy(REAL / "worldfoundry" / "videos" / "lingbot-world.mp4", gen / "kitchen_001.mp4")
+    shutil.copy(REAL / "worldfoundry" / "videos" / "lingbot-world.mp4", gen / "kitchen-001-take2.mp4")
+    caplog.set_level(logging.WARNING)
+    out = list(OpisLoader().load(LoadRequest(data_root=tmp_path, generations={"lingbot": gen})))
+    assert [(type(c).__name__, c.case_id) for c in out] == [("Case", "kitchen_001")]
+    said = [r.getMessage() for r in caplog.records if "match no case" in r.getMessage()]
+    assert said == ["opis/lingbot: 1 generated file(s) match no case (e.g. kitchen-001-take2.mp4); expected names "
+                    "like <case_id>.mp4 (or a frame folder <case_id>/) for the case folders "
+                    "final/<subcategory>/<case_id>/ (e.g. kitchen_001)"]
