@@ -213,8 +213,8 @@ def test_memobench_real_split_dropped_for_a_missing_folder_is_a_warning_naming_i
     out = list(MemoBenchLoader().load(LoadRequest(data_root=data, generations={"wan": gen})))
     # the clip is not silently dropped: its row says which folder is missing
     assert [(e.case_id, e.reason) for e in out] == [
-        ("001", f"{gen / 'Real' / 'Real_001.mp4'}: the data root has no Real_Raw/ folder ({data / 'Real_Raw'}): "
-                "not scored (add it, or set loader_options.splits=[synthetic])")]
+        ("001", (f"{gen / 'Real' / 'Real_001.mp4'}: the data root has no Real_Raw/ folder ({data / 'Real_Raw'}): "
+                 "not scored (add it, or set loader_options.splits=[synthetic])"))]
     said = [r.getMessage() for r in caplog.records if "Real_Raw" in r.getMessage()]
     assert len(said) == 1 and f"{data / 'Real_Raw'}" in said[0] and "2 generated real clip" not in said[0]
     assert said[0].startswith("memobench/wan: 1 generated real clip(s)") and "splits=[synthetic]" in said[0]
@@ -258,6 +258,6 @@ def test_opis_generation_named_for_no_case_is_a_warning(tmp_path, caplog):
     out = list(OpisLoader().load(LoadRequest(data_root=tmp_path, generations={"lingbot": gen})))
     assert [(type(c).__name__, c.case_id) for c in out] == [("Case", "kitchen_001")]
     said = [r.getMessage() for r in caplog.records if "match no case" in r.getMessage()]
-    assert said == ["opis/lingbot: 1 generated file(s) match no case (e.g. kitchen-001-take2.mp4); expected names "
-                    "like <case_id>.mp4 (or a frame folder <case_id>/) for the case folders "
-                    "final/<subcategory>/<case_id>/ (e.g. kitchen_001)"]
+    assert said == [("opis/lingbot: 1 generated file(s) match no case (e.g. kitchen-001-take2.mp4); expected names "
+                     "like <case_id>.mp4 (or a frame folder <case_id>/) for the case folders "
+                     "final/<subcategory>/<case_id>/ (e.g. kitchen_001)")]

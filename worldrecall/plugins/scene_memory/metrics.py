@@ -30,7 +30,12 @@ from worldrecall.core.components import ConfigTypeError, MeasureContext, Metric,
 from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.formats.arrays import load_npz, npz_names
 from worldrecall.formats.vipe import Sidecar, read_points_file, read_sidecar
-from worldrecall.plugins.scene_memory.aligners import case_sidecar, has_precomputed, missing_intrinsics, missing_vipe
+from worldrecall.plugins.scene_memory.aligners import (
+    case_sidecar,
+    has_precomputed,
+    missing_intrinsics,
+    missing_vipe,
+)
 from worldrecall.plugins.scene_memory.clouds import stack_cloud
 from worldrecall.plugins.scene_memory.exports import (
     MissingExport,
