@@ -111,3 +111,19 @@ def test_pipe_table_is_real_markdown():
     df = pd.DataFrame({"model": ["a|b", "c"], "score": [0.123456, float("nan")], "ok": [True, False]})
     assert pipe_table(df, digits=3) == ("| model | score | ok |\n|:---|---:|:---|\n"
                                         "| a\\|b | 0.123 | True |\n| c |  | False |\n")
+
+
+def test_cases_column_says_how_many_cases_the_mean_covers(tmp_path):
+    """Issue 43: ``cases`` said 10 where the mean covered 3. A model whose headline has a value on fewer cases
+    than it has shows ``n/N``; a model with a value everywhere keeps its plain count."""
+    host = load_plugins(fresh=True)
+    rows = [r for r in _rows() if not (r.model == "good" and r.case_id == "c1" and r.metric == "memobench.ors")]
+    rows.append(ScoreRow("memobench", "good", "c1", "memobench.ors", {}, status="skipped", reason="no segmenter",
+                         strata={"split": "synthetic"}))
+    cfg = {"suite": {}, "aggregator_params": {"ranking": {"replicates": 50},
+                                              "memobench.leaderboard": {"replicates": 20, "splits": ["all"]}},
+           "aggregators": ["mean", "ranking"], "benchmarks": {"memobench": {"aggregators": ["memobench.leaderboard"]}}}
+    result = SimpleNamespace(rows=rows, tables=aggregate_rows(host, rows, cfg), results_dir=tmp_path)
+    everything = leaderboard_views(result, host)[1][1]
+    cases = dict(zip(everything["model"], everything["cases"]))
+    assert cases == {"good": "1/2", "frozen": 2}

@@ -289,3 +289,34 @@ def test_loader_reads_the_synthetic_suite(tmp_path):
         assert al.info["N"] == 20 and al.info["G"] == 24 and c.annotations["ors_query"]
         assert "(subject)" in c.annotations["ors_query"]
         assert (c.sidecars["vipe"] / "poses_c2w.npy").is_file()      # the ViPE sidecar next to video.mp4
+
+
+def test_missing_intrinsics_or_gt_poses_cost_only_the_metrics_that_read_them(tmp_path):
+    """Issue 43: a clip without intrinsics.npy (ORS's GT frame count) or without its GT pose file is still a
+    case; ORS and the pose metrics declare what they lack (skipped by name), the other metrics run."""
+    from worldrecall.plugins.memobench.camera_controllability import CameraControllability
+    from worldrecall.plugins.memobench.camera_gate import CameraGate
+    from worldrecall.plugins.memobench.motion_smoothness import MotionSmoothness
+    from worldrecall.plugins.memobench.ors import ORS
+
+    root = build_release(tmp_path)
+    clip = root / "data" / "Synthetic_processed" / "Barnyard" / "Barnyard_003"
+    (clip / "3" / "intrinsics.npy").unlink()
+    (clip / "3" / "poses.npy").unlink()
+    (root / "data" / "Real_Raw" / "001" / "raw" / "001_mapanything.npz").unlink()
+    cases, errors = _load(root)
+    c = {x.case_id: x for x in cases}
+    assert "Barnyard_003" in c and "001" in c and not {"Barnyard_003", "001"} & {e.case_id for e in errors}
+    b3, r1 = c["Barnyard_003"], c["001"]
+    assert b3.annotations["G_ors"] is None and b3.annotations["gt_poses"] is None
+    assert [m.path for m in ORS().missing_inputs(b3)] == [str(clip / "3" / "intrinsics.npy")]
+    for metric in (CameraControllability(), CameraGate()):
+        assert [m.path for m in metric.missing_inputs(b3)] == [str(clip / "3" / "poses.npy")]
+        assert [m.path for m in metric.missing_inputs(r1)] == [
+            str(root / "data" / "Real_Raw" / "001" / "raw" / "001_mapanything.npz")]
+    assert ORS().missing_inputs(r1) == [] and MotionSmoothness().missing_inputs(b3) == []
+    assert ORS().missing_inputs(c["Barnyard_004"]) == CameraControllability().missing_inputs(c["Barnyard_004"]) == []
+    # step 2 counts the intrinsics rows for every metric's phases: there the clip cannot load
+    _, errors = _load(root, gt_frame_source="step2", splits=["synthetic"])
+    assert {e.case_id: e.reason for e in errors}["Barnyard_003"] == \
+        f"{clip / '3' / 'intrinsics.npy'}: GT intrinsics missing (gt_frame_source=step2 counts its rows)"

@@ -105,6 +105,7 @@ class ModelHub:
         # role -> spec name: what the config names, else the role's declared default for this backend set
         self.selection = {r.name: r.defaults[backend_set] for r in (roles or {}).values()
                           if r.defaults.get(backend_set)}
+        self.explicit = set(selection)  # roles the config names (a backend set's default may give way; these not)
         for role, name in selection.items():  # an explicit null leaves the role without a backend
             if name:
                 self.selection[role] = name

@@ -65,7 +65,8 @@ def leaderboard_views(result: Any, host: Any) -> list[tuple[str, pd.DataFrame, s
         models.setdefault(r.benchmark, set()).add(r.model)
     for bench in sorted(models):
         mine = [c for c in views if c["benchmark"] == bench]
-        covered: set[str] = set()
+        covered = _covered([r for r in result.rows if r.benchmark == bench], host.benchmarks.get(bench))
+        shown: set[str] = set()
         groups: dict[tuple[Any, Any], list[dict[str, Any]]] = {}  # (order, backend) -> its cells, as groupby
         for c in mine:
             if not (missing(c["order"]) or missing(c["backend"])):
@@ -74,10 +75,10 @@ def leaderboard_views(result: Any, host: Any) -> list[tuple[str, pd.DataFrame, s
         for key in sorted(groups):
             v = groups[key]
             extra = [c for c in cells if c["benchmark"] == bench and c["variant"] == v[0]["variant"]]
-            out.append(_declared_view(v, extra, several))
-            covered |= {c["metric"] for c in v + extra if not missing(c["metric"])}
+            out.append(_declared_view(v, extra, several, covered))
+            shown |= {c["metric"] for c in v + extra if not missing(c["metric"])}
         if mine:
-            rest = _generic_view(result, host, bench, models[bench], exclude=covered)
+            rest = _generic_view(result, host, bench, models[bench], exclude=shown)
             if rest[1].shape[1] > 1:
                 out.append(rest)
         else:
@@ -89,8 +90,8 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return df.to_dict("records") if len(df) else []
 
 
-def _declared_view(view: list[dict[str, Any]], extra: list[dict[str, Any]],
-                   name_backend: bool) -> tuple[str, pd.DataFrame, str]:
+def _declared_view(view: list[dict[str, Any]], extra: list[dict[str, Any]], name_backend: bool,
+                   covered: dict[tuple[str, str], set[str]] | None = None) -> tuple[str, pd.DataFrame, str]:
     """One ranked view (its cells, and the cells other aggregators add): a row per model in rank order
     (unranked last, then by position: the stable order ``sort_values`` gives), a column per declared cell."""
     firsts: dict[Any, dict[str, Any]] = {}
@@ -109,7 +110,7 @@ def _declared_view(view: list[dict[str, Any]], extra: list[dict[str, Any]],
         cells.setdefault((c["model"], c["column"]), c)
     recs = []
     for m in ordered:
-        rec: dict[str, Any] = {"rank": m["rank_label"], "model": m["model"], "cases": int(m["n_cases"])}
+        rec: dict[str, Any] = {"rank": m["rank_label"], "model": m["model"], "cases": _cases(m, covered)}
         for col in columns + [c for c in extra_cols if c not in columns]:
             h = cells.get((m["model"], col))
             if h is None:
@@ -121,6 +122,38 @@ def _declared_view(view: list[dict[str, Any]], extra: list[dict[str, Any]],
     first = view[0]
     title = str(first["title"]) + (f" [backends {first['backend']}]" if name_backend else "")
     return title, pd.DataFrame(recs).fillna("n/a"), str(first["note"])
+
+
+def _covered(rows: Any, decl: Any) -> dict[tuple[str, str], set[str]]:
+    """(model, variant) -> the cases on which the benchmark's first headline value has a value: in the gated
+    view only those whose gate passed. The ``cases`` column says how many of them the mean covers."""
+    if decl is None or not decl.headline:
+        return {}
+    metric, value = decl.headline[0].split(":", 1)
+    gate_metric, gate_value = decl.gate.split(":", 1) if decl.gate else ("", "")
+    valued: dict[str, set[str]] = {}
+    passed: dict[str, set[str]] = {}
+    for r in rows:
+        if r.status != "ok":
+            continue
+        if r.metric == metric and r.values.get(value) is not None and not missing(r.values[value]):
+            valued.setdefault(r.model, set()).add(r.case_id)
+        if gate_metric and r.metric == gate_metric and r.values.get(gate_value) == 1.0:
+            passed.setdefault(r.model, set()).add(r.case_id)
+    out: dict[tuple[str, str], set[str]] = {}
+    for m, cases in valued.items():
+        out[(m, "all")] = cases
+        out[(m, "gated")] = cases & passed.get(m, set())
+    return out
+
+
+def _cases(cell: dict[str, Any], covered: dict[tuple[str, str], set[str]] | None) -> int | str:
+    """The model's case count; ``n/N`` where the first headline's mean covers only n of its N cases."""
+    n = int(cell["n_cases"])
+    if covered is None:
+        return n
+    nv = len(covered.get((cell["model"], cell["variant"]), set()))
+    return n if nv >= n else f"{nv}/{n}"
 
 
 def _generic_view(result: Any, host: Any, bench: str, models: set[str],

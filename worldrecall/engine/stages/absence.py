@@ -31,3 +31,33 @@ def all_null_values(rows: Iterable[ScoreRow], metrics: Mapping[str, Any], announ
             lines.append(f"{metric}: {', '.join(null)} null on every one of the {len(rs)} scored {bench} rows "
                          "(per case: tables/cases.csv)")
     return lines
+
+
+def unmeasured_headlines(rows: Iterable[ScoreRow], benchmarks: Mapping[str, Any]) -> str:
+    """One block naming each benchmark headline that has no value on any case of this run, with what it needs
+    (the reason of its first non-ok row: the missing weights, judge, key, sidecar or file and the fix); ``""``
+    when every headline has a value somewhere. Said once, at the end of the run."""
+    by: dict[tuple[str, str], list[ScoreRow]] = {}
+    for r in rows:
+        by.setdefault((r.benchmark, r.metric), []).append(r)
+    lines = []
+    for bench in sorted({b for b, _ in by}):
+        decl = benchmarks.get(bench)
+        if decl is None:
+            continue
+        labels = getattr(decl, "labels", {}) or {}
+        missing: dict[str, list[str]] = {}  # metric -> the labels of its headline values without any value
+        for ref in decl.headline:
+            metric, value = ref.split(":", 1)
+            rs = by.get((bench, metric), [])
+            if not any(r.status == "ok" and r.values.get(value) is not None for r in rs):
+                missing.setdefault(metric, []).append(labels.get(ref, value))
+        for metric, names in missing.items():
+            rs = by.get((bench, metric), [])
+            why = next((r.reason for r in rs if r.status != "ok" and r.reason), "")
+            why = why or ("no case ran it" if not rs else "null on every case (per case: tables/cases.csv)")
+            lines.append(f"  {bench} {', '.join(names)}: {why}")
+    if not lines:
+        return ""
+    return ("headline values with no value on any case (what each needs; everything else was scored):\n"
+            + "\n".join(lines))

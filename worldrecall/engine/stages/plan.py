@@ -180,13 +180,38 @@ def availability(metric: Metric, hub: ModelHub, judges: JudgeHub) -> str:
         try:
             hub.get(role)
         except BackendUnavailable as e:
-            return f"{metric.name} skipped: {e}"
+            return _with_alternatives(f"{metric.name} skipped: {e}", hub, role, hub.selection.get(role, ""), True)
     for judge in metric.judge_names():
         try:
             judges.get(judge)
         except (JudgeError, BackendUnavailable) as e:
             return f"{metric.name} skipped: {e}"
     return ""
+
+
+def role_alternatives(hub: ModelHub, role: str, exclude: str = "", sidecars: bool = False) -> str:
+    """What else can fill ``role``, from the registry's declared backends: weight-free ones first, then those
+    that need weights (``worldrecall models fetch``); sidecar readers only when ``sidecars``. '' when none."""
+    specs = [s for s in hub.specs.values() if s.role == role and s.name != exclude]
+    free = sorted(s.name for s in specs if s.kind not in ("reference", "sidecar") and not s.weights)
+    weighted = sorted(s.name for s in specs if s.kind == "reference" or (s.weights and s.kind != "sidecar"))
+    side = sorted(s.name for s in specs if s.kind == "sidecar") if sidecars else []
+    parts = []
+    if free:
+        parts.append(", ".join(f"models.{role}={n}" for n in free) + " (weight-free)")
+    if weighted:
+        parts.append(", ".join(f"models.{role}={n}" for n in weighted)
+                     + " (needs weights: `worldrecall models fetch`; models=reference sets every role)")
+    if side:
+        parts.append(", ".join(f"models.{role}={n}" for n in side) + " (reads ViPE sidecars)")
+    if not parts:
+        return ""
+    return f"for models.{role} use " + "; or ".join(parts)
+
+
+def _with_alternatives(message: str, hub: ModelHub, role: str, exclude: str = "", sidecars: bool = False) -> str:
+    alt = role_alternatives(hub, role, exclude, sidecars)
+    return f"{message}; {alt}" if alt else message
 
 
 def optional_absence(metric: Metric, hub: ModelHub) -> str:
@@ -254,10 +279,40 @@ def preflight(plan: BenchmarkPlan, items: list[Case | CaseError], hub: ModelHub)
                 reasons = [_preflight_one(spec, c) for c in needing]
                 verdicts[backend] = reasons[0] if all(reasons) else None
             if verdicts[backend]:
-                plan.skipped[name] = (f"{name} skipped: backend {backend} (models.{role}) cannot serve any of the "
-                                      f"{len(cases)} {plan.name} cases (e.g. {verdicts[backend]}); {spec.fix}")
+                plan.skipped[name] = _with_alternatives(
+                    f"{name} skipped: backend {backend} (models.{role}) cannot serve any of the {len(cases)} "
+                    f"{plan.name} cases (e.g. {verdicts[backend]}); {spec.fix}", hub, role, backend)
                 messages.append(plan.skipped[name])
                 break
+    return messages
+
+
+def weight_free_fallback(plans: list[BenchmarkPlan], items: Mapping[str, list[Case | CaseError]],
+                         hub: ModelHub) -> list[str]:
+    """Roles whose backend the backend set chose (not the config) reads sidecars no case of the run has: the
+    role gets the first weight-free backend the registry declares for it, so the default profile produces every
+    value a weight-free backend can on videos without sidecars. Returns what it said (once per role)."""
+    messages = []
+    roles = sorted({r for p in plans for m in p.metrics.values() for r in m.models})
+    for role in roles:
+        backend = hub.selection.get(role, "")
+        spec = hub.specs.get(backend)
+        if role in hub.explicit or spec is None or spec.preflight is None:
+            continue
+        needing = list({id(c): c for p in plans for name, m in p.metrics.items()
+                        if role in m.models and name not in p.skipped
+                        for c in items.get(p.name, []) if isinstance(c, Case) and m.needs_models(c)}.values())
+        if not needing or not all(_preflight_one(spec, c) for c in needing):
+            continue
+        free = sorted(s.name for s in hub.specs.values() if s.role == role and s.kind not in ("reference", "sidecar")
+                      and not s.weights and s.preflight is None)
+        if not free:
+            continue
+        hub.selection[role] = free[0]
+        alt = role_alternatives(hub, role, free[0])
+        messages.append(f"models.{role}: no video of this run has what {backend} reads "
+                        f"({_preflight_one(spec, needing[0])}); using {free[0]} (weight-free) instead"
+                        + (f"; {alt}" if alt else ""))
     return messages
 
 

@@ -25,7 +25,7 @@ from worldrecall.core.judges import JudgeHub
 from worldrecall.core.models import ModelHub
 from worldrecall.core.video import VideoPool
 from worldrecall.engine.cache import Store, VideoFacts
-from worldrecall.engine.stages.absence import all_null_values
+from worldrecall.engine.stages.absence import all_null_values, unmeasured_headlines
 from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.engine.stages.config import ResolvedConfig, resolve_config
 from worldrecall.engine.stages.executor import make_executor
@@ -38,6 +38,7 @@ from worldrecall.engine.stages.plan import (
     plan_benchmarks,
     preflight,
     run_key,
+    weight_free_fallback,
 )
 from worldrecall.engine.stages.progress import progress_bar
 from worldrecall.engine.stages.result import RunResult, build_result
@@ -116,6 +117,9 @@ class Runner:
         rows = rows_file.all_rows()
         for msg in all_null_values(rows, self.host.metrics, [k for p in plans for k in p.absent]):
             log.warning(msg)
+        block = unmeasured_headlines(rows, self.host.benchmarks)  # once: which headlines need what
+        if block:
+            log.warning(block)
         t0 = time.perf_counter()
         digests = row_digests(rows)  # once: the aggregation's keys and the report's read them
         tables = aggregate_rows(self.host, rows, self.cfg, {p.name: p.aggregators for p in plans}, store=self.store,
@@ -146,6 +150,10 @@ class Runner:
         items = {}
         for plan in plans:
             items[plan.name] = load_cases(plan, self.shard_index, self.shard_count)
+        # said once, before evaluating: a defaulted sidecar backend no video can feed gives way to a weight-free one
+        for msg in weight_free_fallback(plans, items, self.hub):
+            log.warning(msg)
+        for plan in plans:
             preflight(plan, items[plan.name], self.hub)
         self.timing["load"] += time.perf_counter() - t0
         return items

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import MeasureContext, Value
+from worldrecall.core.components import MeasureContext, MissingInput, Value
 from worldrecall.core.data import Alignment, Case, file_digest
 from worldrecall.gates.camera import estimate_poses
 from worldrecall.plugins.memobench import gt as gt_io
@@ -83,6 +83,11 @@ class CameraControllability(MemoBenchMetric):
         rel = case.annotations.get("gt_poses")
         p = Path(case.data_root) / rel if rel and case.data_root is not None else None
         return {"gt_poses": file_digest(p) if p is not None and p.is_file() else None}
+
+    def missing_inputs(self, case: Case) -> list[MissingInput]:
+        """The GT pose file (poses.npy / camera_full<n>.csv / <id>_mapanything.npz): without it only this
+        metric (and the gate) cannot run."""
+        return gt_io.missing_gt_poses(case)
 
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
         """Estimated rotations of all frames and GT rotations resampled to N rows."""

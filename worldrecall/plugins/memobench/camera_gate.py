@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import MeasureContext, Value
+from worldrecall.core.components import MeasureContext, MissingInput, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure, file_digest
 from worldrecall.gates import camera as gate
 from worldrecall.plugins.memobench import gt as gt_io
@@ -64,6 +64,11 @@ class CameraGate(gate.CameraGateMetric, MemoBenchMetric):
         p = Path(case.data_root) / rel if rel and case.data_root is not None else None
         return {"gt_poses": file_digest(p) if p is not None and p.is_file() else None}
 
+    def missing_inputs(self, case: Case) -> list[MissingInput]:
+        """The GT trajectory the gate compares the camera with: without it the gate is not measured (skipped,
+        naming the file), never failed."""
+        return gt_io.missing_gt_poses(case)
+
     def reference(self, case: Case, alignment: Alignment, n_frames: int) -> tuple[np.ndarray | None, str]:
         """The GT trajectory resampled to the generated frames (the official pose resampling)."""
         if not case.annotations.get("gt_poses"):
@@ -102,8 +107,14 @@ class CameraGate(gate.CameraGateMetric, MemoBenchMetric):
             interior = sorted(set(sampling.uniform_indices(h + 1, r - 1, self.params["absence_max_frames"], n)))
         frames = case.video.frames()
         per_frame: list[Any] = []
-        for chunk in batched(interior, ctx.batch_size):
-            per_frame += seg.segment([frames[i] for i in chunk], query, case=case, indices=list(chunk))
+        try:
+            for chunk in batched(interior, ctx.batch_size):
+                per_frame += seg.segment([frames[i] for i in chunk], query, case=case, indices=list(chunk))
+        except CaseFailure as e:
+            # the diagnostic's backend cannot serve this video (a sidecar segmenter without sidecars): the
+            # gate does not read it, so it stays measured; the row says why absence_fraction is null
+            case.warnings.append(f"absence_fraction not computed: {e}")
+            return out
         if len(per_frame) != len(interior):
             raise CaseFailure(f"segmenter returned {len(per_frame)} frames of candidates for {len(interior)} frames")
         out.update(candidate_arrays(per_frame), absence_measured=True, absence_n=len(interior),

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from worldrecall.core.components import MissingInput
 from worldrecall.core.data import Case, CaseFailure
 from worldrecall.core.digests import content_memo
 from worldrecall.core.text import read_text
@@ -110,6 +111,39 @@ def load_gt_poses(case: Case) -> np.ndarray:
     # the same checks as for ViPE sidecars: shape, finite, orthonormal right-handed rotation, [0,0,0,1] row
     # (before, a non-rotation GT scored camera controllability 1.0 and NaN poses a NaN with status ok)
     return validate_poses(poses, f"{path} (GT poses)")
+
+
+def missing_gt_poses(case: Case) -> list[MissingInput]:
+    """The GT pose file the pose metrics read, when the release lacks it for this clip (else ``[]``)."""
+    if case.annotations.get("gt_poses"):
+        return []
+    root = Path(case.data_root) if case.data_root is not None else Path(".")
+    clip = case.annotations.get("clip_id", case.case_id)
+    if case.annotations.get("split") == "real":
+        return [MissingInput("GT camera poses (MapAnything cam_c2w)", str(root / f"Real_Raw/{clip}/raw/{clip}_mapanything.npz"),
+                             "copy raw/<id>_mapanything.npz from the MemoBench release (or "
+                             "mapanything/outputs/real/<id>_mapanything.npz under the data root)")]
+    n = case.annotations.get("clip_number", "<n>")
+    scene = case.annotations.get("scene", "<Scene>")
+    return [MissingInput("GT camera poses", str(root / f"Synthetic_processed/{scene}/{clip}/{n}/poses.npy"),
+                         f"copy <n>/poses.npy (or camera_full{n}.csv) from the MemoBench release")]
+
+
+def missing_ors_frame_count(case: Case) -> list[MissingInput]:
+    """The file ORS counts the GT frames of (synthetic: intrinsics rows; real: FRAMES/ files), when absent."""
+    if case.annotations.get("G_ors") is not None:
+        return []
+    root = Path(case.data_root) if case.data_root is not None else Path(".")
+    clip = case.annotations.get("clip_id", case.case_id)
+    fix = ("ORS takes the GT frame count from it (official compute_ors.py); or set "
+           "benchmarks.memobench.metrics.ors.params.r_source=alignment")
+    if case.annotations.get("split") == "real":
+        return [MissingInput("GT frames folder", str(root / f"Real_Raw/{clip}/FRAMES"),
+                             "extract the GT video's frames as FRAMES/frame_0001.jpg …; " + fix)]
+    n = case.annotations.get("clip_number", "<n>")
+    scene = case.annotations.get("scene", "<Scene>")
+    return [MissingInput("GT intrinsics", str(root / f"Synthetic_processed/{scene}/{clip}/{n}/intrinsics.npy"),
+                         "copy it from the MemoBench release; " + fix)]
 
 
 def load_gt_intrinsics(path: Path) -> np.ndarray:

@@ -82,6 +82,16 @@ def _beyond_gt(row: sheets.PhaseRow, g: int, source: str, checks: str, warnings:
     return msg + " (set loader_options.phase_row_checks=official to score it clamped)"
 
 
+def _intrinsics_rows(intr: Path) -> int:
+    """Rows of ``intrinsics.npy`` (one per GT frame); a forged/truncated/corrupt file -> CaseFailure naming it."""
+    try:
+        return gt.npy_rows(intr)
+    except CaseFailure:  # forged/truncated header, object array: named by formats.arrays
+        raise
+    except Exception as e:  # a corrupt npy fails this clip only
+        raise CaseFailure(f"{intr}: unreadable ({type(e).__name__})") from None
+
+
 def _guarded(build: Any, split: str, row: sheets.PhaseRow, scene: str, *args: Any) -> GTClip:
     """``build(..., row, ...)``; an unexpected problem with this one row (an unusable path, a number past
     every range, a reader's bug) fails this clip only, never the sheet's other clips."""
@@ -184,17 +194,14 @@ class MemoBenchLoader(Loader):
             c.error = f"{rgb_dir}: GT frame folder missing"
         elif n_rgb == 0:
             c.error = f"{rgb_dir}: GT frame folder has no .jpg/.png frames"
-        elif not intr.is_file():
-            c.error = f"{intr}: GT intrinsics missing"
+        elif not intr.is_file() and opts["gt_frame_source"] == "step2":
+            c.error = f"{intr}: GT intrinsics missing (gt_frame_source=step2 counts its rows)"
         if c.error:
             return c
-        try:
-            g_step2 = gt.npy_rows(intr)
-        except CaseFailure as e:  # forged/truncated header, object array: named by formats.arrays
+        try:  # absent intrinsics cost ORS only (its GT frame count): ORS.missing_inputs names them
+            g_step2 = _intrinsics_rows(intr) if intr.is_file() else None
+        except CaseFailure as e:
             c.error = str(e)
-            return c
-        except Exception as e:  # a corrupt npy fails this clip only
-            c.error = f"{intr}: unreadable ({type(e).__name__})"
             return c
         poses, kind = None, None
         for cand, k in ((clip_dir / n / "poses.npy", "npy"), (clip_dir / "poses.npy", "npy"),
@@ -206,7 +213,8 @@ class MemoBenchLoader(Loader):
         first = list_frame_files(rgb_dir)[0]
         sheet_prompt = row.prompt
         try:  # every GT path must stay inside the data root (a symlinked folder may point elsewhere)
-            paths = {"gt_poses": _rel(poses, data_root) if poses else None, "gt_intrinsics": _rel(intr, data_root),
+            paths = {"gt_poses": _rel(poses, data_root) if poses else None,
+                     "gt_intrinsics": _rel(intr, data_root) if g_step2 is not None else None,
                      "first_frame": _first_frame(meta, data_root, first, "synthetic_metadata.csv")}
             _rel(rgb_dir, data_root)
         except CaseFailure as e:
@@ -227,7 +235,8 @@ class MemoBenchLoader(Loader):
         }
         warnings = list(row.warnings)
         try:  # no score reads GT intrinsics (official: informational fx/fy), so a bad file is a warning
-            gt.load_gt_intrinsics(intr)
+            if g_step2 is not None:
+                gt.load_gt_intrinsics(intr)
         except CaseFailure as e:
             warnings.append(f"{e} (unused by the scores)")
         c.error = _beyond_gt(row, g, src, opts["phase_row_checks"], warnings)
@@ -294,9 +303,8 @@ class MemoBenchLoader(Loader):
         if not mp4.is_file():
             c.error = f"{mp4}: GT video missing"
             return c
-        if not npz.is_file():
-            c.error = f"{npz}: GT MapAnything poses missing"
-            return c
+        # an absent MapAnything file costs the pose metrics only (their missing_inputs name it)
+        has_npz = npz.is_file()
         g_step1 = gt.mp4_frame_count(mp4)
         if g_step1 <= 0:
             c.error = f"{mp4}: cannot read the GT frame count"
@@ -309,7 +317,7 @@ class MemoBenchLoader(Loader):
             g, src = g_step1, "mp4_frame_count"
         first = list_frame_files(frames_dir)[0] if g_step2 else None
         try:  # every GT path must stay inside the data root (a symlinked folder may point elsewhere)
-            paths = {"gt_poses": _rel(npz, data_root), "first_frame": _first_frame(meta, data_root, first, "real_metadata.csv")}
+            paths = {"gt_poses": _rel(npz, data_root) if has_npz else None, "first_frame": _first_frame(meta, data_root, first, "real_metadata.csv")}
             _rel(mp4, data_root)
         except CaseFailure as e:
             c.error = str(e)
@@ -323,12 +331,13 @@ class MemoBenchLoader(Loader):
             "sheet_prompt": None,  # the real sheet has no prompt column (official: no ImageReward for real)
             "subject": subject,
             "ors_query": metadata.ors_query("real", subject, c.prompt),
-            "gt_poses": paths["gt_poses"], "gt_poses_kind": "mapanything_npz",
+            "gt_poses": paths["gt_poses"], "gt_poses_kind": "mapanything_npz" if has_npz else None,
             "first_frame": paths["first_frame"],
         }
         warnings = list(row.warnings)
         try:  # unused by the scores, as for synthetic clips: a bad matrix is a warning on the row
-            gt.load_gt_intrinsics(npz)
+            if has_npz:
+                gt.load_gt_intrinsics(npz)
         except CaseFailure as e:
             warnings.append(f"{e} (unused by the scores)")
         c.error = _beyond_gt(row, g, src, opts["phase_row_checks"], warnings)
@@ -360,6 +369,7 @@ class MemoBenchLoader(Loader):
                 if split in opts["splits"]:
                     root = folder / sub if sub and (folder / sub).is_dir() else folder
                     indexes[split] = (root, index(root) if root.is_dir() else {})
+            _warn_unmatched(model, folder, indexes, opts, data_root)
             for c in clips:
                 if c.declared_skip:
                     continue
@@ -388,12 +398,15 @@ class MemoBenchLoader(Loader):
                     if split in unreadable:
                         continue
                     sheet = sheets.SYNTHETIC_SHEET if split == "synthetic" else sheets.REAL_SHEET
+                    no_real = split == "real" and not (data_root / "Real_Raw").is_dir()
                     for clip_id, gen in sorted(index.items()):
                         if (split, clip_id) not in listed:
+                            why = (f"the data root has no Real_Raw/ folder ({data_root / 'Real_Raw'})" if no_real
+                                   else f"generated clip {clip_id} has no row in {sheet}")
                             yield CaseError(BENCHMARK, clip_id, model, "load",
-                                            f"{gen.path}: generated clip {clip_id} has no row in {sheet} "
-                                            "(not scored; add the row or set unlisted_generation=skip)",
-                                            {"split": split})
+                                            f"{gen.path}: {why} (not scored; add the row or set unlisted_generation=skip)"
+                                            if not no_real else f"{gen.path}: {why}: not scored (add it, or set "
+                                            "loader_options.splits=[synthetic])", {"split": split})
 
     def _case(self, request: LoadRequest, model: str, c: GTClip, gen: discovery.Generation,
               data_root: Path, find_sidecars: Any) -> Case:
@@ -410,6 +423,32 @@ class MemoBenchLoader(Loader):
                     reference=video(c.reference) if c.reference is not None else None,
                     strata=dict(c.strata), prompt=c.prompt, subject=c.subject, annotations=ann,
                     sidecars=sidecars, data_root=data_root, warnings=list(c.warnings))
+
+
+def _warn_unmatched(model: str, folder: Path, indexes: dict[str, tuple[Path, dict[str, Any]]],
+                    opts: dict[str, Any], data_root: Path) -> None:
+    """One warning per model for generated files whose names match no clip (with the names expected), and
+    one when the model has real clips but the data root has no ``Real_Raw/`` (the real split is not scored)."""
+    def rel(p: Path) -> str:
+        try:
+            return str(p.relative_to(folder))
+        except ValueError:
+            return str(p)
+
+    subs = {"synthetic": opts["synthetic_subdir"], "real": opts["real_subdir"]}
+    real = indexes.get("real")
+    if real is not None and real[1] and not (data_root / "Real_Raw").is_dir():
+        log.warning("%s/%s: %d generated real clip(s) under %s are not scored: the data root has no %s folder "
+                    "(the real split's GT, phase sheet Real_ExitReenter.xlsx and MapAnything poses); add it, or "
+                    "set benchmarks.%s.loader_options.splits=[synthetic]", BENCHMARK, model, len(real[1]),
+                    real[0], data_root / "Real_Raw", BENCHMARK)
+    stray = discovery.unmatched({split: root for split, (root, _) in indexes.items() if root.is_dir()})
+    if stray:
+        names = ", ".join(rel(p) + ("/" if p.is_dir() else "") for p in stray[:3])
+        expected = " or ".join(discovery.expected_names(split, subs[split] if rel(root) != "." else "")
+                               for split, (root, _) in indexes.items())
+        log.warning("%s/%s: %d generated file(s) match no case (e.g. %s%s); expected names like %s",
+                    BENCHMARK, model, len(stray), names, ", …" if len(stray) > 3 else "", expected)
 
 
 def _sidecar_finder() -> Any:

@@ -18,9 +18,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import MeasureContext, Value
+from worldrecall.core.components import MeasureContext, MissingInput, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.core.models import Detection
+from worldrecall.plugins.memobench import gt as gt_io
 from worldrecall.plugins.memobench import rounding, sampling
 from worldrecall.plugins.memobench.base import MemoBenchMetric, batched, phase_info
 
@@ -99,6 +100,20 @@ class ORS(MemoBenchMetric):
     }
     thresholds: ClassVar[dict[str, Any]] = {"area_min": 0.0005, "area_max": 0.50, "area_max_fallback": 0.70,
                                             "min_score": 0.0}
+
+    def missing_inputs(self, case: Case) -> list[MissingInput]:
+        """The file ORS counts the GT frames of (``r_source: ors``) and the segmenter's query (the clip's
+        sam3_metadata subject): the other metrics of the clip do not read them."""
+        out = gt_io.missing_ors_frame_count(case) if self.params["r_source"] == "ors" else []
+        query = case.annotations.get("ors_query") or case.subject
+        if self.params["query_source"] != "official":
+            query = case.subject
+        if not query and case.annotations.get("split") in ("synthetic", "real"):
+            name = f"{case.annotations['split']}_metadata.csv"
+            where = str(Path(case.data_root) / "sam3_metadata" / name) if case.data_root is not None else name
+            out.append(MissingInput(f"subject of clip {case.case_id}", where,
+                                    "add the clip's row (the object ORS segments) from the MemoBench release"))
+        return out
 
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
         """Every candidate (coverage, score) of every R frame at native resolution."""

@@ -53,9 +53,9 @@ def _reference(name: str, role: str, factory: Callable[..., Any], defaults: dict
                      requires=requires, defaults=dict(defaults), extra=extra)
 
 
+# the role's other backends (weight-free first) are appended by the engine from the registry
 SIDECAR_FIX = ("these sidecar backends read ViPE sidecars (annotations_vipe/<name>_vipe_ann) the dataset does "
-               "not ship: run with models=reference (after `worldrecall models fetch`), or point the role at a "
-               "model backend, e.g. models.depth=depth_anything_v2_small")
+               "not ship (docs/real_outputs.md: how to produce them)")
 
 
 def _local(name: str, role: str, kind: str, factory: Callable[..., Any], defaults: dict[str, Any],

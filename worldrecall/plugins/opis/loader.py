@@ -111,6 +111,25 @@ def _find_generation(folder: Path, case_id: str) -> Path | None:
     return None
 
 
+def _warn_unmatched(model: str, folder: Path, case_ids: set[str]) -> None:
+    """One warning per model for videos / frame folders whose names match no case id (they would go unscored)."""
+    if not folder.is_dir():
+        return
+    stray = []
+    for p in sorted(folder.iterdir(), key=lambda q: q.name):
+        if p.name.startswith(".") or p.name == "annotations_vipe" or p.name.endswith("_vipe_ann"):
+            continue
+        stem = p.name[: -len(p.suffix)] if p.is_file() else p.name
+        if (p.is_dir() or p.suffix.lower() in VIDEO_SUFFIXES) and stem not in case_ids:
+            stray.append(p)
+    if stray:
+        names = ", ".join(p.name + ("/" if p.is_dir() else "") for p in stray[:3])
+        some = ", ".join(sorted(case_ids)[:2])
+        log.warning("%s/%s: %d generated file(s) match no case (e.g. %s%s); expected names like <case_id>.mp4 "
+                    "(or a frame folder <case_id>/) for the case folders final/<subcategory>/<case_id>/ (e.g. %s)",
+                    BENCHMARK, model, len(stray), names, ", …" if len(stray) > 3 else "", some)
+
+
 def _find_observation(folder: Path, case_id: str, flat: bool = False) -> Path | None:
     cands = [folder / case_id / OBSERVATION, folder / f"{case_id}.{OBSERVATION}", folder / f"{case_id}_{OBSERVATION}"]
     for p in cands + ([folder / OBSERVATION] if flat else []):
@@ -207,6 +226,9 @@ class OpisLoader(Loader):
                     case = CaseError(BENCHMARK, case_id, model, "load", reason, dict(gt["strata"]))
                 if case is not None:
                     yield case
+        if not flat:
+            for model, folder in request.generations.items():
+                _warn_unmatched(model, Path(folder), set(where))
 
     # -- the model-independent part of a case --------------------------------------------------------
     def _gt(self, d: Path, subcategory: str, domains: dict[str, str], domain_error: str | None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import Aligner, merge_typed
+from worldrecall.core.components import Aligner, MissingInput, merge_typed
 from worldrecall.core.data import Alignment, Case, CaseFailure, Phase
 from worldrecall.formats.vipe import Sidecar, read_sidecar
 from worldrecall.plugins.scene_memory.actions import (
@@ -49,6 +49,19 @@ def has_precomputed(case: Case) -> bool:
     """True when the case ships its own clouds (a scene_memory NPZ or an explicit observation/revisit pair)."""
     s = case.sidecars
     return "scene_memory_npz" in s or ("observation_cloud" in s and "revisit_cloud" in s)
+
+
+def missing_vipe(case: Case) -> list[MissingInput]:
+    """The ViPE sidecar every memory_loop metric reads (poses and depth), unless the case ships its own clouds:
+    without it the metric is skipped on the case, naming where it was looked for and how to produce it."""
+    if "vipe" in case.sidecars or has_precomputed(case):
+        return []
+    where = f"annotations_vipe/{case.case_id}_vipe_ann"
+    if case.video is not None:
+        where = str(Path(case.video.path).parent / where)
+    return [MissingInput("ViPE sidecar (camera poses + depth)", where,
+                         "run ViPE on the rollout and convert it (docs/real_outputs.md, \"ViPE sidecars\"), or "
+                         f"ship precomputed clouds as {case.case_id}_scene_memory.npz", kind="sidecar")]
 
 
 def case_fps(case: Case, default_fps: float) -> float:

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import Value
+from worldrecall.core.components import MissingInput, Value
 from worldrecall.core.data import Alignment, Case
 from worldrecall.formats.safe_json import read_json
 from worldrecall.gates import camera as gate
@@ -32,6 +32,18 @@ class SceneCameraGate(gate.CameraGateMetric):
                                   "its pose); n/a without actions")
     values: ClassVar[dict[str, Value]] = gate.gate_values()
     params: ClassVar[dict[str, Any]] = {"max_side": 640, **gate.INSTRUCTION_PARAMS}
+
+    def missing_inputs(self, case: Case) -> list[MissingInput]:
+        """The action program the gate compares the camera with: without one the gate is not measured (skipped,
+        naming the file), never failed."""
+        if case.sidecars.get("actions") is not None:
+            return []
+        where = f"{case.case_id}_actions.json"
+        if case.video is not None:
+            where = str(Path(case.video.path).parent / where)
+        return [MissingInput("action program", where,
+                             'write the camera instructions the model was given, e.g. {"actions": ["turn_left", '
+                             '"turn_right"], "frames_per_action": 16} (docs/real_outputs.md)', kind="file")]
 
     def reference(self, case: Case, alignment: Alignment, n_frames: int) -> tuple[np.ndarray | None, str]:
         """The action file's camera tokens (``actions`` + ``frames_per_action``) as an instructed path. The

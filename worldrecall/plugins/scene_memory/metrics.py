@@ -26,11 +26,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import ConfigTypeError, MeasureContext, Metric, Value
+from worldrecall.core.components import ConfigTypeError, MeasureContext, Metric, MissingInput, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.formats.arrays import load_npz, npz_names
 from worldrecall.formats.vipe import Sidecar, read_points_file, read_sidecar
-from worldrecall.plugins.scene_memory.aligners import case_sidecar, has_precomputed, missing_intrinsics
+from worldrecall.plugins.scene_memory.aligners import (
+    case_sidecar,
+    has_precomputed,
+    missing_intrinsics,
+    missing_vipe,
+)
 from worldrecall.plugins.scene_memory.clouds import stack_cloud
 from worldrecall.plugins.scene_memory.exports import (
     MissingExport,
@@ -134,6 +139,10 @@ class _SceneF1Base(Metric):
         "use_precomputed": True,       # prefer the case's own clouds (scene_memory NPZ / explicit files)
         "per_leg": True,               # O-B3: per-leg clouds for multi-loop programs
     }
+
+    def missing_inputs(self, case: Case) -> list[MissingInput]:
+        """The rollout's ViPE sidecar (or precomputed clouds): every value here is computed from it."""
+        return missing_vipe(case)
 
     def __init__(self, params: Mapping[str, Any] | None = None, thresholds: Mapping[str, Any] | None = None):
         super().__init__(params, thresholds)

@@ -29,10 +29,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import MeasureContext, Metric, Value
+from worldrecall.core.components import MeasureContext, Metric, MissingInput, Value
 from worldrecall.core.data import Alignment, Case, one_line
 from worldrecall.core.models import BackendUnavailable
-from worldrecall.plugins.scene_memory.aligners import case_sidecar, missing_intrinsics
+from worldrecall.plugins.scene_memory.aligners import case_sidecar, missing_intrinsics, missing_vipe
 from worldrecall.plugins.scene_memory.closure import measure_pair, pair_score
 from worldrecall.plugins.scene_memory.exports import is_native_layout, read_release_intrinsics
 from worldrecall.plugins.scene_memory.half_life import HalfLifeRefused, fit_half_life
@@ -57,6 +57,10 @@ class _SuiteMetric(Metric):
     higher_is_better = True
     range = (0.0, 1.0)
     thresholds: ClassVar[dict[str, Any]] = {"official_parity": False}
+
+    def missing_inputs(self, case: Case) -> list[MissingInput]:
+        """The rollout's ViPE sidecar (or precomputed clouds): every value here is computed from it."""
+        return missing_vipe(case)
 
     def _facts(self, alignment: Alignment) -> dict[str, Any]:
         info = alignment.info
