@@ -106,10 +106,12 @@ def test_wrbench_real_clips_score_pose_values_weight_free(tmp_path, capfd, pose)
     ok = by[("wrbench.camprec", "case_a_yaw_rl")]
     assert ok.status == "ok" and ok.backend.get("pose") == "sift_pose" and isinstance(ok.values["pose_reward"], float)
     # the one without says which field of videos.json is missing and how to write it
+    # (the release's row: status missing_target_pose, no score; the table counts it as D1-eligible)
     lr = by[("wrbench.camprec", "case_a_yaw_lr")]
-    assert lr.status == "skipped" and lr.reason.startswith(
-        "wrbench.camprec skipped: missing requested camera trajectory (videos.json record case_a_yaw_lr: "
-        "target_pose_path): save the requested c2w poses")
+    assert lr.status == "ok" and lr.values["score"] is None and lr.values["status_ok"] == 0.0
+    assert lr.info["verdict"].startswith("d1_status=missing_target_pose (no requested trajectory for this video: "
+                                         "save the requested c2w poses")
+    assert "target_pose_path" in lr.info["verdict"]
 
 
 def test_wrbench_real_clips_with_the_sidecar_pose_backend_named_suggest_the_pose_role_weight_free_first(tmp_path):

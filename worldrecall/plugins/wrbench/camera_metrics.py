@@ -101,7 +101,9 @@ class CamPrec(Metric):
         if not bool(m["has_target"]):
             return {"status": "missing_target_pose", "score": None, "pose_reward": None, "rot_error_deg": None,
                     "trans_shape_error": None, "direction_correct": None,
-                    "flags": ["no requested trajectory (target_pose_path) for this video"]}
+                    "flags": ["no requested trajectory for this video: save the requested c2w poses ([N,4,4] "
+                              "OpenCV, .npy) beside it and name the file in videos.json target_pose_path "
+                              "(docs/real_outputs.md)"]}
         return d1.camprec(np.asarray(m["target_c2w"]), np.asarray(m["pred_c2w"]), str(m["camera"]), th)
 
     def score(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> dict[str, float | None]:
