@@ -79,6 +79,31 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
         runner.save_digest_memo()  # again: the outputs' keys read code digests too
 
 
+def check_plain(plain: Mapping[str, Any], host: PluginHost | None = None) -> int:
+    """``worldrecall check``: what a run of this config can score, printed per benchmark and metric, from the
+    run's own plan and loaded cases (nothing aligned, measured or written to the results). Exit code 1 when a
+    requested headline cannot run on any case, 2 for a config error, else 0."""
+    from worldrecall.engine.stages.readiness import EXIT_HEADLINE_BLOCKED, full_lines, headline_lines, readiness
+
+    try:
+        cfg = resolve_config(plain)
+        host = host or host_for(cfg)
+        for name, err in host.failures:
+            print(f"warning: plugin {name!r} skipped: {err}", file=sys.stderr)
+        runner = Runner(cfg, host)
+        plans, items = runner.plan_and_load()
+    except ConfigTypeError as e:
+        for line in e.lines if isinstance(e, PluginCollision) else [str(e)]:
+            print(f"error: {line}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    report = readiness(plans, items, host.benchmarks)
+    print("what this run can score (from its plan and loaded cases; nothing aligned or measured):")
+    for line in [*full_lines(report), "", *headline_lines(report)]:
+        print(line)
+    runner.save_digest_memo()
+    return EXIT_HEADLINE_BLOCKED if any(b.blocked_headlines() for b in report) else 0
+
+
 def shard_job(result: RunResult, ctx: SinkContext) -> int:
     """A shard's own outputs are partial (:mod:`worldrecall.engine.stages.shards`); a multirun's last shard
     merges every shard's rows."""
