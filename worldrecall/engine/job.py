@@ -19,6 +19,7 @@ from worldrecall.engine.sinks import SinkContext, job_sinks, merge_sinks, shard_
 from worldrecall.engine.sinks.tracking.tracker import prefetch as prefetch_tracking
 from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.engine.stages.config import resolve_config
+from worldrecall.engine.stages.name_checks import check_aggregator_paths, configured_aggregator_params
 from worldrecall.engine.stages.result import RunResult, build_result
 from worldrecall.engine.stages.row_digests import row_digests
 from worldrecall.engine.stages.runner import ResultsNotWritable, Runner, load_rows
@@ -83,7 +84,12 @@ def check_plain(plain: Mapping[str, Any], host: PluginHost | None = None) -> int
     """``worldrecall check``: what a run of this config can score, printed per benchmark and metric, from the
     run's own plan and loaded cases (nothing aligned, measured or written to the results). Exit code 1 when a
     requested headline cannot run on any case, 2 for a config error, else 0."""
-    from worldrecall.engine.stages.readiness import EXIT_HEADLINE_BLOCKED, full_lines, headline_lines, readiness
+    from worldrecall.engine.stages.readiness import (
+        EXIT_HEADLINE_BLOCKED,
+        full_lines,
+        headline_lines,
+        readiness,
+    )
 
     try:
         cfg = resolve_config(plain)
@@ -128,6 +134,8 @@ def aggregate_command(results_dir: Path, cfg: Mapping[str, Any]) -> int:
     try:
         cfg = resolve_config(cfg)
         host = host_for(cfg)
+        configured_aggregator_params(cfg, host.components["aggregator"])
+        check_aggregator_paths(cfg, host)
     except ConfigTypeError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_CONFIG

@@ -100,7 +100,7 @@ def _cases(n: int) -> str:
 def _reason(text: str, metric: str) -> str:
     """A plan's skip reason without its ``<metric> skipped:`` head (the line already names the metric)."""
     head = f"{metric} skipped: "
-    return text[len(head):] if text.startswith(head) else text
+    return text.removeprefix(head)
 
 
 def full_lines(report: list[BenchmarkReadiness], examples: int = 3) -> list[str]:

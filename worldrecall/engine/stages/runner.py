@@ -29,7 +29,7 @@ from worldrecall.engine.stages.absence import all_null_values
 from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.engine.stages.config import ResolvedConfig, resolve_config
 from worldrecall.engine.stages.executor import make_executor
-from worldrecall.engine.stages.name_checks import check_names, check_selection
+from worldrecall.engine.stages.name_checks import check_aggregator_paths, check_names, check_selection
 from worldrecall.engine.stages.pipeline import CasePipeline
 from worldrecall.engine.stages.plan import (
     BenchmarkPlan,
@@ -131,6 +131,7 @@ class Runner:
         here)."""
         check_names(self.cfg, self.host)  # a typo ends the run here, before the suite is built
         self.build_suite()
+        check_aggregator_paths(self.cfg, self.host)  # after the build: the suite writes some of those files
         load_digest_memo(self.digest_memo)  # before loading: loaders read file facts through it
         plans = plan_benchmarks(self.cfg, self.host, self.hub, self.judges, self.pool)
         items = self.load(plans)
