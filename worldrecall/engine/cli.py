@@ -221,7 +221,9 @@ def cmd_aggregate(ns: argparse.Namespace) -> int:
     from worldrecall.engine.job import aggregate_command
     from worldrecall.engine.stages.plan import run_key
 
-    cfg = compose(ns.overrides)
+    cfg, code = compose_checked(ns.overrides)  # composed as `run` composes it (open mappings, plugin configs)
+    if cfg is None:
+        return code
     results_dir = Path(ns.results_dir) if ns.results_dir else Path(cfg["output_root"]) / "results" / run_key(cfg)
     if not results_dir.exists():
         print(f"no results at {results_dir}", file=sys.stderr)
