@@ -59,6 +59,7 @@ def test_check_says_what_runs_and_the_run_does_exactly_that(tmp_path, toy_host, 
     assert hydra_run(overrides) == 0
     said = capsys.readouterr()
     assert "toy.brightness cannot run on 1 of 4 toy cases: missing notes file" in said.out + said.err
+    assert "toy: 1 of 4 cases could not be loaded and fail (e.g. good/gone2: " in said.out + said.err
     by = {r.case_id: r for r in _rows(out)}
     assert {c for c, r in by.items() if r.status == "ok"} == {"c1", "c3"}  # the 2 of 4 check said
     assert by["needs0"].status == "skipped" and "missing notes file" in by["needs0"].reason

@@ -134,11 +134,14 @@ def full_lines(report: list[BenchmarkReadiness], examples: int = 3) -> list[str]
 
 
 def run_lines(report: list[BenchmarkReadiness]) -> list[str]:
-    """What ``worldrecall run`` says at its start, one line per metric and reason, only for what cannot run on
-    some case because of that case (missing declared inputs). The plan's whole-metric skips and the loaders'
-    errors are said by the run already (the skip lines, the failed cases)."""
+    """What ``worldrecall run`` says at its start: a line per benchmark whose loader could not load some cases,
+    and one per metric and reason for what cannot run on some cases for an input they lack. The plan's
+    whole-metric skips are said by the run's own skip lines, each once."""
     out = []
     for b in report:
+        if b.not_loaded:
+            out.append(f"{b.name}: {len(b.not_loaded)} of {_cases(b.n_cases)} could not be loaded and fail "
+                       f"(e.g. {b.not_loaded[0]})")
         for m in b.metrics.values():
             if m.plan_reason:
                 continue
