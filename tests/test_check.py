@@ -134,3 +134,11 @@ def test_a_path_param_naming_no_file_is_exit_2_with_a_did_you_mean(tmp_path, toy
         err = capsys.readouterr().err.strip().splitlines()
         assert err[-1] == (f"error: aggregator_params.memobench.leaderboard.official_eval_dir: no such file or "
                            f"folder '{tmp_path}/oficial_eval'; in {tmp_path}: did you mean 'official_eval'?")
+
+
+def test_judge_options_take_no_plus_and_a_judge_typo_is_exit_2(tmp_path, toy_host, capsys):
+    ds = make_dataset(tmp_path, {"good": [0]})
+    cfg, code = compose_checked(["judge_options.qwen_vl_logprob.model_path=/models/Qwen-VL"])  # as README prints it
+    assert code == 0 and cfg["judge_options"] == {"qwen_vl_logprob": {"model_path": "/models/Qwen-VL"}}
+    assert hydra_run(toy_cli_overrides(ds, tmp_path / "out", "tracking=none", "judge_options.gemnii.base_url=x")) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("did you mean 'gemini'?")

@@ -36,6 +36,8 @@ def check_names(cfg: Mapping[str, Any], host: PluginHost) -> None:
     for agg in [*(cfg["aggregators"] or []), *((cfg["suite"] or {}).get("aggregators") or [])]:
         _known("aggregator", agg, host.components["aggregator"], "aggregators")
     configured_aggregator_params(cfg, host.components["aggregator"])  # a param for no aggregator is a typo
+    for judge in cfg.get("judge_options") or {}:  # taken without `+` from the shell, so a typo must be named
+        _known("judge", judge, host.judges, "judge_options")
     selected = selected_benchmarks(cfg)
     if not selected and not cfg["allow_empty"]:
         raise ConfigTypeError(f"the run selects no benchmark (configured: {', '.join(benches) or 'none'}; "
