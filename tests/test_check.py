@@ -142,3 +142,61 @@ def test_judge_options_take_no_plus_and_a_judge_typo_is_exit_2(tmp_path, toy_hos
     assert code == 0 and cfg["judge_options"] == {"qwen_vl_logprob": {"model_path": "/models/Qwen-VL"}}
     assert hydra_run(toy_cli_overrides(ds, tmp_path / "out", "tracking=none", "judge_options.gemnii.base_url=x")) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith("did you mean 'gemini'?")
+
+
+def test_check_probes_a_backend_instead_of_loading_it_and_the_run_skips_alike(tmp_path, monkeypatch, capsys):
+    from worldrecall.core.models import BackendUnavailable, ModelSpec
+
+    built: list[str] = []
+    reason = "toy_heavy: weights not available locally; run `worldrecall models fetch toy_heavy`"
+
+    def factory(opts):
+        built.append("toy_heavy")  # a reference backend would load its weights here
+        raise BackendUnavailable(reason)
+
+    class NeedsDepth(toy_plugin.BrightnessDrift):
+        name = "toy.needs_depth"
+        models = ("depth",)
+
+    mod = types.ModuleType("toy_heavy")
+    mod.register_models = hookimpl(lambda register: register(ModelSpec(
+        "toy_heavy", "depth", "reference", factory, probe=lambda opts: reason)))
+    mod.register_models.__doc__ = "A backend whose weights are absent."
+    mod.register_metrics = hookimpl(lambda register: register(NeedsDepth))
+    mod.register_metrics.__doc__ = "A toy metric that needs the depth role."
+    monkeypatch.setattr(host_mod, "_HOST", host_mod.load_plugins(extra=[toy_plugin, mod], fresh=True))
+    ds = make_dataset(tmp_path, {"good": [0, 1]})
+    out = tmp_path / "out"
+    overrides = [*toy_cli_overrides(ds, out, "workers=1", "tracking=none", "report.enabled=false",
+                                    "models.depth=toy_heavy"), "+benchmarks.toy.metrics.needs_depth={}"]
+    assert main(["check", *overrides]) == 0
+    printed = capsys.readouterr().out
+    assert built == []  # probed, never built
+    status = {m.group(1): m.group(2) + m.group(3) for m in map(STATUS.match, printed.splitlines()) if m}
+    assert status == {"toy.brightness": "runs (2 cases)", "toy.needs_depth": "cannot run (all 2 cases)"}
+    assert f"- {reason}" in printed
+
+    assert hydra_run(overrides) == 0
+    rows = _rows(out)
+    assert {r.status for r in rows if r.metric == "toy.needs_depth"} == {"skipped"}
+    assert {r.status for r in rows if r.metric == "toy.brightness"} == {"ok"}
+    assert built  # the run builds it (and skips the metric with the same reason)
+    assert all(reason in r.reason for r in rows if r.metric == "toy.needs_depth")
+
+
+def test_builtin_reference_probes_say_what_their_factories_would_raise_offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    models = host_mod.load_plugins().models
+    probed = [s for s in models.values() if s.kind == "reference" and s.probe is not None]
+    assert {"sam3", "dinov2_base", "raft_large", "lpips_alex"} <= {s.name for s in probed}
+    for spec in probed:
+        opts = {**spec.defaults, "device": "cpu"}
+        said = spec.probe(opts)
+        if said is None:
+            continue  # weights present here: the factory would load them, which this test does not do
+        try:
+            spec.factory(opts)
+        except Exception as e:  # noqa: BLE001
+            assert str(e) == said, spec.name
+        else:
+            raise AssertionError(f"{spec.name}: probe said {said!r}, the factory built it")

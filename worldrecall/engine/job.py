@@ -97,6 +97,7 @@ def check_plain(plain: Mapping[str, Any], host: PluginHost | None = None) -> int
         for name, err in host.failures:
             print(f"warning: plugin {name!r} skipped: {err}", file=sys.stderr)
         runner = Runner(cfg, host)
+        runner.hub.probe_only = True  # a backend that declares a probe is checked, not built: no weights loaded
         plans, items = runner.plan_and_load()
     except ConfigTypeError as e:
         for line in e.lines if isinstance(e, PluginCollision) else [str(e)]:
