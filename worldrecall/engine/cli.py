@@ -157,13 +157,13 @@ def compose_checked(argv: Sequence[str]) -> tuple[dict | None, int]:
 
     from worldrecall.engine.hydra_entry import _key_hint
 
-    args, bad = run_overrides(first_job(argv))
-    if bad:
-        print(f"error: {bad}", file=sys.stderr)
-        return None, 2
     try:
+        args, bad = run_overrides(first_job(argv))
+        if bad:
+            print(f"error: {bad}", file=sys.stderr)
+            return None, 2
         return compose(args), 0
-    except HydraException as e:
+    except HydraException as e:  # also a malformed override (Hydra's parser)
         cause = f": {e.__cause__}" if e.__cause__ is not None and str(e.__cause__) not in str(e) else ""
         print(f"error: {' '.join((str(e) + cause).split())}{_key_hint(str(e))}", file=sys.stderr)
         return None, 2
