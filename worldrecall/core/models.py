@@ -70,6 +70,10 @@ class ModelSpec:
     # evaluating, and skips the metrics that need it instead of failing every case.
     preflight: Callable[[Any], str | None] | None = None
     fix: str = ""               # what to do when preflight fails everywhere (e.g. "use models=reference")
+    # optional cheap check of the options (packages importable, weights on disk), without building: None when
+    # the factory could build it, else the one-line reason it would raise. `worldrecall check` reads it
+    # instead of loading the weights; a spec without one is built there as in a run.
+    probe: Callable[[Mapping[str, Any]], str | None] | None = None
 
     def identity(self) -> dict[str, str]:
         return {"name": self.name, "model_id": self.model_id or self.name, "revision": self.revision}
@@ -116,6 +120,8 @@ class ModelHub:
         self._built: dict[str, Any] = {}
         self._errors: dict[str, str] = {}
         self.forward_seconds: dict[str, float] = {}  # time spent inside backends, by spec name
+        # `worldrecall check`: a backend whose spec has a probe is probed, never built (no weights loaded)
+        self.probe_only = False
 
     def spec_for(self, role: str) -> ModelSpec:
         name = self.selection.get(role)
@@ -136,6 +142,12 @@ class ModelHub:
             raise BackendUnavailable(self._errors[spec.name])
         if spec.name not in self._built:
             opts = {**spec.defaults, "device": self.device, **self.options.get(spec.name, {})}
+            if self.probe_only and spec.probe is not None:
+                reason = spec.probe(opts)
+                if reason:
+                    self._errors[spec.name] = reason
+                    raise BackendUnavailable(reason)
+                return Probed(spec.name)  # not kept: a later get() outside probe mode builds it
             try:
                 self._built[spec.name] = _Timed(spec.factory(opts), spec.name, self.forward_seconds)
             except BackendUnavailable as e:
@@ -148,6 +160,13 @@ class ModelHub:
 
     def identities(self, roles: Sequence[str]) -> dict[str, dict[str, str]]:
         return {r: self.spec_for(r).identity() for r in roles}
+
+
+@dataclass(frozen=True)
+class Probed:
+    """What :meth:`ModelHub.get` returns in probe mode for a backend its probe found buildable (never called)."""
+
+    name: str
 
 
 class _Timed:

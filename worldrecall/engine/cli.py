@@ -107,23 +107,80 @@ def quiet_logging(argv: Sequence[str]) -> list[str]:
     return ["hydra.job_logging.root.level=WARNING", "+hydra.job_logging.loggers.worldrecall.level=INFO"]
 
 
+# open mappings whose keys come from plugins (roles, judges, aggregators): `models.flow=dis_flow`,
+# `judge_options.qwen_vl_logprob.model_path=…` and `aggregator_params.memobench.leaderboard.…=…` add or replace
+# a key as printed, without Hydra's `+`
+OPEN_MAPPINGS = ("models.", "judge_options.", "aggregator_params.")
+
+
+def run_overrides(argv: Sequence[str]) -> tuple[list[str], str]:
+    """The overrides ``run`` and ``check`` hand to Hydra (open mappings forced, the plugins' config folders on
+    the search path), and '' or the one-line error for a group option that does not exist."""
+    conf_dirs = _plugin_conf_dirs()
+    args = [f"++{a}" if a.startswith(OPEN_MAPPINGS) else a for a in argv]
+    bad = check_group_options(args, [Path(CONF_DIR), *conf_dirs.values()])
+    if conf_dirs and not any(a.startswith("hydra.searchpath") for a in args):
+        args.append("hydra.searchpath=[" + ",".join(conf_dirs) + "]")
+    return args, bad
+
+
 def hydra_run(argv: Sequence[str]) -> int:
     """``worldrecall run``: check the group options, add the plugins' config folders, launch; returns the
     worst job exit code."""
     from worldrecall.engine.hydra_entry import launch
 
-    conf_dirs = _plugin_conf_dirs()
-    extra = list(conf_dirs)
-    # roles come from plugins, so `models` is an open mapping: `models.flow=dis_flow` adds or replaces a key
-    args = [f"++{a}" if a.startswith("models.") else a for a in argv]
-    bad = check_group_options(args, [Path(CONF_DIR), *conf_dirs.values()])
+    args, bad = run_overrides(argv)
     if bad:
         print(f"error: {bad}", file=sys.stderr)
         return 2
-    args += quiet_logging(args)
-    if extra and not any(a.startswith("hydra.searchpath") for a in args):
-        args.append("hydra.searchpath=[" + ",".join(extra) + "]")
-    return launch(args)
+    return launch(args + quiet_logging(args))
+
+
+def first_job(args: Sequence[str]) -> list[str]:
+    """The overrides of the first job a (multi)run would start: ``-m`` dropped, each sweep (``a=1,2``,
+    ``range(4)``) at its first value. ``check`` and the docs test compose that one job."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from worldrecall.engine.hydra_entry import MULTIRUN_FLAGS
+
+    args = [a for a in args if a not in MULTIRUN_FLAGS]
+    parsed = OverridesParser.create().parse_overrides(args)
+    batches = BasicSweeper.split_arguments(parsed, max_batch_size=None)
+    return list(batches[0][0]) if batches and batches[0] else args
+
+
+def compose_checked(argv: Sequence[str]) -> tuple[dict | None, int]:
+    """The config ``worldrecall run argv`` would compose for its first job, or ``(None, 2)`` after printing
+    the one-line error (an unknown group option or key, with a did-you-mean) as ``run`` does."""
+    from hydra.errors import HydraException
+
+    from worldrecall.engine.hydra_entry import _key_hint
+
+    try:
+        args, bad = run_overrides(first_job(argv))
+        if bad:
+            print(f"error: {bad}", file=sys.stderr)
+            return None, 2
+        return compose(args), 0
+    except HydraException as e:  # also a malformed override (Hydra's parser)
+        cause = f": {e.__cause__}" if e.__cause__ is not None and str(e.__cause__) not in str(e) else ""
+        print(f"error: {' '.join((str(e) + cause).split())}{_key_hint(str(e))}", file=sys.stderr)
+        return None, 2
+
+
+def cmd_check(argv: Sequence[str]) -> int:
+    """``worldrecall check <the overrides of run>``: per benchmark and metric, runs / cannot run and why, from
+    the run's own plan and loaded cases; exit 1 when a requested headline cannot run on any case."""
+    from worldrecall.engine.job import check_plain
+
+    if any(a in ("-h", "--help") for a in argv):
+        print("usage: worldrecall check [overrides…]   (the same overrides as `worldrecall run`)")
+        return 0
+    cfg, code = compose_checked(argv)
+    if cfg is None:
+        return code
+    return check_plain(cfg)
 
 
 def compose(overrides: Sequence[str]) -> dict:
@@ -164,7 +221,9 @@ def cmd_aggregate(ns: argparse.Namespace) -> int:
     from worldrecall.engine.job import aggregate_command
     from worldrecall.engine.stages.plan import run_key
 
-    cfg = compose(ns.overrides)
+    cfg, code = compose_checked(ns.overrides)  # composed as `run` composes it (open mappings, plugin configs)
+    if cfg is None:
+        return code
     results_dir = Path(ns.results_dir) if ns.results_dir else Path(cfg["output_root"]) / "results" / run_key(cfg)
     if not results_dir.exists():
         print(f"no results at {results_dir}", file=sys.stderr)
@@ -173,8 +232,9 @@ def cmd_aggregate(ns: argparse.Namespace) -> int:
 
 
 def _usage(commands: dict) -> str:
-    lines = ["usage: worldrecall {run,aggregate,plugins" + "".join(f",{n}" for n in sorted(commands)) + "} ...",
+    lines = ["usage: worldrecall {run,check,aggregate,plugins" + "".join(f",{n}" for n in sorted(commands)) + "} ...",
              "  run [overrides…] [-m]       evaluate (default: the built-in synthetic suite)",
+             "  check [overrides…]          what a run with these overrides can score, and what is missing",
              "  aggregate [overrides…]      merge shard results into tables + one MLflow run",
              "  plugins [--json]            list plugins, versions, hooks, components",
              "  --version                   the package's and every plugin's version"]
@@ -187,6 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv and argv[0] == "run":
         return hydra_run(argv[1:])
     quiet_logging(argv)
+    if argv and argv[0] == "check":
+        return cmd_check(argv[1:])
     if argv and argv[0] in ("--version", "-V"):
         return cmd_version()
     from worldrecall.registry.host import load_plugins

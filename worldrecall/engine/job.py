@@ -19,6 +19,7 @@ from worldrecall.engine.sinks import SinkContext, job_sinks, merge_sinks, shard_
 from worldrecall.engine.sinks.tracking.tracker import prefetch as prefetch_tracking
 from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.engine.stages.config import resolve_config
+from worldrecall.engine.stages.name_checks import check_aggregator_paths, configured_aggregator_params
 from worldrecall.engine.stages.result import RunResult, build_result
 from worldrecall.engine.stages.row_digests import row_digests
 from worldrecall.engine.stages.runner import ResultsNotWritable, Runner, load_rows
@@ -79,6 +80,37 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
         runner.save_digest_memo()  # again: the outputs' keys read code digests too
 
 
+def check_plain(plain: Mapping[str, Any], host: PluginHost | None = None) -> int:
+    """``worldrecall check``: what a run of this config can score, printed per benchmark and metric, from the
+    run's own plan and loaded cases (nothing aligned, measured or written to the results). Exit code 1 when a
+    requested headline cannot run on any case, 2 for a config error, else 0."""
+    from worldrecall.engine.stages.readiness import (
+        EXIT_HEADLINE_BLOCKED,
+        full_lines,
+        headline_lines,
+        readiness,
+    )
+
+    try:
+        cfg = resolve_config(plain)
+        host = host or host_for(cfg)
+        for name, err in host.failures:
+            print(f"warning: plugin {name!r} skipped: {err}", file=sys.stderr)
+        runner = Runner(cfg, host)
+        runner.hub.probe_only = True  # a backend that declares a probe is checked, not built: no weights loaded
+        plans, items = runner.plan_and_load()
+    except ConfigTypeError as e:
+        for line in e.lines if isinstance(e, PluginCollision) else [str(e)]:
+            print(f"error: {line}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    report = readiness(plans, items, host.benchmarks)
+    print("what this run can score (from its plan and loaded cases; nothing aligned or measured):")
+    for line in [*full_lines(report), "", *headline_lines(report)]:
+        print(line)
+    runner.save_digest_memo()
+    return EXIT_HEADLINE_BLOCKED if any(b.blocked_headlines() for b in report) else 0
+
+
 def shard_job(result: RunResult, ctx: SinkContext) -> int:
     """A shard's own outputs are partial (:mod:`worldrecall.engine.stages.shards`); a multirun's last shard
     merges every shard's rows."""
@@ -103,6 +135,8 @@ def aggregate_command(results_dir: Path, cfg: Mapping[str, Any]) -> int:
     try:
         cfg = resolve_config(cfg)
         host = host_for(cfg)
+        configured_aggregator_params(cfg, host.components["aggregator"])
+        check_aggregator_paths(cfg, host)
     except ConfigTypeError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_CONFIG

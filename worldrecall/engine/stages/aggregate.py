@@ -19,6 +19,7 @@ from worldrecall.core.components import Aggregator, UndeclaredValue
 from worldrecall.core.data import ScoreRow
 from worldrecall.engine.cache import Store, component_identity, key_of, named_files
 from worldrecall.engine.cache.frames import decode_tables, encode_tables
+from worldrecall.engine.stages.name_checks import configured_aggregator_params
 from worldrecall.engine.stages.plan import enabled_benchmarks
 from worldrecall.engine.stages.row_digests import row_digests, rows_digest
 from worldrecall.registry.host import PluginHost
@@ -100,9 +101,9 @@ class _Groups:
 
     def __init__(self, host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any], store: Store,
                  digests: Mapping[tuple[str, str, str, str], str]):
-        suite = cfg["suite"]
         self.host, self.rows, self.store = host, rows, store
-        self.params = {**(cfg["aggregator_params"] or {}), **(suite.get("aggregator_params") or {})}
+        # keyed by registered name: `aggregator_params.memobench.leaderboard.x=…` from the shell arrives split
+        self.params = configured_aggregator_params(cfg, host.components["aggregator"], strict=False)
         self.primary = {name: cls.primary for name, cls in host.metrics.items()}
         self.meta = value_meta(host, rows)
         self.declared = {name: b.to_json() for name, b in getattr(host, "benchmarks", {}).items()}

@@ -35,6 +35,9 @@ def check_names(cfg: Mapping[str, Any], host: PluginHost) -> None:
         _known("suite", builder, host.components["suite"], "suite.builder")
     for agg in [*(cfg["aggregators"] or []), *((cfg["suite"] or {}).get("aggregators") or [])]:
         _known("aggregator", agg, host.components["aggregator"], "aggregators")
+    configured_aggregator_params(cfg, host.components["aggregator"])  # a param for no aggregator is a typo
+    for judge in cfg.get("judge_options") or {}:  # taken without `+` from the shell, so a typo must be named
+        _known("judge", judge, host.judges, "judge_options")
     selected = selected_benchmarks(cfg)
     if not selected and not cfg["allow_empty"]:
         raise ConfigTypeError(f"the run selects no benchmark (configured: {', '.join(benches) or 'none'}; "
@@ -135,3 +138,72 @@ def check_selection(cfg: Mapping[str, Any], n_items: int, models_seen: Iterable[
         names = ", ".join(selected_benchmarks(cfg)) or "none"
         raise ConfigTypeError(f"the run selects no case{in_shard} (benchmarks: {names}; only={cfg['only']}, "
                               f"models_only={cfg['models_only']}); set allow_empty=true to allow an empty run")
+
+
+def aggregator_params_by_name(params: Mapping[str, Any] | None, known: Iterable[str],
+                              strict: bool = True) -> dict[str, Any]:
+    """``aggregator_params`` keyed by registered aggregator names.
+
+    From the shell, ``aggregator_params.memobench.leaderboard.official_eval_dir=…`` arrives split at every dot
+    (``{memobench: {leaderboard: {…}}}``): keys are joined back while they lead to a registered name. A key
+    that leads to none is a :class:`ConfigTypeError` with a did-you-mean (``strict``), else kept as it is."""
+    known = set(known)
+    out: dict[str, Any] = {}
+
+    def walk(name: str, value: Any, where: str) -> None:
+        if name in known:
+            prev = out.get(name)
+            out[name] = {**prev, **value} if isinstance(prev, Mapping) and isinstance(value, Mapping) else value
+        elif isinstance(value, Mapping) and value and any(k.startswith(f"{name}.") for k in known):
+            for sub, v in value.items():
+                walk(f"{name}.{sub}", v, where)
+        elif strict:
+            raise ConfigTypeError(unknown_name("aggregator", name, known, where))
+        else:
+            out[name] = value
+
+    for name, value in (params or {}).items():
+        walk(str(name), value, "aggregator_params")
+    return out
+
+
+def configured_aggregator_params(cfg: Mapping[str, Any], known: Iterable[str], strict: bool = True
+                                 ) -> dict[str, Any]:
+    """The run's aggregator params by registered name: ``aggregator_params``, then the suite's over them."""
+    known = list(known)
+    suite = cfg.get("suite") or {}
+    return {**aggregator_params_by_name(cfg.get("aggregator_params"), known, strict),
+            **aggregator_params_by_name(suite.get("aggregator_params"), known, strict)}
+
+
+def check_aggregator_paths(cfg: Mapping[str, Any], host: PluginHost) -> None:
+    """Every file or folder an aggregator's declared ``path_params`` names exists (checked once the suite is
+    built, which writes some of them): else one line naming the key and the path, with a did-you-mean."""
+    aggregators = host.components["aggregator"]
+    for name, params in configured_aggregator_params(cfg, aggregators).items():
+        if not isinstance(params, Mapping):
+            continue
+        for key in getattr(aggregators[name], "path_params", ()) or ():
+            value = params.get(key)
+            if value and not Path(str(value)).expanduser().exists():
+                raise ConfigTypeError(missing_path(f"aggregator_params.{name}.{key}", Path(str(value)).expanduser()))
+
+
+def missing_path(where: str, path: Path) -> str:
+    """``<where>: no such file or folder '<path>'`` with the closest name in the deepest folder that exists."""
+    from worldrecall.registry.names import did_you_mean
+
+    parent, missing = path, []
+    while not parent.exists() and parent != parent.parent:
+        missing.append(parent.name)
+        parent = parent.parent
+    hint = ""
+    if parent.is_dir() and missing:
+        try:
+            names = [p.name for p in parent.iterdir()]
+        except OSError:
+            names = []
+        close = did_you_mean(missing[-1], names)
+        if close:
+            hint = f"; in {parent}: {close}"
+    return f"{where}: no such file or folder {str(path)!r}{hint}"

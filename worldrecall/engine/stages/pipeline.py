@@ -34,7 +34,7 @@ from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.results import json_default
 from worldrecall.core.video import VideoError, VideoPool
 from worldrecall.engine.cache import Store, code_digest, component_identity, key_of, named_files
-from worldrecall.engine.stages.plan import BenchmarkPlan
+from worldrecall.engine.stages.plan import BenchmarkPlan, skip_reason
 from worldrecall.registry.host import PluginHost
 
 log = logging.getLogger(__name__)
@@ -211,17 +211,9 @@ class CasePipeline:
     def _skip(self, plan: BenchmarkPlan, name: str, metric: Metric, case: Case, row: ScoreRow, fp: str) -> bool:
         """Make ``row`` the skip it is when the plan skips the metric (a backend, judge or key missing) or the
         case lacks an input the metric declares (:meth:`Metric.missing_inputs`); False when it can run."""
-        if name in plan.skipped:
-            reason = plan.skipped[name]
-        else:
-            try:
-                missing = metric.missing_inputs(case)
-            except Exception:  # noqa: BLE001  (a faulty check must not hide the measurement's own error)
-                log.debug("%s.missing_inputs failed on %s", metric.name, case.key, exc_info=True)
-                missing = []
-            if not missing:
-                return False
-            reason = f"{metric.name} skipped: " + "; ".join(m.line() for m in missing)
+        reason = skip_reason(plan, name, metric, case)
+        if not reason:
+            return False
         row.status, row.reason = "skipped", reason
         # the fingerprint covers the case's files: providing the missing one later is a new key
         row.key = self.row_key(key_of(component_identity(metric), fp, {"skipped": reason}), row)

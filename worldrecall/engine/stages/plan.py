@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from worldrecall.core.cache import cache_key
-from worldrecall.core.components import ConfigTypeError, Loader, LoadRequest, Metric
+from worldrecall.core.components import ConfigTypeError, Loader, LoadRequest, Metric, MissingInput
 from worldrecall.core.data import Case, CaseError, one_line
 from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable, ModelHub
@@ -225,6 +225,25 @@ def optional_absence(metric: Metric, hub: ModelHub) -> str:
         except BackendUnavailable as e:
             out.append(f"{values} not computed: {one_line(e)}")
     return f"{metric.name}: " + "; ".join(out) if out else ""
+
+
+def declared_missing(metric: Metric, case: Case) -> list[MissingInput]:
+    """The inputs ``metric`` declares that ``case`` lacks (:meth:`Metric.missing_inputs`); a check that raises
+    declares nothing, so the measurement says what went wrong instead."""
+    try:
+        return list(metric.missing_inputs(case))
+    except Exception:  # noqa: BLE001  (a faulty check must not hide the measurement's own error)
+        log.debug("%s.missing_inputs failed on %s", metric.name, case.key, exc_info=True)
+        return []
+
+
+def skip_reason(plan: BenchmarkPlan, name: str, metric: Metric, case: Case) -> str:
+    """Why ``metric`` is skipped on ``case`` (a backend, judge or key the plan lacks, or a declared input the
+    case lacks), '' when it can run. The run's rows and ``worldrecall check`` both read it."""
+    if name in plan.skipped:
+        return plan.skipped[name]
+    missing = declared_missing(metric, case)
+    return f"{metric.name} skipped: " + "; ".join(m.line() for m in missing) if missing else ""
 
 
 def load_cases(plan: BenchmarkPlan, shard_index: int, shard_count: int) -> list[Case | CaseError]:

@@ -29,7 +29,7 @@ from worldrecall.engine.stages.absence import all_null_values, unmeasured_headli
 from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.engine.stages.config import ResolvedConfig, resolve_config
 from worldrecall.engine.stages.executor import make_executor
-from worldrecall.engine.stages.name_checks import check_names, check_selection
+from worldrecall.engine.stages.name_checks import check_aggregator_paths, check_names, check_selection
 from worldrecall.engine.stages.pipeline import CasePipeline
 from worldrecall.engine.stages.plan import (
     BenchmarkPlan,
@@ -41,6 +41,7 @@ from worldrecall.engine.stages.plan import (
     weight_free_fallback,
 )
 from worldrecall.engine.stages.progress import progress_bar
+from worldrecall.engine.stages.readiness import readiness, run_lines
 from worldrecall.engine.stages.result import RunResult, build_result
 from worldrecall.engine.stages.row_digests import row_digests
 from worldrecall.engine.stages.row_store import ResultStore, read_rows
@@ -86,16 +87,13 @@ class Runner:
 
     def run(self) -> RunResult:
         started_at, t_start = time.time(), time.perf_counter()
-        check_names(self.cfg, self.host)  # a typo ends the run here, before the suite is built
-        self.build_suite()
-        load_digest_memo(self.digest_memo)  # before loading: loaders read file facts through it
-        plans = plan_benchmarks(self.cfg, self.host, self.hub, self.judges, self.pool)
-        items = self.load(plans)
-        check_selection(self.cfg, sum(map(len, items.values())), {it.model for v in items.values() for it in v},
-                        {m for p in plans for m in p.models})
-        # said once, before evaluating: metrics skipped, values no backend can give (LPIPS without one …)
+        plans, items = self.plan_and_load()
+        # said once, before evaluating: metrics skipped, values no backend can give (LPIPS without one …), and
+        # metrics that cannot run on some cases for an input those cases lack (`worldrecall check` in full)
         absent = [m for p in plans for k, m in p.absent.items() if k not in p.skipped]
         for msg in sorted({*(m for p in plans for m in p.skipped.values()), *absent}):
+            log.warning(msg)
+        for msg in run_lines(readiness(plans, items, getattr(self.host, "benchmarks", {}))):
             log.warning(msg)
         rows_file = ResultStore(self.results_dir, self.shard_index, self.shard_count)
         try:
@@ -130,6 +128,20 @@ class Runner:
         backends = {r: self.hub.selection.get(r, "") for p in plans for m in p.metrics.values() for r in m.models}
         return build_result(self.results_dir, rows, tables, self.cfg, self.host.plugins.values(), self.pipeline.totals(),
                             backends, started_at, digests)
+
+    def plan_and_load(self) -> tuple[list[BenchmarkPlan], dict[str, list[Case | CaseError]]]:
+        """Names checked, the suite built, every benchmark planned and its cases loaded (with the backends'
+        preflight): everything a run knows before it aligns or measures anything (``worldrecall check`` stops
+        here)."""
+        check_names(self.cfg, self.host)  # a typo ends the run here, before the suite is built
+        self.build_suite()
+        check_aggregator_paths(self.cfg, self.host)  # after the build: the suite writes some of those files
+        load_digest_memo(self.digest_memo)  # before loading: loaders read file facts through it
+        plans = plan_benchmarks(self.cfg, self.host, self.hub, self.judges, self.pool)
+        items = self.load(plans)
+        check_selection(self.cfg, sum(map(len, items.values())), {it.model for v in items.values() for it in v},
+                        {m for p in plans for m in p.models})
+        return plans, items
 
     def build_suite(self) -> None:
         """Build the configured suite (a registered name; config never names a callable)."""

@@ -40,6 +40,7 @@ from worldrecall.plugins.models import (
     texture_gram,
 )
 from worldrecall.plugins.models.manifest import MANIFEST
+from worldrecall.plugins.models.weights import weights_probe
 
 TORCH = ("torch", "torchvision")
 HF = ("torch", "transformers")
@@ -48,9 +49,12 @@ HF = ("torch", "transformers")
 def _reference(name: str, role: str, factory: Callable[..., Any], defaults: dict[str, Any], description: str,
                requires: tuple[str, ...] = HF, extra: str | None = None) -> ModelSpec:
     e = MANIFEST[name]
+    # `worldrecall check` probes (packages, weights on disk) instead of loading; without declared weights the
+    # factory alone knows, so it is built there as in a run
+    probe = weights_probe(name, requires, e.weights, e.model_id, factory) if e.weights else None
     return ModelSpec(name=name, role=role, kind="reference", factory=factory, description=description,
                      model_id=e.model_id, revision=e.revision, weights=list(e.weights), licence=e.licence,
-                     requires=requires, defaults=dict(defaults), extra=extra)
+                     requires=requires, defaults=dict(defaults), extra=extra, probe=probe)
 
 
 # the role's other backends (weight-free first) are appended by the engine from the registry

@@ -196,3 +196,33 @@ def hf_backend_folder(name: str, opts: Any, defaults: Any) -> tuple[Any, Path]:
     folder = hf_dir(name, e.model_id, revision=o["revision"], local_dir=o.local_dir,
                     required=required_hf_files(e.weights, e.model_id))
     return o, folder
+
+
+def weights_probe(name: str, requires: Sequence[str], files: Sequence[WeightFile], model_id: str,
+                  factory: Any) -> Any:
+    """A :attr:`ModelSpec.probe` for a reference backend: ``None`` when its packages are importable and its
+    weights are local (or may be downloaded), else the one-line reason its factory would raise — checked
+    without loading anything (``worldrecall check``)."""
+    import importlib.util
+
+    def probe(opts: Any) -> str | None:
+        if any(importlib.util.find_spec(m) is None for m in requires):
+            try:  # a package is missing: the factory fails at its import, before any weight, in its own words
+                factory(opts)
+            except BackendUnavailable as e:
+                return str(e)
+            except Exception as e:  # noqa: BLE001  (as the run's plan would: the metric is skipped, saying why)
+                return f"{name}: {type(e).__name__}: {e}"
+            return None
+        local_dir = (opts or {}).get("local_dir")
+        if local_dir:
+            root = Path(local_dir).expanduser()
+            lacking = [f for f in required_hf_files(files, model_id) or ["."] if not (root / f).exists()]
+            return f"{name}: local_dir {root} lacks {', '.join(lacking)}" if lacking else None
+        try:
+            ensure_weights(name, files, revision=(opts or {}).get("revision"))
+        except BackendUnavailable as e:
+            return str(e)
+        return None
+
+    return probe
