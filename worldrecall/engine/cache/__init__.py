@@ -8,7 +8,7 @@ from worldrecall.engine.cache.keys import (
     library_versions,
     named_files,
 )
-from worldrecall.engine.cache.store import Store, VideoFacts
+from worldrecall.engine.cache.store import Store, VideoFacts, store_for
 
 __all__ = ["Store", "VideoFacts", "code_digest", "component_identity", "inputs_digest", "key_of", "library_versions",
-           "named_files"]
+           "named_files", "store_for"]

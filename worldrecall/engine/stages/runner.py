@@ -24,7 +24,7 @@ from worldrecall.core.digests import load_digest_memo, save_digest_memo
 from worldrecall.core.judges import JudgeHub
 from worldrecall.core.models import ModelHub
 from worldrecall.core.video import VideoPool
-from worldrecall.engine.cache import Store, VideoFacts
+from worldrecall.engine.cache import VideoFacts, store_for
 from worldrecall.engine.stages.absence import all_null_values
 from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.engine.stages.config import ResolvedConfig, resolve_config
@@ -69,8 +69,11 @@ class Runner:
         backend_set = models_cfg.pop("set", None) or ""
         self.hub = ModelHub(host.models, models_cfg, options, device=cfg["device"], roles=host.roles,
                             backend_set=backend_set)
-        self.judges = JudgeHub(host.judges, cfg["judge_options"], cache_dir=cache_root / "judge_answers")
-        self.store = Store(cache_root)
+        self.cache_mode = str(cfg["cache"]["mode"])
+        # judges keep their own answers: with the cache refreshed or off they are asked again (and keep none)
+        self.judges = JudgeHub(host.judges, cfg["judge_options"],
+                               cache_dir=cache_root / "judge_answers" if self.cache_mode == "use" else None)
+        self.store = store_for(cfg)
         self.pool = VideoPool(cfg["video"]["max_bytes"], VideoFacts(self.store), max_pixels=cfg["video"]["max_pixels"],
                               max_frames=cfg["video"]["max_frames"])
         self.pipeline = CasePipeline(host, self.hub, self.judges, self.pool, cache_root, artifacts=cfg["artifacts"],
@@ -80,14 +83,17 @@ class Runner:
         self.timing = self.pipeline.counters.timing
 
     def save_digest_memo(self) -> None:
-        """Keep the file digests and facts this job looked up for the next run on this output root."""
-        save_digest_memo(self.digest_memo)
+        """Keep the file digests and facts this job looked up for the next run on this output root (not with
+        the cache off: it writes nothing under ``cache_dir``)."""
+        if self.cache_mode != "off":
+            save_digest_memo(self.digest_memo)
 
     def run(self) -> RunResult:
         started_at, t_start = time.time(), time.perf_counter()
         check_names(self.cfg, self.host)  # a typo ends the run here, before the suite is built
         self.build_suite()
-        load_digest_memo(self.digest_memo)  # before loading: loaders read file facts through it
+        if self.cache_mode != "off":
+            load_digest_memo(self.digest_memo)  # before loading: loaders read file facts through it
         plans = plan_benchmarks(self.cfg, self.host, self.hub, self.judges, self.pool)
         items = self.load(plans)
         check_selection(self.cfg, sum(map(len, items.values())), {it.model for v in items.values() for it in v},
@@ -177,7 +183,8 @@ class Runner:
             if isinstance(it, CaseError):
                 names = set(plan.metrics)  # its inputs cannot be read: no earlier row of it stands
             else:
-                rows, names = self.pipeline.settle(plan, it, rows_file.done)
+                # refresh / off: no row on disk stands, every row is computed again
+                rows, names = self.pipeline.settle(plan, it, rows_file.done if self.cache_mode == "use" else {})
                 emit(it, rows, done=not names)
             if names:
                 left[id(it)] = names
