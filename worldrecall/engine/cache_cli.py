@@ -76,7 +76,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         if action not in ACTIONS:
             raise UsageError(unknown_name("cache action", action, ACTIONS, "worldrecall cache"))
-        ns = _parser(action).parse_args(argv[1:])
+        ns = _parser(action).parse_intermixed_args(argv[1:])
         overrides = [a for a in ns.args if "=" in a]
         names = [a for a in ns.args if "=" not in a]
         if names and action != "explain":

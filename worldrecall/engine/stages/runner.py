@@ -81,6 +81,7 @@ class Runner:
         self.digest_memo = cache_root / "file_digests.json"
         self.shard_count, self.shard_index = cfg["shard"]["count"], cfg["shard"]["index"]
         self.timing = self.pipeline.counters.timing
+        self.appended: set[tuple[str, str, str, str]] = set()  # rows this run wrote (the others were kept)
 
     def save_digest_memo(self) -> None:
         """Keep the file digests and facts this job looked up for the next run on this output root (not with
@@ -103,6 +104,7 @@ class Runner:
         for msg in sorted({*(m for p in plans for m in p.skipped.values()), *absent}):
             log.warning(msg)
         rows_file = ResultStore(self.results_dir, self.shard_index, self.shard_count)
+        before = dict(rows_file.done)  # what `cache explain` compares this run's keys with
         try:
             jobs = [self.prepare(plan, rows_file, items[plan.name]) for plan in plans]
             # when every row left needs a score only (a sweep's re-score job), this process scores them: forking
@@ -120,6 +122,7 @@ class Runner:
             except OSError:
                 pass  # the write error itself is what the run reports
         rows = rows_file.all_rows()
+        self.log_keys(rows, before)
         for msg in all_null_values(rows, self.host.metrics, [k for p in plans for k in p.absent]):
             log.warning(msg)
         t0 = time.perf_counter()
@@ -132,6 +135,17 @@ class Runner:
         backends = {r: self.hub.selection.get(r, "") for p in plans for m in p.metrics.values() for r in m.models}
         return build_result(self.results_dir, rows, tables, self.cfg, self.host.plugins.values(), self.pipeline.totals(),
                             backends, started_at, digests)
+
+    def log_keys(self, rows: list[ScoreRow], before: Mapping[tuple[str, str, str, str], ScoreRow]) -> None:
+        """Record each row's keys and how this run obtained it, for ``worldrecall cache explain`` (a log
+        that cannot be written costs the explanation, never the run)."""
+        from worldrecall.engine.cache.explain import write_log
+
+        try:
+            write_log(self.results_dir, self.shard_index, self.shard_count, rows, self.appended, before,
+                      self.cache_mode)
+        except OSError as e:
+            log.warning("could not record the cache log for `worldrecall cache explain`: %s", e)
 
     def build_suite(self) -> None:
         """Build the configured suite (a registered name; config never names a callable)."""
@@ -163,6 +177,7 @@ class Runner:
 
         def emit(item: Case | CaseError, rows: list[ScoreRow], done: bool = True) -> None:
             for row in rows:
+                self.appended.add(row.row_key)
                 try:
                     rows_file.append(row, flush=False)
                 except OSError as e:
