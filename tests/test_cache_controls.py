@@ -240,3 +240,86 @@ def test_explain_says_reused_on_a_rerun_and_names_the_param_that_changed(world):
     assert any("params.thresholds.tolerance: 5.0 -> 50" in w for w in doc[0]["why"])
     err = _cli(world, "cache", "explain", "ctl", "goood", f"output_root={world['out']}", code=2).stderr
     assert "did you mean 'good'?" in err
+
+
+JUDGE_PLUGIN = '''
+"""A yes/no probe judge whose answers the test scripts (mode.txt); it logs every question list it is asked."""
+from pathlib import Path
+
+from worldrecall.core.hookspecs import hookimpl
+from worldrecall.core.judges import JudgeResponse, JudgeSpec
+
+HERE = Path(__file__).parent
+
+
+class Flaky:
+    model_id = "flaky-1"
+
+    def ask(self, video, system_prompt, questions, schema, *, prompt=""):
+        with open(HERE / "asked.log", "a") as f:
+            f.write(str(video) + "\\n")
+        mode = (HERE / "mode.txt").read_text().strip()
+        answers = []
+        for q in questions:
+            if q["id"].startswith("D3_") and mode == "omit":
+                continue  # a reply the judge could not be made to answer
+            p = float("nan") if q["id"].startswith("D3_") and mode == "nan" else 0.75
+            answers.append({"id": q["id"], "p_yes": p})
+        return JudgeResponse(answers=answers, usage={}, raw="", model_id=self.model_id)
+
+
+@hookimpl
+def register_judges(register):
+    register(JudgeSpec(name="flaky", factory=lambda options: Flaky()))
+'''
+
+
+def test_a_judge_answer_that_is_no_probability_is_no_score_and_is_asked_again(tmp_path):
+    site = tmp_path / "site"
+    pkg = site / "flakyjudge"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(JUDGE_PLUGIN)
+    dist = site / "flakyjudge-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: flakyjudge\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[worldrecall]\nflakyjudge = flakyjudge\n")
+    env = dict(os.environ)
+    import worldrecall
+
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(Path(worldrecall.__file__).parents[1]),
+                                         env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["WORLDRECALL_PLUGINS"] = env.get("WORLDRECALL_PLUGINS", "") + ",flakyjudge"
+    world = {"env": env}
+    out = tmp_path / "out"
+
+    def run(mode: str) -> dict[tuple[str, str], dict]:
+        (pkg / "mode.txt").write_text(mode)
+        _cli(world, "run", "experiment=smoke", f"output_root={out}", "only=[wrbench]", "workers=1",
+             "progress=false", "tracking=none", "report.enabled=false", "aggregators=[mean]",
+             "max_failure_rate=1.0", "benchmarks.wrbench.metrics.probes.params.judge=flaky")
+        rows = {}
+        for f in (out / "results").glob("*/rows-shard-*.jsonl"):
+            for line in f.read_text().splitlines():
+                r = json.loads(line)
+                if r["metric"] == "wrbench.probes":
+                    rows[(r["model"], r["case_id"])] = r
+        return rows
+
+    def asked() -> int:
+        log = pkg / "asked.log"
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+    rows = run("nan")
+    n = asked()
+    assert n == len(rows) > 0
+    for r in rows.values():  # never a NaN (or any) number: the row failed, saying which answers were unusable
+        assert r["status"] == "failed" and "d3" not in r["values"], r
+        assert "measure: judge flaky (flaky-1)" in r["reason"] and "D3_POSITION_RELATION=nan" in r["reason"]
+    rows = run("omit")
+    assert asked() == 2 * n  # nothing of the failed asks was kept: every case is asked again
+    assert all(r["status"] == "failed" and "missing probe answers: D3_" in r["reason"] for r in rows.values())
+    rows = run("good")
+    assert asked() == 3 * n
+    assert all(r["status"] == "ok" and r["values"]["d3"] == round(1.75 / 3, 6) for r in rows.values()), rows
+    run("good")
+    assert asked() == 3 * n  # a complete answer is kept
