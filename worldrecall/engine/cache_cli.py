@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -56,16 +56,9 @@ def _parser(action: str) -> _Parser:
     return p
 
 
-def _where(overrides: Sequence[str]) -> tuple[Path, Path]:
-    """(output_root, cache_dir) of these overrides, as ``run`` composes them."""
-    from worldrecall.engine.cli import compose
-
-    cfg = compose(list(overrides))
-    return Path(cfg["output_root"]), Path(cfg["cache_dir"])
-
-
-def main(argv: Sequence[str]) -> int:
-    """``worldrecall cache <action> …``; returns the exit code."""
+def main(argv: Sequence[str], compose: Callable[[Sequence[str]], Mapping[str, Any]]) -> int:
+    """``worldrecall cache <action> …``; returns the exit code. ``compose``: the config of overrides, as ``run``
+    composes it (``engine.cli.compose``; passed in, so this module does not import the command it serves)."""
     from worldrecall.registry.names import unknown_name
 
     argv = list(argv)
@@ -82,7 +75,8 @@ def main(argv: Sequence[str]) -> int:
         if names and action != "explain":
             raise UsageError(f"worldrecall cache {action}: unexpected argument {names[0]!r} (overrides are "
                              f"key=value, e.g. output_root=worldrecall_out)")
-        output_root, cache_dir = _where(overrides)
+        cfg = compose(overrides)
+        output_root, cache_dir = Path(cfg["output_root"]), Path(cfg["cache_dir"])
         return {"info": _info, "clear": _clear, "prune": _prune, "explain": _explain}[action](
             ns, output_root, cache_dir, names)
     except UsageError as e:

@@ -194,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv and argv[0] == "cache":
         from worldrecall.engine import cache_cli
 
-        return cache_cli.main(argv[1:])
+        return cache_cli.main(argv[1:], compose)
     from worldrecall.registry.host import load_plugins
 
     host = load_plugins()

@@ -148,10 +148,10 @@ def _why(e: Mapping[str, Any], ingredients: Mapping[str, Any], stored: Any, mode
     changed = [s for s in STAGES if pk.get(s) != keys.get(s) and (pk.get(s) or keys.get(s))]
     if not changed:
         if prev.get("status") not in ("ok", "skipped"):
-            return [f"same keys as the previous row{where}, which was {prev.get('status') or 'not final'}: "
-                    "retried"]
-        return [f"same keys as the previous row{where}; its stored entries were gone (cleared, pruned or "
-                "damaged) or its files were removed"]
+            return [(f"same keys as the previous row{where}, which was {prev.get('status') or 'not final'}: "
+                     "retried")]
+        return [(f"same keys as the previous row{where}; its stored entries were gone (cleared, pruned or "
+                 "damaged) or its files were removed")]
     out = []
     for s in changed:
         old = stored(pk.get(s)) if pk.get(s) else None
@@ -179,14 +179,15 @@ def explain(output_root: Path, cache_dir: Path, names: Sequence[str], results_di
     from worldrecall.engine.cache.store import Store
 
     if results_dir is not None:
-        docs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((results_dir / "meta").glob("cache_log*.json"))]
+        files = sorted((results_dir / "meta").glob("cache_log*.json"))
+        docs = [json.loads(p.read_text(encoding="utf-8")) for p in files]
         if not docs:
             raise ExplainError(f"{results_dir}: no run recorded there (no meta/cache_log.json)")
     else:
         logs = _logs(output_root)
         if not logs:
-            raise ExplainError(f"{output_root}: no run recorded there (run `worldrecall run output_root={output_root}` "
-                               f"first)")
+            raise ExplainError(f"{output_root}: no run recorded there "
+                               f"(run `worldrecall run output_root={output_root}` first)")
         newest = logs[0][1].parent
         docs = [doc for _, p, doc in logs if p.parent == newest]  # every shard of that results folder
     entries = [e for doc in docs for e in doc.get("rows", [])]
@@ -216,8 +217,9 @@ def _text(recs: list[dict], results_dir: str, mode: str) -> str:
     lines = [f"last run: {results_dir}" + (f" (cache.mode={mode})" if mode != "use" else "")]
     for r in recs:
         lines.append("")
-        lines.append(f"{r['benchmark']} / {r['model']} / {r['case']} / {r['metric']}: {OUTCOMES.get(r['outcome'], r['outcome'])}"
-                     + (" (alignment reused)" if r["alignment_reused"] and r["outcome"] in ("computed",) else ""))
+        place = f"{r['benchmark']} / {r['model']} / {r['case']} / {r['metric']}"
+        reused = " (alignment reused)" if r["alignment_reused"] and r["outcome"] == "computed" else ""
+        lines.append(f"{place}: {OUTCOMES.get(r['outcome'], r['outcome'])}{reused}")
         if r["reason"]:
             lines.append(f"  reason: {r['reason']}")
         for w in r["why"]:

@@ -33,7 +33,14 @@ from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.results import json_default
 from worldrecall.core.video import VideoError, VideoPool
-from worldrecall.engine.cache import Store, code_digest, component_identity, key_and_ingredients, key_of, named_files
+from worldrecall.engine.cache import (
+    Store,
+    code_digest,
+    component_identity,
+    key_and_ingredients,
+    key_of,
+    named_files,
+)
 from worldrecall.engine.stages.plan import BenchmarkPlan
 from worldrecall.registry.host import PluginHost
 
@@ -221,7 +228,7 @@ class CasePipeline:
                 self._fill_from_entry(row, entry, plan.absent.get(name))
                 row.info["cache_hit"], row.info["score_cache_hit"] = True, True
                 out.append(row)
-        except Exception:  # noqa: BLE001  (a key that cannot be built: a worker scores the case and says why)
+        except Exception:
             log.debug("settling %s failed", case.key, exc_info=True)
             return [], set(plan.metrics)
         finally:
@@ -273,7 +280,8 @@ class CasePipeline:
                 try:
                     if unreadable is not None:
                         raise unreadable
-                    akey, aing = self.alignment_keyed(aligner, case, plan.params_for(aligner), fp) if aligner else ("", "")
+                    akey, aing = (self.alignment_keyed(aligner, case, plan.params_for(aligner), fp) if aligner
+                                  else ("", ""))
                 except CaseFailure as e:
                     alignments[aligner] = ("", e)
                 except Exception as e:  # noqa: BLE001  (an unreadable input: the case fails, saying why)

@@ -24,8 +24,8 @@ from typing import Any, ClassVar
 
 from worldrecall.core.components import MeasureContext, Metric, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure
-from worldrecall.core.judges import JudgeError
 from worldrecall.core.digests import file_digest
+from worldrecall.core.judges import JudgeError
 from worldrecall.formats.safe_json import read_json
 from worldrecall.plugins.wrbench import probes
 
