@@ -158,7 +158,7 @@ def test_info_clear_and_prune_count_what_a_run_stored(world):
     assert kinds["measurements"]["bytes"] == sum(p.stat().st_size for p in (world["out"] / "cache" / "measurements")
                                                  .rglob("*.safetensors"))
     text = _cli(world, "cache", "info", f"output_root={world['out']}").stdout
-    assert "measurements" in text and "total" in text
+    assert "measurements" in text and "total" in text and "result rows" in text
     # a prune by age keeps what was just used; by size removes the least recently used first
     scores = sorted((world["out"] / "cache" / "scores").rglob("*.json"))
     old = time.time() - 30 * 86400
@@ -181,6 +181,7 @@ def test_info_clear_and_prune_count_what_a_run_stored(world):
     out = _cli(world, "cache", "clear", f"output_root={world['out']}").stdout
     assert "cleared the cache" in out
     assert sum(k["entries"] for k in _info(world).values()) == 0
+    assert list((world["out"] / "results").glob("*/rows-shard-*.jsonl"))  # results are not cache
 
 
 def test_bad_cache_arguments_exit_2_with_a_did_you_mean(world):

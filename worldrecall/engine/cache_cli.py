@@ -94,11 +94,15 @@ def _info(ns: argparse.Namespace, output_root: Path, cache_dir: Path, names: lis
     from worldrecall.engine.cache import admin
 
     recs = admin.info(cache_dir, output_root)
+    rows = admin.results_rows(output_root)
     if ns.json:
-        print(json.dumps({"output_root": str(output_root), "cache_dir": str(cache_dir), "kinds": recs}, indent=1))
+        print(json.dumps({"output_root": str(output_root), "cache_dir": str(cache_dir), "kinds": recs,
+                          "results": rows}, indent=1))
         return 0
     print(f"cache of {output_root} (cache_dir {cache_dir})")
     print(admin.table(recs) if recs else "empty")
+    if rows is not None:
+        print(f"{rows['kind']:<18} {rows['entries']:>8} {admin.human_bytes(rows['bytes']):>11}  {rows['what']}")
     return 0
 
 

@@ -100,6 +100,16 @@ def info(cache_dir: Path, output_root: Path | None) -> list[dict]:
     return out
 
 
+def results_rows(output_root: Path | None) -> dict | None:
+    """The output root's result rows (not cache: neither ``clear`` nor ``prune`` touches them), as a record
+    like :func:`info`'s, or None without any."""
+    files = sorted(Path(output_root).glob("results/*/rows-shard-*.jsonl")) if output_root is not None else []
+    if not files:
+        return None
+    return {"kind": "rows", "what": "result rows (results, not cache: never cleared or pruned)",
+            "entries": len(files), "bytes": sum(map(_size, files)), "path": str(Path(output_root) / "results")}
+
+
 def clear(cache_dir: Path, output_root: Path | None, kind: str | None = None) -> list[dict]:
     """Remove every kind (or the one named); returns what was removed, as :func:`info` counted it."""
     removed = []
