@@ -55,12 +55,14 @@ class CtlMetric(Metric):
     primary = "drift"
     values = {"drift": Value(higher_is_better=False, range=None, unit="levels", description="B minus A"),
               "big": Value(higher_is_better=False, range=(0.0, 1.0), unit="", description="drift over tolerance")}
-    params = {"gain": 1.0}
+    params = {"gain": 1.0, "partial": False}
     thresholds = {"tolerance": 5.0}
 
     def measure(self, case, alignment, ctx):
         with open(LOG, "a") as f:
             f.write(case.key + "\\n")
+        if self.params["partial"]:  # as a judge that left a question unanswered: scored, never kept
+            ctx.not_kept.append("judge left question 2 unanswered")
         fr = case.video.frames().astype(float)
         a, b = alignment.phases["A"], alignment.phases["B"]
         return {"a": float(fr[a.start:a.end + 1].mean()), "b": float(fr[b.start:b.end + 1].mean()) * self.params["gain"]}
@@ -324,3 +326,19 @@ def test_a_judge_answer_that_is_no_probability_is_no_score_and_is_asked_again(tm
     assert all(r["status"] == "ok" and r["values"]["d3"] == round(1.75 / 3, 6) for r in rows.values()), rows
     run("good")
     assert asked() == 3 * n  # a complete answer is kept
+
+
+def test_a_measurement_the_metric_marks_not_kept_is_scored_and_measured_again_next_run(world):
+    partial = "+benchmarks.ctl.metrics.drift.params.partial=true"
+    rows = _run(world, partial)
+    assert _measured(world) == 4
+    for r in rows.values():  # a value, said to be provisional, and no key a rerun could keep
+        assert r["status"] == "ok" and r["values"]["drift"] is not None and not r["key"]
+        assert "judge left question 2 unanswered (not kept: measured again on the next run)" in r["warnings"]
+    assert _info(world).get("scores", {"entries": 0})["entries"] == 0
+    assert _info(world).get("measurements", {"entries": 0})["entries"] == 0
+    _run(world, partial)
+    assert _measured(world) == 8  # asked again
+    _run(world)
+    _run(world)
+    assert _measured(world) == 12  # a complete measurement is kept

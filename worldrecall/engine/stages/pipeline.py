@@ -360,12 +360,17 @@ class CasePipeline:
                 return
             measurement = self.store.get_arrays("measurements", mkey)
             hit = measurement is not None
+            provisional: list[str] = []
             if not hit:
                 ctx = MeasureContext(models=self.hub, judges=self.judges, artifacts_dir=self.artifacts_dir,
                                      device=self.device, batch_size=self.batch_size)
+                raw = metric.measure(case, alignment, ctx)
+                provisional = [f"{one_line(r)} (not kept: measured again on the next run)" for r in ctx.not_kept]
                 # scoring sees exactly what a later cache hit would (JSON turns tuples into lists …)
-                measurement = self.store.put_arrays("measurements", mkey, metric.measure(case, alignment, ctx))
-                self.keep_ingredients(mkey, ming)
+                measurement = (self.store if not provisional else Store(self.store.root, enabled=False)).put_arrays(
+                    "measurements", mkey, raw)
+                if not provisional:
+                    self.keep_ingredients(mkey, ming)
             notes = self._input_notes(mkey, case, before, hit)
             row.warnings.extend(w for w in notes if w not in row.warnings)
             self._tick("measure", t0)
@@ -386,8 +391,12 @@ class CasePipeline:
                 paths = metric.artifacts(measurement, metric.thresholds, self.artifacts_dir / metric.name / skey[:2] / skey)
                 entry["artifacts"] = [str(p) for p in paths]
                 self._tick("artifacts", t0)
-            self.store.put_json("scores", skey, entry)
-            self.keep_ingredients(skey, sing)
+            if provisional:  # scored for this run only: no entry, and a row no rerun keeps (it has no key)
+                row.warnings.extend(w for w in provisional if w not in row.warnings)
+                key = ""
+            else:
+                self.store.put_json("scores", skey, entry)
+                self.keep_ingredients(skey, sing)
             self._fill_from_entry(row, {**entry, "warnings": []}, absent)
             row.info["cache_hit"] = hit
             row.key = key
