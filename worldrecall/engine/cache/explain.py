@@ -12,6 +12,7 @@ ingredients differ from the previous row's.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -94,7 +95,9 @@ def write_log(results_dir: Path, index: int, count: int, rows: Iterable[ScoreRow
                         "alignment_hit": bool(info.get("alignment_hit")), "key": r.key,
                         "keys": info.get("keys") or {}, "reason": r.reason, "previous": prev})
     doc = {"finished_at": time.time(), "mode": mode, "results_dir": str(results_dir), "rows": entries}
-    return atomic_write_text(path, json.dumps(doc, separators=(",", ":")))
+    atomic_write_text(path, json.dumps(doc, separators=(",", ":")))
+    os.chmod(path, 0o644)  # readable like the other meta files (a temp file is created 0600)
+    return path
 
 
 def _select(entries: list[dict], names: Sequence[str]) -> list[dict]:
