@@ -136,9 +136,10 @@ def test_missing_questions_follow_up_then_error(fake, tmp_path, video):
         ask(j, video)
     assert ei.value.missing == ["2"] and [a["ID"] for a in ei.value.response.answers] == [1]
     n = fake.generate_calls
-    with pytest.raises(MissingAnswers):  # cached: the rerun costs no call and fails the same way
-        ask(j, video)
-    assert fake.generate_calls == n
+    with pytest.raises(MissingAnswers):  # never kept: the rerun asks again (and fails the same way here)
+        ask(judge_for(fake, tmp_path / "bad"), video)
+    assert fake.generate_calls == n + 2  # the question, then the follow-up for ID 2
+    assert not list((tmp_path / "bad" / "judge_cache").rglob("*.json"))
 
 
 def test_429_then_success(fake, tmp_path, video, caplog):
@@ -228,6 +229,37 @@ def test_answer_cache_makes_reruns_free(fake, tmp_path, video):
     j.ask(video, EVAL_SYSTEM, QS, EVAL_SCHEMA, prompt=EVAL_USER + " v2")  # so is the prompt text
     assert fake.generate_calls == 3
     ask(j, video, QS[:1])  # and the question list (the bank)
+    assert fake.generate_calls == 4
+
+
+def test_an_unparsable_reply_is_never_kept_and_asked_again(fake, tmp_path, video):
+    fake.answer = lambda call: "I think the answer is yes {"
+    for _ in range(2):
+        with pytest.raises(JudgeError, match="invalid JSON after a repair attempt"):
+            ask(judge_for(fake, tmp_path), video)
+    assert fake.generate_calls == 4  # each run: the question and one repair; nothing served from the cache
+    fake.answer = lambda call: GOOD
+    assert [a["Answer"] for a in ask(judge_for(fake, tmp_path), video).answers] == ["Yes", "No"]
+    fake.script = [Reply(status=500)] * 10
+    with pytest.raises(JudgeError):  # an endpoint that fails: an error, never an answer
+        ask(judge_for(fake, tmp_path / "down", max_attempts=2), video)
+    assert not list((tmp_path / "down" / "judge_cache").rglob("*.json"))
+
+
+def test_the_answer_cache_key_holds_repair_endpoint_and_parsing_code(fake, tmp_path, video, monkeypatch):
+    from worldrecall.plugins.judges import gemini
+
+    ask(judge_for(fake, tmp_path), video)
+    ask(judge_for(fake, tmp_path, repair=False), video)  # the repair switch decides what is kept
+    assert fake.generate_calls == 2
+    ask(judge_for(fake, tmp_path, api_version="v1beta"), video)  # so does the endpoint
+    assert fake.generate_calls == 3
+    gemini.parsing_code_digest.cache_clear()
+    monkeypatch.setattr(gemini, "parsing_code_digest", lambda: "edited parsing code")
+    ask(judge_for(fake, tmp_path), video)  # and the code that parsed the reply
+    assert fake.generate_calls == 4
+    monkeypatch.undo()
+    ask(judge_for(fake, tmp_path), video)  # the original entry is still there
     assert fake.generate_calls == 4
 
 

@@ -230,7 +230,9 @@ def test_omitted_answers_fail_the_case_or_are_scored(fake, world, monkeypatch):
     with pytest.raises(CaseFailure, match=r"question ID\(s\) 15 unanswered"):
         VQAMetric().measure(make_case(world), Alignment(), ctx)
     m = VQAMetric({"require_all_answers": False})
+    assert ctx.not_kept == []
     meas = m.measure(make_case(world), Alignment(), ctx)
+    assert len(ctx.not_kept) == 1 and "15 unanswered" in ctx.not_kept[0]  # the engine keeps none of it
     # CM: ID14 pass; ID15 omitted -> fail (default) = 1/2, or dropped (official) = 1/1
     assert m.score(meas, m.thresholds)["ContinuityOfMemory"] == 0.5
     assert m.score(meas, {**m.thresholds, "omitted_counts_as_fail": False})["ContinuityOfMemory"] == 1.0

@@ -79,6 +79,10 @@ class MeasureContext:
     artifacts_dir: Path | None = None  # per-case artifacts (PLY, PNG) go below here
     device: str = "cpu"
     batch_size: int = 8
+    # why this measurement must not be kept (a judge that left questions unanswered, a partial answer the
+    # metric still scores): the engine scores it for this run, stores neither it nor its score, puts each reason
+    # on the row's warnings and measures again on the next run
+    not_kept: list[str] = field(default_factory=list)
 
 
 class _Undeclared:

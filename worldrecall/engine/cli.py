@@ -1,4 +1,5 @@
-"""The ``worldrecall`` command: ``run`` (a Hydra app), ``aggregate``, ``plugins``, and every plugin command.
+"""The ``worldrecall`` command: ``run`` (a Hydra app), ``aggregate``, ``cache``, ``plugins``, and every plugin
+command.
 
 ``run`` and ``aggregate`` take Hydra overrides (``key=value``; ``-m``/``--multirun`` for sweeps). Plugins add
 subcommands through the ``register_commands`` hook (``worldrecall models``, ``worldrecall vqa-bank`` …).
@@ -232,10 +233,12 @@ def cmd_aggregate(ns: argparse.Namespace) -> int:
 
 
 def _usage(commands: dict) -> str:
-    lines = ["usage: worldrecall {run,check,aggregate,plugins" + "".join(f",{n}" for n in sorted(commands)) + "} ...",
+    lines = ["usage: worldrecall {run,check,aggregate,cache,plugins" + "".join(f",{n}" for n in sorted(commands))
+             + "} ...",
              "  run [overrides…] [-m]       evaluate (default: the built-in synthetic suite)",
              "  check [overrides…]          what a run with these overrides can score, and what is missing",
              "  aggregate [overrides…]      merge shard results into tables + one MLflow run",
+             "  cache info|clear|prune|explain  what the output root's cache holds, removing it, why a row was reused",
              "  plugins [--json]            list plugins, versions, hooks, components",
              "  --version                   the package's and every plugin's version"]
     lines += [f"  {n:<27} {c.help}" for n, c in sorted(commands.items())]
@@ -251,6 +254,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_check(argv[1:])
     if argv and argv[0] in ("--version", "-V"):
         return cmd_version()
+    if argv and argv[0] == "cache":
+        from worldrecall.engine import cache_cli
+
+        return cache_cli.main(argv[1:], compose)
     from worldrecall.registry.host import load_plugins
 
     host = load_plugins()

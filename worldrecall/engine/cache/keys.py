@@ -39,9 +39,16 @@ LIBRARIES = {"numpy": "numpy", "scipy": "scipy", "pandas": "pandas", "opencv": "
 
 def key_of(identity: Mapping[str, Any], inputs: Any = None, params: Any = None) -> str:
     """The cache key: sha256 over the identity, the inputs' digests and the params (canonical JSON)."""
+    return key_and_ingredients(identity, inputs, params)[0]
+
+
+def key_and_ingredients(identity: Mapping[str, Any], inputs: Any = None, params: Any = None) -> tuple[str, str]:
+    """The cache key and what it was built from: the canonical JSON the key hashes (identity, the inputs'
+    digests, params: never an input's content), kept beside what a run computes for ``worldrecall cache
+    explain``."""
     text = json.dumps({"identity": identity, "inputs": inputs, "params": params}, sort_keys=True, default=str,
                       separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(text.encode()).hexdigest(), text
 
 
 @cache

@@ -5,6 +5,12 @@
 header's metadata. A file that is missing, cut short or altered is a miss (and is removed), never a wrong
 entry. In front of the files sits a plain bounded LRU keyed by the entry's name (kind and key) alone: a key names its
 content, so an entry in memory can never be stale.
+
+A store has a mode (config ``cache.mode``): ``use`` reads and writes; ``refresh`` treats every file written
+before it was opened as absent (and overwrites it), while what this run writes — in this process or a
+worker it forked — is read back; ``off`` reads and writes nothing. A file read from disk has its mtime set
+to now, so an entry's mtime is when it was last written or used (``worldrecall cache prune`` removes the least
+recently used first).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,6 +30,7 @@ from worldrecall.core.atomic import atomic_write
 
 log = logging.getLogger(__name__)
 LRU_ENTRIES = 4096
+MODES = ("use", "refresh", "off")
 
 
 def _json_text(value: Any) -> str:
@@ -52,11 +60,17 @@ def _arrays_digest(arrays: Mapping[str, np.ndarray], meta_text: str) -> str:
 
 
 class Store:
-    """Get and put entries by (kind, key); ``enabled=False`` stores nothing and finds nothing."""
+    """Get and put entries by (kind, key); ``enabled=False`` (or ``mode="off"``) stores nothing and finds
+    nothing; ``mode="refresh"`` finds only what was written since the store was opened."""
 
-    def __init__(self, root: Path | str, enabled: bool = True, lru_entries: int = LRU_ENTRIES):
+    def __init__(self, root: Path | str, enabled: bool = True, lru_entries: int = LRU_ENTRIES, mode: str = "use"):
+        if mode not in MODES:
+            raise ValueError(f"cache.mode: expected one of {', '.join(MODES)}, got {mode!r}")
         self.root = Path(root)
-        self.enabled = enabled
+        self.enabled = enabled and mode != "off"
+        self.mode = mode if self.enabled else "off"
+        # refresh: files older than this (the file system's own clock, read from a file written now) are misses
+        self.not_before_ns = _fs_now_ns(self.root) if self.mode == "refresh" else None
         self.lru: OrderedDict[str, Any] = OrderedDict()
         self.lru_entries = lru_entries
         self.hits: dict[str, int] = {}
@@ -67,7 +81,32 @@ class Store:
         return self.root / kind / key[:2] / f"{key}{suffix}"
 
     def has(self, kind: str, key: str, suffix: str = ".json") -> bool:
-        return self.enabled and (f"{kind}/{key}" in self.lru or self.path(kind, key, suffix).is_file())
+        if not self.enabled:
+            return False
+        if f"{kind}/{key}" in self.lru:
+            return True
+        try:
+            st = self.path(kind, key, suffix).stat()
+        except OSError:
+            return False
+        return self._current(st)
+
+    def _current(self, st: os.stat_result) -> bool:
+        """Whether a file in this state may be read (refresh: only one written since the store opened)."""
+        return self.not_before_ns is None or st.st_mtime_ns >= self.not_before_ns
+
+    def _stale(self, p: Path) -> bool:
+        """refresh: whether ``p`` was written before this store opened (then it is a miss); raises
+        FileNotFoundError for a missing file, as the read would."""
+        return self.not_before_ns is not None and not self._current(p.stat())
+
+    @staticmethod
+    def _used(p: Path) -> None:
+        """Mark ``p`` as just used (its mtime), for the least-recently-used prune."""
+        try:
+            os.utime(p)
+        except OSError:
+            pass
 
     # -- memory ---------------------------------------------------------------------------------
     def _recall(self, key: str) -> Any:
@@ -103,6 +142,9 @@ class Store:
         if text is None:
             p = self.path(kind, key)
             try:
+                if self._stale(p):
+                    self._count(kind, False)
+                    return None
                 doc = json.loads(p.read_text(encoding="utf-8"))
                 text = _json_text(doc["entry"])
                 if doc["digest"] != hashlib.sha256(text.encode()).hexdigest():
@@ -114,6 +156,7 @@ class Store:
                 self._damaged(p, e)
                 self._count(kind, False)
                 return None
+            self._used(p)
             self._keep(f"{kind}/{key}", text)
         self._count(kind, True)
         return json.loads(text)
@@ -139,6 +182,9 @@ class Store:
         if got is None:
             p = self.path(kind, key, ".safetensors")
             try:
+                if self._stale(p):
+                    self._count(kind, False)
+                    return None
                 got = _read_arrays(p)
             except FileNotFoundError:
                 self._count(kind, False)
@@ -147,6 +193,7 @@ class Store:
                 self._damaged(p, e)
                 self._count(kind, False)
                 return None
+            self._used(p)
             self._keep(f"{kind}/{key}", got)
         self._count(kind, True)
         arrays, meta_text = got
@@ -167,6 +214,30 @@ class Store:
                 log.warning("could not write cache entry %s/%s: %s", kind, key, e)
             self._keep(f"{kind}/{key}", (arrays, meta_text))
         return {**json.loads(meta_text), **{k: a.copy() for k, a in arrays.items()}}
+
+
+def store_for(cfg: Mapping[str, Any]) -> Store:
+    """The store of a resolved config: ``cache_dir`` in ``cache.mode`` (none without a ``cache_dir``)."""
+    root = cfg.get("cache_dir")
+    return Store(root or ".", enabled=bool(root), mode=str((cfg.get("cache") or {}).get("mode") or "use"))
+
+
+def _fs_now_ns(root: Path) -> int:
+    """Now, on the file system's clock (a file's mtime is set from a coarse kernel clock, which can lag
+    ``time.time_ns()`` by a tick): the mtime of a file written under ``root`` now."""
+    import tempfile
+    import time
+
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=root, prefix=".now-")
+        try:
+            return os.fstat(fd).st_mtime_ns
+        finally:
+            os.close(fd)
+            os.unlink(tmp)
+    except OSError:
+        return time.time_ns()
 
 
 def _read_arrays(p: Path) -> tuple[dict[str, np.ndarray], str]:

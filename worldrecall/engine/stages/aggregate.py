@@ -17,7 +17,7 @@ import pandas as pd
 
 from worldrecall.core.components import Aggregator, UndeclaredValue
 from worldrecall.core.data import ScoreRow
-from worldrecall.engine.cache import Store, component_identity, key_of, named_files
+from worldrecall.engine.cache import Store, component_identity, key_of, named_files, store_for
 from worldrecall.engine.cache.frames import decode_tables, encode_tables
 from worldrecall.engine.stages.name_checks import configured_aggregator_params
 from worldrecall.engine.stages.plan import enabled_benchmarks
@@ -83,7 +83,7 @@ def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any
         # what the run itself aggregated (`worldrecall aggregate` and a shard merge give the same tables)
         per_benchmark = {n: list(b.get("aggregators") or []) for n, b in enabled_benchmarks(cfg).items()}
     if store is None:
-        store = Store(cfg.get("cache_dir") or ".", enabled=bool(cfg.get("cache_dir")))
+        store = store_for(cfg)
     groups = _Groups(host, rows, cfg, store, row_digests(rows) if digests is None else digests)
     tables: dict[str, Any] = {}
     for name in list(cfg["aggregators"] or []) + list(suite.get("aggregators") or []):

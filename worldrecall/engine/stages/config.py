@@ -57,6 +57,14 @@ class ReportSchema:
 
 
 @dataclass
+class CacheSchema:
+    # use: read and write the store; refresh: compute everything again and overwrite what is stored (entries this
+    # run writes are read back within it); off: read nothing, write nothing under cache_dir. Not in any key: it
+    # decides whether a stored result is used, never what a result is.
+    mode: str = "use"
+
+
+@dataclass
 class TrackingSchema:
     enabled: bool = True
     tracking_uri: str | None = None
@@ -92,6 +100,7 @@ class BenchmarkSchema:
 class WorldrecallSchema:
     output_root: str = "${oc.env:WORLDRECALL_OUTPUT,worldrecall_out}"
     cache_dir: str = "${output_root}/cache"
+    cache: CacheSchema = field(default_factory=CacheSchema)
     device: str = "cpu"
     devices: list[int] | None = None  # local GPUs: one worker per index, each seeing only its own (see runner)
     batch_size: int = 8
@@ -127,6 +136,8 @@ class WorldrecallSchema:
 SIZE_KEYS = (("video", "max_bytes"), ("inputs", "max_array_bytes"))
 # top-level keys that take one of a few words
 CHOICES = {"view": ("compact", "full")}
+# keys inside a node that take one of a few words, as (node, key)
+NODE_CHOICES = {("cache", "mode"): ("use", "refresh", "off")}
 
 
 class ResolvedConfig(dict):
@@ -166,6 +177,14 @@ def _with_sizes(cfg: ResolvedConfig) -> ResolvedConfig:
     for key, words in CHOICES.items():  # here: a Hydra job's composed config comes in resolved, past the merge
         if key in cfg and cfg[key] not in words:
             raise ConfigTypeError(f"{key}={cfg[key]!r}: expected one of {', '.join(words)}")
+    for (node, key), words in NODE_CHOICES.items():
+        section = cfg.get(node)
+        if isinstance(section, dict) and key in section and section[key] not in words:
+            from worldrecall.registry.names import did_you_mean
+
+            hint = did_you_mean(str(section[key]), words)
+            raise ConfigTypeError(f"{node}.{key}={section[key]!r}: expected one of {', '.join(words)}"
+                                  + (f"; {hint}" if hint else ""))
     for node, key in SIZE_KEYS:
         section = cfg.get(node)
         if isinstance(section, dict) and key in section and (type(section[key]) is not int):  # bool is no size

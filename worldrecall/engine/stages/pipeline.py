@@ -33,7 +33,14 @@ from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.results import json_default
 from worldrecall.core.video import VideoError, VideoPool
-from worldrecall.engine.cache import Store, code_digest, component_identity, key_of, named_files
+from worldrecall.engine.cache import (
+    Store,
+    code_digest,
+    component_identity,
+    key_and_ingredients,
+    key_of,
+    named_files,
+)
 from worldrecall.engine.stages.plan import BenchmarkPlan, skip_reason
 from worldrecall.registry.host import PluginHost
 
@@ -74,6 +81,7 @@ class CasePipeline:
         self.device, self.batch_size = device, batch_size
         self.counters = Counters()
         self.merged = Counters()  # what forked workers reported
+        self._aligned_from_cache: dict[str, bool] = {}  # alignment key -> read from the store (this case)
 
     # -- counters -------------------------------------------------------------------------------
     def reset_counters(self) -> None:
@@ -113,24 +121,40 @@ class CasePipeline:
     # -- keys -----------------------------------------------------------------------------------
     def alignment_key(self, name: str, case: Case, params: Mapping[str, Any], fp: str | None = None) -> str:
         """``fp``: the case's fingerprint when the caller has it (each costs a walk of its sidecar folders)."""
+        return self.alignment_keyed(name, case, params, fp)[0]
+
+    def alignment_keyed(self, name: str, case: Case, params: Mapping[str, Any], fp: str | None = None
+                        ) -> tuple[str, str]:
+        """The alignment key and its ingredients (:func:`~worldrecall.engine.cache.key_and_ingredients`)."""
         aligner = self.host.aligner(name)
         merged = {**aligner.defaults, **params}
-        return key_of(component_identity(aligner, without=SCORING_METHODS), {"case": fp or case.fingerprint(),
-                                                    "files": named_files(aligner, merged)}, merged)
+        return key_and_ingredients(component_identity(aligner, without=SCORING_METHODS),
+                                   {"case": fp or case.fingerprint(), "files": named_files(aligner, merged)}, merged)
 
     def keys(self, metric: Metric, case: Case, alignment_key: str, alignment: Alignment,
              fp: str | None = None) -> tuple[str, str]:
         """(measurement key, score key) of one metric on one aligned case."""
+        (measurement, _), (score, _) = self.keyed(metric, case, alignment_key, alignment, fp)
+        return measurement, score
+
+    def keyed(self, metric: Metric, case: Case, alignment_key: str, alignment: Alignment,
+              fp: str | None = None) -> tuple[tuple[str, str], tuple[str, str]]:
+        """((measurement key, its ingredients), (score key, its ingredients)) of one metric on one aligned case."""
         models = {r: self._model_identity(r) for r in metric.models}
         optional = {r: self._model_identity(r) if self.hub.selection.get(r) else "" for r in metric.optional_models}
-        measurement = key_of(component_identity(metric, without=SCORING_METHODS),
-                             {"case": fp or case.fingerprint(), "alignment": alignment_key,
-                              "files": named_files(metric, metric.params)},
-                             {"params": metric.params, "extra": metric.cache_params(case, alignment),
-                              "models": models, "optional_models": optional})
-        score = key_of(component_identity(metric), {"measurement": measurement},
-                       {"thresholds": metric.thresholds, "artifacts": self.write_artifacts})
+        measurement = key_and_ingredients(component_identity(metric, without=SCORING_METHODS),
+                                          {"case": fp or case.fingerprint(), "alignment": alignment_key,
+                                           "files": named_files(metric, metric.params)},
+                                          {"params": metric.params, "extra": metric.cache_params(case, alignment),
+                                           "models": models, "optional_models": optional})
+        score = key_and_ingredients(component_identity(metric), {"measurement": measurement[0]},
+                                    {"thresholds": metric.thresholds, "artifacts": self.write_artifacts})
         return measurement, score
+
+    def keep_ingredients(self, key: str, ingredients: str) -> None:
+        """Store what ``key`` was built from beside its entry (``worldrecall cache explain`` reads it)."""
+        if key and ingredients and self.store.enabled:
+            self.store.put_json("ingredients", key, json.loads(ingredients))
 
     def _model_identity(self, role: str) -> dict[str, Any]:
         spec = self.hub.spec_for(role)
@@ -188,9 +212,10 @@ class CasePipeline:
                 if alignment is None:
                     left.add(name)
                     continue
-                _, skey = self.keys(metric, case, akey, alignment, fp)
+                mkey, skey = self.keys(metric, case, akey, alignment, fp)
                 row.warnings.extend(alignment.info.get("warnings", []))  # as :meth:`rows` does
-                row.info = {"alignment": alignment.to_json(), "videos": video_paths(case)}
+                row.info = {"alignment": alignment.to_json(), "videos": video_paths(case),
+                            "keys": {"alignment": akey, "measurement": mkey, "score": skey}}
                 row.key = self.row_key(skey, row, plan.absent.get(name))
                 if _kept(existing, row) is not None:
                     continue  # the row on disk was computed under this very key
@@ -242,6 +267,7 @@ class CasePipeline:
         case = item
         out: list[ScoreRow] = []
         alignments: dict[str, tuple[str, Alignment | CaseFailure]] = {}
+        self._aligned_from_cache.clear()
         fp, unreadable = "", None
         try:
             fp = case.fingerprint()
@@ -261,13 +287,16 @@ class CasePipeline:
                 try:
                     if unreadable is not None:
                         raise unreadable
-                    akey = self.alignment_key(aligner, case, plan.params_for(aligner), fp) if aligner else ""
+                    akey, aing = (self.alignment_keyed(aligner, case, plan.params_for(aligner), fp) if aligner
+                                  else ("", ""))
                 except CaseFailure as e:
                     alignments[aligner] = ("", e)
                 except Exception as e:  # noqa: BLE001  (an unreadable input: the case fails, saying why)
                     alignments[aligner] = ("", CaseFailure(f"{type(e).__name__}: {one_line(e)}"))
                 else:
-                    alignments[aligner] = (akey, self.align(aligner, case, plan.params_for(aligner), akey))
+                    hits = self.store.hits.get("alignments", 0)
+                    alignments[aligner] = (akey, self.align(aligner, case, plan.params_for(aligner), akey, aing))
+                    self._aligned_from_cache[akey] = self.store.hits.get("alignments", 0) > hits
             akey, alignment = alignments[aligner]
             if isinstance(alignment, CaseFailure):
                 row.status, row.reason = "failed", f"align: {alignment}"
@@ -281,10 +310,10 @@ class CasePipeline:
         stored = self.store.get_json("alignments", key)
         return Alignment.from_json(stored) if stored is not None else None
 
-    def align(self, name: str, case: Case, params: Mapping[str, Any], key: str | None = None
-              ) -> Alignment | CaseFailure:
-        """The case's alignment (from the cache, or computed and kept under ``key``, its alignment key), or why
-        there is none."""
+    def align(self, name: str, case: Case, params: Mapping[str, Any], key: str | None = None,
+              ingredients: str = "") -> Alignment | CaseFailure:
+        """The case's alignment (from the cache, or computed and kept under ``key``, its alignment key, with
+        the key's ``ingredients``), or why there is none."""
         t0 = time.perf_counter()
         try:
             if not name:
@@ -306,6 +335,7 @@ class CasePipeline:
                 alignment.info.setdefault("warnings", []).append(f"{short}; scored anyway (official_parity)")
             kept = self.store.put_json("alignments", key, json.loads(json.dumps(alignment.to_json(),
                                                                                  default=json_default)))
+            self.keep_ingredients(key, ingredients)
             return Alignment.from_json(kept)  # exactly what a later cache hit gives
         except (CaseFailure, VideoError) as e:
             return CaseFailure(one_line(e))
@@ -323,8 +353,11 @@ class CasePipeline:
         row.info = {"alignment": alignment.to_json(), "videos": video_paths(case)}
         try:
             t0 = time.perf_counter()
-            mkey, skey = self.keys(metric, case, akey, alignment, fp)
+            (mkey, ming), (skey, sing) = self.keyed(metric, case, akey, alignment, fp)
             key = self.row_key(skey, row, absent)
+            row.info["keys"] = {"alignment": akey, "measurement": mkey, "score": skey}
+            if akey and self._aligned_from_cache.get(akey):
+                row.info["alignment_hit"] = True
             entry = self._score_entry(skey)
             if entry is not None:  # scored before (another job of a sweep): nothing to load or run
                 self._fill_from_entry(row, entry, absent)
@@ -334,11 +367,17 @@ class CasePipeline:
                 return
             measurement = self.store.get_arrays("measurements", mkey)
             hit = measurement is not None
+            provisional: list[str] = []
             if not hit:
                 ctx = MeasureContext(models=self.hub, judges=self.judges, artifacts_dir=self.artifacts_dir,
                                      device=self.device, batch_size=self.batch_size)
+                raw = metric.measure(case, alignment, ctx)
+                provisional = [f"{one_line(r)} (not kept: measured again on the next run)" for r in ctx.not_kept]
                 # scoring sees exactly what a later cache hit would (JSON turns tuples into lists …)
-                measurement = self.store.put_arrays("measurements", mkey, metric.measure(case, alignment, ctx))
+                measurement = (self.store if not provisional else Store(self.store.root, enabled=False)).put_arrays(
+                    "measurements", mkey, raw)
+                if not provisional:
+                    self.keep_ingredients(mkey, ming)
             notes = self._input_notes(mkey, case, before, hit)
             row.warnings.extend(w for w in notes if w not in row.warnings)
             self._tick("measure", t0)
@@ -359,7 +398,12 @@ class CasePipeline:
                 paths = metric.artifacts(measurement, metric.thresholds, self.artifacts_dir / metric.name / skey[:2] / skey)
                 entry["artifacts"] = [str(p) for p in paths]
                 self._tick("artifacts", t0)
-            self.store.put_json("scores", skey, entry)
+            if provisional:  # scored for this run only: no entry, and a row no rerun keeps (it has no key)
+                row.warnings.extend(w for w in provisional if w not in row.warnings)
+                key = ""
+            else:
+                self.store.put_json("scores", skey, entry)
+                self.keep_ingredients(skey, sing)
             self._fill_from_entry(row, {**entry, "warnings": []}, absent)
             row.info["cache_hit"] = hit
             row.key = key

@@ -10,9 +10,9 @@ from typing import Any
 from worldrecall.core.data import ScoreRow
 from worldrecall.core.results import json_default
 
-# how a row was obtained (computed, or read back from the cache), not what it holds: a warm rerun's or a
-# re-score job's rows equal the cold run's except for these, and no aggregator or sink shows them
-HOW_OBTAINED = ("cache_hit", "score_cache_hit")
+# how a row was obtained (computed, or read back from the cache, under which keys), not what it holds: a warm
+# rerun's or a re-score job's rows equal the cold run's except for these, and no aggregator or sink shows them
+HOW_OBTAINED = ("cache_hit", "score_cache_hit", "alignment_hit", "keys")
 
 
 def row_content(r: ScoreRow) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from worldrecall.core.digests import load_digest_memo, save_digest_memo
 from worldrecall.core.judges import JudgeHub
 from worldrecall.core.models import ModelHub
 from worldrecall.core.video import VideoPool
-from worldrecall.engine.cache import Store, VideoFacts
+from worldrecall.engine.cache import VideoFacts, store_for
 from worldrecall.engine.stages.absence import all_null_values, unmeasured_headlines
 from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.engine.stages.config import ResolvedConfig, resolve_config
@@ -71,8 +71,11 @@ class Runner:
         backend_set = models_cfg.pop("set", None) or ""
         self.hub = ModelHub(host.models, models_cfg, options, device=cfg["device"], roles=host.roles,
                             backend_set=backend_set)
-        self.judges = JudgeHub(host.judges, cfg["judge_options"], cache_dir=cache_root / "judge_answers")
-        self.store = Store(cache_root)
+        self.cache_mode = str(cfg["cache"]["mode"])
+        # judges keep their own answers: with the cache refreshed or off they are asked again (and keep none)
+        self.judges = JudgeHub(host.judges, cfg["judge_options"],
+                               cache_dir=cache_root / "judge_answers" if self.cache_mode == "use" else None)
+        self.store = store_for(cfg)
         self.pool = VideoPool(cfg["video"]["max_bytes"], VideoFacts(self.store), max_pixels=cfg["video"]["max_pixels"],
                               max_frames=cfg["video"]["max_frames"])
         self.pipeline = CasePipeline(host, self.hub, self.judges, self.pool, cache_root, artifacts=cfg["artifacts"],
@@ -80,10 +83,13 @@ class Runner:
         self.digest_memo = cache_root / "file_digests.json"
         self.shard_count, self.shard_index = cfg["shard"]["count"], cfg["shard"]["index"]
         self.timing = self.pipeline.counters.timing
+        self.appended: set[tuple[str, str, str, str]] = set()  # rows this run wrote (the others were kept)
 
     def save_digest_memo(self) -> None:
-        """Keep the file digests and facts this job looked up for the next run on this output root."""
-        save_digest_memo(self.digest_memo)
+        """Keep the file digests and facts this job looked up for the next run on this output root (not with
+        the cache off: it writes nothing under ``cache_dir``)."""
+        if self.cache_mode != "off":
+            save_digest_memo(self.digest_memo)
 
     def run(self) -> RunResult:
         started_at, t_start = time.time(), time.perf_counter()
@@ -96,6 +102,7 @@ class Runner:
         for msg in run_lines(readiness(plans, items, getattr(self.host, "benchmarks", {}))):
             log.warning(msg)
         rows_file = ResultStore(self.results_dir, self.shard_index, self.shard_count)
+        before = dict(rows_file.done)  # what `cache explain` compares this run's keys with
         try:
             jobs = [self.prepare(plan, rows_file, items[plan.name]) for plan in plans]
             # when every row left needs a score only (a sweep's re-score job), this process scores them: forking
@@ -113,6 +120,7 @@ class Runner:
             except OSError:
                 pass  # the write error itself is what the run reports
         rows = rows_file.all_rows()
+        self.log_keys(rows, before)
         for msg in all_null_values(rows, self.host.metrics, [k for p in plans for k in p.absent]):
             log.warning(msg)
         block = unmeasured_headlines(rows, self.host.benchmarks)  # once: which headlines need what
@@ -136,12 +144,24 @@ class Runner:
         check_names(self.cfg, self.host)  # a typo ends the run here, before the suite is built
         self.build_suite()
         check_aggregator_paths(self.cfg, self.host)  # after the build: the suite writes some of those files
-        load_digest_memo(self.digest_memo)  # before loading: loaders read file facts through it
+        if self.cache_mode != "off":
+            load_digest_memo(self.digest_memo)  # before loading: loaders read file facts through it
         plans = plan_benchmarks(self.cfg, self.host, self.hub, self.judges, self.pool)
         items = self.load(plans)
         check_selection(self.cfg, sum(map(len, items.values())), {it.model for v in items.values() for it in v},
                         {m for p in plans for m in p.models})
         return plans, items
+
+    def log_keys(self, rows: list[ScoreRow], before: Mapping[tuple[str, str, str, str], ScoreRow]) -> None:
+        """Record each row's keys and how this run obtained it, for ``worldrecall cache explain`` (a log
+        that cannot be written costs the explanation, never the run)."""
+        from worldrecall.engine.cache.explain import write_log
+
+        try:
+            write_log(self.results_dir, self.shard_index, self.shard_count, rows, self.appended, before,
+                      self.cache_mode)
+        except OSError as e:
+            log.warning("could not record the cache log for `worldrecall cache explain`: %s", e)
 
     def build_suite(self) -> None:
         """Build the configured suite (a registered name; config never names a callable)."""
@@ -177,6 +197,7 @@ class Runner:
 
         def emit(item: Case | CaseError, rows: list[ScoreRow], done: bool = True) -> None:
             for row in rows:
+                self.appended.add(row.row_key)
                 try:
                     rows_file.append(row, flush=False)
                 except OSError as e:
@@ -197,7 +218,8 @@ class Runner:
             if isinstance(it, CaseError):
                 names = set(plan.metrics)  # its inputs cannot be read: no earlier row of it stands
             else:
-                rows, names = self.pipeline.settle(plan, it, rows_file.done)
+                # refresh / off: no row on disk stands, every row is computed again
+                rows, names = self.pipeline.settle(plan, it, rows_file.done if self.cache_mode == "use" else {})
                 emit(it, rows, done=not names)
             if names:
                 left[id(it)] = names

@@ -4,8 +4,10 @@ One request = the video (inline bytes when small, a Files API upload otherwise) 
 a system instruction, temperature 0 and a JSON response schema. Transient failures (429, 5xx, timeouts,
 dropped connections) are retried with exponential backoff, bounded both by a number of tries and by a
 total time per request. A reply that is not valid JSON gets one text-only *repair* call; questions the
-reply left out get one follow-up call asking only those. Validated answers are cached on disk (see
-:mod:`.answer_cache`), so a rerun costs no calls.
+reply left out get one follow-up call asking only those. Validated, complete answers are cached on disk (see
+:mod:`.answer_cache`), so a rerun costs no calls; a reply that could not be parsed, an endpoint that failed and
+questions left unanswered are never kept, so the next run asks again. The cache key holds the request, the
+repair switch, the endpoint and the digest of the parsing code.
 
 The API key is read from ``GEMINI_API_KEY`` or ``GOOGLE_API_KEY`` only (never from config), is handed to
 the SDK client and nowhere else: it is not logged, not cached, and redacted from error messages.
@@ -13,6 +15,8 @@ the SDK client and nowhere else: it is not logged, not cached, and redacted from
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import logging
 import os
@@ -170,26 +174,28 @@ class GeminiJudge:
         digest = media_digest(video)
         key = request_key(
             {
-                "v": 1,
+                "v": 2,
                 "media": digest,
                 "model": self.model_id,
                 "system": system_prompt,
                 "user": user_text,
                 "schema": schema,
                 "temperature": float(self.options["temperature"]),
+                # what else decides the answer kept: whether a reply was repaired, where it was asked, and
+                # the code that turned the reply into answers
+                "repair": bool(self.options["repair"]),
+                "endpoint": self._endpoint(),
+                "parsing": parsing_code_digest(),
             }
         )
         cached = self.cache.get(key)
-        if cached is not None:
-            resp = JudgeResponse(
+        if cached is not None and not cached.get("missing"):  # an incomplete answer is never reused
+            return JudgeResponse(
                 answers=cached["answers"],
                 usage={**cached.get("usage", {}), "cached": True},
                 raw=cached.get("raw", ""),
                 model_id=cached.get("model_id", self.model_id),
             )
-            if cached.get("missing"):
-                raise MissingAnswers(cached["missing_message"], resp, list(cached["missing"]))
-            return resp
         deadline = Deadline(self.policy.max_total_s)
         with tempfile.TemporaryDirectory(prefix="wr-judge-") as tmp:
             media = prepare_media(video, Path(tmp))
@@ -209,14 +215,19 @@ class GeminiJudge:
             "model_id": resp.model_id,
             "media_digest": digest,
         }
-        if missing:
+        if missing:  # not kept: the next run asks again
             msg = f"gemini judge ({self.model_id}) left question ID(s) {', '.join(missing)} unanswered" + (
                 " after a follow-up call" if self.options["repair"] else " (follow-up calls disabled)"
             )
-            self.cache.put(key, {**entry, "missing": missing, "missing_message": msg})
             raise MissingAnswers(msg, resp, missing)
         self.cache.put(key, entry)
         return resp
+
+    def _endpoint(self) -> str:
+        """Where requests go: the configured base URL and API version, else the SDK's (which reads
+        ``GOOGLE_GEMINI_BASE_URL``)."""
+        base = str(self.options["base_url"] or os.environ.get("GOOGLE_GEMINI_BASE_URL", "") or "default")
+        return f"{base} {self.options['api_version'] or 'default'}"
 
     # -- steps ----------------------------------------------------------------------------------
     def _retry(self, fn: Any, deadline: Deadline, what: str) -> tuple[Any, int]:
@@ -400,6 +411,14 @@ def _missing_ids(questions: Sequence[Mapping[str, Any]], answers: Any) -> list[s
         return []
     got = {id_key(a.get("ID")) for a in answers if isinstance(a, dict)}
     return [k for k in (id_key(q.get("ID")) for q in questions if "ID" in q) if k not in got]
+
+
+@functools.cache
+def parsing_code_digest() -> str:
+    """sha256 of the code that turns a reply into answers (:mod:`.parsing`): part of the answer cache key."""
+    from worldrecall.plugins.judges import parsing
+
+    return hashlib.sha256(Path(parsing.__file__).read_bytes()).hexdigest()
 
 
 def make_gemini_judge(options: Mapping[str, Any]) -> GeminiJudge:

@@ -4,8 +4,10 @@ The judge (``params.judge``) answers every probe of :mod:`worldrecall.plugins.wr
 video with ``p_yes`` (a log-probability judge: ``qwen_vl_logprob``; the precomputed answers of a sidecar:
 ``wrbench_probe_sidecar``). A video with any unanswered probe fails the row (``thresholds.partial_probes: drop``,
 the release's export of ``probe_status == "ok"`` rows only; ``score_available`` fails only what needs the
-missing answer). D3/D4 must be non-null; D5/D6 are null exactly when the gate says not applicable, with the gate's reason in the
-verdict — a null D5/D6 with an applicable gate fails the row. ``reobservation_support`` is the shared gate
+missing answer). D3/D4 must be non-null; D5/D6 are null exactly when the gate says not applicable, with the
+gate's reason in the verdict — a null D5/D6 with an applicable gate fails the row. Answers the scores need that
+the judge did not give (left out, or not a probability: NaN, text, outside [0, 1]) fail the measurement itself,
+so nothing is stored and the next run asks the judge again. ``reobservation_support`` is the shared gate
 (1 / 0), whose mean is the paper's re-observation support rate.
 
 Gate sources (``params.gate_source``): ``evidence`` (official: the evidence record of
@@ -16,6 +18,7 @@ applicable, ``missing_evidence``), ``probe_dimension`` (the P25 scorer's own D5/
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -23,6 +26,7 @@ from typing import Any, ClassVar
 from worldrecall.core.components import MeasureContext, Metric, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.core.digests import file_digest
+from worldrecall.core.judges import JudgeError
 from worldrecall.formats.safe_json import read_json
 from worldrecall.plugins.wrbench import probes
 
@@ -31,6 +35,17 @@ GATE_SOURCES = ("evidence", "probe_dimension", "probe_shared")
 # dimensions that need the missing answer
 PARTIAL_PROBES = ("drop", "score_available")
 SCHEMA = {"type": "yes_no_logprob", "yes": list(probes.YES_VARIANTS), "no": list(probes.NO_VARIANTS)}
+
+
+def _probability(v: Any) -> float | None:
+    """``v`` as a probability, or None when it is not one (a bool, text, NaN, outside [0, 1])."""
+    if isinstance(v, bool):
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) and 0.0 <= f <= 1.0 else None
 
 
 def load_catalog(path: str) -> dict[str, str] | None:
@@ -95,19 +110,32 @@ class ProbeScores(Metric):
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise CaseFailure(f"{self.name}.params.num_samples: a whole number >= 1, got {n!r}")
         samples: list[dict[str, float | None]] = []
+        unusable: list[str] = []
         for _ in range(n):   # the release scores the video num_samples times and takes each probe's median
             resp = judge.ask(Path(case.video.path), "", questions, {**SCHEMA, "fps": str(self.params["fps"])})
             sample: dict[str, float | None] = {q["id"]: None for q in questions}
             for a in resp.answers:
                 if str(a.get("id")) in sample and a.get("p_yes") is not None:
-                    sample[str(a["id"])] = float(a["p_yes"])
+                    v = _probability(a["p_yes"])
+                    if v is None:  # not a probability (NaN from a broken forward pass, text …): no answer
+                        unusable.append(f"{a['id']}={a['p_yes']!r}")
+                    sample[str(a["id"])] = v
             samples.append(sample)
         p_yes = samples[0] if n == 1 else probes.median_samples(samples, [q["id"] for q in questions])
-        return {"p_yes": p_yes, **({"samples": samples} if n > 1 else {}),
-                "judge_model": resp.model_id or str(self.params["judge"]),
-                "precision": dict(resp.usage or {}), "evidence": case.annotations.get("evidence"),
-                "manifest_reobservation_support": case.annotations.get("reobservation_support"),
-                "gate_source": str(self.params["gate_source"])}
+        m = {"p_yes": p_yes, **({"samples": samples} if n > 1 else {}),
+             "judge_model": resp.model_id or str(self.params["judge"]),
+             "precision": dict(resp.usage or {}), "evidence": case.annotations.get("evidence"),
+             "manifest_reobservation_support": case.annotations.get("reobservation_support"),
+             "gate_source": str(self.params["gate_source"])}
+        if any(v is None for v in p_yes.values()):
+            # answers the scores need and the judge did not give are a failure of this ask, never a number nor a
+            # stored measurement: the row fails with the reason and the next run asks the judge again
+            try:
+                self.score(m, self.thresholds)
+            except CaseFailure as e:
+                bad = f"; unusable answers: {', '.join(unusable)}" if unusable else ""
+                raise JudgeError(f"judge {self.params['judge']} ({m['judge_model']}): {e}{bad}") from None
+        return m
 
     def _gate(self, m: Mapping[str, Any]) -> probes.Gate:
         if m["gate_source"] == "evidence":

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from worldrecall.engine.cache import Store, code_digest, inputs_digest, key_of
+from worldrecall.engine.cache import Store, code_digest, inputs_digest, key_of, store_for
 from worldrecall.engine.sinks.blobs import BlobStore, link_or_copy, write_if_changed
 from worldrecall.engine.sinks.leaderboard_view import COMPACT_LEGEND, compact_frames, leaderboard_views
 from worldrecall.engine.sinks.report.images import (
@@ -180,7 +180,7 @@ def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str
     plain = resolve_config(plain)  # the schema holds the report options' defaults
     opts = plain["report"]
     inline = bool(opts["self_contained"])
-    store = Store(plain["cache_dir"])
+    store = store_for(plain)
     src = _Source(store, BlobStore(Path(plain["output_root"]) / "blobs"))
     imgs = _Images()
     sections = _Sections(store, host)

@@ -207,6 +207,7 @@ class VQAMetric(Metric):
             if self.params["require_all_answers"]:
                 raise CaseFailure(f"{bank.path.name}: {e}") from None
             resp = e.response
+            ctx.not_kept.append(f"{bank.path.name}: {e}")  # scored as asked, never kept: asked again next run
         except JudgeError as e:
             raise CaseFailure(f"{bank.path.name}: {e}") from None
         answers = [a for a in resp.answers]
