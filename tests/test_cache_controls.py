@@ -320,7 +320,7 @@ def test_a_judge_answer_that_is_no_probability_is_no_score_and_is_asked_again(tm
         assert "measure: judge flaky (flaky-1)" in r["reason"] and "D3_POSITION_RELATION=nan" in r["reason"]
     rows = run("omit")
     assert asked() == 2 * n  # nothing of the failed asks was kept: every case is asked again
-    assert all(r["status"] == "failed" and "missing probe answers: D3_" in r["reason"] for r in rows.values())
+    assert all(r["status"] == "failed" and "probe_status partial: no answer to D3_" in r["reason"] for r in rows.values())
     rows = run("good")
     assert asked() == 3 * n
     assert all(r["status"] == "ok" and r["values"]["d3"] == round(1.75 / 3, 6) for r in rows.values()), rows
