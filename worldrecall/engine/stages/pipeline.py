@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from worldrecall.core.components import MeasureContext, Metric
-from worldrecall.core.data import Alignment, Case, CaseError, CaseFailure, ScoreRow, one_line
+from worldrecall.core.data import Alignment, Case, CaseError, CaseFailure, CaseSkip, ScoreRow, finite_float, one_line
 from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.results import json_default
@@ -218,6 +218,9 @@ class CasePipeline:
 
     def _fill_from_entry(self, row: ScoreRow, entry: Mapping[str, Any], absent: str | None) -> None:
         row.values = entry["values"]
+        if not any(finite_float(v) is not None for v in row.values.values()):
+            # `ok` means a value: a metric that measured nothing must say why (CaseSkip), never pass as ok
+            row.status, row.reason = "failed", f"score: {row.metric} returned no value"
         row.warnings.extend(w for w in entry.get("warnings", []) if w not in row.warnings)
         if entry.get("artifacts"):
             row.info["artifacts"] = entry["artifacts"]
@@ -357,6 +360,8 @@ class CasePipeline:
             row.info["cache_hit"] = hit
             row.key = key
         except BackendUnavailable as e:  # final under its key, like a score
+            row.status, row.reason, row.key = "skipped", f"{metric.name} skipped: {one_line(e)}", key
+        except CaseSkip as e:  # an input this metric needs is absent: final under its key (the case's content)
             row.status, row.reason, row.key = "skipped", f"{metric.name} skipped: {one_line(e)}", key
         except (CaseFailure, VideoError, JudgeError) as e:
             row.status, row.reason = "failed", f"{stage}: {one_line(e)}"

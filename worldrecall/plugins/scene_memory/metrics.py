@@ -30,7 +30,7 @@ from worldrecall.core.components import ConfigTypeError, MeasureContext, Metric,
 from worldrecall.core.data import Alignment, Case, CaseFailure
 from worldrecall.formats.arrays import load_npz, npz_names
 from worldrecall.formats.vipe import Sidecar, read_points_file, read_sidecar
-from worldrecall.plugins.scene_memory.aligners import case_sidecar, has_precomputed, missing_intrinsics
+from worldrecall.plugins.scene_memory.aligners import case_sidecar, has_precomputed, missing_intrinsics, skip_if_missing
 from worldrecall.plugins.scene_memory.clouds import stack_cloud
 from worldrecall.plugins.scene_memory.exports import (
     MissingExport,
@@ -177,9 +177,7 @@ class _SceneF1Base(Metric):
             o, r, src = _load_precomputed(case)
             out.update(source=f"precomputed:{src}", observation=o, revisit=r, split_ok=True, reason="")
             return out
-        if info.get("missing"):
-            out["source"] = "missing"
-            return out
+        skip_if_missing(info)  # a skip naming the file and how to produce it, never an ok row without values
         if not out["split_ok"]:
             out["source"] = "sidecar"
             return out

@@ -32,7 +32,7 @@ import numpy as np
 from worldrecall.core.components import MeasureContext, Metric, Value
 from worldrecall.core.data import Alignment, Case, one_line
 from worldrecall.core.models import BackendUnavailable
-from worldrecall.plugins.scene_memory.aligners import case_sidecar, missing_intrinsics
+from worldrecall.plugins.scene_memory.aligners import case_sidecar, missing_intrinsics, skip_if_missing
 from worldrecall.plugins.scene_memory.closure import measure_pair, pair_score
 from worldrecall.plugins.scene_memory.exports import is_native_layout, read_release_intrinsics
 from worldrecall.plugins.scene_memory.half_life import HalfLifeRefused, fit_half_life
@@ -60,6 +60,7 @@ class _SuiteMetric(Metric):
 
     def _facts(self, alignment: Alignment) -> dict[str, Any]:
         info = alignment.info
+        skip_if_missing(info)  # every measure starts here: a missing sidecar is a skip saying how to produce it
         return {**{k: info.get(k) for k in _FACTS}, "missing": bool(info.get("missing")),
                 "reason": str(info.get("reason", ""))}
 
