@@ -301,6 +301,7 @@ class Aggregator:
 # One line per cell of a ranked view: which view (benchmark, variant "gated"/"all", its order, title, note),
 # which model (its row position, rank, rank label "1" / "1=" tie / "✗" never gated, cases), which column (label, unit, direction
 # "↑" / "↓" / "·", digits) and the number (mean with its CI).
+GATE_NOT_MEASURED = "gate not measured"  # a view's label for a camera gate that gave no verdict (never a failed gate)
 VIEW_COLUMNS = ["benchmark", "variant", "order", "title", "note", "model", "position", "rank", "rank_label", "n_cases",
                 "column", "metric", "unit", "direction", "digits", "mean", "ci_low", "ci_high", "backend"]
 VIEW_CELL_COLUMNS = ["benchmark", "variant", "model", "column", "metric", "unit", "direction", "digits", "mean",

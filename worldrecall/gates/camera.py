@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from worldrecall.core.components import ConfigTypeError, MeasureContext, Metric, Value
-from worldrecall.core.data import Alignment, Case, CaseFailure
+from worldrecall.core.data import Alignment, Case, CaseFailure, CaseSkip
 
 # Defaults every gate shares; a plugin's gate metric exposes them as its thresholds (re-scored from cache).
 GATE_THRESHOLDS: dict[str, Any] = {
@@ -398,8 +398,12 @@ class CameraGateMetric(Metric):
                         self.return_label, bool(m.get("instructed", False)))
 
     def score(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> dict[str, float | None]:
-        """``passed`` (None = not applicable) and the departure / return evidence."""
-        return self.gate(measurement, thresholds).as_values()
+        """``passed`` and the departure / return evidence; a gate with nothing to test (no reference, a reference
+        that does not move) is *not measured*: a skip saying why, never an ``ok`` row without a value."""
+        res = self.gate(measurement, thresholds)
+        if res.passed is None:
+            raise CaseSkip(f"camera gate not measured: {res.verdict.removeprefix('n/a: ')}")
+        return res.as_values()
 
     def verdict(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> str:
         """One line: what was tested against which reference, and what failed."""

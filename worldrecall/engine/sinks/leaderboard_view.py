@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from worldrecall.core.components import GATE_NOT_MEASURED
 from worldrecall.engine.sinks.results_view import (
     column_rows,
     direction_label,
@@ -115,7 +116,7 @@ def _declared_view(view: list[dict[str, Any]], extra: list[dict[str, Any]],
             if h is None:
                 continue
             head = f"{col} ({h['unit']} {h['direction']})".replace("( ", "(")
-            ungated = m["rank_label"] == "✗" and h["direction"] != "·"
+            ungated = m["rank_label"] in ("✗", GATE_NOT_MEASURED) and h["direction"] != "·"
             rec[head] = "—" if ungated else fmt(h["mean"], h["ci_low"], h["ci_high"], int(h["digits"]))
         recs.append(rec)
     first = view[0]
@@ -229,13 +230,15 @@ def _compact_view(view: list[dict[str, Any]], everyone: list[dict[str, Any]] | N
     rows = []
     for m in sorted(firsts.values(), key=order):
         h = heads.get(m["model"])
-        value = ("—" if m["rank_label"] == "✗" or h is None
+        value = ("—" if m["rank_label"] in ("✗", GATE_NOT_MEASURED) or h is None
                  else fmt(h["mean"], h["ci_low"], h["ci_high"], int(h["digits"])))
         name = str(m["model"])
         row = [str(m["rank_label"]), name if len(name) <= _MODEL_CHARS else name[:_MODEL_CHARS - 1] + "…", value]
         if everyone is not None:
             a = all_by_model.get(m["model"])
-            row += [f"{int(m['n_cases'])}/{int(a['n_cases'])}", str(a["rank_label"])] if a else ["n/a", "n/a"]
+            passed = ("not measured" if m["rank_label"] == GATE_NOT_MEASURED  # never "0/N": the gate gave no verdict
+                      else f"{int(m['n_cases'])}/{int(a['n_cases'])}") if a else "n/a"
+            row += [passed, str(a["rank_label"])] if a else ["n/a", "n/a"]
         rows.append(row)
     title = str(h0["title"]) + (f" [backends {h0['backend']}]" if name_backend else "")
     return title, header, rows
@@ -258,10 +261,27 @@ def _wrap(text: str) -> str:
 def compact_text_of(views: pd.DataFrame, legend: bool = True) -> str:
     """The compact view as printed, from the view tables' cells (a run's ``tables/`` read back gives the same);
     ``legend``: with the lines explaining its symbols under it."""
-    parts = [f"\n{_wrap(f'== {t} ==')}\n{_grid(h, r)}\n" for t, h, r in compact_views(views)]
+    compact = compact_views(views)
+    parts = [f"\n{_wrap(f'== {t} ==')}\n{_grid(h, r)}\n" for t, h, r in compact]
     if not parts or not legend:
         return "".join(parts)
-    return "".join(parts) + "\n" + _wrap(COMPACT_LEGEND) + "\n"
+    text = "".join(parts) + "\n" + _wrap(COMPACT_LEGEND) + "\n"
+    reasons = _not_measured_reasons(views)
+    if any(GATE_NOT_MEASURED in c for _, _, rows in compact for r in rows for c in r):
+        text += _wrap(f"{GATE_NOT_MEASURED} : the camera gate gave no verdict for any case of that model (not a "
+                      f"failed gate; the model is ranked on all cases){reasons}") + "\n"
+    return text
+
+
+def _not_measured_reasons(views: pd.DataFrame) -> str:
+    """``: <benchmark>: <why>; …`` from the views' notes that say why a gate was not measured ("" when none)."""
+    said: dict[str, str] = {}
+    for c in _records(views):
+        note = str(c.get("note") or "")
+        for marker in ("no camera-gated view: ", f"{GATE_NOT_MEASURED} = "):
+            if note.startswith(marker) and c["benchmark"] not in said:
+                said[c["benchmark"]] = note.split(" · ", 1)[0].removeprefix(marker)
+    return "".join(f"; {b}: {w}" for b, w in sorted(said.items())) if said else ""
 
 
 def compact_frames(result: Any, host: Any) -> list[tuple[str, pd.DataFrame]]:

@@ -219,8 +219,12 @@ class CasePipeline:
     def _fill_from_entry(self, row: ScoreRow, entry: Mapping[str, Any], absent: str | None) -> None:
         row.values = entry["values"]
         if not any(finite_float(v) is not None for v in row.values.values()):
-            # `ok` means a value: a metric that measured nothing must say why (CaseSkip), never pass as ok
-            row.status, row.reason = "failed", f"score: {row.metric} returned no value"
+            # `ok` means a value: a row without any is skipped with the metric's own one-line verdict (its "not
+            # applicable" reason), else it failed: a metric that measures nothing must say why
+            if entry.get("verdict"):
+                row.status, row.reason = "skipped", f"{row.metric} not applicable: {entry['verdict']}"
+            else:
+                row.status, row.reason = "failed", f"score: {row.metric} returned no value"
         row.warnings.extend(w for w in entry.get("warnings", []) if w not in row.warnings)
         if entry.get("artifacts"):
             row.info["artifacts"] = entry["artifacts"]

@@ -81,7 +81,7 @@ def per_model_metrics(result: Any, host: Any) -> dict[tuple[str, str], dict[str,
     for (bench, model), variants in view_ranks(host, result.tables).items():
         m = per.setdefault((bench, model), {})
         first = variants.get("gated") or variants.get("all")  # the view printed first ranks the model
-        m["rank"], m["rank_tied"] = first[0], float(first[1].endswith("="))
+        m["rank"], m["rank_tied"] = first[0], float(first[1].split(" ", 1)[0].endswith("="))
         for variant, (rank, _) in variants.items():
             m[f"rank.{variant}"] = rank  # NaN: not ranked in that view (✗ never gated, – not applicable)
         keys.setdefault(bench, set()).update(k for k in m if k.startswith("rank"))
