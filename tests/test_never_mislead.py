@@ -63,3 +63,29 @@ def test_an_ok_row_without_any_value_is_a_failure_naming_the_metric():
     row = ScoreRow("b", "m", "c", "b.metric", {})
     CasePipeline._fill_from_entry(None, row, {"values": {"x": None, "y": 0.0}}, None)
     assert row.status == "ok" and row.values["y"] == 0.0
+
+
+def test_a_gate_with_no_pose_source_is_not_measured_in_every_view(tmp_path, capsys):
+    """No ✗ and no 0 pass rate where the camera gate never ran: console, report and MLflow say "not measured"."""
+    out = tmp_path / "out"
+    code = main(["run", f"output_root={out}", "progress=false", "experiment=smoke", "only=[wrbench]",
+                 "models.pose=null"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "✗" not in printed and "gate passed" not in printed
+    assert "(gate not measured) oracle" in printed
+    assert "wrbench.camera_gate not measured (no backend selected for role 'pose'" in printed
+    html = next(out.glob("results/*/report/index.html")).read_text()
+    assert "✗" not in html and "gate not measured" in html
+    full = next(out.glob("results/*/tables/leaderboard.txt")).read_text()
+    assert "✗" not in full and "no camera-gated view: wrbench.camera_gate not measured" in full
+
+    import mlflow
+
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
+    runs = [r for r in client.search_runs([e.experiment_id for e in client.search_experiments()])
+            if r.data.tags.get("worldrecall.kind") == "model"]
+    assert runs
+    for r in runs:
+        assert not any("gate" in k for k in r.data.metrics), r.data.metrics  # no 0 pass rate logged
+        assert r.data.tags["worldrecall.camera_gate"].startswith("not measured: wrbench.camera_gate not measured")

@@ -244,6 +244,13 @@ def _compact_view(view: list[dict[str, Any]], everyone: list[dict[str, Any]] | N
     return title, header, rows
 
 
+def compact_legend(compact: list[tuple[str, list[str], list[list[str]]]]) -> str:
+    """:data:`COMPACT_LEGEND`, without its ✗ clause where no table shows a ✗ (a gate not measured is no ✗)."""
+    if any(c == "✗" for _, _, rows in compact for r in rows for c in r):
+        return COMPACT_LEGEND
+    return COMPACT_LEGEND.replace(" · ✗ : no case passed the camera gate (not ranked)", "")
+
+
 def _grid(header: list[str], rows: list[list[str]]) -> str:
     """A plain table: the model column left-aligned, every other column right-aligned."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -265,7 +272,7 @@ def compact_text_of(views: pd.DataFrame, legend: bool = True) -> str:
     parts = [f"\n{_wrap(f'== {t} ==')}\n{_grid(h, r)}\n" for t, h, r in compact]
     if not parts or not legend:
         return "".join(parts)
-    text = "".join(parts) + "\n" + _wrap(COMPACT_LEGEND) + "\n"
+    text = "".join(parts) + "\n" + _wrap(compact_legend(compact)) + "\n"
     reasons = _not_measured_reasons(views)
     if any(GATE_NOT_MEASURED in c for _, _, rows in compact for r in rows for c in r):
         text += _wrap(f"{GATE_NOT_MEASURED} : the camera gate gave no verdict for any case of that model (not a "
@@ -273,15 +280,30 @@ def compact_text_of(views: pd.DataFrame, legend: bool = True) -> str:
     return text
 
 
-def _not_measured_reasons(views: pd.DataFrame) -> str:
-    """``: <benchmark>: <why>; …`` from the views' notes that say why a gate was not measured ("" when none)."""
+def gate_not_measured(views: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """(benchmark, model) -> why its camera gate was not measured, for every model a view labels so (the MLflow
+    runs' tag; the console and the report show the same labels)."""
+    out: dict[tuple[str, str], str] = {}
+    reasons = {b: w for b, w in _reason_items(views)}
+    for c in _records(views):
+        if GATE_NOT_MEASURED in str(c.get("rank_label") or ""):
+            out.setdefault((str(c["benchmark"]), str(c["model"])), reasons.get(str(c["benchmark"]), "no verdict"))
+    return out
+
+
+def _reason_items(views: pd.DataFrame) -> list[tuple[str, str]]:
     said: dict[str, str] = {}
     for c in _records(views):
         note = str(c.get("note") or "")
         for marker in ("no camera-gated view: ", f"{GATE_NOT_MEASURED} = "):
             if note.startswith(marker) and c["benchmark"] not in said:
-                said[c["benchmark"]] = note.split(" · ", 1)[0].removeprefix(marker)
-    return "".join(f"; {b}: {w}" for b, w in sorted(said.items())) if said else ""
+                said[str(c["benchmark"])] = note.split(" · ", 1)[0].removeprefix(marker)
+    return sorted(said.items())
+
+
+def _not_measured_reasons(views: pd.DataFrame) -> str:
+    """``; <benchmark>: <why>`` per benchmark whose views' notes say why a gate was not measured ("" when none)."""
+    return "".join(f"; {b}: {w}" for b, w in _reason_items(views))
 
 
 def compact_frames(result: Any, host: Any) -> list[tuple[str, pd.DataFrame]]:

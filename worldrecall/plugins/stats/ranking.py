@@ -291,8 +291,8 @@ class _Views:
         for ref, what in ((gate, "camera gate"), (protocol, "protocol gate")):
             if not ref or split_ref(ref)[0] not in self.ran:
                 continue  # a gate that did not run has no pass rate (not 0)
-            if not self.vals.get(ref, {}).get(m):
-                continue  # nor one that was never measured for this model
+            if ref == gate and m in self.unmeasured:
+                continue  # nor a camera gate that was never measured for this model
             by = self.vals.get(ref, {}).get(m, {})
             rate = sum(1 for c in cases[m] if by.get(c) == 1.0) / len(cases[m]) if cases[m] else math.nan
             out.append({**base, "column": labels.get(ref, f"{what} passed"), "metric": split_ref(ref)[0],
