@@ -164,8 +164,9 @@ def test_core_stays_small(layer):
     lines = sum(len(p.read_text().splitlines()) for p in (PKG / layer).rglob("*.py"))
     print(f"{layer}: {lines} lines")
     # 1,766 lines before the declared verdict (Benchmark), declared metadata and bounded readers joined it;
-    # 1,995 before folder listings without a Path per file and the by_metric declaration (re-score cost)
-    assert lines < 2050, f"{layer}/ has {lines} lines; it is the contract and should stay small"
+    # 1,995 before folder listings without a Path per file and the by_metric declaration (re-score cost);
+    # 2,042 before issue 43's CaseSkip, Metric.assumed and the "gate not measured" label
+    assert lines < 2060, f"{layer}/ has {lines} lines; it is the contract and should stay small"
 
 
 def _engine_part(module: str) -> str:

@@ -89,3 +89,42 @@ def test_a_gate_with_no_pose_source_is_not_measured_in_every_view(tmp_path, caps
     for r in runs:
         assert not any("gate" in k for k in r.data.metrics), r.data.metrics  # no 0 pass rate logged
         assert r.data.tags["worldrecall.camera_gate"].startswith("not measured: wrbench.camera_gate not measured")
+
+
+def _wrbench_videos(tmp_path: Path, records: list[dict]) -> Path:
+    import numpy as np
+    from tests.helpers.wrbench_fixtures import write_clip, write_manifest
+    from worldrecall.plugins.wrbench.camera_gate import triangle_yaw
+
+    gen = tmp_path / "gens" / "m1"
+    for r in records:
+        write_clip(gen / f"{r['video_id']}.mp4", n=12)
+        np.save(gen / f"{r['video_id']}_poses.npy", triangle_yaw(12, 60.0))  # the camera turned 60° and back
+        r.update(video_path=f"{r['video_id']}.mp4", pose_path=f"{r['video_id']}_poses.npy",
+                 world_state_prompt="A cat sits on the sofa.")
+    write_manifest(gen, records)
+    return gen
+
+
+def test_wrbench_peak_yaw_is_the_releases_and_every_assumption_is_on_the_row_and_said_once(tmp_path, capsys):
+    gen = _wrbench_videos(tmp_path, [{"video_id": "a", "camera_type": "yaw_RL"},
+                                     {"video_id": "b", "camera_type": "yaw_RL", "requested_yaw_deg": 45.0},
+                                     {"video_id": "c", "camera_type": "yaw_LR"}])
+    code = _run(tmp_path, "only=[wrbench]", "suite=none", f"benchmarks.wrbench.data_root={tmp_path}",
+                f"benchmarks.wrbench.generations={{m1:{gen}}}", "models.pose=poses_npy",
+                "benchmarks.wrbench.metrics.probes.enabled=false")
+    printed = capsys.readouterr().out
+    gates = {r["case_id"]: r for r in _rows(tmp_path / "out") if r["metric"] == "wrbench.camera_gate"}
+    assert code == 0 and set(gates) == {"a", "b", "c"}
+    assert "(vs the instructed go-and-return yaw (yaw_RL, 60 deg))" in gates["a"]["info"]["verdict"]
+    assert gates["a"]["info"]["assumed"]["requested_yaw_deg"] == {
+        "value": 60.0, "source": "WRBench preset yaw_RL/yaw_LR default (DEFAULT_YAW_PEAK_DEG)",
+        "set": "requested_yaw_deg (videos.json) or benchmarks.wrbench.metrics.camera_gate.params.requested_yaw_deg"}
+    assert "requested_yaw_deg" not in gates["b"]["info"]["assumed"]  # the record's own value is no assumption
+    assert "45 deg" in gates["b"]["info"]["verdict"]
+    assert gates["b"]["info"]["assumed"]["phases"]["source"].startswith("the camera type alone")
+    lines = [x for x in printed.splitlines() if "assumed: requested_yaw_deg" in x]
+    assert len(lines) == 1 and lines[0].startswith("wrbench: assumed: requested_yaw_deg = 60 (WRBench preset")
+    assert lines[0].endswith("on 2 case(s); set requested_yaw_deg (videos.json) or "
+                             "benchmarks.wrbench.metrics.camera_gate.params.requested_yaw_deg to change it")
+    assert sum("assumed: phases" in x for x in printed.splitlines()) == 1

@@ -23,11 +23,7 @@ class CaseFailure(Exception):
 
 
 class CaseSkip(Exception):
-    """Raised by a metric when an input it needs is absent for this case (a sidecar, an annotation, a reference):
-    nothing is wrong with the case, this metric cannot measure it. The row is ``skipped`` with this message,
-    never an ``ok`` row without values. One line naming the missing file (or field) and how to produce it, e.g.
-    ``"annotations_vipe/c1_vipe_ann: ViPE sidecar missing (produce it with ViPE: docs/scene_memory.md)"``.
-    """
+    """An input the metric needs is absent here: the row is skipped with this one line (the file, how to produce it)."""
 
 
 def finite_float(v: Any) -> float | None:

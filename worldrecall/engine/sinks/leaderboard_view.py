@@ -15,6 +15,7 @@ pass count and the all-cases rank — one table per benchmark that fits a 120-co
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import textwrap
@@ -321,6 +322,26 @@ def compact_text(result: Any, host: Any) -> str:
     if other:
         text += _wrap(f"no declared headline (every metric's mean is in the full tables): {', '.join(other)}") + "\n"
     return text or "no scores\n"
+
+
+def assumed_lines(rows: Any) -> list[str]:
+    """One line per benchmark and assumed reference (rows' ``info["assumed"]``, as the metrics declare them): what
+    the run assumed instead of reading it from the case, on how many cases, and the setting that changes it."""
+    groups: dict[tuple[str, str, str, str], tuple[set[str], set[tuple[str, str]]]] = {}
+    for r in rows:
+        for name, a in ((r.info or {}).get("assumed") or {}).items():
+            if isinstance(a, Mapping):
+                values, cases = groups.setdefault((r.benchmark, str(name), str(a.get("source") or ""),
+                                                   str(a.get("set") or "")), (set(), set()))
+                values.add(json.dumps(a.get("value"), default=str))
+                cases.add((r.model, r.case_id))
+    out = []
+    for (bench, name, source, how), (values, cases) in sorted(groups.items()):
+        v = json.loads(next(iter(values))) if len(values) == 1 else None
+        shown = (f"{v:g}" if isinstance(v, float) else str(v)) if len(values) == 1 else "per case (rows' info.assumed)"
+        out.append(f"{bench}: assumed: {name} = {shown}" + (f" ({source})" if source else "")
+                   + f" on {len(cases)} case(s)" + (f"; set {how} to change it" if how else ""))
+    return out
 
 
 def _shown(path: Path) -> str:

@@ -230,6 +230,8 @@ class CasePipeline:
             row.info["artifacts"] = entry["artifacts"]
         if entry.get("verdict"):
             row.info["verdict"] = entry["verdict"]
+        if entry.get("assumed"):
+            row.info["assumed"] = entry["assumed"]
         if absent is not None:  # systematically null values: said on the row
             row.warnings.append(absent)
 
@@ -352,6 +354,9 @@ class CasePipeline:
             verdict = metric.verdict(measurement, metric.thresholds)
             if verdict:
                 entry["verdict"] = one_line(verdict)
+            assumed = metric.assumed(measurement)
+            if assumed:  # references the metric assumed (not read from the case): on the row, said once per run
+                entry["assumed"] = json.loads(json.dumps(assumed, default=json_default))
             self._tick("score", t0)
             if self.write_artifacts:
                 t0 = time.perf_counter()
