@@ -128,3 +128,30 @@ def test_wrbench_peak_yaw_is_the_releases_and_every_assumption_is_on_the_row_and
     assert lines[0].endswith("on 2 case(s); set requested_yaw_deg (videos.json) or "
                              "benchmarks.wrbench.metrics.camera_gate.params.requested_yaw_deg to change it")
     assert sum("assumed: phases" in x for x in printed.splitlines()) == 1
+
+
+def test_a_wrbench_judge_that_is_not_configured_is_a_skip_saying_how(tmp_path, capsys):
+    """Issue 43: no probe answers beside any video used to fail every case and exit 3."""
+    gen = _wrbench_videos(tmp_path, [{"video_id": "a", "camera_type": "yaw_RL"},
+                                     {"video_id": "b", "camera_type": "yaw_LR"}])
+    code = _run(tmp_path, "only=[wrbench]", "suite=none", f"benchmarks.wrbench.data_root={tmp_path}",
+                f"benchmarks.wrbench.generations={{m1:{gen}}}", "models.pose=poses_npy")
+    probes = [r for r in _rows(tmp_path / "out") if r["metric"] == "wrbench.probes"]
+    assert code == 0 and len(probes) == 2
+    assert all(r["status"] == "skipped" for r in probes)
+    reason = probes[0]["reason"]
+    assert reason.startswith("wrbench.probes skipped: judge wrbench_probe_sidecar cannot answer for any of the 2")
+    assert "a.probes.json: no probe answers beside the video" in reason
+    assert "benchmarks.wrbench.metrics.probes.params.judge=" in reason and "<video>.probes.json" in reason
+    assert "\n" not in reason
+
+
+def test_one_video_without_answers_among_answered_ones_is_skipped_not_failed(tmp_path):
+    gen = _wrbench_videos(tmp_path, [{"video_id": "a", "camera_type": "yaw_RL"},
+                                     {"video_id": "b", "camera_type": "yaw_LR"}])
+    (gen / "a.probes.json").write_text(json.dumps({"D3_POSITION_RELATION": 0.9}))
+    _run(tmp_path, "only=[wrbench]", "suite=none", f"benchmarks.wrbench.data_root={tmp_path}",
+         f"benchmarks.wrbench.generations={{m1:{gen}}}", "models.pose=poses_npy")
+    b = next(r for r in _rows(tmp_path / "out") if r["metric"] == "wrbench.probes" and r["case_id"] == "b")
+    assert b["status"] == "skipped" and "b.probes.json: no probe answers beside the video; configure a judge" in \
+        b["reason"]

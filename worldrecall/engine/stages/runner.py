@@ -146,7 +146,7 @@ class Runner:
         items = {}
         for plan in plans:
             items[plan.name] = load_cases(plan, self.shard_index, self.shard_count)
-            preflight(plan, items[plan.name], self.hub)
+            preflight(plan, items[plan.name], self.hub, self.judges)
         self.timing["load"] += time.perf_counter() - t0
         return items
 
