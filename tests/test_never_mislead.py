@@ -16,9 +16,11 @@ from pathlib import Path
 from worldrecall.engine.cli import main
 
 
-def _rows(out: Path) -> list[dict]:
+def _rows(out: Path, latest: bool = False) -> list[dict]:
+    """The rows of every results folder under ``out`` (``latest``: of the last one written only)."""
     rows: dict[tuple, dict] = {}
-    for f in sorted(out.glob("results/*/rows-shard-*.jsonl")):
+    files = sorted(out.glob("results/*/rows-shard-*.jsonl"), key=lambda f: f.stat().st_mtime)
+    for f in files[-1:] if latest else files:
         for line in f.read_text().splitlines():
             r = json.loads(line)
             rows[(r["benchmark"], r["model"], r["case_id"], r["metric"])] = r  # the last write per key wins
@@ -155,3 +157,24 @@ def test_one_video_without_answers_among_answered_ones_is_skipped_not_failed(tmp
     b = next(r for r in _rows(tmp_path / "out") if r["metric"] == "wrbench.probes" and r["case_id"] == "b")
     assert b["status"] == "skipped" and "b.probes.json: no probe answers beside the video; configure a judge" in \
         b["reason"]
+
+
+def test_an_unreliable_pose_estimate_leaves_the_gate_not_measured_with_its_quality_on_the_row(tmp_path, capsys):
+    gen = _wrbench_videos(tmp_path, [{"video_id": "a", "camera_type": "yaw_RL"}])
+    off = [f"benchmarks.wrbench.metrics.{m}.enabled=false" for m in ("probes", "camprec", "camalign",
+                                                                      "visual_integrity")]
+    base = ["only=[wrbench]", "suite=none", f"benchmarks.wrbench.data_root={tmp_path}",
+            f"benchmarks.wrbench.generations={{m1:{gen}}}", "models.pose=sift_pose", *off]
+    code = _run(tmp_path, *base)  # a 32x24 texture sliding sideways: SIFT finds almost nothing to match
+    (row,) = [r for r in _rows(tmp_path / "out") if r["metric"] == "wrbench.camera_gate"]
+    assert code == 0 and row["status"] == "skipped"
+    assert row["reason"].startswith("wrbench.camera_gate skipped: camera gate not measured: pose unreliable: "
+                                    "a frame pair has ")
+    q = row["info"]["pose_quality"]
+    assert q["inliers_min"] < 20 and {"matches_min", "inlier_ratio_median", "residual_px_median"} <= set(q)
+    assert "✗" not in capsys.readouterr().out
+    # the threshold is a threshold: at 0 the same poses are measured (passed or failed), from the cache
+    _run(tmp_path, *base, "benchmarks.wrbench.metrics.camera_gate.thresholds.pose_min_inliers=0")
+    rows = [r for r in _rows(tmp_path / "out", latest=True) if r["metric"] == "wrbench.camera_gate"]
+    assert rows[0]["status"] == "ok" and rows[0]["values"]["passed"] in (0.0, 1.0)
+    assert rows[0]["info"]["pose_quality"] == q

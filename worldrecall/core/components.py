@@ -248,9 +248,10 @@ class Metric:
         failed, or why it is not applicable); the engine puts it on the row (``info["verdict"]``)."""
         return None
 
-    def assumed(self, measurement: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-        """References assumed, not read from the case: name -> {value, source, set}; on the row, said once."""
-        return dict(measurement.get("assumed") or {}) if isinstance(measurement, Mapping) else {}
+    def row_info(self, measurement: Mapping[str, Any]) -> dict[str, Any]:
+        """Facts for the row's ``info`` beside its values (``assumed``: name -> {value, source, set}, said once by
+        the console; a pose estimate's ``pose_quality``). Default: ``measurement["row_info"]``."""
+        return dict(measurement.get("row_info") or {}) if isinstance(measurement, Mapping) else {}
 
     def cache_params(self, case: Case, alignment: Alignment) -> dict[str, Any]:
         """Extra inputs that change the measurement beyond the case fingerprint and alignment."""

@@ -230,8 +230,8 @@ class CasePipeline:
             row.info["artifacts"] = entry["artifacts"]
         if entry.get("verdict"):
             row.info["verdict"] = entry["verdict"]
-        if entry.get("assumed"):
-            row.info["assumed"] = entry["assumed"]
+        if entry.get("info"):
+            row.info.update(entry["info"])
         if absent is not None:  # systematically null values: said on the row
             row.warnings.append(absent)
 
@@ -354,9 +354,9 @@ class CasePipeline:
             verdict = metric.verdict(measurement, metric.thresholds)
             if verdict:
                 entry["verdict"] = one_line(verdict)
-            assumed = metric.assumed(measurement)
-            if assumed:  # references the metric assumed (not read from the case): on the row, said once per run
-                entry["assumed"] = json.loads(json.dumps(assumed, default=json_default))
+            info = metric.row_info(measurement)
+            if info:  # facts beside the values (assumed references, said once per run; a pose's quality)
+                entry["info"] = json.loads(json.dumps(info, default=json_default))
             self._tick("score", t0)
             if self.write_artifacts:
                 t0 = time.perf_counter()
@@ -372,6 +372,7 @@ class CasePipeline:
             row.status, row.reason, row.key = "skipped", f"{metric.name} skipped: {one_line(e)}", key
         except CaseSkip as e:  # an input this metric needs is absent: final under its key (the case's content)
             row.status, row.reason, row.key = "skipped", f"{metric.name} skipped: {one_line(e)}", key
+            row.info.update(json.loads(json.dumps(e.info, default=json_default)))
         except (CaseFailure, VideoError, JudgeError) as e:
             row.status, row.reason = "failed", f"{stage}: {one_line(e)}"
         except Exception as e:  # a bug in one metric must not end the run; the reason says where

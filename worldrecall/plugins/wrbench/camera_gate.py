@@ -71,8 +71,8 @@ class WRBenchCameraGate(gate.CameraGateMetric):
         """The shared gate's measurement, with every reference it assumed rather than read from the case."""
         out = super().measure(case, alignment, ctx)
         assumed = self.assumptions(case, alignment, out)
-        if assumed:
-            out["assumed"] = assumed
+        if assumed:  # on the row (info.assumed) and said once on the console
+            out.setdefault("row_info", {})["assumed"] = assumed
         return out
 
     def assumptions(self, case: Case, alignment: Alignment, m: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
