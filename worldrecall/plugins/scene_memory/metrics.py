@@ -12,8 +12,10 @@ Score (pure): the shared kernel (B.7) under the thresholds, then the variant's g
 ``official_parity=True`` switches to the released code's behaviour: its mixed precision and ICP
 procedure, the official gate without worldrecall's absolute floor (errata 6), and "not applicable" where
 the release cannot read the sidecar (intrinsics other than ``[N,3,3]``, native ViPE layout). Statuses
-follow ``memory_loop.py``: a failed gate, a missing file and any failure while building the clouds are
-"not applicable" (value None); fewer than 2 poses or a non-finite pose fail the case. docs/scene_memory.md
+follow ``memory_loop.py``: a failed gate and any failure while building the clouds are "not applicable" (value
+None); a missing sidecar or action program (the release's not applicable too) leaves nothing measured, so the row
+is skipped with one line naming the file and how to produce it; fewer than 2 poses or a non-finite pose fail the
+case. docs/scene_memory.md
 lists every remaining difference.
 """
 

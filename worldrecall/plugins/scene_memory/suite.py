@@ -11,8 +11,9 @@ rollout — and decode only the paired frames:
 * ``memory_rendering_recovery``: CIELAB lightness / chroma deltas and a texture (Gram) distance;
 * ``memory_half_life``: the exponential decay of revisit fidelity against the time gap.
 
-Statuses as released (``memory_loop.analyze_memory_rollout``, each component in its own ``try``): a failed
-gate, a missing sidecar, no pair on a decoded frame, no scorable pair, a refused fit, missing intrinsics
+Statuses as released (``memory_loop.analyze_memory_rollout``, each component in its own ``try``) — except a
+missing sidecar, which measures nothing and is a skipped row naming the file and how to produce it: a failed
+gate, no pair on a decoded frame, no scorable pair, a refused fit, missing intrinsics
 (closure), and a backend that raises while it runs (embedder: fidelity and half-life; texture model:
 rendering recovery; matcher: closure) -> not applicable (None, the release's reason as the row's verdict).
 A backend that cannot be built at all (``BackendUnavailable``) skips the metric, as everywhere in
