@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from worldrecall.core.data import CaseSkip
 from worldrecall.gates import camera as gate
 from worldrecall.plugins.memobench.camera_gate import CameraGate
 
@@ -120,7 +121,8 @@ def test_target_absence_never_passes_the_gate():
     assert m.score(ok, m.thresholds)["passed"] == 1.0 and m.score(ok, m.thresholds)["absence_fraction"] is None
     assert m.verdict(ok, m.thresholds).endswith("(vs the GT trajectory)")
     none = {**ok, "has_reference": False, "reference": "no GT trajectory for this clip"}
-    assert m.score(none, m.thresholds)["passed"] is None
+    with pytest.raises(CaseSkip, match="^camera gate not measured: no GT trajectory for this clip$"):
+        m.score(none, m.thresholds)  # nothing to test: a skip saying why, never an ok row without a value
     assert m.verdict(none, m.thresholds) == "n/a: no GT trajectory for this clip"
 
 

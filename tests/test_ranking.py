@@ -94,11 +94,25 @@ def test_a_third_party_benchmark_gets_gated_ranked_views_without_engine_changes(
     assert everything.loc[0, "model"] == "frozen" and everything.loc[0, "rank"] == "1"
 
 
-def test_gate_not_applicable_everywhere_is_said_and_nobody_passes():
+def test_gate_not_measured_anywhere_is_said_and_nobody_is_failed():
+    """Issue 43: a gate that gave no verdict on any case is "not measured", never ✗ for every model."""
     rows = _rows({"a": [(0.5, None), (0.6, None)], "b": [(0.4, None), (0.7, None)]})
-    gated, note = _views(rows)["camera-gated view"]
-    assert set(gated["rank"]) == {"✗"}
-    assert "gated view empty — n/a: no camera instruction" in note
+    views = _views(rows)
+    assert "camera-gated view" not in views
+    everything, note = views["all cases"]
+    assert list(everything["rank"]) == ["1= (gate not measured)", "1= (gate not measured)"]  # tied: 2 cases
+    assert "✗" not in everything.to_string()
+    assert note.startswith("no camera-gated view: toybench.gate not measured (n/a: no camera instruction)")
+
+
+def test_a_model_whose_gate_was_never_measured_is_marked_not_failed():
+    rows = _rows({"a": [(0.5, 1), (0.6, 1)], "b": [(0.4, None), (0.7, None)]})
+    views = _views(rows)
+    gated, gnote = views["camera-gated view"]
+    assert list(gated["rank"]) == ["1", "gate not measured"] and "✗" not in list(gated["rank"])
+    assert "gate not measured = no case of that model has a measured camera gate" in gnote
+    everything, _ = views["all cases"]
+    assert dict(zip(everything["model"], everything["rank"])) == {"b": "1= (gate not measured)", "a": "1="}
 
 
 def test_ranking_reads_only_declarations():

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 import worldrecall
 from worldrecall.engine.cache import Store
 from worldrecall.core.components import LoadRequest, MeasureContext
-from worldrecall.core.data import Case, CaseError, CaseFailure
+from worldrecall.core.data import Case, CaseError, CaseFailure, CaseSkip
 from worldrecall.core.models import ModelHub
 from worldrecall.core.video import VideoPool
 from worldrecall.formats.mp4 import write_video
@@ -147,15 +147,18 @@ def test_loader_errors(tmp_path):
     _rollout(root / "m", "broken", "dolly")
     (root / "m" / "broken_actions.json").write_text("{")
     items = {c.case_id: c for c in _load(root)}
-    # a missing sidecar is not a load error: the release reports the metrics not applicable
+    # a missing sidecar is not a load error: the release reports the metrics not applicable, worldrecall skips
+    # them with one line naming the file and how to produce it (issue 43: never an ok row without a value)
     lost = items["lost"]
     assert isinstance(lost, Case) and "vipe" not in lost.sidecars
     # (the experimental path looks for its action program first, as released)
-    for metric_cls, why in ((MemorySceneF1, "lost_vipe_ann: ViPE sidecar missing"),
-                            (SceneF1, "lost_actions.json: action program missing")):
-        _, al, meas, s = _run(lost, metric_cls)
-        assert al.info["missing"] and why in al.info["reason"] and why in meas["reason"]
-        assert s["f1"] is None and s["applicable"] == 0.0 and s["gate"] is None and s["f1_gate_zeroed"] is None
+    for metric_cls, why, how in ((MemorySceneF1, "lost_vipe_ann: ViPE sidecar missing", "vipe infer"),
+                                 (SceneF1, "lost_actions.json: action program missing", "_actions.json beside it")):
+        with pytest.raises(CaseSkip) as e:
+            _run(lost, metric_cls)
+        assert why in str(e.value) and how in str(e.value)
+        al = (ActionsAligner() if metric_cls is SceneF1 else TurnaroundAligner()).align(lost, {})
+        assert al.info["missing"] and why in al.info["reason"]
     # a broken action file only hurts the experimental split (an error there)
     case = items["broken"]
     assert isinstance(case, Case) and "broken_actions.json: unreadable" in case.annotations["actions_error"]
@@ -305,9 +308,10 @@ def test_missing_depth_export_is_not_applicable_and_short_depth_scores_its_rows(
     d = root / "short" / "annotations_vipe" / "dolly_loop_000_vipe_ann"
     np.save(d / "depth_metric.npy", np.load(d / "depth_metric.npy")[:30])  # 30 depth rows, 33 poses
     cases = {c.model: c for c in _load(root)}
-    for metric_cls in (MemorySceneF1, SceneF1):
-        _, _, meas, s = _run(cases["nodepth"], metric_cls)
-        assert s["f1"] is None and s["applicable"] == 0.0 and "depth_valid_mask.npz missing" in meas["reason"]
+    _, _, meas, s = _run(cases["nodepth"], MemorySceneF1)  # its gate was measured: values, F1 not applicable
+    assert s["f1"] is None and s["applicable"] == 0.0 and "depth_valid_mask.npz missing" in meas["reason"]
+    with pytest.raises(CaseSkip, match="depth_valid_mask.npz missing"):  # nothing measured: a skip saying why
+        _run(cases["nodepth"], SceneF1)
     # official: rows 30 and 32 of the revisit leg [16, 18, 21, 23, 25, 27, 30, 32] are past the depth
     # stack and skipped; the release scores the rest
     _, _, meas, s = _run(cases["short"])

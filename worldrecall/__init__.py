@@ -28,7 +28,7 @@ from worldrecall.core.components import (
     Suite,
     Value,
 )
-from worldrecall.core.data import Alignment, Case, CaseError, CaseFailure, Phase, ScoreRow
+from worldrecall.core.data import Alignment, Case, CaseError, CaseFailure, CaseSkip, Phase, ScoreRow
 from worldrecall.core.hookspecs import hookimpl, hookspec
 from worldrecall.core.judges import Judge, JudgeError, JudgeResponse, JudgeSpec
 from worldrecall.core.models import BackendUnavailable, Detection, ModelSpec, Role, WeightFile
@@ -45,6 +45,7 @@ __all__ = [
     "Case",
     "CaseError",
     "CaseFailure",
+    "CaseSkip",
     "Command",
     "ConfigTypeError",
     "Detection",

@@ -272,6 +272,11 @@ class Metric:
         failed, or why it is not applicable); the engine puts it on the row (``info["verdict"]``)."""
         return None
 
+    def row_info(self, measurement: Mapping[str, Any]) -> dict[str, Any]:
+        """Facts for the row's ``info`` beside its values (``assumed``: name -> {value, source, set}, said once by
+        the console; a pose estimate's ``pose_quality``). Default: ``measurement["row_info"]``."""
+        return dict(measurement.get("row_info") or {}) if isinstance(measurement, Mapping) else {}
+
     def cache_params(self, case: Case, alignment: Alignment) -> dict[str, Any]:
         """Extra inputs that change the measurement beyond the case fingerprint and alignment."""
         return {}
@@ -325,6 +330,7 @@ class Aggregator:
 # One line per cell of a ranked view: which view (benchmark, variant "gated"/"all", its order, title, note),
 # which model (its row position, rank, rank label "1" / "1=" tie / "✗" never gated, cases), which column (label, unit, direction
 # "↑" / "↓" / "·", digits) and the number (mean with its CI).
+GATE_NOT_MEASURED = "gate not measured"  # a view's label for a camera gate that gave no verdict (never a failed gate)
 VIEW_COLUMNS = ["benchmark", "variant", "order", "title", "note", "model", "position", "rank", "rank_label", "n_cases",
                 "column", "metric", "unit", "direction", "digits", "mean", "ci_low", "ci_high", "backend"]
 VIEW_CELL_COLUMNS = ["benchmark", "variant", "model", "column", "metric", "unit", "direction", "digits", "mean",

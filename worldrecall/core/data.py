@@ -22,6 +22,15 @@ class CaseFailure(Exception):
     """
 
 
+class CaseSkip(Exception):
+    """An input the metric needs is absent here: the row is skipped with this one line (the file, how to produce it).
+    ``info``: facts for the row's ``info`` (e.g. the quality that made a pose estimate unusable)."""
+
+    def __init__(self, message: str, info: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.info = dict(info or {})
+
+
 def finite_float(v: Any) -> float | None:
     """``v`` as a finite float, else None (missing, unparsable, NaN or infinite)."""
     try:

@@ -105,6 +105,8 @@ class JudgeSpec:
     defaults: dict[str, Any] = field(default_factory=dict)
     requires: tuple[str, ...] = ()
     extra: str | None = None
+    preflight: Callable[[Any], str | None] | None = None  # None when it can judge the case, else why not
+    fix: str = ""  # how to configure it, when preflight fails for every case (the metric is then skipped)
 
 
 class JudgeHub:

@@ -21,7 +21,12 @@ conditioning view, so frame 0 is where they agree). Then
 Monocular pose estimators recover translation only up to scale, so by default (``translation_scale:
 fit``) the generated translations are scaled by the least-squares factor onto the reference's
 (``as_is`` keeps them). A reference that does not move leaves nothing to test: the gate is *not
-applicable* (None) with that reason, never passed.
+measured* (a skipped row) with that reason, never passed.
+
+A pose backend that reports its estimate's quality (``quality()``: matches, inliers, inlier ratio and residual
+over the video's frame pairs — ``sift_pose`` does) has it recorded on the row (``info["pose_quality"]``); when
+its fewest inliers of any frame pair is below ``pose_min_inliers`` (one bad pair corrupts every pose chained
+after it) the gate says "pose unreliable" and is *not measured*, never failed.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from worldrecall.core.components import ConfigTypeError, MeasureContext, Metric, Value
-from worldrecall.core.data import Alignment, Case, CaseFailure
+from worldrecall.core.data import Alignment, Case, CaseFailure, CaseSkip
 
 # Defaults every gate shares; a plugin's gate metric exposes them as its thresholds (re-scored from cache).
 GATE_THRESHOLDS: dict[str, Any] = {
@@ -48,6 +53,9 @@ GATE_THRESHOLDS: dict[str, Any] = {
     "return_floor_translation": 0.10,   # … or this (translation, reference units)
     "return_tail": 0.1,                 # return frames when the case has no return phase: the last 10 %
     "translation_scale": "fit",         # fit | as_is
+    "pose_min_inliers": 20,             # a pose backend that reports its quality: fewest inliers of any frame
+                                        # pair (a failed pair counts 0); below it the pose is unreliable and the
+                                        # gate is not measured (backends without a quality report: not tested)
 }
 
 EPS = 1e-6  # degrees / reference units: arccos of a product of rotations carries rounding at a threshold
@@ -333,6 +341,27 @@ def estimate_poses(case: Case, ctx: MeasureContext, max_side: int) -> np.ndarray
     return poses[:, :3, :4]
 
 
+def pose_quality(ctx: MeasureContext) -> dict[str, Any]:
+    """The ``pose`` backend's report on its last estimate (``quality()``), or {} when it gives none."""
+    try:
+        report = getattr(ctx.models.get("pose"), "quality", None)
+        return dict(report() or {}) if callable(report) else {}
+    except Exception:  # noqa: BLE001 - a backend that cannot say how good it is was simply not asked
+        return {}
+
+
+def pose_unreliable(quality: Mapping[str, Any] | None, th: Mapping[str, Any]) -> str:
+    """Why the generated poses cannot be trusted under ``th`` ("" when they can, or when no quality was reported)."""
+    inliers = (quality or {}).get("inliers_min")
+    need = th.get("pose_min_inliers", GATE_THRESHOLDS["pose_min_inliers"])
+    if inliers is None or need is None or float(inliers) >= float(need):
+        return ""
+    q = quality or {}
+    return (f"pose unreliable: a frame pair has {float(inliers):g} inliers (pose_min_inliers {need:g}; "
+            f"{q.get('failed_pairs', 0):g} of {q.get('pairs', 0):g} pairs failed, median inlier ratio "
+            f"{q.get('inlier_ratio_median')}, median residual {q.get('residual_px_median')} px)")
+
+
 class CameraGateMetric(Metric):
     """Base of every benchmark's camera-gate metric: measure the generated trajectory (``pose`` role) and the
     case's reference, score with :func:`evaluate`. A subclass says where its reference comes from
@@ -372,10 +401,11 @@ class CameraGateMetric(Metric):
         gen = self.generated_poses(case, ctx)
         ref, label = self.reference(case, alignment, len(gen))
         back = self.return_frames(case, alignment, len(gen))
+        quality = pose_quality(ctx)
         return {"gen_c2w": gen, "ref_c2w": np.zeros((0, 3, 4)) if ref is None else np.asarray(ref)[:, :3, :4],
                 "has_reference": ref is not None, "reference": label, "instructed": label.startswith("instructed"),
                 "return_frames": np.asarray([] if back is None else back, dtype=np.int64),
-                "return_from_phase": back is not None}
+                "return_from_phase": back is not None, **({"row_info": {"pose_quality": quality}} if quality else {})}
 
     def __init__(self, params: Mapping[str, Any] | None = None, thresholds: Mapping[str, Any] | None = None):
         super().__init__(params, thresholds)
@@ -394,12 +424,20 @@ class CameraGateMetric(Metric):
         """The gate of one measurement under ``th``."""
         if not bool(m["has_reference"]):
             return not_applicable(str(m["reference"]))
+        unreliable = pose_unreliable((m.get("row_info") or {}).get("pose_quality"), th)
+        if unreliable:
+            return not_applicable(unreliable)
         return evaluate(np.asarray(m["gen_c2w"]), np.asarray(m["ref_c2w"]), self._return_frames(m, th), th,
                         self.return_label, bool(m.get("instructed", False)))
 
     def score(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> dict[str, float | None]:
-        """``passed`` (None = not applicable) and the departure / return evidence."""
-        return self.gate(measurement, thresholds).as_values()
+        """``passed`` and the departure / return evidence; a gate with nothing to test (no reference, a reference
+        that does not move) is *not measured*: a skip saying why, never an ``ok`` row without a value."""
+        res = self.gate(measurement, thresholds)
+        if res.passed is None:
+            raise CaseSkip(f"camera gate not measured: {res.verdict.removeprefix('n/a: ')}",
+                           info=self.row_info(measurement))
+        return res.as_values()
 
     def verdict(self, measurement: Mapping[str, Any], thresholds: Mapping[str, Any]) -> str:
         """One line: what was tested against which reference, and what failed."""

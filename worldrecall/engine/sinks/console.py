@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from worldrecall.engine.sinks.base import SinkContext
-from worldrecall.engine.sinks.leaderboard_view import print_leaderboard
+from worldrecall.engine.sinks.leaderboard_view import assumed_lines, print_leaderboard
 from worldrecall.engine.sinks.tracking.runs import override_label
 from worldrecall.engine.stages.result import RunResult
 
@@ -23,6 +23,9 @@ class ConsoleSink:
     def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
         if ctx.sweep_dir is None or self.merged is not None:
             print_leaderboard(result, ctx.host, view=str(result.config.get("view", "compact")), mlflow=bool(ctx.notes))
+            lines = assumed_lines(result.rows)  # each reference the run assumed, said once (issue 43)
+            if lines:
+                print("\n" + "\n".join(lines))
         else:  # a sweep job: its leaderboard is a file; the sweep prints one summary across jobs at the end
             print(f"\n[{override_label(list(ctx.overrides))}] leaderboard: "
                   f"{result.results_dir / 'tables' / 'leaderboard.txt'}")

@@ -15,6 +15,7 @@ pass count and the all-cases rank — one table per benchmark that fits a 120-co
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import textwrap
@@ -24,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from worldrecall.core.components import GATE_NOT_MEASURED
 from worldrecall.engine.sinks.results_view import (
     column_rows,
     direction_label,
@@ -116,7 +118,7 @@ def _declared_view(view: list[dict[str, Any]], extra: list[dict[str, Any]], name
             if h is None:
                 continue
             head = f"{col} ({h['unit']} {h['direction']})".replace("( ", "(")
-            ungated = m["rank_label"] == "✗" and h["direction"] != "·"
+            ungated = m["rank_label"] in ("✗", GATE_NOT_MEASURED) and h["direction"] != "·"
             rec[head] = "—" if ungated else fmt(h["mean"], h["ci_low"], h["ci_high"], int(h["digits"]))
         recs.append(rec)
     first = view[0]
@@ -262,16 +264,25 @@ def _compact_view(view: list[dict[str, Any]], everyone: list[dict[str, Any]] | N
     rows = []
     for m in sorted(firsts.values(), key=order):
         h = heads.get(m["model"])
-        value = ("—" if m["rank_label"] == "✗" or h is None
+        value = ("—" if m["rank_label"] in ("✗", GATE_NOT_MEASURED) or h is None
                  else fmt(h["mean"], h["ci_low"], h["ci_high"], int(h["digits"])))
         name = str(m["model"])
         row = [str(m["rank_label"]), name if len(name) <= _MODEL_CHARS else name[:_MODEL_CHARS - 1] + "…", value]
         if everyone is not None:
             a = all_by_model.get(m["model"])
-            row += [f"{int(m['n_cases'])}/{int(a['n_cases'])}", str(a["rank_label"])] if a else ["n/a", "n/a"]
+            passed = ("not measured" if m["rank_label"] == GATE_NOT_MEASURED  # never "0/N": the gate gave no verdict
+                      else f"{int(m['n_cases'])}/{int(a['n_cases'])}") if a else "n/a"
+            row += [passed, str(a["rank_label"])] if a else ["n/a", "n/a"]
         rows.append(row)
     title = str(h0["title"]) + (f" [backends {h0['backend']}]" if name_backend else "")
     return title, header, rows
+
+
+def compact_legend(compact: list[tuple[str, list[str], list[list[str]]]]) -> str:
+    """:data:`COMPACT_LEGEND`, without its ✗ clause where no table shows a ✗ (a gate not measured is no ✗)."""
+    if any(c == "✗" for _, _, rows in compact for r in rows for c in r):
+        return COMPACT_LEGEND
+    return COMPACT_LEGEND.replace(" · ✗ : no case passed the camera gate (not ranked)", "")
 
 
 def _grid(header: list[str], rows: list[list[str]]) -> str:
@@ -291,10 +302,42 @@ def _wrap(text: str) -> str:
 def compact_text_of(views: pd.DataFrame, legend: bool = True) -> str:
     """The compact view as printed, from the view tables' cells (a run's ``tables/`` read back gives the same);
     ``legend``: with the lines explaining its symbols under it."""
-    parts = [f"\n{_wrap(f'== {t} ==')}\n{_grid(h, r)}\n" for t, h, r in compact_views(views)]
+    compact = compact_views(views)
+    parts = [f"\n{_wrap(f'== {t} ==')}\n{_grid(h, r)}\n" for t, h, r in compact]
     if not parts or not legend:
         return "".join(parts)
-    return "".join(parts) + "\n" + _wrap(COMPACT_LEGEND) + "\n"
+    text = "".join(parts) + "\n" + _wrap(compact_legend(compact)) + "\n"
+    reasons = _not_measured_reasons(views)
+    if any(GATE_NOT_MEASURED in c for _, _, rows in compact for r in rows for c in r):
+        text += _wrap(f"{GATE_NOT_MEASURED} : the camera gate gave no verdict for any case of that model (not a "
+                      f"failed gate; the model is ranked on all cases){reasons}") + "\n"
+    return text
+
+
+def gate_not_measured(views: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """(benchmark, model) -> why its camera gate was not measured, for every model a view labels so (the MLflow
+    runs' tag; the console and the report show the same labels)."""
+    out: dict[tuple[str, str], str] = {}
+    reasons = {b: w for b, w in _reason_items(views)}
+    for c in _records(views):
+        if GATE_NOT_MEASURED in str(c.get("rank_label") or ""):
+            out.setdefault((str(c["benchmark"]), str(c["model"])), reasons.get(str(c["benchmark"]), "no verdict"))
+    return out
+
+
+def _reason_items(views: pd.DataFrame) -> list[tuple[str, str]]:
+    said: dict[str, str] = {}
+    for c in _records(views):
+        note = str(c.get("note") or "")
+        for marker in ("no camera-gated view: ", f"{GATE_NOT_MEASURED} = "):
+            if note.startswith(marker) and c["benchmark"] not in said:
+                said[str(c["benchmark"])] = note.split(" · ", 1)[0].removeprefix(marker)
+    return sorted(said.items())
+
+
+def _not_measured_reasons(views: pd.DataFrame) -> str:
+    """``; <benchmark>: <why>`` per benchmark whose views' notes say why a gate was not measured ("" when none)."""
+    return "".join(f"; {b}: {w}" for b, w in _reason_items(views))
 
 
 def compact_frames(result: Any, host: Any) -> list[tuple[str, pd.DataFrame]]:
@@ -312,6 +355,26 @@ def compact_text(result: Any, host: Any) -> str:
     if other:
         text += _wrap(f"no declared headline (every metric's mean is in the full tables): {', '.join(other)}") + "\n"
     return text or "no scores\n"
+
+
+def assumed_lines(rows: Any) -> list[str]:
+    """One line per benchmark and assumed reference (rows' ``info["assumed"]``, as the metrics declare them): what
+    the run assumed instead of reading it from the case, on how many cases, and the setting that changes it."""
+    groups: dict[tuple[str, str, str, str], tuple[set[str], set[tuple[str, str]]]] = {}
+    for r in rows:
+        for name, a in ((r.info or {}).get("assumed") or {}).items():
+            if isinstance(a, Mapping):
+                values, cases = groups.setdefault((r.benchmark, str(name), str(a.get("source") or ""),
+                                                   str(a.get("set") or "")), (set(), set()))
+                values.add(json.dumps(a.get("value"), default=str))
+                cases.add((r.model, r.case_id))
+    out = []
+    for (bench, name, source, how), (values, cases) in sorted(groups.items()):
+        v = json.loads(next(iter(values))) if len(values) == 1 else None
+        shown = (f"{v:g}" if isinstance(v, float) else str(v)) if len(values) == 1 else "per case (rows' info.assumed)"
+        out.append(f"{bench}: assumed: {name} = {shown}" + (f" ({source})" if source else "")
+                   + f" on {len(cases)} case(s)" + (f"; set {how} to change it" if how else ""))
+    return out
 
 
 def _shown(path: Path) -> str:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from worldrecall.core.components import MeasureContext, Metric
-from worldrecall.core.data import Alignment, Case, CaseError, CaseFailure, ScoreRow, one_line
+from worldrecall.core.data import Alignment, Case, CaseError, CaseFailure, CaseSkip, ScoreRow, finite_float, one_line
 from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.results import json_default
@@ -252,11 +252,20 @@ class CasePipeline:
 
     def _fill_from_entry(self, row: ScoreRow, entry: Mapping[str, Any], absent: str | None) -> None:
         row.values = entry["values"]
+        if not any(finite_float(v) is not None for v in row.values.values()):
+            # `ok` means a value: a row without any is skipped with the metric's own one-line verdict (its "not
+            # applicable" reason), else it failed: a metric that measures nothing must say why
+            if entry.get("verdict"):
+                row.status, row.reason = "skipped", f"{row.metric} not applicable: {entry['verdict']}"
+            else:
+                row.status, row.reason = "failed", f"score: {row.metric} returned no value"
         row.warnings.extend(w for w in entry.get("warnings", []) if w not in row.warnings)
         if entry.get("artifacts"):
             row.info["artifacts"] = entry["artifacts"]
         if entry.get("verdict"):
             row.info["verdict"] = entry["verdict"]
+        if entry.get("info"):
+            row.info.update(entry["info"])
         if absent is not None:  # systematically null values: said on the row
             row.warnings.append(absent)
 
@@ -391,6 +400,9 @@ class CasePipeline:
             verdict = metric.verdict(measurement, metric.thresholds)
             if verdict:
                 entry["verdict"] = one_line(verdict)
+            info = metric.row_info(measurement)
+            if info:  # facts beside the values (assumed references, said once per run; a pose's quality)
+                entry["info"] = json.loads(json.dumps(info, default=json_default))
             self._tick("score", t0)
             if self.write_artifacts:
                 t0 = time.perf_counter()
@@ -409,6 +421,9 @@ class CasePipeline:
             row.key = key
         except BackendUnavailable as e:  # final under its key, like a score
             row.status, row.reason, row.key = "skipped", f"{metric.name} skipped: {one_line(e)}", key
+        except CaseSkip as e:  # an input this metric needs is absent: final under its key (the case's content)
+            row.status, row.reason, row.key = "skipped", f"{metric.name} skipped: {one_line(e)}", key
+            row.info.update(json.loads(json.dumps(e.info, default=json_default)))
         except (CaseFailure, VideoError, JudgeError) as e:
             row.status, row.reason = "failed", f"{stage}: {one_line(e)}"
         except Exception as e:  # a bug in one metric must not end the run; the reason says where

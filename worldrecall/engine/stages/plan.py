@@ -275,9 +275,10 @@ def load_cases(plan: BenchmarkPlan, shard_index: int, shard_count: int) -> list[
     return sorted(items.values(), key=lambda c: (c.case_id, c.model, isinstance(c, CaseError))) + crash
 
 
-def preflight(plan: BenchmarkPlan, items: list[Case | CaseError], hub: ModelHub) -> list[str]:
-    """Backends whose declared preflight fails for EVERY loaded case: their metrics are skipped with one
-    message (what is missing, which setting fixes it) instead of failing every case. Returns the messages."""
+def preflight(plan: BenchmarkPlan, items: list[Case | CaseError], hub: ModelHub,
+              judges: JudgeHub | None = None) -> list[str]:
+    """Backends (and judges) whose declared preflight fails for EVERY loaded case: their metrics are skipped with
+    one message (what is missing, which setting fixes it) instead of failing every case. Returns the messages."""
     cases = [it for it in items if isinstance(it, Case)]
     if not cases:
         return []
@@ -285,6 +286,8 @@ def preflight(plan: BenchmarkPlan, items: list[Case | CaseError], hub: ModelHub)
     messages = []
     for name, metric in plan.metrics.items():
         if name in plan.skipped:
+            continue
+        if _judge_preflight(plan, name, metric, cases, judges, verdicts, messages):
             continue
         for role in metric.models:
             backend = hub.selection.get(role, "")
@@ -333,6 +336,26 @@ def weight_free_fallback(plans: list[BenchmarkPlan], items: Mapping[str, list[Ca
                         f"({_preflight_one(spec, needing[0])}); using {free[0]} (weight-free) instead"
                         + (f"; {alt}" if alt else ""))
     return messages
+
+
+def _judge_preflight(plan: BenchmarkPlan, name: str, metric: Metric, cases: list[Case], judges: JudgeHub | None,
+                     verdicts: dict[str, str | None], messages: list[str]) -> bool:
+    """A judge that cannot answer for any case (not configured: e.g. no answer files beside any video) skips the
+    metric with one line saying how to configure it, as a missing API key does. True when it skipped."""
+    for judge in metric.judge_names() if judges is not None else ():
+        spec = judges.specs.get(judge)
+        if spec is None or spec.preflight is None:
+            continue
+        key = f"judge:{judge}"
+        if key not in verdicts:
+            reasons = [_preflight_one(spec, c) for c in cases]
+            verdicts[key] = reasons[0] if all(reasons) else None
+        if verdicts[key]:
+            plan.skipped[name] = (f"{name} skipped: judge {judge} cannot answer for any of the {len(cases)} "
+                                  f"{plan.name} cases (e.g. {verdicts[key]}); {spec.fix}")
+            messages.append(plan.skipped[name])
+            return True
+    return False
 
 
 def _preflight_one(spec: Any, case: Case) -> str | None:

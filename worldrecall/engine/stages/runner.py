@@ -186,7 +186,7 @@ class Runner:
         for msg in weight_free_fallback(plans, items, self.hub):
             log.warning(msg)
         for plan in plans:
-            preflight(plan, items[plan.name], self.hub)
+            preflight(plan, items[plan.name], self.hub, self.judges)
         self.timing["load"] += time.perf_counter() - t0
         return items
 

@@ -44,6 +44,7 @@ class PairResult:
     method: str                  # homography | essential | failed
     matches: int
     inliers: int
+    residual_px: float = math.nan  # median over the inliers: homography transfer error or Sampson distance (px)
 
 
 def rotation_from_homography(h: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, float]:
@@ -79,19 +80,53 @@ def relative_rotation(pts0: np.ndarray, pts1: np.ndarray, k: np.ndarray, *, meth
         h, mask = cv2.findHomography(p0, p1, cv2.USAC_MAGSAC, ransac_px)
         if h is not None:
             rot, likeness = rotation_from_homography(h, k)
-            by_h = PairResult(rot, "homography", n, int(mask.sum()) if mask is not None else 0)
+            inl = _inliers(mask, n)
+            by_h = PairResult(rot, "homography", n, int(inl.sum()), _transfer_px(h, pts0[inl], pts1[inl]))
     if method in ("auto", "essential"):
         e, mask = cv2.findEssentialMat(p0, p1, k, method=cv2.USAC_MAGSAC, prob=0.999, threshold=ransac_px)
         if e is not None and e.shape[0] >= 3:
-            inl, r, _, _ = cv2.recoverPose(e[:3], p0, p1, k, mask=mask)
+            inl, r, _, pose_mask = cv2.recoverPose(e[:3], p0, p1, k, mask=mask)
             if inl >= min_matches:
-                by_e = PairResult(np.asarray(r, dtype=np.float64), "essential", n, int(inl))
+                keep = _inliers(pose_mask, n)
+                by_e = PairResult(np.asarray(r, dtype=np.float64), "essential", n, int(inl),
+                                  _sampson_px(e[:3], k, pts0[keep], pts1[keep]))
     if method == "homography" or by_e is None:
         return by_h if by_h is not None else PairResult(np.eye(3), "failed", n, 0)
     if method == "auto" and by_h is not None and likeness >= rotation_likeness \
             and by_h.inliers >= homography_share * by_e.inliers:
         return by_h
     return by_e
+
+
+def _inliers(mask: np.ndarray | None, n: int) -> np.ndarray:
+    """A RANSAC mask as ``[n]`` booleans (all False when OpenCV gives none)."""
+    return np.zeros(n, dtype=bool) if mask is None else np.asarray(mask).reshape(-1)[:n].astype(bool)
+
+
+def _transfer_px(h: np.ndarray, p0: np.ndarray, p1: np.ndarray) -> float:
+    """Median distance (px) of ``p1`` from ``h``·``p0`` (NaN without points)."""
+    if not len(p0):
+        return math.nan
+    q = np.c_[np.asarray(p0, dtype=np.float64), np.ones(len(p0))] @ np.asarray(h, dtype=np.float64).T
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.linalg.norm(q[:, :2] / q[:, 2:3] - np.asarray(p1, dtype=np.float64), axis=1)
+    return float(np.nanmedian(d)) if np.isfinite(d).any() else math.nan
+
+
+def _sampson_px(e: np.ndarray, k: np.ndarray, p0: np.ndarray, p1: np.ndarray) -> float:
+    """Median Sampson distance (px) of the matches under the essential matrix ``e`` (F = K⁻ᵀ E K⁻¹)."""
+    if not len(p0):
+        return math.nan
+    ki = np.linalg.inv(k)
+    f = ki.T @ np.asarray(e, dtype=np.float64) @ ki
+    x0 = np.c_[np.asarray(p0, dtype=np.float64), np.ones(len(p0))]
+    x1 = np.c_[np.asarray(p1, dtype=np.float64), np.ones(len(p1))]
+    fx0, ftx1 = x0 @ f.T, x1 @ f
+    num = np.einsum("ij,ij->i", x1, fx0) ** 2
+    den = fx0[:, 0] ** 2 + fx0[:, 1] ** 2 + ftx1[:, 0] ** 2 + ftx1[:, 1] ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.sqrt(num / den)
+    return float(np.nanmedian(d)) if np.isfinite(d).any() else math.nan
 
 
 def chain_c2w(rotations: Sequence[np.ndarray]) -> np.ndarray:
@@ -115,3 +150,25 @@ class PoseTrace:
         for p in self.pairs:
             out[p.method] = out.get(p.method, 0) + 1
         return out
+
+    def quality(self) -> dict[str, float | None]:
+        """How far to trust the chained poses, over consecutive frame pairs: matches and inliers (min, median),
+        inlier ratio (min, median), residual in px (median, max of the pairs' medians), failed pairs. A single
+        bad pair (few inliers) corrupts every pose after it."""
+        if not self.pairs:
+            return {}
+        m = np.asarray([p.matches for p in self.pairs], dtype=float)
+        i = np.asarray([p.inliers if p.method != "failed" else 0 for p in self.pairs], dtype=float)
+        ratio = np.divide(i, m, out=np.zeros_like(i), where=m > 0)
+        res = np.asarray([p.residual_px for p in self.pairs], dtype=float)
+        ok = np.isfinite(res)
+
+        def f(x: float) -> float:
+            return round(float(x), 4)
+
+        return {"pairs": float(len(m)), "failed_pairs": float(sum(p.method == "failed" for p in self.pairs)),
+                "matches_min": f(m.min()), "matches_median": f(np.median(m)), "inliers_min": f(i.min()),
+                "inliers_median": f(np.median(i)), "inlier_ratio_min": f(ratio.min()),
+                "inlier_ratio_median": f(np.median(ratio)),
+                "residual_px_median": f(np.median(res[ok])) if ok.any() else None,
+                "residual_px_max": f(res[ok].max()) if ok.any() else None}

@@ -68,6 +68,11 @@ class SiftPose:
             prev = cur
         return chain_c2w(rels)
 
+    def quality(self) -> dict[str, float | None]:
+        """The last ``poses`` call's estimate quality per video (:meth:`PoseTrace.quality`): matches, inliers,
+        inlier ratio and residual over its frame pairs; the camera gate reads it (``pose_quality``)."""
+        return self.trace.quality()
+
 
 def build(opts: Mapping[str, Any]) -> SiftPose:
     """Factory: no weights."""

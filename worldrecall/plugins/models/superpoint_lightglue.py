@@ -69,6 +69,10 @@ class LightGluePose:
                 rels.append(res.rotation)
         return chain_c2w(rels)
 
+    def quality(self) -> dict[str, float | None]:
+        """The last ``poses`` call's estimate quality per video (:meth:`PoseTrace.quality`), read by the camera gate."""
+        return self.trace.quality()
+
 
 def build(opts: Mapping[str, Any]) -> LightGluePose:
     """Factory: processor + ``LightGlueForKeypointMatching`` from the HF cache (or ``local_dir``)."""

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from worldrecall.core.components import Aligner, MissingInput, merge_typed
-from worldrecall.core.data import Alignment, Case, CaseFailure, Phase
+from worldrecall.core.data import Alignment, Case, CaseFailure, CaseSkip, Phase
 from worldrecall.formats.vipe import Sidecar, read_sidecar
 from worldrecall.plugins.scene_memory.actions import (
     CAMERA_TOKEN_ACTIONS,
@@ -108,6 +108,22 @@ def _missing_alignment(method: str, reason: str) -> Alignment:
     FileNotFoundError), not "failed"; the gate cannot be judged."""
     return Alignment({}, {"method": method, "source": "missing", "split_ok": False, "missing": True,
                           "reason": reason, "gate": None, "gate_official": None})
+
+
+# how to get what a missing-input skip names (one line on the row; docs/scene_memory.md has the details)
+PRODUCE_SIDECAR = ("produce it with ViPE (`vipe infer <video>`, converted or native layout in "
+                   "annotations_vipe/<case>_vipe_ann/) or give precomputed clouds (<case>_scene_memory.npz); "
+                   "see docs/scene_memory.md")
+PRODUCE_ACTIONS = "write the rollout's action program as <case>_actions.json beside it; see docs/scene_memory.md"
+
+
+def skip_if_missing(info: Mapping[str, Any]) -> None:
+    """Raise :class:`CaseSkip` when the alignment says an input the release looks for is absent (the release's
+    "not applicable"): a row without any value must say which file is missing and how to produce it."""
+    if info.get("missing"):
+        reason = str(info.get("reason") or "ViPE sidecar missing")
+        how = PRODUCE_ACTIONS if "action program" in reason else PRODUCE_SIDECAR
+        raise CaseSkip(f"{reason}; {how}")
 
 
 def _missing_sidecar(case: Case) -> str | None:

@@ -12,8 +12,10 @@ Score (pure): the shared kernel (B.7) under the thresholds, then the variant's g
 ``official_parity=True`` switches to the released code's behaviour: its mixed precision and ICP
 procedure, the official gate without worldrecall's absolute floor (errata 6), and "not applicable" where
 the release cannot read the sidecar (intrinsics other than ``[N,3,3]``, native ViPE layout). Statuses
-follow ``memory_loop.py``: a failed gate, a missing file and any failure while building the clouds are
-"not applicable" (value None); fewer than 2 poses or a non-finite pose fail the case. docs/scene_memory.md
+follow ``memory_loop.py``: a failed gate and any failure while building the clouds are "not applicable" (value
+None); a missing sidecar or action program (the release's not applicable too) leaves nothing measured, so the row
+is skipped with one line naming the file and how to produce it; fewer than 2 poses or a non-finite pose fail the
+case. docs/scene_memory.md
 lists every remaining difference.
 """
 
@@ -35,6 +37,7 @@ from worldrecall.plugins.scene_memory.aligners import (
     has_precomputed,
     missing_intrinsics,
     missing_vipe,
+    skip_if_missing,
 )
 from worldrecall.plugins.scene_memory.clouds import stack_cloud
 from worldrecall.plugins.scene_memory.exports import (
@@ -186,9 +189,7 @@ class _SceneF1Base(Metric):
             o, r, src = _load_precomputed(case)
             out.update(source=f"precomputed:{src}", observation=o, revisit=r, split_ok=True, reason="")
             return out
-        if info.get("missing"):
-            out["source"] = "missing"
-            return out
+        skip_if_missing(info)  # a skip naming the file and how to produce it, never an ok row without values
         if not out["split_ok"]:
             out["source"] = "sidecar"
             return out

@@ -11,8 +11,9 @@ rollout — and decode only the paired frames:
 * ``memory_rendering_recovery``: CIELAB lightness / chroma deltas and a texture (Gram) distance;
 * ``memory_half_life``: the exponential decay of revisit fidelity against the time gap.
 
-Statuses as released (``memory_loop.analyze_memory_rollout``, each component in its own ``try``): a failed
-gate, a missing sidecar, no pair on a decoded frame, no scorable pair, a refused fit, missing intrinsics
+Statuses as released (``memory_loop.analyze_memory_rollout``, each component in its own ``try``) — except a
+missing sidecar, which measures nothing and is a skipped row naming the file and how to produce it: a failed
+gate, no pair on a decoded frame, no scorable pair, a refused fit, missing intrinsics
 (closure), and a backend that raises while it runs (embedder: fidelity and half-life; texture model:
 rendering recovery; matcher: closure) -> not applicable (None, the release's reason as the row's verdict).
 A backend that cannot be built at all (``BackendUnavailable``) skips the metric, as everywhere in
@@ -32,7 +33,7 @@ import numpy as np
 from worldrecall.core.components import MeasureContext, Metric, MissingInput, Value
 from worldrecall.core.data import Alignment, Case, one_line
 from worldrecall.core.models import BackendUnavailable
-from worldrecall.plugins.scene_memory.aligners import case_sidecar, missing_intrinsics, missing_vipe
+from worldrecall.plugins.scene_memory.aligners import case_sidecar, missing_intrinsics, missing_vipe, skip_if_missing
 from worldrecall.plugins.scene_memory.closure import measure_pair, pair_score
 from worldrecall.plugins.scene_memory.exports import is_native_layout, read_release_intrinsics
 from worldrecall.plugins.scene_memory.half_life import HalfLifeRefused, fit_half_life
@@ -64,6 +65,7 @@ class _SuiteMetric(Metric):
 
     def _facts(self, alignment: Alignment) -> dict[str, Any]:
         info = alignment.info
+        skip_if_missing(info)  # every measure starts here: a missing sidecar is a skip saying how to produce it
         return {**{k: info.get(k) for k in _FACTS}, "missing": bool(info.get("missing")),
                 "reason": str(info.get("reason", ""))}
 

@@ -13,6 +13,10 @@ share the leader's rank (``1=``) — up to the first that does not, so a rank ne
 — and so on down (competition ranking: after a three-way ``1=`` comes ``4``). A model
 with no gated case is marked ``✗`` and listed last in the gated view; a model whose ranking value is not
 applicable on any case gets ``–``. The gate pass rate is shown as a diagnostic, never used to order.
+A gate that was not measured (its rows skipped or failed: no pose source, an unreliable pose, nothing to test) is
+never a failed gate: a model none of whose cases has a measured gate is labelled ``not measured`` in the gated view
+(not ✗), has no pass rate (not 0), and is ranked in the all-cases view with ``(gate not measured)`` after its
+rank; when no model's gate was measured there is no gated view and the note says why.
 """
 
 from __future__ import annotations
@@ -26,12 +30,13 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from worldrecall.core.components import VIEW_COLUMNS, Aggregator, split_ref
+from worldrecall.core.components import GATE_NOT_MEASURED, VIEW_COLUMNS, Aggregator, split_ref
 from worldrecall.core.data import ScoreRow, finite_float
 from worldrecall.core.tables import backend_signature
 from worldrecall.plugins.stats.hierarchy import bootstrap_macro, macro_mean
 
 NEVER_GATED, NOT_APPLICABLE = "✗", "–"
+NOT_MEASURED_MARK = f" ({GATE_NOT_MEASURED})"  # after an all-cases rank: this model's camera gate never measured
 LEGEND = ("rank 1= : shares first place (the paired 95% bootstrap CI of its difference from the leader contains "
           "0), and so on down; [a, b] = 95% bootstrap CI; ↑ higher is better, ↓ lower is better, · diagnostic "
           "(never ranked)")
@@ -97,8 +102,10 @@ class RankingAggregator(Aggregator):
         return {"ranking": pd.DataFrame.from_records(recs, columns=VIEW_COLUMNS)}
 
 
-def _case_values(rows: list[ScoreRow], refs: list[str]) -> tuple[dict, dict, dict, Counter]:
-    """(ref -> model -> case -> value, case -> strata, ref -> backend signature, gate n/a reasons)."""
+def _case_values(rows: list[ScoreRow], refs: list[str], gate_metric: str | None = None
+                 ) -> tuple[dict, dict, dict, Counter]:
+    """(ref -> model -> case -> value, case -> strata, ref -> backend signature, reasons ``gate_metric`` gave no
+    verdict: n/a verdicts of its ok rows, reasons of its skipped or failed rows)."""
     want = {split_ref(r): r for r in refs}
     vals: dict[str, dict[str, dict[str, float]]] = {r: {} for r in refs}
     strata: dict[str, dict[str, str]] = {}
@@ -107,6 +114,8 @@ def _case_values(rows: list[ScoreRow], refs: list[str]) -> tuple[dict, dict, dic
     for row in rows:
         strata.setdefault(row.case_id, dict(row.strata))
         if row.status != "ok":
+            if gate_metric and row.metric == gate_metric and row.reason:
+                na[_why_not(row)] += 1  # why the gate gave no verdict here (not measured, never failed)
             continue
         for value, v in row.values.items():
             ref = want.get((row.metric, value))
@@ -145,7 +154,8 @@ class _Views:
         self.levels = list(decl.get("levels") or [])
         self.labels = dict(decl.get("labels") or {})
         refs = list(dict.fromkeys([*self.headline, *([gate] if gate else []), *([protocol] if protocol else [])]))
-        self.vals, self.strata, self.backends, self.gate_na = _case_values(rows, refs)
+        self.vals, self.strata, self.backends, self.gate_na = _case_values(rows, refs,
+                                                                           split_ref(gate)[0] if gate else None)
         models = self.models = sorted({r.model for r in rows})
         self.cases = {m: sorted({r.case_id for r in rows if r.model == m}) for m in models}
         self.passed = ({m: {c for c, x in self.vals.get(gate, {}).get(m, {}).items() if x == 1.0} for m in models}
@@ -155,7 +165,10 @@ class _Views:
         rng = rank_meta.get("range")
         self.worst = None if hib is None or not rng else float(rng[0] if hib else rng[1])
         self.ran = {r.metric for r in rows}  # metrics with rows: a gate that did not run has no view and no pass rate
-        self.gate_ran = bool(gate) and split_ref(gate)[0] in self.ran
+        # models whose gate has rows but no case with a verdict: "not measured", never a failed gate
+        self.unmeasured = ({m for m in models if not self.vals.get(gate, {}).get(m)}
+                           if gate and split_ref(gate)[0] in self.ran else set())
+        self.gate_ran = bool(gate) and split_ref(gate)[0] in self.ran and len(self.unmeasured) < len(models)
         self.variants = (["gated"] if self.gate_ran else []) + ["all"]  # no gate rows (not run): no gated view
 
     def keys(self, case_ids: list[str]) -> list[np.ndarray]:
@@ -230,7 +243,12 @@ class _Views:
             if variant == "gated" else f"{name} · all cases (the published protocol's number)")
         note = _note(decl, variant, gate if gate_ran else None, self.gate_na, passed, models)
         if gate and not gate_ran:
-            note = f"no camera-gated view: {split_ref(gate)[0]} did not run · " + note
+            why = (f"not measured ({self.gate_na.most_common(1)[0][0]})" if split_ref(gate)[0] in self.ran
+                   and self.gate_na else "did not run" if split_ref(gate)[0] not in self.ran else "not measured")
+            note = f"no camera-gated view: {split_ref(gate)[0]} {why} · " + note
+        elif gate and self.unmeasured:
+            note = (f"{GATE_NOT_MEASURED} = no case of that model has a measured camera gate "
+                    f"({self.gate_na.most_common(1)[0][0] if self.gate_na else 'no verdict'}): not failed · " + note)
         position = {m: i for i, m in enumerate(ranked + sorted(set(models) - set(ranked)))}
         out: list[dict[str, Any]] = []
         for m in models:
@@ -239,6 +257,10 @@ class _Views:
                 label = f"{rank}=" if shared else str(rank)
             else:
                 rank, label = math.nan, (NEVER_GATED if variant == "gated" and not passed.get(m) else NOT_APPLICABLE)
+                if variant == "gated" and m in self.unmeasured:
+                    label = GATE_NOT_MEASURED
+            if variant == "all" and m in self.unmeasured:
+                label += NOT_MEASURED_MARK
             base = {"benchmark": name, "variant": variant, "order": order, "title": title, "note": note,
                     "model": m, "position": position[m], "rank": float(rank), "rank_label": label,
                     "n_cases": len(pool[m]), "backend": self.backends.get(self.rank_by, "")}
@@ -269,6 +291,8 @@ class _Views:
         for ref, what in ((gate, "camera gate"), (protocol, "protocol gate")):
             if not ref or split_ref(ref)[0] not in self.ran:
                 continue  # a gate that did not run has no pass rate (not 0)
+            if ref == gate and m in self.unmeasured:
+                continue  # nor a camera gate that was never measured for this model
             by = self.vals.get(ref, {}).get(m, {})
             rate = sum(1 for c in cases[m] if by.get(c) == 1.0) / len(cases[m]) if cases[m] else math.nan
             out.append({**base, "column": labels.get(ref, f"{what} passed"), "metric": split_ref(ref)[0],
@@ -281,6 +305,14 @@ class _Views:
                         "direction": "·", "digits": 0, "mean": float(differ), "ci_low": math.nan,
                         "ci_high": math.nan})
         return out
+
+
+def _why_not(row: ScoreRow) -> str:
+    """A skipped or failed gate row's reason without the metric's own name in front."""
+    reason = str(row.reason)
+    for prefix in (f"{row.metric} skipped: ", "score: ", "measure: "):
+        reason = reason.removeprefix(prefix)
+    return reason
 
 
 def _note(decl: Mapping[str, Any], variant: str, gate: str | None, gate_na: Counter,

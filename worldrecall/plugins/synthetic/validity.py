@@ -302,7 +302,8 @@ def gate_neutrality(rows: list[ScoreRow], benchmarks: Mapping[str, Mapping[str, 
         metric, value = str(decl["gate"]).split(":", 1)
         by_model: dict[str, dict[str, float | None]] = {}
         for r in rows:
-            if r.benchmark == name and r.metric == metric and r.status == "ok":
+            # a gate with nothing to test is a skipped row (camera gate not measured): not applicable here
+            if r.benchmark == name and r.metric == metric and r.status in ("ok", "skipped"):
                 by_model.setdefault(r.model, {})[r.case_id] = finite_float(r.values.get(value))
         oracle = by_model.get(ref)
         if oracle is None:

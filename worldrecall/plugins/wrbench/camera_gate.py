@@ -4,21 +4,31 @@ The shared gate (:mod:`worldrecall.gates.camera`) on the ``pose`` role's traject
 the ``target_poses`` sidecar (D1-CamPrec's target) resampled to the generated frames, else the requested
 go-and-return yaw as an instruction (a triangle to ``requested_yaw_deg``, left for ``yaw_LR``). The return
 frames are the ``wrbench.phases`` returned phase. A static or uncontrolled camera requests no look-away: not
-applicable. The gate reads only cameras, never the probes or the target's visibility.
+measured. The gate reads only cameras, never the probes or the target's visibility.
+
+The peak yaw defaults to the release's own: WRBench's ``yaw_RL``/``yaw_LR`` presets turn to
+``DEFAULT_YAW_PEAK_DEG`` = 60° (``src/wrbench/presets.py`` of JinPLu/WRBench @ 629595dc) over the first half of
+the frames and back. A reference the gate assumed — that peak, or phases taken from the camera type alone — is
+recorded on the row (``info["assumed"]``) and said once on the console.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import Value
+from worldrecall.core.components import MeasureContext, Value
 from worldrecall.core.data import Alignment, Case
 from worldrecall.formats.arrays import load_npy
 from worldrecall.gates import camera as gate
 from worldrecall.plugins.wrbench import d1
+
+
+RELEASE_YAW_PEAK_DEG = 60.0  # DEFAULT_YAW_PEAK_DEG of the release's camera presets (yaw_RL / yaw_LR)
+YAW_KEY = "benchmarks.wrbench.metrics.camera_gate.params.requested_yaw_deg"
 
 
 def triangle_yaw(n: int, peak_deg: float) -> np.ndarray:
@@ -39,7 +49,7 @@ class WRBenchCameraGate(gate.CameraGateMetric):
     description: ClassVar[str] = ("The generated camera departs as requested and is back at the requested pose "
                                   "over the returned phase (camera only)")
     values: ClassVar[dict[str, Value]] = gate.gate_values()
-    params: ClassVar[dict[str, Any]] = {"max_side": 640, "requested_yaw_deg": 30.0}
+    params: ClassVar[dict[str, Any]] = {"max_side": 640, "requested_yaw_deg": RELEASE_YAW_PEAK_DEG}
     return_label: ClassVar[str] = "the returned phase"
 
     def reference(self, case: Case, alignment: Alignment, n_frames: int) -> tuple[np.ndarray | None, str]:
@@ -56,6 +66,35 @@ class WRBenchCameraGate(gate.CameraGateMetric):
             sign = -1.0 if camera == "yaw_LR" else 1.0
             return triangle_yaw(n_frames, sign * peak), f"instructed go-and-return yaw ({camera}, {peak:g} deg)"
         return None, f"camera {camera!r}: no requested trajectory (target_pose_path) to test against"
+
+    def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
+        """The shared gate's measurement, with every reference it assumed rather than read from the case."""
+        out = super().measure(case, alignment, ctx)
+        assumed = self.assumptions(case, alignment, out)
+        if assumed:  # on the row (info.assumed) and said once on the console
+            out.setdefault("row_info", {})["assumed"] = assumed
+        return out
+
+    def assumptions(self, case: Case, alignment: Alignment, m: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """What the gate assumed for this case: the requested peak yaw when the manifest gives neither a target
+        trajectory nor ``requested_yaw_deg``, and phases taken from the camera type alone."""
+        camera = str(case.annotations.get("camera", ""))
+        if not (m.get("has_reference") and m.get("instructed")) or not camera.startswith("yaw"):
+            return {}
+        out: dict[str, dict[str, Any]] = {}
+        if case.annotations.get("requested_yaw_deg") is None:
+            peak = float(self.params["requested_yaw_deg"])
+            source = ("WRBench preset yaw_RL/yaw_LR default (DEFAULT_YAW_PEAK_DEG)" if peak == RELEASE_YAW_PEAK_DEG
+                      else f"config {YAW_KEY}")
+            out["requested_yaw_deg"] = {"value": peak, "source": source,
+                                        "set": f"requested_yaw_deg (videos.json) or {YAW_KEY}"}
+        if str(alignment.info.get("source", "")).startswith("camera type"):
+            info = alignment.info
+            out["phases"] = {"value": f"away from frame {info.get('a')}, returned from frame {info.get('r')} of "
+                                      f"{info.get('N')}",
+                             "source": "the camera type alone (a go-and-return triangle)",
+                             "set": "look_away_frame and return_frame (videos.json), or target_pose_path"}
+        return out
 
     def return_frames(self, case: Case, alignment: Alignment, n_frames: int) -> list[int] | None:
         """The returned phase of ``wrbench.phases``."""

@@ -17,7 +17,8 @@ from worldrecall.plugins.wrbench.camera_metrics import CamAlign, CamPrec
 from worldrecall.plugins.wrbench.leaderboard import WRBenchTable
 from worldrecall.plugins.wrbench.loader import WRBenchLoader
 from worldrecall.plugins.wrbench.probe_metric import ProbeScores
-from worldrecall.plugins.wrbench.sidecar_judge import make_probe_sidecar_judge
+from worldrecall.plugins.wrbench.sidecar_judge import FIX as SIDECAR_FIX
+from worldrecall.plugins.wrbench.sidecar_judge import make_probe_sidecar_judge, preflight as sidecar_preflight
 from worldrecall.plugins.wrbench.visual_integrity import VisualIntegrity
 
 METRICS = (CamPrec, CamAlign, VisualIntegrity, ProbeScores, WRBenchCameraGate)
@@ -53,7 +54,8 @@ def register_judges(register: Callable[..., None]) -> None:
     """``wrbench_probe_sidecar``: probe answers read from ``<video>.probes.json`` (kind sidecar, no model)."""
     register(JudgeSpec(name="wrbench_probe_sidecar", factory=make_probe_sidecar_judge,
                        description="WRBench probe answers precomputed beside each video (<video>.probes.json: "
-                                   "{probe_id: p_yes}); a sidecar, not a VLM"))
+                                   "{probe_id: p_yes}); a sidecar, not a VLM",
+                       preflight=sidecar_preflight, fix=SIDECAR_FIX))
 
 
 BENCHMARK = Benchmark(

@@ -12,10 +12,25 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from worldrecall.core.data import CaseSkip
 from worldrecall.core.judges import JudgeError, JudgeResponse
 from worldrecall.formats.safe_json import read_json
 
 SUFFIX = ".probes.json"
+# how to configure WRBench's judge: said once when no video has answers beside it, and on each row without them
+FIX = ("configure a judge: benchmarks.wrbench.metrics.probes.params.judge=qwen_vl_logprob "
+       "+judge_options.qwen_vl_logprob.model_path=<local Qwen-VL folder>, or put <video>.probes.json answer files "
+       "({probe_id: p_yes}) beside the videos (docs/wrbench.md)")
+
+
+def preflight(case: Any) -> str | None:
+    """None when the case's video has answers beside it, else which file is missing (the judge is then skipped
+    for the run when no case has any)."""
+    video = getattr(getattr(case, "video", None), "path", None)
+    if video is None:
+        return f"{getattr(case, 'case_id', '?')}: no video file to read answers beside"
+    path = sidecar_path(Path(video))
+    return None if path.is_file() else f"{path}: no probe answers beside the video"
 
 
 def sidecar_path(video: Path) -> Path:
@@ -35,8 +50,8 @@ class ProbeSidecarJudge:
         if not isinstance(video, (str, Path)):
             raise JudgeError("wrbench_probe_sidecar reads the answers beside a video file, not frames")
         path = sidecar_path(Path(video))
-        if not path.is_file():
-            raise JudgeError(f"{path}: no probe answers beside the video")
+        if not path.is_file():  # the judge is not configured for this video: a skip saying how, not a failure
+            raise CaseSkip(f"{path}: no probe answers beside the video; {FIX}")
         try:
             doc = read_json(path)
         except Exception as e:  # noqa: BLE001  (CaseFailure from the bounded reader): one line, this case

@@ -33,7 +33,7 @@ import numpy as np
 
 from worldrecall.engine.cache import Store, code_digest, inputs_digest, key_of, store_for
 from worldrecall.engine.sinks.blobs import BlobStore, link_or_copy, write_if_changed
-from worldrecall.engine.sinks.leaderboard_view import COMPACT_LEGEND, compact_frames, leaderboard_views
+from worldrecall.engine.sinks.leaderboard_view import compact_frames, compact_legend, leaderboard_views
 from worldrecall.engine.sinks.report.images import (
     MIME,
     Picture,
@@ -194,7 +194,7 @@ def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str
     for title, df in compact:
         body.append(f"<h3>{esc(title)}</h3>{_table(df)}")
     if compact:
-        body.append(f"<p class=note>{esc(COMPACT_LEGEND)}</p>")
+        body.append(f"<p class=note>{esc(compact_legend([(t, [], df.values.tolist()) for t, df in compact]))}</p>")
     body.append(f'<details id="leaderboard-full"{"" if compact else " open"}><summary>Full tables: every column, '
                 "the all-cases views and what each headline cannot see (as in tables/leaderboard.txt)</summary>")
     for title, df, note in leaderboard_views(result, host):

@@ -31,8 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from worldrecall.core.data import one_line
 from worldrecall.core.tables import backend_signature
 from worldrecall.engine.sinks.blobs import BlobStore
+from worldrecall.engine.sinks.leaderboard_view import gate_not_measured
 from worldrecall.engine.sinks.results_view import (
     column_rows,
     direction_label,
@@ -81,7 +85,7 @@ def per_model_metrics(result: Any, host: Any) -> dict[tuple[str, str], dict[str,
     for (bench, model), variants in view_ranks(host, result.tables).items():
         m = per.setdefault((bench, model), {})
         first = variants.get("gated") or variants.get("all")  # the view printed first ranks the model
-        m["rank"], m["rank_tied"] = first[0], float(first[1].endswith("="))
+        m["rank"], m["rank_tied"] = first[0], float(first[1].split(" ", 1)[0].endswith("="))
         for variant, (rank, _) in variants.items():
             m[f"rank.{variant}"] = rank  # NaN: not ranked in that view (✗ never gated, – not applicable)
         keys.setdefault(bench, set()).update(k for k in m if k.startswith("rank"))
@@ -255,12 +259,17 @@ def open_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, fil
     for r in result.rows:
         if r.backend:
             backends_of.setdefault((r.benchmark, r.model), set()).add(backend_signature(r.backend))
+    # a camera gate that gave no verdict is said on the model's run (and no pass rate is logged for it: not 0)
+    unmeasured = gate_not_measured(pd.concat(list(tables_of_kind(host, result.tables, "view").values()) or
+                                             [pd.DataFrame()], ignore_index=True))
     children = []
     for (bench, model), model_metrics in sorted(metrics["models"].items()):
         backends = sorted(backends_of.get((bench, model), set()) - {"-"})
         children.append({"key": (bench, model), "name": f"{model} · {bench}" + (f" · {label}" if label else ""),
                          "tags": {**job_tags, "worldrecall.kind": "model", "worldrecall.config_hash": chash,
-                                  CURRENT: "true"},
+                                  CURRENT: "true", **({"worldrecall.camera_gate": one_line(
+                                      f"not measured: {unmeasured[(bench, model)]}", 5000)}
+                                      if (bench, model) in unmeasured else {})},
                          "metrics": model_metrics, "parent": 0, "params": {
                              "model": model, "benchmark": bench, "backends": ";".join(backends) or "-",
                              "backend_set": str((plain.get("models") or {}).get("set") or "-"),
