@@ -51,7 +51,8 @@ def test_scene_memory_without_sidecars_skips_naming_the_file_and_how_to_produce_
     assert no_value == []
     f1 = next(r for r in rows if r["metric"] == "scene_memory.memory_scene_f1")
     assert f1["status"] == "skipped"
-    assert "c1_vipe_ann: ViPE sidecar missing" in f1["reason"] and "vipe infer" in f1["reason"]
+    assert "missing ViPE sidecar" in f1["reason"] and "annotations_vipe/c1_vipe_ann" in f1["reason"]
+    assert "vipe infer" in f1["reason"]
     assert "\n" not in f1["reason"]
 
 

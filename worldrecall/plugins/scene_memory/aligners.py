@@ -60,8 +60,7 @@ def missing_vipe(case: Case) -> list[MissingInput]:
     if case.video is not None:
         where = str(Path(case.video.path).parent / where)
     return [MissingInput("ViPE sidecar (camera poses + depth)", where,
-                         "run ViPE on the rollout and convert it (docs/real_outputs.md, \"ViPE sidecars\"), or "
-                         f"ship precomputed clouds as {case.case_id}_scene_memory.npz", kind="sidecar")]
+                         PRODUCE_SIDECAR.replace("<case>", case.case_id), kind="sidecar")]
 
 
 def case_fps(case: Case, default_fps: float) -> float:
@@ -113,7 +112,7 @@ def _missing_alignment(method: str, reason: str) -> Alignment:
 # how to get what a missing-input skip names (one line on the row; docs/scene_memory.md has the details)
 PRODUCE_SIDECAR = ("produce it with ViPE (`vipe infer <video>`, converted or native layout in "
                    "annotations_vipe/<case>_vipe_ann/) or give precomputed clouds (<case>_scene_memory.npz); "
-                   "see docs/scene_memory.md")
+                   "see docs/real_outputs.md (ViPE sidecars)")
 PRODUCE_ACTIONS = "write the rollout's action program as <case>_actions.json beside it; see docs/scene_memory.md"
 
 
