@@ -5,7 +5,8 @@ Every step's result is kept in the :class:`~worldrecall.engine.cache.Store` unde
 
 - alignment: the aligner's identity (name, version, code, libraries), its params, the case's content;
 - measurement: the metric's identity without its scoring code, its params (and the files they name), the
-  models' identities and options, the alignment's key, the case's content;
+  identities of the backends and judges its measure is handed (:mod:`worldrecall.engine.cache.identity`), the
+  alignment's key, the case's content;
 - score: the metric's whole identity, its thresholds, the measurement's key;
 - row: the score's key and what the row carries besides the values (strata, warnings, paths).
 
@@ -33,7 +34,8 @@ from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.results import json_default
 from worldrecall.core.video import VideoError, VideoPool
-from worldrecall.engine.cache import Store, code_digest, component_identity, key_of, named_files
+from worldrecall.engine.cache import Store, component_identity, key_of, named_files
+from worldrecall.engine.cache.identity import received_identity
 from worldrecall.engine.stages.plan import BenchmarkPlan
 from worldrecall.registry.host import PluginHost
 
@@ -118,24 +120,24 @@ class CasePipeline:
         return key_of(component_identity(aligner, without=SCORING_METHODS), {"case": fp or case.fingerprint(),
                                                     "files": named_files(aligner, merged)}, merged)
 
+    def measurement_ingredients(self, metric: Metric, case: Case, alignment_key: str, alignment: Alignment,
+                                fp: str | None = None) -> dict[str, Any]:
+        """Everything a measurement's key is made of (``key_of(**ingredients)``): the metric's identity without
+        its scoring code; its inputs (the case's content, the alignment's key, the files its params name); its
+        params, with the identities of the backends and judges its measure is handed."""
+        return {"identity": component_identity(metric, without=SCORING_METHODS),
+                "inputs": {"case": fp or case.fingerprint(), "alignment": alignment_key,
+                           "files": named_files(metric, metric.params)},
+                "params": {"params": metric.params, "extra": metric.cache_params(case, alignment),
+                           **received_identity(metric, self.hub, self.judges)}}
+
     def keys(self, metric: Metric, case: Case, alignment_key: str, alignment: Alignment,
              fp: str | None = None) -> tuple[str, str]:
         """(measurement key, score key) of one metric on one aligned case."""
-        models = {r: self._model_identity(r) for r in metric.models}
-        optional = {r: self._model_identity(r) if self.hub.selection.get(r) else "" for r in metric.optional_models}
-        measurement = key_of(component_identity(metric, without=SCORING_METHODS),
-                             {"case": fp or case.fingerprint(), "alignment": alignment_key,
-                              "files": named_files(metric, metric.params)},
-                             {"params": metric.params, "extra": metric.cache_params(case, alignment),
-                              "models": models, "optional_models": optional})
+        measurement = key_of(**self.measurement_ingredients(metric, case, alignment_key, alignment, fp))
         score = key_of(component_identity(metric), {"measurement": measurement},
                        {"thresholds": metric.thresholds, "artifacts": self.write_artifacts})
         return measurement, score
-
-    def _model_identity(self, role: str) -> dict[str, Any]:
-        spec = self.hub.spec_for(role)
-        return {**spec.identity(), "code": code_digest(getattr(spec.factory, "__module__", "") or ""),
-                "options": {**spec.defaults, **self.hub.options.get(spec.name, {})}}
 
     @staticmethod
     def row_key(score_key: str, row: ScoreRow, absent: str | None = None) -> str:

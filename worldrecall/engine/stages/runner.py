@@ -21,10 +21,10 @@ from typing import Any
 from worldrecall.core.components import ConfigTypeError
 from worldrecall.core.data import Case, CaseError, ScoreRow
 from worldrecall.core.digests import load_digest_memo, save_digest_memo
-from worldrecall.core.judges import JudgeHub
-from worldrecall.core.models import ModelHub
 from worldrecall.core.video import VideoPool
 from worldrecall.engine.cache import Store, VideoFacts
+from worldrecall.engine.cache.identity import IdentifiedJudgeHub, IdentifiedModelHub
+from worldrecall.engine.cache.keys import refresh_code_digests
 from worldrecall.engine.stages.absence import all_null_values
 from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.engine.stages.config import ResolvedConfig, resolve_config
@@ -67,9 +67,10 @@ class Runner:
         models_cfg = dict(cfg["models"])
         options = models_cfg.pop("options", None) or {}
         backend_set = models_cfg.pop("set", None) or ""
-        self.hub = ModelHub(host.models, models_cfg, options, device=cfg["device"], roles=host.roles,
+        refresh_code_digests()  # a module reloaded since the last run in this process is hashed again
+        self.hub = IdentifiedModelHub(host.models, models_cfg, options, device=cfg["device"], roles=host.roles,
                             backend_set=backend_set)
-        self.judges = JudgeHub(host.judges, cfg["judge_options"], cache_dir=cache_root / "judge_answers")
+        self.judges = IdentifiedJudgeHub(host.judges, cfg["judge_options"], cache_dir=cache_root / "judge_answers")
         self.store = Store(cache_root)
         self.pool = VideoPool(cfg["video"]["max_bytes"], VideoFacts(self.store), max_pixels=cfg["video"]["max_pixels"],
                               max_frames=cfg["video"]["max_frames"])

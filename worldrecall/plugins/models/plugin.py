@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from worldrecall.core.components import Command, Registry
+from worldrecall.core.components import Command, PathParam, Registry
 from worldrecall.core.hookspecs import hookimpl
 from worldrecall.core.models import ModelSpec, Role
 from worldrecall.plugins.models import (
@@ -50,7 +50,7 @@ def _reference(name: str, role: str, factory: Callable[..., Any], defaults: dict
     e = MANIFEST[name]
     return ModelSpec(name=name, role=role, kind="reference", factory=factory, description=description,
                      model_id=e.model_id, revision=e.revision, weights=list(e.weights), licence=e.licence,
-                     requires=requires, defaults=dict(defaults), extra=extra)
+                     requires=requires, defaults={"local_dir": PathParam(""), **defaults}, extra=extra)
 
 
 SIDECAR_FIX = ("these sidecar backends read ViPE sidecars (annotations_vipe/<name>_vipe_ann) the dataset does "

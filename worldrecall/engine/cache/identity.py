@@ -1,0 +1,147 @@
+"""What a measurement receives, as identities: the backends of its model hub and the judges of its judge hub.
+
+A measurement's key folds in the identity of every backend and judge the call is handed (its metric's roles,
+optional roles and judges), read from the hub objects themselves, never from a list kept beside the call:
+
+- a backend: its name, role, kind and model id, the digest of its factory's code along its class hierarchy,
+  its options (those in the key: :data:`OPTIONS_OUT_OF_KEY` are not), the content digest of every file or
+  folder a path option names (``local_dir`` …), its weight files (a pinned sha256, else the content digest of
+  the file in the local cache, else ``missing``), the versions of the libraries its code imports, and its
+  state: ``available``, or ``unavailable: …`` when a package it requires does not import — so installing it
+  later is a new key;
+- a judge: the same for its factory (its prompt building and answer parsing are that code), options and
+  checkpoint (a ``model_path`` folder by content).
+
+Identities are computed once per hub (per run), lazily, on first use; file digests go through
+:mod:`worldrecall.core.digests`, which trusts a file's state safely, so a multi-GB checkpoint is hashed once.
+:meth:`~worldrecall.engine.stages.pipeline.CasePipeline.measurement_ingredients` returns everything a
+measurement key is made of, as a dict (what ``cache explain`` prints).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from worldrecall.core.components import PathParam
+from worldrecall.core.digests import file_digest
+from worldrecall.core.judges import JudgeHub
+from worldrecall.core.models import ModelHub, ModelSpec, WeightFile, default_cache_dirs
+from worldrecall.engine.cache.keys import callable_code_digest, callable_modules, imported_libraries, inputs_digest
+
+# options that change where or how fast something runs, or where answers are kept, never what it computes
+OPTIONS_OUT_OF_KEY = frozenset({
+    "device",            # the device a backend runs on (the run's top-level ``device`` is not in the key either)
+    "cache_dir",         # where a judge keeps its answers
+    "timeout_s", "max_attempts", "initial_backoff_s", "max_backoff_s", "backoff_multiplier", "max_total_s",
+    "retry_statuses", "poll_interval_s", "delete_uploaded",  # how a remote judge is retried and cleaned up
+})
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def _state(requires: tuple[str, ...]) -> str:
+    """``available``, or which required packages do not import (checked without importing them)."""
+    missing = []
+    for name in requires:
+        module = name.replace("-", ".") if "-" in name else name  # google-genai -> google.genai
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):  # a blocked entry (``sys.modules[name] = None``) or a missing parent
+            found = False
+        if not found:
+            missing.append(name)
+    return f"unavailable: {', '.join(missing)} not importable" if missing else "available"
+
+
+def _options(defaults: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[dict[str, Any], list[list[str]]]:
+    """(the options in the key, the content digests of the files and folders its path options name)."""
+    merged = {**defaults, **options}
+    paths = [k for k, v in defaults.items() if isinstance(v, PathParam)]
+    files = inputs_digest(str(merged[k]) for k in paths if merged.get(k))
+    return {k: v for k, v in merged.items() if k not in OPTIONS_OUT_OF_KEY}, files
+
+
+def _cached_weight(w: WeightFile, revision: str) -> list[str]:
+    """[file, digest] of one weight file as the local caches hold it (``missing`` when they do not)."""
+    dirs = default_cache_dirs()
+    if w.sha256:
+        return [w.filename, f"sha256:{w.sha256}"]  # pinned: the loader checks the bytes against it
+    if w.cache != "hf":
+        path = dirs[w.cache] / w.filename
+        return [w.filename, file_digest(path) if path.is_file() else "missing"]
+    repo = dirs["hf"] / f"models--{w.repo.replace('/', '--')}"
+    rev = revision or w.revision or "main"
+    if not _COMMIT.match(rev):
+        try:
+            rev = (repo / "refs" / rev).read_text().strip()
+        except OSError:
+            return [f"{w.repo}/{w.filename}", "missing"]
+    snap = repo / "snapshots" / rev
+    found = sorted(snap.glob(w.filename)) if snap.is_dir() else []
+    return [f"{w.repo}/{w.filename}@{rev}",
+            ",".join(file_digest(p) for p in found if p.is_file()) or "missing"]
+
+
+def backend_identity(hub: ModelHub, role: str) -> dict[str, Any]:
+    """The identity of the backend ``hub`` serves for ``role`` (memoised on the hub: once per run)."""
+    spec = hub.spec_for(role)  # BackendUnavailable for a role without a backend: the caller's skip
+    memo = hub.__dict__.setdefault("_identities", {})
+    if spec.name not in memo:
+        memo[spec.name] = _backend_identity(spec, hub.options.get(spec.name, {}))
+    return memo[spec.name]
+
+
+def _backend_identity(spec: ModelSpec, options: Mapping[str, Any]) -> dict[str, Any]:
+    opts, files = _options(spec.defaults, options)
+    local = bool(opts.get("local_dir"))  # weights come from local_dir (hashed above), not the caches
+    revision = str(opts.get("revision") or "")
+    return {"name": spec.name, "role": spec.role, "kind": spec.kind, "model_id": spec.model_id or spec.name,
+            "revision": spec.revision, "code": callable_code_digest(spec.factory),
+            "libraries": imported_libraries(*callable_modules(spec.factory)), "options": opts, "files": files,
+            "weights": [] if local else [_cached_weight(w, revision) for w in spec.weights],
+            "state": _state(tuple(spec.requires))}
+
+
+def judge_identity(judges: JudgeHub | None, name: str) -> dict[str, Any]:
+    """The identity of the judge ``judges`` builds under ``name`` (memoised on the hub: once per run)."""
+    if judges is None:
+        return {"name": name, "state": "no judge hub"}
+    memo = judges.__dict__.setdefault("_identities", {})
+    if name not in memo:
+        spec = judges.specs.get(name)
+        if spec is None:
+            memo[name] = {"name": name, "state": "unknown judge"}
+        else:
+            opts, files = _options(spec.defaults, judges.options.get(name, {}))
+            memo[name] = {"name": name, "code": callable_code_digest(spec.factory),
+                          "libraries": imported_libraries(*callable_modules(spec.factory)), "options": opts,
+                          "files": files, "state": _state(tuple(spec.requires))}
+    return memo[name]
+
+
+def received_identity(metric: Any, hub: ModelHub, judges: JudgeHub | None) -> dict[str, Any]:
+    """The identities of what a metric's measure is handed: its roles' backends (an optional role without one:
+    ``""``), and its judges."""
+    return {"models": {r: backend_identity(hub, r) for r in metric.models},
+            "optional_models": {r: backend_identity(hub, r) if hub.selection.get(r) else ""
+                                for r in metric.optional_models},
+            "judges": {j: judge_identity(judges, j) for j in metric.judge_names()}}
+
+
+class IdentifiedModelHub(ModelHub):
+    """A :class:`ModelHub` that reports the identity of each backend it serves."""
+
+    def identity(self, role: str) -> dict[str, Any]:
+        """See :func:`backend_identity`."""
+        return backend_identity(self, role)
+
+
+class IdentifiedJudgeHub(JudgeHub):
+    """A :class:`JudgeHub` that reports the identity of each judge it builds."""
+
+    def identity(self, name: str) -> dict[str, Any]:
+        """See :func:`judge_identity`."""
+        return judge_identity(self, name)
+
