@@ -255,3 +255,20 @@ def test_code_reloaded_in_one_process_is_a_new_key(tmp_path):
     first, edited, reloaded = json.loads(res.stdout.strip().splitlines()[-1])
     assert edited == first  # the file changed, the code running did not: its rows stand
     assert reloaded == pytest.approx(3 * first)  # the reloaded code runs under a new key
+
+
+# -- every file a component reads is covered by its key ----------------------------------------------------
+
+def test_every_component_of_the_smoke_run_opens_only_files_its_key_covers(suite, tmp_path):
+    """Every aligner, metric and aggregator of the default smoke run, under an audit hook (event ``open``):
+    a file it opens must be one its key covers (the case's files, a path param's, a digest in the key), or the
+    output root, the installation, worldrecall's own code and data, a weight cache (tests/helpers/audit_run.py)."""
+    report = tmp_path / "audit.json"
+    script = Path(__file__).parent / "helpers" / "audit_run.py"
+    res = subprocess.run([sys.executable, str(script), str(report), str(tmp_path / "out"), "experiment=[smoke,quiet]",
+                          f"suite.root={suite}", "workers=1", "tracking=none", "report.enabled=false", "progress=false"],
+                         env=_env(), capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    doc = json.loads(report.read_text())
+    assert doc["exit"] == 0
+    assert doc["found"] == {}, f"files read outside the key: {doc['found']}"

@@ -12,7 +12,8 @@
 
 The code digest of a class is its module and, transitively, every module of the same top-level package (or of
 ``worldrecall``: a third-party plugin runs worldrecall's code too) that module imports, each by its source's
-bytes, and the same for the module of every base class from another package; a module's imports and its methods' line ranges are parsed once per file content. A
+bytes (and a package's bundled ``data/`` folder by content), and the same for the module of every base class
+from another package; a module's imports and its methods' line ranges are parsed once per file content. A
 component of an installed, non-editable distribution is identified by the distribution's name, version and the digest of its
 ``RECORD`` (the hashes of every file it installed). A version bump stays how an author says "same code,
 different meaning".
@@ -198,7 +199,19 @@ def code_digest(module: str, without: tuple[str, ...] = ()) -> str:
     for name in names:
         h.update(name.encode())
         h.update(_module_digest(name, without).encode())
+        data = _package_data(name)
+        if data is not None:  # files the package ships beside its code and reads (a bundled results table)
+            h.update(f"\0data\0{file_digest(data)}".encode())
     return h.hexdigest()
+
+
+def _package_data(module: str) -> Path | None:
+    """The ``data`` folder of a package (``<package>/data/``), where its bundled files live, or None."""
+    path = _source_path(module)
+    if path is None or path.name != "__init__.py":
+        return None
+    data = path.parent / "data"
+    return data if data.is_dir() else None
 
 
 def _installed_distribution(module: str) -> str | None:

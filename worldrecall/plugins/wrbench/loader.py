@@ -33,6 +33,7 @@ from worldrecall.core.paths import safe_join
 from worldrecall.core.text import read_text
 from worldrecall.core.video import Video
 from worldrecall.formats.safe_json import parse_json, read_json
+from worldrecall.plugins.wrbench.sidecar_judge import sidecar_path
 
 BENCHMARK = "wrbench"
 MANIFEST_NAME = "videos.json"
@@ -168,6 +169,9 @@ class WRBenchLoader(Loader):
                 if not p.exists():
                     raise CaseFailure(f"{p}: {fld} missing ({where})")
                 sidecars[key] = p
+        answers = sidecar_path(video_path)  # precomputed probe answers beside the video: an input of the case
+        if answers.is_file():
+            sidecars["probe_answers"] = answers
         ann: dict[str, Any] = {"camera": camera, "video_id": str(rec["video_id"]), "variant_id": variant_id}
         for k in ("look_away_frame", "return_frame", "requested_yaw_deg"):
             if rec.get(k) is not None:
