@@ -272,3 +272,32 @@ def test_every_component_of_the_smoke_run_opens_only_files_its_key_covers(suite,
     doc = json.loads(report.read_text())
     assert doc["exit"] == 0
     assert doc["found"] == {}, f"files read outside the key: {doc['found']}"
+
+
+# -- a per-video model output is computed once -------------------------------------------------------------
+
+def test_a_manifest_field_changed_reruns_no_model_and_replaces_the_superseded_rows(suite, tmp_path):
+    """WRBench's ``look_away_frame`` changed in every ``videos.json`` (the videos untouched): every measurement
+    is taken again (its case changed), but no backend runs on an unchanged video, and the rows file then holds
+    one row per (benchmark, model, case, metric)."""
+    _run(tmp_path / "warm", suite, "only=[wrbench]")  # builds the suite's WRBench layout
+    videos = tmp_path / "videos"
+    shutil.copytree(suite / "wrbench" / "videos", videos)
+    args = ["only=[wrbench]", "models.pose=sift_pose", f"benchmarks.wrbench.generations={videos}"]
+
+    def forward_seconds(out: Path) -> dict[str, float]:
+        return json.loads(next(out.glob("results/*/meta/timing.json")).read_text())["model_forward_seconds"]
+
+    first = _run(tmp_path / "out", suite, *args)
+    assert set(forward_seconds(tmp_path / "out")) >= {"sift_pose", "color_cls_patch_embedder"}
+    for manifest in videos.glob("*/videos.json"):
+        manifest.write_text(manifest.read_text().replace('"look_away_frame": 5', '"look_away_frame": 6'))
+    again = _run(tmp_path / "out", suite, *args)
+    assert forward_seconds(tmp_path / "out") == {}  # no model ran
+    fresh = _run(tmp_path / "fresh", suite, *args)
+    assert {k: r["values"] for k, r in again.items()} == {k: r["values"] for k, r in fresh.items()}
+    assert any(again[k]["key"] != first[k]["key"] for k in first)
+    lines = [json.loads(x) for f in (tmp_path / "out").glob("results/*/rows-shard-*.jsonl")
+             for x in f.read_text().splitlines()]
+    places = [(r["benchmark"], r["model"], r["case_id"], r["metric"]) for r in lines]
+    assert len(places) == len(set(places)) == len(again)

@@ -131,11 +131,25 @@ def received_identity(metric: Any, hub: ModelHub, judges: JudgeHub | None) -> di
 
 
 class IdentifiedModelHub(ModelHub):
-    """A :class:`ModelHub` that reports the identity of each backend it serves."""
+    """A :class:`ModelHub` that reports the identity of each backend it serves and, given a store, keeps each
+    model or classical backend's outputs there (:class:`CachedOutputs`)."""
+
+    store: Any = None
 
     def identity(self, role: str) -> dict[str, Any]:
         """See :func:`backend_identity`."""
         return backend_identity(self, role)
+
+    def get(self, role: str) -> Any:
+        """The backend of ``role`` (built once), its outputs cached by what it is given."""
+        backend = super().get(role)
+        spec = self.spec_for(role)
+        if self.store is None or spec.kind == "sidecar":
+            return backend
+        wrapped = self.__dict__.setdefault("_cached", {})
+        if spec.name not in wrapped:
+            wrapped[spec.name] = CachedOutputs(backend, backend_identity(self, role), self.store)
+        return wrapped[spec.name]
 
 
 class IdentifiedJudgeHub(JudgeHub):
@@ -145,3 +159,92 @@ class IdentifiedJudgeHub(JudgeHub):
         """See :func:`judge_identity`."""
         return judge_identity(self, name)
 
+
+
+# -- a backend's outputs, cached by what it is given ---------------------------------------------------------
+
+class _Unkeyable(Exception):
+    """An argument or a result the output cache cannot key or keep: the call runs through."""
+
+
+def _feed(h: Any, value: Any) -> None:
+    """Hash one argument by content (arrays by dtype, shape and bytes); anything else is :class:`_Unkeyable`."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        a = np.ascontiguousarray(value)
+        h.update(f"a{a.dtype.str}{a.shape}".encode())
+        h.update(a.data if a.size else b"")
+    elif isinstance(value, (list, tuple)):
+        h.update(f"l{len(value)}".encode())
+        for v in value:
+            _feed(h, v)
+    elif isinstance(value, Mapping):
+        h.update(f"d{len(value)}".encode())
+        for k in sorted(value, key=str):
+            h.update(f"{k!s}\0".encode())
+            _feed(h, value[k])
+    elif value is None or isinstance(value, (bool, int, float, str, range)):
+        h.update(f"s{type(value).__name__}{value!r}\0".encode())
+    else:
+        raise _Unkeyable(type(value).__name__)
+
+
+def _encode(result: Any) -> dict[str, Any]:
+    """A result as arrays (one array, or a tuple / list of them) for the store; else :class:`_Unkeyable`."""
+    import numpy as np
+
+    if isinstance(result, np.ndarray) and result.dtype != object:
+        return {"shape": "array", "0": result}
+    if isinstance(result, (tuple, list)) and all(isinstance(a, np.ndarray) and a.dtype != object for a in result):
+        return {"shape": type(result).__name__, "n": len(result), **{str(i): a for i, a in enumerate(result)}}
+    raise _Unkeyable(type(result).__name__)
+
+
+def _decode(entry: Mapping[str, Any]) -> Any:
+    if entry["shape"] == "array":
+        return entry["0"]
+    items = [entry[str(i)] for i in range(int(entry["n"]))]
+    return tuple(items) if entry["shape"] == "tuple" else items
+
+
+class CachedOutputs:
+    """A backend whose role methods' outputs are kept in the store under its identity, the method and the
+    content of what it is given (frames, indices, options): a per-video output (poses, embeddings, flow, depth)
+    is computed once whatever alignment, manifest field or threshold asked for it. ``case`` is not part of the
+    key: a model or classical backend reads only the frames it is handed (sidecar backends, which read the case's
+    files, are not wrapped). Results other than arrays run through uncached."""
+
+    def __init__(self, inner: Any, identity: Mapping[str, Any], store: Any):
+        self._inner, self._identity, self._store = inner, dict(identity), store
+
+    def __getattr__(self, attr: str) -> Any:
+        val = getattr(self._inner, attr)
+        if attr.startswith("_") or not callable(val):
+            return val
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            import hashlib
+
+            from worldrecall.engine.cache.keys import key_of
+
+            h = hashlib.sha256()
+            try:
+                _feed(h, [list(args), {k: v for k, v in kwargs.items() if k != "case"}])
+            except _Unkeyable:
+                return val(*args, **kwargs)
+            key = key_of(self._identity, h.hexdigest(), {"method": attr})
+            got = self._store.get_arrays("backend_outputs", key)
+            if got is not None:
+                return _decode(got)
+            result = val(*args, **kwargs)
+            try:
+                return _decode(self._store.put_arrays("backend_outputs", key, _encode(result)))
+            except _Unkeyable:
+                return result
+
+        return call
+
+    @property
+    def inner(self) -> Any:
+        return getattr(self._inner, "inner", self._inner)

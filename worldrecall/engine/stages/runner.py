@@ -72,6 +72,7 @@ class Runner:
                             backend_set=backend_set)
         self.judges = IdentifiedJudgeHub(host.judges, cfg["judge_options"], cache_dir=cache_root / "judge_answers")
         self.store = Store(cache_root)
+        self.hub.store = self.store  # model and classical backends' outputs: computed once per input
         self.pool = VideoPool(cfg["video"]["max_bytes"], VideoFacts(self.store), max_pixels=cfg["video"]["max_pixels"],
                               max_frames=cfg["video"]["max_frames"])
         self.pipeline = CasePipeline(host, self.hub, self.judges, self.pool, cache_root, artifacts=cfg["artifacts"],
