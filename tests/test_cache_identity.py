@@ -301,3 +301,39 @@ def test_a_manifest_field_changed_reruns_no_model_and_replaces_the_superseded_ro
              for x in f.read_text().splitlines()]
     places = [(r["benchmark"], r["model"], r["case_id"], r["metric"]) for r in lines]
     assert len(places) == len(set(places)) == len(again)
+
+
+# -- every option is classified ----------------------------------------------------------------------------
+
+def test_every_config_key_and_every_backend_and_judge_option_is_classified_in_or_out_of_the_key():
+    """A new top-level key or a new backend/judge option fails here until engine/cache/classified.py says
+    whether it can change a number (in the key) or not (out of it)."""
+    from dataclasses import fields
+
+    from worldrecall.engine.cache.classified import CONFIG_IN_KEY, CONFIG_OUT_OF_KEY, OPTIONS_IN_KEY, OPTIONS_OUT_OF_KEY
+    from worldrecall.engine.stages.config import WorldrecallSchema
+    from worldrecall.plugins.models.options import COMMON
+    from worldrecall.registry.host import load_plugins
+
+    assert not CONFIG_IN_KEY & CONFIG_OUT_OF_KEY and not OPTIONS_IN_KEY & OPTIONS_OUT_OF_KEY
+    keys = {f.name for f in fields(WorldrecallSchema)}
+    assert keys - CONFIG_IN_KEY - CONFIG_OUT_OF_KEY == set(), "classify these top-level keys"
+    assert (CONFIG_IN_KEY | CONFIG_OUT_OF_KEY) - keys == set(), "no longer config keys"
+    host = load_plugins()
+    options = {f"models.options.{s.name}.{k}" for s in host.models.values() for k in [*COMMON, *s.defaults]}
+    options |= {f"judge_options.{s.name}.{k}" for s in host.judges.values() for k in s.defaults}
+    left = sorted(o for o in options if o.rsplit(".", 1)[1] not in OPTIONS_IN_KEY | OPTIONS_OUT_OF_KEY)
+    assert left == [], "classify these options"
+
+
+def test_options_out_of_the_key_leave_it_and_the_others_change_it():
+    from worldrecall.core.judges import JudgeSpec
+    from worldrecall.engine.cache.identity import IdentifiedJudgeHub
+
+    spec = JudgeSpec("j", factory=lambda o: None, defaults={"model_id": "a", "timeout_s": 1.0, "cache_dir": ""})
+
+    def ident(**options):
+        return IdentifiedJudgeHub({"j": spec}, {"j": options}).identity("j")
+
+    assert ident() == ident(timeout_s=9.0, cache_dir="/elsewhere")
+    assert ident() != ident(model_id="b")

@@ -4,7 +4,7 @@ A measurement's key folds in the identity of every backend and judge the call is
 optional roles and judges), read from the hub objects themselves, never from a list kept beside the call:
 
 - a backend: its name, role, kind and model id, the digest of its factory's code along its class hierarchy,
-  its options (those in the key: :data:`OPTIONS_OUT_OF_KEY` are not), the content digest of every file or
+  its options (those in the key: :mod:`.classified`), the content digest of every file or
   folder a path option names (``local_dir`` …), its weight files (a pinned sha256, else the content digest of
   the file in the local cache, else ``missing``), the versions of the libraries its code imports, and its
   state: ``available``, or ``unavailable: …`` when a package it requires does not import — so installing it
@@ -20,6 +20,7 @@ measurement key is made of, as a dict (what ``cache explain`` prints).
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import re
 from collections.abc import Mapping
@@ -29,15 +30,15 @@ from worldrecall.core.components import PathParam
 from worldrecall.core.digests import file_digest
 from worldrecall.core.judges import JudgeHub
 from worldrecall.core.models import ModelHub, ModelSpec, WeightFile, default_cache_dirs
-from worldrecall.engine.cache.keys import callable_code_digest, callable_modules, imported_libraries, inputs_digest
+from worldrecall.engine.cache.classified import OPTIONS_OUT_OF_KEY
+from worldrecall.engine.cache.keys import (
+    callable_code_digest,
+    callable_modules,
+    imported_libraries,
+    inputs_digest,
+    key_of,
+)
 
-# options that change where or how fast something runs, or where answers are kept, never what it computes
-OPTIONS_OUT_OF_KEY = frozenset({
-    "device",            # the device a backend runs on (the run's top-level ``device`` is not in the key either)
-    "cache_dir",         # where a judge keeps its answers
-    "timeout_s", "max_attempts", "initial_backoff_s", "max_backoff_s", "backoff_multiplier", "max_total_s",
-    "retry_statuses", "poll_interval_s", "delete_uploaded",  # how a remote judge is retried and cleaned up
-})
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
@@ -224,10 +225,6 @@ class CachedOutputs:
             return val
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            import hashlib
-
-            from worldrecall.engine.cache.keys import key_of
-
             h = hashlib.sha256()
             try:
                 _feed(h, [list(args), {k: v for k, v in kwargs.items() if k != "case"}])
