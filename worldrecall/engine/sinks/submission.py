@@ -151,6 +151,10 @@ def provenance_doc(result: RunResult) -> dict[str, Any]:
         doc["suite"] = dict(prov.suite)
     if prov.cpu_kernels:
         doc["cpu_kernels"] = dict(prov.cpu_kernels)
+    if prov.identities:
+        doc["identities"] = json.loads(json.dumps(prov.identities, default=str))
+    if prov.modified:
+        doc["modified_working_tree"] = dict(prov.modified)
     return doc
 
 

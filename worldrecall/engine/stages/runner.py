@@ -126,8 +126,10 @@ class Runner:
         self.save_digest_memo()  # after the aggregation: its keys read code digests too
         self.timing["total"] = time.perf_counter() - t_start
         backends = {r: self.hub.selection.get(r, "") for p in plans for m in p.metrics.values() for r in m.models}
+        identities = {"backends": dict(self.hub.__dict__.get("_identities", {})),  # what the keys folded in
+                      "judges": dict(self.judges.__dict__.get("_identities", {}))}
         return build_result(self.results_dir, rows, tables, self.cfg, self.host.plugins.values(), self.pipeline.totals(),
-                            backends, started_at, digests)
+                            backends, started_at, digests, identities)
 
     def build_suite(self) -> None:
         """Build the configured suite (a registered name; config never names a callable)."""
