@@ -217,10 +217,11 @@ from pathlib import Path
 from worldrecall.engine.cli import main
 
 args, src = sys.argv[1:], Path(sys.argv[1].split("=", 1)[1]).parent / "site" / "reloadable" / "__init__.py"
+import reloadable  # imported (a notebook cell), then its file edited before any run hashed it
+text = src.read_text()
+src.write_text(text.replace("GAIN = 1.0", "GAIN = 3.0") + "# edited")  # another size: seen whatever the clock
 levels = []
-for step in ("first", "edited, not reloaded", "reloaded"):
-    if step == "edited, not reloaded":
-        src.write_text(src.read_text().replace("GAIN = 1.0", "GAIN = 3.0"))
+for step in ("first", "again", "reloaded"):
     if step == "reloaded":
         import reloadable
         importlib.reload(reloadable)
@@ -247,14 +248,23 @@ def test_code_reloaded_in_one_process_is_a_new_key(tmp_path):
     write_video(tmp_path / "gen" / "m" / "c0.mp4", np.full((4, 16, 16, 3), 100, np.uint8), fps=4)
     env = _env(site)
     env["WORLDRECALL_PLUGINS"] = env.get("WORLDRECALL_PLUGINS", "") + ",reloadable"
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as a user runs: the import writes the .pyc the key compares with
     args = [f"output_root={tmp_path / 'out'}", "suite=none", "only=[reloadable]", "workers=1", "progress=false",
             "tracking=none", "report.enabled=false", "aggregators=[mean]", "+benchmarks.reloadable.loader=reloadable",
             f"+benchmarks.reloadable.generations={tmp_path / 'gen'}", "+benchmarks.reloadable.metrics={brightness:{}}"]
     res = subprocess.run([sys.executable, "-c", NOTEBOOK, *args], env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
-    first, edited, reloaded = json.loads(res.stdout.strip().splitlines()[-1])
-    assert edited == first  # the file changed, the code running did not: its rows stand
+    first, again, reloaded = json.loads(res.stdout.strip().splitlines()[-1])
+    assert again == first  # the file changed before the first run, the code running did not: GAIN 1 throughout
     assert reloaded == pytest.approx(3 * first)  # the reloaded code runs under a new key
+    # a fresh process runs the file's code (GAIN 3): never served what the stale process stored
+    args[0] = f"output_root={tmp_path / 'fresh'}"
+    proc = subprocess.run([*CLI, "run", *args], env=env, capture_output=True, text=True, timeout=600,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(x) for f in (tmp_path / "fresh").glob("results/*/rows-shard-*.jsonl")
+            for x in f.read_text().splitlines()]
+    assert rows[-1]["values"]["level"] == pytest.approx(3 * first)
 
 
 # -- every file a component reads is covered by its key ----------------------------------------------------

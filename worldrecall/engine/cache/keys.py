@@ -20,7 +20,8 @@ different meaning".
 
 Digests are memoised for one run (:func:`refresh_code_digests` starts a new one: the runner calls it). A module
 reloaded since (``importlib.reload``, ``%autoreload``) is hashed again; a loaded module whose file changed but
-which was not reloaded keeps the digest of the source it was first hashed from: that is the code running.
+which was not reloaded keeps the digest of the source it was first hashed from, or, edited before it was first
+hashed, the digest of the compiled file it runs: the key names the code running, never the file's new text.
 """
 
 from __future__ import annotations
@@ -354,10 +355,29 @@ def _module_digest(module: str, without: tuple[str, ...]) -> str:
     known = _RUNNING.get((module, without))
     if known is not None and spec is not None and known[0] is spec:
         return known[1]
-    digest = _source_digest(module, without)
+    stale = _compiled_if_edited(spec)
+    # edited since it was imported: the code that runs is the compiled one, not the file's
+    digest = f"compiled:{file_digest(stale)}" if stale is not None else _source_digest(module, without)
     if spec is not None:
         _RUNNING[(module, without)] = (spec, digest)
     return digest
+
+
+def _compiled_if_edited(spec: Any) -> Path | None:
+    """The ``.pyc`` a loaded module runs when its source was edited since it was compiled (the pyc records the
+    source's mtime and size, and importing checks them), else None (not loaded, no timestamp pyc, unchanged)."""
+    if spec is None or not spec.cached or not spec.origin or not str(spec.origin).endswith(".py"):
+        return None
+    try:
+        with open(spec.cached, "rb") as f:
+            head = f.read(16)
+        st = os.stat(spec.origin)
+    except OSError:
+        return None
+    if len(head) < 16 or int.from_bytes(head[4:8], "little") != 0:  # a hash-checked pyc: no timestamp to compare
+        return None
+    recorded = (int.from_bytes(head[8:12], "little"), int.from_bytes(head[12:16], "little"))
+    return Path(spec.cached) if recorded != (int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF) else None
 
 
 def _source_digest(module: str, without: tuple[str, ...]) -> str:
