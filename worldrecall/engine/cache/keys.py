@@ -142,17 +142,60 @@ def imported_libraries(*modules: str) -> dict[str, str]:
             tops.update(n.split(".")[0] for n in _parsed(m)["imports"])
     out = {}
     for top in sorted(tops - own - set(sys.stdlib_module_names) - {"", "__future__", "worldrecall"}):
-        for dist in _packages().get(top, []):
-            try:
-                out[dist] = ".".join(md.version(dist).split(".")[:2])
-            except md.PackageNotFoundError:
-                continue
+        for dist, version in _distributions_of(top):
+            out[dist] = ".".join(version.split(".")[:2])
     return out
+
+
+@cache
+def _distributions_of(top: str) -> tuple[tuple[str, str], ...]:
+    """(distribution, version) of what provides the import name ``top``, found without importing it and without
+    ``packages_distributions()`` (which reads every installed distribution's file list: ~2 s a process): the
+    ``.dist-info`` folders beside where ``top`` lies, by their ``top_level.txt``, else their ``RECORD``."""
+    found, origin, search = _located(top)
+    if not found:
+        return ()
+    if origin and origin not in ("built-in", "frozen"):
+        where = Path(origin).parent
+        site = where.parent if Path(origin).stem == "__init__" else where
+    elif search:
+        site = Path(search[0]).parent  # a namespace package
+    else:
+        return ()
+    out = []
+    for info, provides in _site_distributions(str(site)):
+        if top in provides:
+            out.append(info)
+    return tuple(out)
+
+
+@cache
+def _site_distributions(site: str) -> tuple[tuple[tuple[str, str], frozenset[str]], ...]:
+    """Each distribution installed in ``site``: ((name, version), the top-level import names it provides)."""
+    try:
+        folders = sorted(p for p in Path(site).iterdir() if p.name.endswith(".dist-info"))
+    except OSError:
+        return ()
+    out = []
+    for folder in folders:
+        name, _, version = folder.name[: -len(".dist-info")].partition("-")
+        try:
+            listed = (folder / "top_level.txt").read_text(encoding="utf-8").split()
+        except OSError:
+            try:  # no top_level.txt (flit, hatch, maturin wheels): the first part of each installed path
+                record = (folder / "RECORD").read_text(encoding="utf-8")
+            except OSError:
+                continue
+            listed = [line.split(",", 1)[0].split("/", 1)[0] for line in record.splitlines()]
+        tops = frozenset(n.split(".", 1)[0] for n in listed if n and not n.endswith((".dist-info", ".data")))
+        out.append(((name.lower().replace("_", "-"), version), tops))
+    return tuple(out)
 
 
 def refresh_code_digests() -> None:
     """Start a new run's memo of code digests: a module reloaded since the last one is hashed again."""
-    for f in (code_digest, _located, _parsed, _imports, _module_digest, imported_libraries, _class_modules):
+    for f in (code_digest, _located, _parsed, _imports, _module_digest, imported_libraries, _class_modules,
+              _distributions_of, _site_distributions):
         f.cache_clear()
 
 

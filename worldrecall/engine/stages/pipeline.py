@@ -113,12 +113,18 @@ class CasePipeline:
         self.counters.timing[stage] += time.perf_counter() - t0
 
     # -- keys -----------------------------------------------------------------------------------
-    def alignment_key(self, name: str, case: Case, params: Mapping[str, Any], fp: str | None = None) -> str:
-        """``fp``: the case's fingerprint when the caller has it (each costs a walk of its sidecar folders)."""
+    def alignment_ingredients(self, name: str, case: Case, params: Mapping[str, Any],
+                              fp: str | None = None) -> dict[str, Any]:
+        """Everything an alignment's key is made of (``key_of(**ingredients)``): the aligner's identity, the case's
+        content and the files its params name, its params."""
         aligner = self.host.aligner(name)
         merged = {**aligner.defaults, **params}
-        return key_of(component_identity(aligner, without=SCORING_METHODS), {"case": fp or case.fingerprint(),
-                                                    "files": named_files(aligner, merged)}, merged)
+        return {"identity": component_identity(aligner, without=SCORING_METHODS),
+                "inputs": {"case": fp or case.fingerprint(), "files": named_files(aligner, merged)}, "params": merged}
+
+    def alignment_key(self, name: str, case: Case, params: Mapping[str, Any], fp: str | None = None) -> str:
+        """``fp``: the case's fingerprint when the caller has it (each costs a walk of its sidecar folders)."""
+        return key_of(**self.alignment_ingredients(name, case, params, fp))
 
     def measurement_ingredients(self, metric: Metric, case: Case, alignment_key: str, alignment: Alignment,
                                 fp: str | None = None) -> dict[str, Any]:
@@ -135,9 +141,13 @@ class CasePipeline:
              fp: str | None = None) -> tuple[str, str]:
         """(measurement key, score key) of one metric on one aligned case."""
         measurement = key_of(**self.measurement_ingredients(metric, case, alignment_key, alignment, fp))
-        score = key_of(component_identity(metric), {"measurement": measurement},
-                       {"thresholds": metric.thresholds, "artifacts": self.write_artifacts})
-        return measurement, score
+        return measurement, key_of(**self.score_ingredients(metric, measurement))
+
+    def score_ingredients(self, metric: Metric, measurement_key: str) -> dict[str, Any]:
+        """Everything a score's key is made of: the metric's whole identity, its measurement's key, its
+        thresholds and whether it writes per-case files."""
+        return {"identity": component_identity(metric), "inputs": {"measurement": measurement_key},
+                "params": {"thresholds": metric.thresholds, "artifacts": self.write_artifacts}}
 
     @staticmethod
     def row_key(score_key: str, row: ScoreRow, absent: str | None = None) -> str:
