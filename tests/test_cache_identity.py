@@ -300,6 +300,9 @@ def test_a_manifest_field_changed_reruns_no_model_and_replaces_the_superseded_ro
 
     first = _run(tmp_path / "out", suite, *args)
     assert set(forward_seconds(tmp_path / "out")) >= {"sift_pose", "color_cls_patch_embedder"}
+    prov = json.loads(next((tmp_path / "out").glob("results/*/submission/provenance.json")).read_text())
+    sift = prov["identities"]["backends"]["sift_pose"]  # provenance says what the keys folded in
+    assert sift["state"] == "available" and "opencv-python-headless" in sift["libraries"] and sift["code"]
     for manifest in videos.glob("*/videos.json"):
         manifest.write_text(manifest.read_text().replace('"look_away_frame": 5', '"look_away_frame": 6'))
     again = _run(tmp_path / "out", suite, *args)
@@ -347,3 +350,27 @@ def test_options_out_of_the_key_leave_it_and_the_others_change_it():
 
     assert ident() == ident(timeout_s=9.0, cache_dir="/elsewhere")
     assert ident() != ident(model_id="b")
+
+
+def test_a_judge_checkpoint_folder_is_in_its_identity_by_content(tmp_path):
+    from worldrecall.core.components import PathParam
+    from worldrecall.core.digests import file_digest
+    from worldrecall.core.judges import JudgeSpec
+    from worldrecall.engine.cache.identity import IdentifiedJudgeHub
+    from worldrecall.engine.stages.provenance import Provenance
+
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "model.safetensors").write_bytes(b"weights A")
+    spec = JudgeSpec("j", factory=lambda o: None, defaults={"model_path": PathParam("")}, requires=("no_such_pkg",))
+
+    def ident() -> dict:
+        return IdentifiedJudgeHub({"j": spec}, {"j": {"model_path": str(ckpt)}}).identity("j")
+
+    first = ident()
+    assert first["files"] == [[str(ckpt), file_digest(ckpt)]]
+    assert first["state"] == "unavailable: no_such_pkg not importable"
+    (ckpt / "model.safetensors").write_bytes(b"weights B")  # replaced in place
+    assert ident()["files"] != first["files"]
+    prov = Provenance.of({"max_failure_rate": 0.5}, [], [], {}, {"judges": {"j": first}})
+    assert prov.identities["judges"]["j"]["files"] == first["files"] and prov.modified["worldrecall"] in (True, False)
