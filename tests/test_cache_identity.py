@@ -234,9 +234,9 @@ print(json.dumps(levels))
 
 
 def test_code_reloaded_in_one_process_is_a_new_key(tmp_path):
-    from worldrecall.formats.mp4 import write_video
-
     import numpy as np
+
+    from worldrecall.formats.mp4 import write_video
 
     site = tmp_path / "site"
     (site / "reloadable").mkdir(parents=True)
@@ -323,7 +323,12 @@ def test_every_config_key_and_every_backend_and_judge_option_is_classified_in_or
     whether it can change a number (in the key) or not (out of it)."""
     from dataclasses import fields
 
-    from worldrecall.engine.cache.classified import CONFIG_IN_KEY, CONFIG_OUT_OF_KEY, OPTIONS_IN_KEY, OPTIONS_OUT_OF_KEY
+    from worldrecall.engine.cache.classified import (
+        CONFIG_IN_KEY,
+        CONFIG_OUT_OF_KEY,
+        OPTIONS_IN_KEY,
+        OPTIONS_OUT_OF_KEY,
+    )
     from worldrecall.engine.stages.config import WorldrecallSchema
     from worldrecall.plugins.models.options import COMMON
     from worldrecall.registry.host import load_plugins

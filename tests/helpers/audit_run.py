@@ -63,10 +63,11 @@ def main(argv: list[str]) -> int:
 
     def measure_and_score(self, metric, case, alignment, row, **kw):
         got = received_identity(metric, self.hub, self.judges) if metric.models or metric.judge_names() else {}
-        received = [f for kind in ("judges",) for ident in got.get(kind, {}).values() for f in ident.get("files", [])]
+        received = [f for part in got.values() for ident in part.values() if isinstance(ident, dict)
+                    for f in ident.get("files", [])]  # the files backends' and judges' path options name
         extra = json.dumps(metric.cache_params(case, alignment), default=str)
-        CTX.append((metric.name, tuple([*case_paths(case), *files(named_files(metric, metric.params)),
-                                        *files(received)]), extra))
+        CTX.append((metric.name, (*case_paths(case), *files(named_files(metric, metric.params)), *files(received)),
+                    extra))
         try:
             return measure(self, metric, case, alignment, row, **kw)
         finally:
@@ -75,7 +76,7 @@ def main(argv: list[str]) -> int:
     def align_(self, name, case, params, key=None):
         aligner = self.host.aligner(name) if name else None
         named = files(named_files(aligner, {**aligner.defaults, **params})) if aligner is not None else []
-        CTX.append((f"aligner {name}", tuple([*case_paths(case), *named]), ""))
+        CTX.append((f"aligner {name}", (*case_paths(case), *named), ""))
         try:
             return align(self, name, case, params, key)
         finally:

@@ -107,8 +107,8 @@ def modified_trees(modules: Mapping[str, str]) -> dict[str, bool | None]:
         folder = str(Path(origin).parent)
         if folder not in seen:
             try:
-                res = subprocess.run(["git", "status", "--porcelain", "--", "."], capture_output=True, text=True,
-                                     timeout=10, cwd=folder)
+                res = subprocess.run(["git", "status", "--porcelain", "--", "."], check=False, capture_output=True,
+                                     text=True, timeout=10, cwd=folder)
                 seen[folder] = bool(res.stdout.strip()) if res.returncode == 0 else None
             except (OSError, subprocess.SubprocessError):
                 seen[folder] = None
