@@ -32,6 +32,10 @@ class LoadRequest:
     pool: VideoPool | None = None
 
 
+class PathParam(str):
+    """A param's default naming a file or folder (``"x": PathParam("")``): its content joins the cache key."""
+
+
 class Loader:
     """Turns a dataset on disk into :class:`Case` records. Never raises for one bad case."""
 

@@ -153,6 +153,10 @@ def provenance_doc(result: RunResult) -> dict[str, Any]:
         doc["cpu_kernels"] = dict(prov.cpu_kernels)
     if prov.packages:
         doc["packages"] = dict(prov.packages)
+    if prov.identities:
+        doc["identities"] = json.loads(json.dumps(prov.identities, default=str))
+    if prov.modified:
+        doc["modified_working_tree"] = dict(prov.modified)
     return doc
 
 

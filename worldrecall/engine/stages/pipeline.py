@@ -5,7 +5,8 @@ Every step's result is kept in the :class:`~worldrecall.engine.cache.Store` unde
 
 - alignment: the aligner's identity (name, version, code, libraries), its params, the case's content;
 - measurement: the metric's identity without its scoring code, its params (and the files they name), the
-  models' identities and options, the alignment's key, the case's content;
+  identities of the backends and judges its measure is handed (:mod:`worldrecall.engine.cache.identity`), the
+  alignment's key, the case's content;
 - score: the metric's whole identity, its thresholds, the measurement's key;
 - row: the score's key and what the row carries besides the values (strata, warnings, paths).
 
@@ -33,14 +34,8 @@ from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.results import json_default
 from worldrecall.core.video import VideoError, VideoPool
-from worldrecall.engine.cache import (
-    Store,
-    code_digest,
-    component_identity,
-    key_and_ingredients,
-    key_of,
-    named_files,
-)
+from worldrecall.engine.cache import Store, component_identity, key_and_ingredients, key_of, named_files
+from worldrecall.engine.cache.identity import received_identity
 from worldrecall.engine.stages.plan import BenchmarkPlan, skip_reason
 from worldrecall.registry.host import PluginHost
 
@@ -119,17 +114,34 @@ class CasePipeline:
         self.counters.timing[stage] += time.perf_counter() - t0
 
     # -- keys -----------------------------------------------------------------------------------
+    def alignment_ingredients(self, name: str, case: Case, params: Mapping[str, Any],
+                              fp: str | None = None) -> dict[str, Any]:
+        """Everything an alignment's key is made of (``key_of(**ingredients)``): the aligner's identity, the case's
+        content and the files its params name, its params."""
+        aligner = self.host.aligner(name)
+        merged = {**aligner.defaults, **params}
+        return {"identity": component_identity(aligner, without=SCORING_METHODS),
+                "inputs": {"case": fp or case.fingerprint(), "files": named_files(aligner, merged)}, "params": merged}
+
     def alignment_key(self, name: str, case: Case, params: Mapping[str, Any], fp: str | None = None) -> str:
         """``fp``: the case's fingerprint when the caller has it (each costs a walk of its sidecar folders)."""
         return self.alignment_keyed(name, case, params, fp)[0]
 
     def alignment_keyed(self, name: str, case: Case, params: Mapping[str, Any], fp: str | None = None
                         ) -> tuple[str, str]:
-        """The alignment key and its ingredients (:func:`~worldrecall.engine.cache.key_and_ingredients`)."""
-        aligner = self.host.aligner(name)
-        merged = {**aligner.defaults, **params}
-        return key_and_ingredients(component_identity(aligner, without=SCORING_METHODS),
-                                   {"case": fp or case.fingerprint(), "files": named_files(aligner, merged)}, merged)
+        """The alignment key and its ingredients as the key hashed them (``worldrecall cache explain``)."""
+        return key_and_ingredients(**self.alignment_ingredients(name, case, params, fp))
+
+    def measurement_ingredients(self, metric: Metric, case: Case, alignment_key: str, alignment: Alignment,
+                                fp: str | None = None) -> dict[str, Any]:
+        """Everything a measurement's key is made of (``key_of(**ingredients)``): the metric's identity without
+        its scoring code; its inputs (the case's content, the alignment's key, the files its params name); its
+        params, with the identities of the backends and judges its measure is handed."""
+        return {"identity": component_identity(metric, without=SCORING_METHODS),
+                "inputs": {"case": fp or case.fingerprint(), "alignment": alignment_key,
+                           "files": named_files(metric, metric.params)},
+                "params": {"params": metric.params, "extra": metric.cache_params(case, alignment),
+                           **received_identity(metric, self.hub, self.judges)}}
 
     def keys(self, metric: Metric, case: Case, alignment_key: str, alignment: Alignment,
              fp: str | None = None) -> tuple[str, str]:
@@ -140,26 +152,19 @@ class CasePipeline:
     def keyed(self, metric: Metric, case: Case, alignment_key: str, alignment: Alignment,
               fp: str | None = None) -> tuple[tuple[str, str], tuple[str, str]]:
         """((measurement key, its ingredients), (score key, its ingredients)) of one metric on one aligned case."""
-        models = {r: self._model_identity(r) for r in metric.models}
-        optional = {r: self._model_identity(r) if self.hub.selection.get(r) else "" for r in metric.optional_models}
-        measurement = key_and_ingredients(component_identity(metric, without=SCORING_METHODS),
-                                          {"case": fp or case.fingerprint(), "alignment": alignment_key,
-                                           "files": named_files(metric, metric.params)},
-                                          {"params": metric.params, "extra": metric.cache_params(case, alignment),
-                                           "models": models, "optional_models": optional})
-        score = key_and_ingredients(component_identity(metric), {"measurement": measurement[0]},
-                                    {"thresholds": metric.thresholds, "artifacts": self.write_artifacts})
-        return measurement, score
+        measurement = key_and_ingredients(**self.measurement_ingredients(metric, case, alignment_key, alignment, fp))
+        return measurement, key_and_ingredients(**self.score_ingredients(metric, measurement[0]))
+
+    def score_ingredients(self, metric: Metric, measurement_key: str) -> dict[str, Any]:
+        """Everything a score's key is made of: the metric's whole identity, its measurement's key, its
+        thresholds and whether it writes per-case files."""
+        return {"identity": component_identity(metric), "inputs": {"measurement": measurement_key},
+                "params": {"thresholds": metric.thresholds, "artifacts": self.write_artifacts}}
 
     def keep_ingredients(self, key: str, ingredients: str) -> None:
         """Store what ``key`` was built from beside its entry (``worldrecall cache explain`` reads it)."""
         if key and ingredients and self.store.enabled:
             self.store.put_json("ingredients", key, json.loads(ingredients))
-
-    def _model_identity(self, role: str) -> dict[str, Any]:
-        spec = self.hub.spec_for(role)
-        return {**spec.identity(), "code": code_digest(getattr(spec.factory, "__module__", "") or ""),
-                "options": {**spec.defaults, **self.hub.options.get(spec.name, {})}}
 
     @staticmethod
     def row_key(score_key: str, row: ScoreRow, absent: str | None = None) -> str:

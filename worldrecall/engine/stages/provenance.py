@@ -100,13 +100,47 @@ class Provenance:
     cpu_kernels: Mapping[str, Any] = field(default_factory=dict)
     # every installed distribution's version, their digest, and the comparison with requirements.lock
     packages: Mapping[str, Any] = field(default_factory=dict)
+    # the identities the rows' keys folded in: {"backends": {name: identity}, "judges": {name: identity}}
+    # (code digests, options, weight digests, library versions, state: engine/cache/identity.py)
+    identities: Mapping[str, Any] = field(default_factory=dict)
+    # whether worldrecall and each plugin ran from a git working tree with changes (None: not a checkout)
+    modified: Mapping[str, bool | None] = field(default_factory=dict)
 
     @classmethod
     def of(cls, cfg: Mapping[str, Any], plugins: Iterable[Any], cases: Iterable[tuple[str, str, str]],
-           backends: Mapping[str, str]) -> Provenance:
+           backends: Mapping[str, str], identities: Mapping[str, Any] | None = None) -> Provenance:
+        plugins = sorted(plugins, key=lambda p: p.name)
         return cls(__version__, git_commit(), config_hash(cfg), input_manifest_sha256(cases),
                    platform.python_version(),
-                   {p.name: {"version": p.version, "distribution": p.distribution}
-                    for p in sorted(plugins, key=lambda p: p.name)},
+                   {p.name: {"version": p.version, "distribution": p.distribution} for p in plugins},
                    {k: v for k, v in sorted(backends.items()) if v}, suite_digests(cfg), isa.state(),
-                   installed_packages())
+                   packages=installed_packages(), identities=dict(identities or {}),
+                   modified=modified_trees({"worldrecall": "worldrecall", **{p.name: p.module for p in plugins}}))
+
+
+def modified_trees(modules: Mapping[str, str]) -> dict[str, bool | None]:
+    """Per name, whether its module's folder lies in a git working tree with uncommitted changes there (None
+    outside a checkout, e.g. an installed wheel); one ``git status`` per folder."""
+    import importlib.util
+
+    seen: dict[str, bool | None] = {}
+    out: dict[str, bool | None] = {}
+    for name, module in modules.items():
+        try:
+            spec = importlib.util.find_spec(module.split(":")[0]) if module else None
+        except (ImportError, ValueError):
+            spec = None
+        origin = spec.origin if spec is not None else None
+        if not origin or not origin.endswith(".py"):
+            out[name] = None
+            continue
+        folder = str(Path(origin).parent)
+        if folder not in seen:
+            try:
+                res = subprocess.run(["git", "status", "--porcelain", "--", "."], check=False, capture_output=True,
+                                     text=True, timeout=10, cwd=folder)
+                seen[folder] = bool(res.stdout.strip()) if res.returncode == 0 else None
+            except (OSError, subprocess.SubprocessError):
+                seen[folder] = None
+        out[name] = seen[folder]
+    return out

@@ -48,12 +48,13 @@ class RunResult:
 def build_result(results_dir: Path, rows: list[ScoreRow], tables: Mapping[str, Any], cfg: Mapping[str, Any],
                  plugins: Any = (), totals: Mapping[str, Mapping[str, float]] | None = None,
                  backends: Mapping[str, str] | None = None, started_at: float | None = None,
-                 row_digests: Mapping[tuple[str, str, str, str], str] | None = None) -> RunResult:
+                 row_digests: Mapping[tuple[str, str, str, str], str] | None = None,
+                 identities: Mapping[str, Any] | None = None) -> RunResult:
     """The one result builder (``run`` and ``aggregate``): failure rate and exit code from :func:`outcome`."""
     o = outcome(rows, float(cfg["max_failure_rate"]))
     totals = totals or {}
     backends = dict(backends or {})
-    prov = Provenance.of(cfg, plugins, ((r.benchmark, r.model, r.case_id) for r in rows), backends)
+    prov = Provenance.of(cfg, plugins, ((r.benchmark, r.model, r.case_id) for r in rows), backends, identities)
     return RunResult(Path(results_dir), tuple(rows), dict(tables), cfg, prov, o.rate, o.n_cases, o.n_failed,
                      o.exit_code, dict(totals.get("timing", {})),
                      {k: int(v) for k, v in totals.get("decodes", {}).items()},

@@ -2,13 +2,17 @@
 
 Each finished (case, metric) is appended as one JSON line with the key it was computed under, so a rerun of
 the same config keeps exactly the rows whose key is unchanged. Reading tolerates a torn last line and keeps
-the last row per (benchmark, model, case, metric), so a resumed run never duplicates a row. The store keeps
+the last row per (benchmark, model, case, metric), so a resumed run never duplicates a row; when a run's rows
+are all written, rows superseded by a later one (a rerun whose inputs changed) are dropped from the file, so it
+holds one row per (benchmark, model, case, metric). Appends and reads hold a shared lock on the file, the
+compaction an exclusive one (tried, never waited for: another process appending skips it). The store keeps
 every row of its shard as a reader of its line gets it (the line read back), so the rows a run aggregates
 are exactly what a later reader of the file sees.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
@@ -47,7 +51,9 @@ def read_rows(paths: Iterable[Path]) -> list[ScoreRow]:
 
 def _iter_file(p: Path) -> Iterator[ScoreRow]:
     try:
-        text = Path(p).read_text(encoding="utf-8")
+        with open(p, encoding="utf-8") as f:
+            fcntl.flock(f, fcntl.LOCK_SH)  # never a file half rewritten by a compaction
+            text = f.read()
     except FileNotFoundError:
         return
     for line in text.splitlines():
@@ -89,7 +95,12 @@ class ResultStore:
         line = row_line(row)
         if self._f is None:
             self._f = open(self.path, "a", encoding="utf-8")  # noqa: SIM115  (kept open across appends)
-        self._f.write(line + "\n")
+        fcntl.flock(self._f, fcntl.LOCK_SH)
+        try:
+            self._f.write(line + "\n")
+            self._f.flush()
+        finally:
+            fcntl.flock(self._f, fcntl.LOCK_UN)
         if flush:
             self.flush()
         kept = parse_line(line)
@@ -107,12 +118,44 @@ class ResultStore:
             self._synced = now
 
     def close(self) -> None:
-        """fsync and close the shard file (the runner calls this when a run's rows are all written)."""
+        """fsync and close the shard file (the runner calls this when a run's rows are all written), then drop
+        the rows a later row of the same place superseded (:meth:`compact`)."""
         if self._f is not None:
             self._f.flush()
             os.fsync(self._f.fileno())
             self._f.close()
             self._f = None
+        self.compact()
+
+    def compact(self) -> bool:
+        """Rewrite the shard file with the last row of each (benchmark, model, case, metric), in the order they
+        were written, when it holds superseded rows; skipped (False) while another process holds the file. In
+        place, under an exclusive lock: a process appending with the file open appends after the rewrite."""
+        try:
+            f = open(self.path, "r+", encoding="utf-8")  # noqa: SIM115
+        except FileNotFoundError:
+            return False
+        with f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return False
+            lines = [ln for ln in f.read().splitlines() if ln.strip()]
+            last: dict[tuple[str, str, str, str], int] = {}  # place -> its last line's index
+            for i, ln in enumerate(lines):
+                try:
+                    last[parse_line(ln).row_key] = i
+                except (json.JSONDecodeError, TypeError, KeyError):
+                    continue  # a torn line: dropped, its case is recomputed
+            if len(last) == len(lines):
+                return False
+            kept = set(last.values())
+            f.seek(0)
+            f.write("".join(ln + "\n" for i, ln in enumerate(lines) if i in kept))
+            f.truncate()
+            f.flush()
+            os.fsync(f.fileno())
+        return True
 
     def all_rows(self) -> list[ScoreRow]:
         """Every shard's rows as written: this shard's as kept (each read back from its line when it was

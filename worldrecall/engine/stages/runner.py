@@ -21,10 +21,10 @@ from typing import Any
 from worldrecall.core.components import ConfigTypeError
 from worldrecall.core.data import Case, CaseError, ScoreRow
 from worldrecall.core.digests import load_digest_memo, save_digest_memo
-from worldrecall.core.judges import JudgeHub
-from worldrecall.core.models import ModelHub
 from worldrecall.core.video import VideoPool
 from worldrecall.engine.cache import VideoFacts, store_for
+from worldrecall.engine.cache.identity import IdentifiedJudgeHub, IdentifiedModelHub
+from worldrecall.engine.cache.keys import refresh_code_digests
 from worldrecall.engine.stages.absence import all_null_values, unmeasured_headlines
 from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.engine.stages.config import ResolvedConfig, resolve_config
@@ -69,13 +69,15 @@ class Runner:
         models_cfg = dict(cfg["models"])
         options = models_cfg.pop("options", None) or {}
         backend_set = models_cfg.pop("set", None) or ""
-        self.hub = ModelHub(host.models, models_cfg, options, device=cfg["device"], roles=host.roles,
+        refresh_code_digests()  # a module reloaded since the last run in this process is hashed again
+        self.hub = IdentifiedModelHub(host.models, models_cfg, options, device=cfg["device"], roles=host.roles,
                             backend_set=backend_set)
         self.cache_mode = str(cfg["cache"]["mode"])
         # judges keep their own answers: with the cache refreshed or off they are asked again (and keep none)
-        self.judges = JudgeHub(host.judges, cfg["judge_options"],
-                               cache_dir=cache_root / "judge_answers" if self.cache_mode == "use" else None)
+        self.judges = IdentifiedJudgeHub(host.judges, cfg["judge_options"],
+                                         cache_dir=cache_root / "judge_answers" if self.cache_mode == "use" else None)
         self.store = store_for(cfg)
+        self.hub.store = self.store  # model and classical backends' outputs: computed once per input
         self.pool = VideoPool(cfg["video"]["max_bytes"], VideoFacts(self.store), max_pixels=cfg["video"]["max_pixels"],
                               max_frames=cfg["video"]["max_frames"])
         self.pipeline = CasePipeline(host, self.hub, self.judges, self.pool, cache_root, artifacts=cfg["artifacts"],
@@ -134,8 +136,10 @@ class Runner:
         self.save_digest_memo()  # after the aggregation: its keys read code digests too
         self.timing["total"] = time.perf_counter() - t_start
         backends = {r: self.hub.selection.get(r, "") for p in plans for m in p.metrics.values() for r in m.models}
+        identities = {"backends": dict(self.hub.__dict__.get("_identities", {})),  # what the keys folded in
+                      "judges": dict(self.judges.__dict__.get("_identities", {}))}
         return build_result(self.results_dir, rows, tables, self.cfg, self.host.plugins.values(), self.pipeline.totals(),
-                            backends, started_at, digests)
+                            backends, started_at, digests, identities)
 
     def plan_and_load(self) -> tuple[list[BenchmarkPlan], dict[str, list[Case | CaseError]]]:
         """Names checked, the suite built, every benchmark planned and its cases loaded (with the backends'

@@ -22,12 +22,13 @@ from typing import Any
 
 import numpy as np
 
+from worldrecall.core.components import PathParam
 from worldrecall.core.judges import JudgeError, JudgeResponse
 from worldrecall.core.models import BackendUnavailable
 from worldrecall.core.video import Video, VideoError
 
 DEFAULTS: dict[str, Any] = {
-    "model_path": "",             # local folder of the Qwen-VL checkpoint (required)
+    "model_path": PathParam(""),  # local folder of the Qwen-VL checkpoint (required; its content is in the key)
     "loader_family": "auto",      # auto | qwen2_vl | qwen2_5_vl | qwen3_vl
     "dtype": "auto",              # auto (bfloat16 on CUDA, float32 elsewhere) | bfloat16 | float16 | float32
     "attn_implementation": "auto",  # auto (flash_attention_2 on CUDA with flash_attn, else sdpa) | sdpa | eager | …

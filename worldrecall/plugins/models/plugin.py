@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from worldrecall.core.components import Command, Registry
+from worldrecall.core.components import Command, PathParam, Registry
 from worldrecall.core.hookspecs import hookimpl
 from worldrecall.core.models import ModelSpec, Role
 from worldrecall.plugins.models import (
@@ -54,7 +54,8 @@ def _reference(name: str, role: str, factory: Callable[..., Any], defaults: dict
     probe = weights_probe(name, requires, e.weights, e.model_id, factory) if e.weights else None
     return ModelSpec(name=name, role=role, kind="reference", factory=factory, description=description,
                      model_id=e.model_id, revision=e.revision, weights=list(e.weights), licence=e.licence,
-                     requires=requires, defaults=dict(defaults), extra=extra, probe=probe)
+                     requires=requires, defaults={"local_dir": PathParam(""), **defaults}, extra=extra,
+                     probe=probe)
 
 
 # the role's other backends (weight-free first) are appended by the engine from the registry

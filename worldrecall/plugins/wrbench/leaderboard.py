@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from worldrecall.core.components import Aggregator, merge_typed
+from worldrecall.core.components import Aggregator, PathParam, merge_typed
 from worldrecall.core.data import ScoreRow
 from worldrecall.plugins.wrbench import contract, table
 from worldrecall.plugins.wrbench.official_results import official_rows
@@ -62,7 +62,7 @@ class WRBenchTable(Aggregator):
     defaults: ClassVar[dict[str, Any]] = {
         "exclusions": [dict(e) for e in contract.D1_REPORTING_EXCLUSIONS],
         "excluded_models": list(contract.EXCLUDED_MAIN_TABLE_MODELS),   # the contract's main-table exclusions
-        "official_results": "paper",   # paper (bundled frozen v0.1.2 table) | a CSV path | "" (none)
+        "official_results": PathParam("paper"),   # paper (bundled frozen v0.1.2 table) | a CSV path | "" (none)
         "variants": ["all", "gated"],
     }
     tables: ClassVar[dict[str, str]] = {"wrbench_table": "leaderboard"}

@@ -36,6 +36,7 @@ from worldrecall.core.video import Video
 from worldrecall.formats.arrays import load_npy
 from worldrecall.formats.safe_json import read_json
 from worldrecall.plugins.wrbench import certification, validate
+from worldrecall.plugins.wrbench.sidecar_judge import sidecar_path
 from worldrecall.plugins.wrbench.validate import JsonlIndex
 
 BENCHMARK = "wrbench"
@@ -172,6 +173,9 @@ class WRBenchLoader(Loader):
                 if not p.exists():
                     raise CaseFailure(f"{p}: {fld} missing ({where})")
                 sidecars[key] = p
+        answers = sidecar_path(video_path)  # precomputed probe answers beside the video: an input of the case
+        if answers.is_file():
+            sidecars["probe_answers"] = answers
         vid = str(rec["video_id"])
         ann: dict[str, Any] = {"camera": camera, "video_id": vid, "variant_id": variant_id}
         for k in validate.FRAME_FIELDS:   # types checked by validate.check_record

@@ -43,6 +43,8 @@ def provenance_tags(result: RunResult, overrides: list[str]) -> dict[str, str]:
         "worldrecall.backends": ",".join(f"{k}={v}" for k, v in prov.backends.items()),
         "worldrecall.python": prov.python,
         "worldrecall.cpu_kernels": isa.summary(dict(prov.cpu_kernels)),
+        # which of worldrecall and the plugins ran from a git working tree with uncommitted changes
+        "worldrecall.modified_tree": ",".join(k for k, v in prov.modified.items() if v) or "none",
     }
     if prov.packages:  # the full list is in the submission's provenance.json
         tags["worldrecall.packages"] = (f"sha256 {str(prov.packages.get('digest', ''))[:16]}; "
