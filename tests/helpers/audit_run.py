@@ -73,12 +73,12 @@ def main(argv: list[str]) -> int:
         finally:
             CTX.pop()
 
-    def align_(self, name, case, params, key=None):
+    def align_(self, name, case, params, key=None, *rest, **kw):
         aligner = self.host.aligner(name) if name else None
         named = files(named_files(aligner, {**aligner.defaults, **params})) if aligner is not None else []
         CTX.append((f"aligner {name}", (*case_paths(case), *named), ""))
         try:
-            return align(self, name, case, params, key)
+            return align(self, name, case, params, key, *rest, **kw)
         finally:
             CTX.pop()
 
