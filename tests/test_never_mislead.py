@@ -179,3 +179,26 @@ def test_an_unreliable_pose_estimate_leaves_the_gate_not_measured_with_its_quali
     rows = [r for r in _rows(tmp_path / "out", latest=True) if r["metric"] == "wrbench.camera_gate"]
     assert rows[0]["status"] == "ok" and rows[0]["values"]["passed"] in (0.0, 1.0)
     assert rows[0]["info"]["pose_quality"] == q
+
+
+def test_pose_quality_belongs_to_the_estimate_even_when_the_poses_come_from_the_cache(tmp_path):
+    """A backend's outputs are kept per input (CachedOutputs): the quality is returned with the poses in one call,
+    so a video whose poses come from the store gets its own quality, never the last computed video's."""
+    from worldrecall.engine.cache import Store
+    from worldrecall.engine.cache.identity import CachedOutputs
+    import numpy as np
+
+    from worldrecall.plugins.models.sift_pose import build
+
+    rng = np.random.default_rng(0)
+    base = np.kron(rng.random((24, 32, 3)), np.ones((8, 8, 1)))  # blocky texture: corners to match
+    textured = np.stack([(np.roll(base, 2 * i, axis=1)[:96, :128] * 255).astype(np.uint8) for i in range(3)])
+    flat = np.full((3, 96, 128, 3), 127, np.uint8)  # nothing to match: every pair fails
+    pose = CachedOutputs(build({}), {"name": "sift_pose"}, Store(tmp_path / "cache"))
+    fields = pose.quality_fields
+    _, qa = pose.poses_and_quality(list(textured))
+    _, qb = pose.poses_and_quality(list(flat))
+    _, again = pose.poses_and_quality(list(textured))  # served from the store
+    fa, fb = dict(zip(fields, qa)), dict(zip(fields, qb))
+    assert fa["inliers_min"] > fb["inliers_min"] == 0
+    assert np.array_equal(again, qa, equal_nan=True)

@@ -23,7 +23,7 @@ fit``) the generated translations are scaled by the least-squares factor onto th
 (``as_is`` keeps them). A reference that does not move leaves nothing to test: the gate is *not
 measured* (a skipped row) with that reason, never passed.
 
-A pose backend that reports its estimate's quality (``quality()``: matches, inliers, inlier ratio and residual
+A pose backend that reports its estimate's quality (``poses_and_quality``: matches, inliers, inlier ratio and residual
 over the video's frame pairs — ``sift_pose`` does) has it recorded on the row (``info["pose_quality"]``); when
 its fewest inliers of any frame pair is below ``pose_min_inliers`` (one bad pair corrupts every pose chained
 after it) the gate says "pose unreliable" and is *not measured*, never failed.
@@ -329,25 +329,34 @@ def trace(gen_c2w: np.ndarray, ref_c2w: np.ndarray, return_frames: Sequence[int]
 def estimate_poses(case: Case, ctx: MeasureContext, max_side: int) -> np.ndarray:
     """[n, 3, 4] c2w poses of all generated frames (long side capped at ``max_side``; 0 = native) from the
     ``pose`` role, in one call; a rotation-only backend's [n, 3, 3] gets zero translations."""
+    return estimate_poses_and_quality(case, ctx, max_side)[0]
+
+
+def estimate_poses_and_quality(case: Case, ctx: MeasureContext, max_side: int) -> tuple[np.ndarray, dict[str, Any]]:
+    """:func:`estimate_poses` and the backend's report on that very estimate ({} when it gives none).
+
+    A backend that reports quality has ``poses_and_quality`` (poses and a float vector in the order of its
+    ``quality_fields``; NaN: not measured): one call returns both, so a backend's outputs cached per input
+    (``engine/cache/identity.CachedOutputs``) can never pair one video's poses with another's quality."""
     if case.video is None:
         raise CaseFailure(f"{case.case_id}: no generated video")
     frames = case.video.resized(max_side) if max_side > 0 else case.video.frames()
-    poses = np.asarray(ctx.models.get("pose").poses(list(frames), case=case, indices=list(range(len(frames)))),
-                       dtype=np.float64)
+    backend = ctx.models.get("pose")
+    args, kwargs = (list(frames),), {"case": case, "indices": list(range(len(frames)))}
+    quality: dict[str, Any] = {}
+    fields = getattr(backend, "quality_fields", None)
+    if fields and callable(getattr(backend, "poses_and_quality", None)):
+        raw, values = backend.poses_and_quality(*args, **kwargs)
+        quality = {str(k): (float(v) if np.isfinite(v) else None)
+                   for k, v in zip(fields, np.asarray(values, dtype=np.float64).ravel())}
+    else:
+        raw = backend.poses(*args, **kwargs)
+    poses = np.asarray(raw, dtype=np.float64)
     if poses.ndim != 3 or poses.shape[1:] not in ((4, 4), (3, 4), (3, 3)):
         raise CaseFailure(f"pose backend returned shape {tuple(poses.shape)}, expected [N, 4, 4]")
     if poses.shape[2] == 3:
         poses = np.concatenate([poses, np.zeros((len(poses), 3, 1))], axis=2)
-    return poses[:, :3, :4]
-
-
-def pose_quality(ctx: MeasureContext) -> dict[str, Any]:
-    """The ``pose`` backend's report on its last estimate (``quality()``), or {} when it gives none."""
-    try:
-        report = getattr(ctx.models.get("pose"), "quality", None)
-        return dict(report() or {}) if callable(report) else {}
-    except Exception:  # noqa: BLE001 - a backend that cannot say how good it is was simply not asked
-        return {}
+    return poses[:, :3, :4], quality
 
 
 def pose_unreliable(quality: Mapping[str, Any] | None, th: Mapping[str, Any]) -> str:
@@ -384,9 +393,9 @@ class CameraGateMetric(Metric):
         """The reference's return frames on the generated axis; None: the last ``return_tail`` of the video."""
         return None
 
-    def generated_poses(self, case: Case, ctx: MeasureContext) -> np.ndarray:
-        """[n, 3, 4] c2w of every generated frame from the ``pose`` role."""
-        return estimate_poses(case, ctx, int(self.params.get("max_side", 0) or 0))
+    def generated_poses(self, case: Case, ctx: MeasureContext) -> tuple[np.ndarray, dict[str, Any]]:
+        """[n, 3, 4] c2w of every generated frame from the ``pose`` role, and the backend's quality report."""
+        return estimate_poses_and_quality(case, ctx, int(self.params.get("max_side", 0) or 0))
 
     def needs_models(self, case: Case) -> bool:
         """A case without a generated video (precomputed observations) is not applicable and runs no model."""
@@ -398,10 +407,9 @@ class CameraGateMetric(Metric):
             return {"gen_c2w": np.zeros((0, 3, 4)), "ref_c2w": np.zeros((0, 3, 4)), "has_reference": False,
                     "reference": "no generated video to estimate the camera from", "instructed": False,
                     "return_frames": np.zeros(0, dtype=np.int64), "return_from_phase": False}
-        gen = self.generated_poses(case, ctx)
+        gen, quality = self.generated_poses(case, ctx)
         ref, label = self.reference(case, alignment, len(gen))
         back = self.return_frames(case, alignment, len(gen))
-        quality = pose_quality(ctx)
         return {"gen_c2w": gen, "ref_c2w": np.zeros((0, 3, 4)) if ref is None else np.asarray(ref)[:, :3, :4],
                 "has_reference": ref is not None, "reference": label, "instructed": label.startswith("instructed"),
                 "return_frames": np.asarray([] if back is None else back, dtype=np.int64),

@@ -24,6 +24,7 @@ CONFIG_OUT_OF_KEY = frozenset({
     "progress", "view", "verbose", "report", "tracking",  # how a run looks and where it is logged
     "only", "models_only", "metrics", "allow_empty", "shard", "plugins",  # which rows run (each row has its key)
     "max_failure_rate",                    # the exit code
+    "cache",                               # cache.mode use | refresh | off: whether entries are read, never a value
     "video", "inputs",                     # size limits: a case past them fails (never a final row), not a value
 })
 

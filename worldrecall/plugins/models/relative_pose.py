@@ -13,7 +13,7 @@ Translations are not recoverable at a meaningful scale and stay zero.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -137,6 +137,16 @@ def chain_c2w(rotations: Sequence[np.ndarray]) -> np.ndarray:
         nxt[:3, :3] = out[-1][:3, :3] @ np.asarray(r).T
         out.append(nxt)
     return np.stack(out)
+
+
+# what ``poses_and_quality`` reports beside the poses, in this order (NaN where not measured)
+QUALITY_FIELDS = ("pairs", "failed_pairs", "matches_min", "matches_median", "inliers_min", "inliers_median",
+                  "inlier_ratio_min", "inlier_ratio_median", "residual_px_median", "residual_px_max")
+
+
+def quality_vector(quality: Mapping[str, float | None]) -> np.ndarray:
+    """:meth:`PoseTrace.quality` as a float vector in :data:`QUALITY_FIELDS` order (None / absent: NaN)."""
+    return np.asarray([np.nan if quality.get(k) is None else float(quality[k]) for k in QUALITY_FIELDS])
 
 
 @dataclass

@@ -13,7 +13,14 @@ from typing import Any
 import numpy as np
 
 from worldrecall.plugins.models.options import Options, check_rgb, parse_options
-from worldrecall.plugins.models.relative_pose import PoseTrace, chain_c2w, guess_intrinsics, relative_rotation
+from worldrecall.plugins.models.relative_pose import (
+    QUALITY_FIELDS,
+    PoseTrace,
+    chain_c2w,
+    guess_intrinsics,
+    quality_vector,
+    relative_rotation,
+)
 
 NAME = "sift_pose"
 DEFAULTS: dict[str, Any] = {"fov_deg": 60.0, "ratio": 0.75, "nfeatures": 4000, "ransac_px": 1.0,
@@ -68,10 +75,14 @@ class SiftPose:
             prev = cur
         return chain_c2w(rels)
 
-    def quality(self) -> dict[str, float | None]:
-        """The last ``poses`` call's estimate quality per video (:meth:`PoseTrace.quality`): matches, inliers,
-        inlier ratio and residual over its frame pairs; the camera gate reads it (``pose_quality``)."""
-        return self.trace.quality()
+    quality_fields = QUALITY_FIELDS
+
+    def poses_and_quality(self, frames: Sequence[np.ndarray], *, case: Any = None,
+                          indices: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`poses` and that estimate's quality over its frame pairs (:meth:`PoseTrace.quality` as a vector in
+        ``quality_fields`` order: matches, inliers, inlier ratio, residual, failed pairs), read by the camera gate."""
+        poses = self.poses(frames, case=case, indices=indices)
+        return poses, quality_vector(self.trace.quality())
 
 
 def build(opts: Mapping[str, Any]) -> SiftPose:

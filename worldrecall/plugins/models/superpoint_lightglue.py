@@ -15,7 +15,14 @@ import numpy as np
 
 from worldrecall.core.components import batched
 from worldrecall.plugins.models.options import Options, check_rgb, inference
-from worldrecall.plugins.models.relative_pose import PoseTrace, chain_c2w, guess_intrinsics, relative_rotation
+from worldrecall.plugins.models.relative_pose import (
+    QUALITY_FIELDS,
+    PoseTrace,
+    chain_c2w,
+    guess_intrinsics,
+    quality_vector,
+    relative_rotation,
+)
 from worldrecall.plugins.models.weights import hf_backend_folder
 
 NAME = "superpoint_lightglue"
@@ -69,9 +76,14 @@ class LightGluePose:
                 rels.append(res.rotation)
         return chain_c2w(rels)
 
-    def quality(self) -> dict[str, float | None]:
-        """The last ``poses`` call's estimate quality per video (:meth:`PoseTrace.quality`), read by the camera gate."""
-        return self.trace.quality()
+    quality_fields = QUALITY_FIELDS
+
+    def poses_and_quality(self, frames: Sequence[np.ndarray], *, case: Any = None,
+                          indices: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`poses` and that estimate's quality over its frame pairs (:meth:`PoseTrace.quality` as a vector in
+        ``quality_fields`` order: matches, inliers, inlier ratio, residual, failed pairs), read by the camera gate."""
+        poses = self.poses(frames, case=case, indices=indices)
+        return poses, quality_vector(self.trace.quality())
 
 
 def build(opts: Mapping[str, Any]) -> LightGluePose:
