@@ -79,6 +79,15 @@ def argv_of(command: str, tmp: Path) -> list[str]:
 
 def compose_as_the_cli(argv: list[str]) -> str:
     """'' when ``worldrecall <argv>`` composes and passes every name check, else its one-line error."""
+    if argv[0] == "cache":  # its own options, then the overrides that say where the cache is
+        from worldrecall.engine import cache_cli
+
+        try:
+            _, overrides, _ = cache_cli.parse(argv[1:])
+        except cache_cli.UsageError as e:
+            return str(e)
+        cfg, code = compose_checked(overrides)
+        return "" if cfg is not None else f"exit {code}"
     if argv[0] not in ("run", "check", "aggregate"):
         return "" if argv[0] in BUILTIN else f"unknown command {argv[0]!r}"
     cfg, code = compose_checked(argv[1:])

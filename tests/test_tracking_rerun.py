@@ -239,7 +239,7 @@ def test_mlflow_logs_the_printed_leaderboard_at_the_printed_scale():
                            "ci_high": mean + 1}
                           for m, v, mean in (("oracle", "all", 93.67), ("oracle", "gated", 95.5),
                                              ("frozen", "all", 12.25), ("frozen", "gated", math.nan))])
-    host = SimpleNamespace(components={"aggregator": {"lb": _ViewAgg()}}, metrics={})
+    host = SimpleNamespace(components={"aggregator": {"lb": _ViewAgg()}}, metrics={}, benchmarks={})
     rows = [ScoreRow("x", m, "c1", "x.cam", {"v": 0.9}) for m in ("oracle", "frozen")]
     result = SimpleNamespace(tables={"x_view": view, "x_cells": cells}, rows=rows)
     per = per_model_metrics(result, host)

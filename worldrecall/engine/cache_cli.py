@@ -59,7 +59,6 @@ def _parser(action: str) -> _Parser:
 def main(argv: Sequence[str], compose: Callable[[Sequence[str]], Mapping[str, Any]]) -> int:
     """``worldrecall cache <action> …``; returns the exit code. ``compose``: the config of overrides, as ``run``
     composes it (``engine.cli.compose``; passed in, so this module does not import the command it serves)."""
-    from worldrecall.registry.names import unknown_name
 
     argv = list(argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -67,14 +66,7 @@ def main(argv: Sequence[str], compose: Callable[[Sequence[str]], Mapping[str, An
         return 0 if argv else 2
     action = argv[0]
     try:
-        if action not in ACTIONS:
-            raise UsageError(unknown_name("cache action", action, ACTIONS, "worldrecall cache"))
-        ns = _parser(action).parse_intermixed_args(argv[1:])
-        overrides = [a for a in ns.args if "=" in a]
-        names = [a for a in ns.args if "=" not in a]
-        if names and action != "explain":
-            raise UsageError(f"worldrecall cache {action}: unexpected argument {names[0]!r} (overrides are "
-                             f"key=value, e.g. output_root=worldrecall_out)")
+        ns, overrides, names = parse(argv)
         cfg = compose(overrides)
         output_root, cache_dir = Path(cfg["output_root"]), Path(cfg["cache_dir"])
         return {"info": _info, "clear": _clear, "prune": _prune, "explain": _explain}[action](
@@ -82,6 +74,23 @@ def main(argv: Sequence[str], compose: Callable[[Sequence[str]], Mapping[str, An
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+
+
+def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str], list[str]]:
+    """``worldrecall cache <action> …``'s arguments: (options, overrides, names); :class:`UsageError` with a
+    did-you-mean for an unknown action or option."""
+    from worldrecall.registry.names import unknown_name
+
+    action = argv[0] if argv else ""
+    if action not in ACTIONS:
+        raise UsageError(unknown_name("cache action", action, ACTIONS, "worldrecall cache"))
+    ns = _parser(action).parse_intermixed_args(list(argv[1:]))
+    overrides = [a for a in ns.args if "=" in a]
+    names = [a for a in ns.args if "=" not in a]
+    if names and action != "explain":
+        raise UsageError(f"worldrecall cache {action}: unexpected argument {names[0]!r} (overrides are "
+                         f"key=value, e.g. output_root=worldrecall_out)")
+    return ns, overrides, names
 
 
 def usage() -> str:
