@@ -78,6 +78,16 @@ def test_a_judge_checkpoint_switched_gives_its_own_answers(suite, tmp_path):
     shutil.copyfile(b / "model.safetensors", a / "model.safetensors")
     replaced = _d3(_run(tmp_path / "out", suite, *WRBENCH_PROBES, f"+judge_options.qwen_vl_logprob.model_path={a}"))
     assert replaced == fresh_b
+    # `cache explain` names the judge's checkpoint by the digest of its weights, and says why the row changed
+    from worldrecall.engine.cache.keys import inputs_digest
+
+    [[_, digest]] = inputs_digest([str(a)])  # the folder's content, weights included
+    model, case = next(iter(replaced))
+    said = subprocess.run([*CLI, "cache", "explain", "wrbench", model, case, "probes", f"output_root={tmp_path / 'out'}"],
+                          env=_env(), capture_output=True, text=True, timeout=300)
+    assert said.returncode == 0, said.stderr[-2000:]
+    assert f'params.judges.qwen_vl_logprob.files: [["{a}", "{digest}"]]' in said.stdout
+    assert "measurement key changed since the previous row" in said.stdout
 
 
 # -- 2. an optional backend installed later ----------------------------------------------------------------
