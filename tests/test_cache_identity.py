@@ -389,3 +389,34 @@ def test_a_judge_checkpoint_folder_is_in_its_identity_by_content(tmp_path):
     assert ident()["files"] != first["files"]
     prov = Provenance.of({"max_failure_rate": 0.5}, [], [], {}, {"judges": {"j": first}})
     assert prov.identities["judges"]["j"]["files"] == first["files"] and prov.modified["worldrecall"] in (True, False)
+
+
+def test_dense_outputs_of_a_weight_free_backend_are_recomputed_not_kept(tmp_path):
+    """The per-input output cache keeps what is costly to compute: every output of a reference (weights) backend,
+    and a weight-free backend's small outputs (poses); a weight-free backend's dense output (DIS flow fields, over
+    DENSE_BYTES a call) is computed again instead of filling the cache (780 MB on the default run)."""
+    import numpy as np
+
+    from worldrecall.engine.cache import Store
+    from worldrecall.engine.cache.identity import DENSE_BYTES, CachedOutputs
+
+    class Fields:
+        calls = 0
+
+        def flow(self, frames):
+            Fields.calls += 1
+            return [np.zeros((len(frames), DENSE_BYTES // 8 + 1, 2), np.float32)]
+
+        def poses(self, frames):
+            Fields.calls += 1
+            return np.tile(np.eye(4), (len(frames), 1, 1))
+
+    frames = [np.full((4, 4, 3), i, np.uint8) for i in range(3)]
+    store = Store(tmp_path / "cache")
+    for kind, kept in (("classical", {"poses"}), ("reference", {"flow", "poses"})):
+        backend = CachedOutputs(Fields(), {"name": f"{kind}_thing", "kind": kind}, store)
+        for method in ("flow", "poses"):
+            Fields.calls = 0
+            getattr(backend, method)(frames)
+            getattr(backend, method)(frames)
+            assert Fields.calls == (1 if method in kept else 2), (kind, method)

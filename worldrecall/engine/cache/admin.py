@@ -30,6 +30,7 @@ KINDS = {
     "report_sections": "rendered report section",
     "report_thumbs": "report thumbnail",
     "video_facts": "video frame count and size",
+    "backend_outputs": "a perception backend's output on its input (poses, embeddings …)",
     "judge_answers": "judge answer to a question list",
     "artifacts": "per-case artifact files of a score",
     "synthetic": "built synthetic suite",

@@ -209,12 +209,22 @@ def _decode(entry: Mapping[str, Any]) -> Any:
     return tuple(items) if entry["shape"] == "tuple" else items
 
 
+# a weight-free backend's output above this size (per call) is recomputed rather than kept: DIS flow fields of
+# one 72-frame 320x240 video are 44 MB, 780 MB over the default run, for a computation of about a second
+DENSE_BYTES = 256 * 1024
+
+
+def _nbytes(entry: Mapping[str, Any]) -> int:
+    return sum(int(getattr(v, "nbytes", 0)) for v in entry.values())
+
+
 class CachedOutputs:
     """A backend whose role methods' outputs are kept in the store under its identity, the method and the
     content of what it is given (frames, indices, options): a per-video output (poses, embeddings, flow, depth)
     is computed once whatever alignment, manifest field or threshold asked for it. ``case`` is not part of the
     key: a model or classical backend reads only the frames it is handed (sidecar backends, which read the case's
-    files, are not wrapped). Results other than arrays run through uncached."""
+    files, are not wrapped). Results other than arrays run through uncached, and so do a weight-free backend's
+    dense outputs (over :data:`DENSE_BYTES` a call: cheaper to compute again than to keep)."""
 
     def __init__(self, inner: Any, identity: Mapping[str, Any], store: Any):
         self._inner, self._identity, self._store = inner, dict(identity), store
@@ -236,9 +246,12 @@ class CachedOutputs:
                 return _decode(got)
             result = val(*args, **kwargs)
             try:
-                return _decode(self._store.put_arrays("backend_outputs", key, _encode(result)))
+                entry = _encode(result)
             except _Unkeyable:
                 return result
+            if self._identity.get("kind") != "reference" and _nbytes(entry) > DENSE_BYTES:
+                return result  # a weight-free backend's dense output (DIS flow fields): cheaper to recompute than keep
+            return _decode(self._store.put_arrays("backend_outputs", key, entry))
 
         return call
 
