@@ -79,7 +79,6 @@ def test_shards_then_aggregate(tmp_path, toy_host, capsys):
 def test_models_list_and_fetch_offline(capsys):
     host_mod._HOST = None
     assert main(["models", "list", "--json"]) == 0
-    import json
 
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["raft_large"]["role"] == "flow" and rows["raft_large"]["kind"] == "reference"
