@@ -50,6 +50,9 @@ def main(argv: list[str]) -> int:
             return  # worldrecall's code and its packages' data/ folders: in every code digest
         if path.endswith(".__path_hook__") or path == os.path.abspath(__file__):  # the import system's own
             return
+        if any(part.endswith((".dist-info", ".egg-info")) for part in Path(path).parts):
+            return  # a distribution's metadata (versions, entry points): the key's library versions; an editable
+            # install keeps worldrecall's beside the checkout, outside site-packages
         FOUND.setdefault(label, {}).setdefault(path, digests)
 
     def files(entries: list[list[str]]) -> list[str]:
