@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -147,6 +148,20 @@ QUALITY_FIELDS = ("pairs", "failed_pairs", "matches_min", "matches_median", "inl
 def quality_vector(quality: Mapping[str, float | None]) -> np.ndarray:
     """:meth:`PoseTrace.quality` as a float vector in :data:`QUALITY_FIELDS` order (None / absent: NaN)."""
     return np.asarray([np.nan if quality.get(k) is None else float(quality[k]) for k in QUALITY_FIELDS])
+
+
+class ReportsQuality:
+    """For a pose backend whose ``poses`` fills ``self.trace`` (:class:`PoseTrace`): ``poses_and_quality``, the
+    poses and that very estimate's quality in one call (what the camera gate reads)."""
+
+    quality_fields = QUALITY_FIELDS
+
+    def poses_and_quality(self, frames: Sequence[np.ndarray], *, case: Any = None,
+                          indices: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``poses`` and its quality over the frame pairs (a vector in ``quality_fields`` order: matches, inliers,
+        inlier ratio, residual, failed pairs)."""
+        poses = self.poses(frames, case=case, indices=indices)  # type: ignore[attr-defined]
+        return poses, quality_vector(self.trace.quality())  # type: ignore[attr-defined]
 
 
 @dataclass

@@ -14,11 +14,10 @@ import numpy as np
 
 from worldrecall.plugins.models.options import Options, check_rgb, parse_options
 from worldrecall.plugins.models.relative_pose import (
-    QUALITY_FIELDS,
     PoseTrace,
+    ReportsQuality,
     chain_c2w,
     guess_intrinsics,
-    quality_vector,
     relative_rotation,
 )
 
@@ -27,7 +26,7 @@ DEFAULTS: dict[str, Any] = {"fov_deg": 60.0, "ratio": 0.75, "nfeatures": 4000, "
                             "method": "auto", "min_matches": 8}
 
 
-class SiftPose:
+class SiftPose(ReportsQuality):
     """Camera-to-world rotations of a frame sequence from SIFT matches."""
 
     def __init__(self, options: Options):
@@ -74,15 +73,6 @@ class SiftPose:
             rels.append(res.rotation)
             prev = cur
         return chain_c2w(rels)
-
-    quality_fields = QUALITY_FIELDS
-
-    def poses_and_quality(self, frames: Sequence[np.ndarray], *, case: Any = None,
-                          indices: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`poses` and that estimate's quality over its frame pairs (:meth:`PoseTrace.quality` as a vector in
-        ``quality_fields`` order: matches, inliers, inlier ratio, residual, failed pairs), read by the camera gate."""
-        poses = self.poses(frames, case=case, indices=indices)
-        return poses, quality_vector(self.trace.quality())
 
 
 def build(opts: Mapping[str, Any]) -> SiftPose:

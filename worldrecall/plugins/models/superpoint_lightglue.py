@@ -16,11 +16,10 @@ import numpy as np
 from worldrecall.core.components import batched
 from worldrecall.plugins.models.options import Options, check_rgb, inference
 from worldrecall.plugins.models.relative_pose import (
-    QUALITY_FIELDS,
     PoseTrace,
+    ReportsQuality,
     chain_c2w,
     guess_intrinsics,
-    quality_vector,
     relative_rotation,
 )
 from worldrecall.plugins.models.weights import hf_backend_folder
@@ -44,7 +43,7 @@ def matched_points(out: Any, i: int, size_hw: tuple[int, int], threshold: float)
     return kp[0][ok][ok1], kp[1][idx1[ok1]]
 
 
-class LightGluePose:
+class LightGluePose(ReportsQuality):
     """Camera-to-world rotations of a frame sequence from LightGlue matches."""
 
     def __init__(self, model: Any, processor: Any, options: Options):
@@ -75,15 +74,6 @@ class LightGluePose:
                 self.trace.pairs.append(res)
                 rels.append(res.rotation)
         return chain_c2w(rels)
-
-    quality_fields = QUALITY_FIELDS
-
-    def poses_and_quality(self, frames: Sequence[np.ndarray], *, case: Any = None,
-                          indices: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`poses` and that estimate's quality over its frame pairs (:meth:`PoseTrace.quality` as a vector in
-        ``quality_fields`` order: matches, inliers, inlier ratio, residual, failed pairs), read by the camera gate."""
-        poses = self.poses(frames, case=case, indices=indices)
-        return poses, quality_vector(self.trace.quality())
 
 
 def build(opts: Mapping[str, Any]) -> LightGluePose:
