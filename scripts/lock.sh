@@ -20,7 +20,7 @@ fi
   echo "# pip --require-hashes; WORLDRECALL_UNPINNED=1 ./scripts/setup.sh installs the newest allowed instead."
   "$UV_VENV/bin/uv" pip compile pyproject.toml --extra all --extra ui --extra dev --generate-hashes \
     --python-version 3.11 --python-platform x86_64-manylinux_2_36 -c "$CONSTRAINTS" \
-    --no-header --no-annotate -o - 2>/dev/null
+    --no-header --no-annotate 2>/dev/null
 } > requirements.lock
 rm -f "$CONSTRAINTS"
 echo "requirements.lock: $(grep -c '^[A-Za-z]' requirements.lock) packages"
