@@ -62,7 +62,10 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
         # unless the job will not log (a shard: its merge logs). Started once the workers are forked: a worker
         # forked after it would carry its ~0.13 GiB in its own resident memory
         tracks = cfg["shard"]["count"] <= 1
-        runner = Runner(cfg, host, after_evaluation=(lambda: prefetch_tracking(cfg["tracking"])) if tracks else None)
+        # a plain job (not a shard, not a sweep's job) records its outputs' key and skips them when unchanged
+        outputs = {"overrides": list(overrides or ())} if tracks and sweep_dir is None else None
+        runner = Runner(cfg, host, after_evaluation=(lambda: prefetch_tracking(cfg["tracking"])) if tracks else None,
+                        outputs=outputs)
         result = runner.run()
     except ResultsNotWritable as e:
         print(f"error: {e}", file=sys.stderr)
@@ -75,9 +78,21 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
     try:
         if result.config["shard"]["count"] > 1:
             return shard_job(result, ctx)
+        if result.unchanged is not None:
+            return unchanged_job(result, ctx)
         return write_sinks(result, ctx, job_sinks(host))
     finally:
         runner.save_digest_memo()  # again: the outputs' keys read code digests too
+
+
+def unchanged_job(result: RunResult, ctx: SinkContext) -> int:
+    """A job whose outputs would be written again unchanged: its timing, one line, and the disk line."""
+    from worldrecall.engine.sinks.files import TimingSink
+    from worldrecall.engine.sinks.unchanged import unchanged_line
+
+    code = write_sinks(result, ctx, [TimingSink()])
+    print(unchanged_line(result, result.unchanged or {}))
+    return code
 
 
 def check_plain(plain: Mapping[str, Any], host: PluginHost | None = None) -> int:

@@ -18,6 +18,7 @@ from worldrecall.engine.sinks.report.sink import ReportSink
 from worldrecall.engine.sinks.submission import SubmissionSink
 from worldrecall.engine.sinks.sweep_summary import JobSummarySink
 from worldrecall.engine.sinks.tracking.sink import MlflowSink
+from worldrecall.engine.sinks.unchanged import OutputsRecordSink
 
 __all__ = ["Sink", "SinkContext", "write_sinks", "job_sinks", "shard_sinks", "merge_sinks"]
 
@@ -30,7 +31,7 @@ def _files(host: Any) -> list[Sink]:
 
 def job_sinks(host: Any = None) -> list[Sink]:
     """A job's outputs: files, MLflow, then the console (which prints the MLflow link last)."""
-    return [*_files(host), MlflowSink(), ConsoleSink()]
+    return [*_files(host), MlflowSink(), OutputsRecordSink(), ConsoleSink()]
 
 
 def shard_sinks(host: Any = None) -> list[Sink]:

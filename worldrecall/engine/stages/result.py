@@ -38,6 +38,11 @@ class RunResult:
     # each row's content digest by (benchmark, model, case, metric) (``row_digests.row_digests``): the keys of
     # what sinks cache (report sections) read it instead of hashing every row again
     row_digests: Mapping[tuple[str, str, str, str], str] = field(default_factory=dict)
+    # the content key of the outputs (engine/sinks/unchanged.py); "" when the job does not record one
+    outputs_key: str = ""
+    # the record of the earlier job whose outputs this result would write again unchanged: then nothing was
+    # aggregated (``tables`` is empty) and no output is written
+    unchanged: Mapping[str, Any] | None = None
 
     @property
     def benchmarks(self) -> list[str]:

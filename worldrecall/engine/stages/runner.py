@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +58,12 @@ class Runner:
     """Runs every enabled benchmark of a config (a plain dict; missing keys take the schema's defaults)."""
 
     def __init__(self, cfg: Mapping[str, Any], host: PluginHost,
-                 after_evaluation: Callable[[], None] | None = None):
-        """``after_evaluation``: called once every case is evaluated (no worker is forked after it)."""
+                 after_evaluation: Callable[[], None] | None = None, outputs: Mapping[str, Any] | None = None):
+        """``after_evaluation``: called once every case is evaluated (no worker is forked after it).
+        ``outputs``: given (``{"overrides": [...]}``) by a job that records its outputs' key: the result then
+        carries it, and is marked ``unchanged`` (not aggregated) when the outputs on disk match it."""
         self.after_evaluation = after_evaluation
+        self.outputs = outputs
         cfg = resolve_config(cfg)  # a no-op for the job's config, which is resolved already
         self.results_dir = Path(cfg["output_root"]) / "results" / run_key(cfg)  # the config as written
         self.cfg = cfg = ResolvedConfig(enable_metrics(cfg, host))  # metrics=[name, …] joins each to its benchmark
@@ -129,17 +132,59 @@ class Runner:
         if block:
             log.warning(block)
         t0 = time.perf_counter()
-        digests = row_digests(rows)  # once: the aggregation's keys and the report's read them
-        tables = aggregate_rows(self.host, rows, self.cfg, {p.name: p.aggregators for p in plans}, store=self.store,
-                                digests=digests)
+        digests = row_digests(rows)  # once: the aggregation's keys, the outputs' key and the report's read them
+        per_benchmark = {p.name: p.aggregators for p in plans}
+        backends = {r: self.hub.selection.get(r, "") for p in plans for m in p.metrics.values() for r in m.models}
+        result = build_result(self.results_dir, rows, {}, self.cfg, self.host.plugins.values(), None,
+                              backends, started_at, digests, self.planned_identities(plans))
+        if self.outputs is not None:
+            result = self.check_outputs(result, per_benchmark)
+            if result.unchanged is not None:  # nothing to aggregate: no output would change
+                self.timing["aggregate"] += time.perf_counter() - t0
+                self.save_digest_memo()
+                self.timing["total"] = time.perf_counter() - t_start
+                return replace(result, **self._totals())
+        tables = aggregate_rows(self.host, rows, self.cfg, per_benchmark, store=self.store, digests=digests)
         self.timing["aggregate"] += time.perf_counter() - t0
         self.save_digest_memo()  # after the aggregation: its keys read code digests too
         self.timing["total"] = time.perf_counter() - t_start
-        backends = {r: self.hub.selection.get(r, "") for p in plans for m in p.metrics.values() for r in m.models}
-        identities = {"backends": dict(self.hub.__dict__.get("_identities", {})),  # what the keys folded in
-                      "judges": dict(self.judges.__dict__.get("_identities", {}))}
-        return build_result(self.results_dir, rows, tables, self.cfg, self.host.plugins.values(), self.pipeline.totals(),
-                            backends, started_at, digests, identities)
+        return replace(result, tables=dict(tables), **self._totals())
+
+    def _totals(self) -> dict[str, Any]:
+        totals = self.pipeline.totals()
+        return {"timing": dict(totals.get("timing", {})),
+                "decode_counts": {k: int(v) for k, v in totals.get("decodes", {}).items()},
+                "cache_stats": {k: int(v) for k, v in totals.get("cache", {}).items()},
+                "model_seconds": dict(totals.get("model_seconds", {}))}
+
+    def planned_identities(self, plans: list[BenchmarkPlan]) -> dict[str, Any]:
+        """The identity of every backend and judge the planned metrics receive (what their keys fold in),
+        whether or not this job computed anything with them: a warm rerun states what a cold run states."""
+        from worldrecall.engine.cache.identity import received_identity
+
+        for plan in plans:
+            for name, metric in plan.metrics.items():
+                if name in plan.skipped:
+                    continue
+                try:
+                    received_identity(metric, self.hub, self.judges)
+                except Exception as e:  # noqa: BLE001  (a role without a backend: its metric is skipped already)
+                    log.debug("identity of what %s receives: %s", name, e)
+        return {"backends": dict(sorted(self.hub.__dict__.get("_identities", {}).items())),
+                "judges": dict(sorted(self.judges.__dict__.get("_identities", {}).items()))}
+
+    def check_outputs(self, result: RunResult, per_benchmark: Mapping[str, list[str]]) -> RunResult:
+        """The result with its outputs' key; marked ``unchanged`` when the outputs on disk were written under
+        that key and are intact (:mod:`worldrecall.engine.sinks.unchanged`), else the old record is removed."""
+        from worldrecall.engine.sinks.unchanged import forget, outputs_key, unchanged
+
+        scopes = {"*": [*(self.cfg["aggregators"] or []), *(self.cfg["suite"].get("aggregators") or [])],
+                  **per_benchmark}
+        key = outputs_key(result, self.host, scopes, self.outputs.get("overrides", ()))
+        rec = unchanged(self.results_dir, key)
+        if rec is None:
+            forget(self.results_dir)
+        return replace(result, outputs_key=key, unchanged=rec)
 
     def plan_and_load(self) -> tuple[list[BenchmarkPlan], dict[str, list[Case | CaseError]]]:
         """Names checked, the suite built, every benchmark planned and its cases loaded (with the backends'
