@@ -41,5 +41,5 @@ def shard_sinks(host: Any = None) -> list[Sink]:
 
 def merge_sinks(n_shard_files: int, run_name: str | None, rows_digest: str, host: Any = None) -> list[Sink]:
     """The merge of every shard's rows: files, MLflow once per set of rows, the console."""
-    return [*_files(host), MlflowSink(run_name=run_name, rows_digest=rows_digest),
+    return [*_files(host), MlflowSink(run_name=run_name, rows_digest=rows_digest), OutputsRecordSink(),
             ConsoleSink(merged=n_shard_files)]
