@@ -51,3 +51,6 @@ class MlflowSweepCallback(Callback):
         line = close_sweep_parent(self.parent, sweep, files)
         if line:
             print(line)
+        from worldrecall.engine.sinks.disk import print_disk
+
+        print_disk(config)  # the sweep's last lines: the output root's size by part and how to trim it

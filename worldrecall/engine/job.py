@@ -90,8 +90,11 @@ def unchanged_job(result: RunResult, ctx: SinkContext) -> int:
     from worldrecall.engine.sinks.files import TimingSink
     from worldrecall.engine.sinks.unchanged import unchanged_line
 
+    from worldrecall.engine.sinks.disk import DiskSink
+
     code = write_sinks(result, ctx, [TimingSink()])
     print(unchanged_line(result, result.unchanged or {}))
+    write_sinks(result, ctx, [DiskSink()])
     return code
 
 

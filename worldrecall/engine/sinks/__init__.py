@@ -12,6 +12,7 @@ from typing import Any
 
 from worldrecall.engine.sinks.base import Sink, SinkContext, write_sinks
 from worldrecall.engine.sinks.console import ConsoleSink
+from worldrecall.engine.sinks.disk import DiskSink
 from worldrecall.engine.sinks.files import TablesSink, TimingSink
 from worldrecall.engine.sinks.plots import PlotsSink
 from worldrecall.engine.sinks.report.sink import ReportSink
@@ -30,8 +31,9 @@ def _files(host: Any) -> list[Sink]:
 
 
 def job_sinks(host: Any = None) -> list[Sink]:
-    """A job's outputs: files, MLflow, then the console (which prints the MLflow link last)."""
-    return [*_files(host), MlflowSink(), OutputsRecordSink(), ConsoleSink()]
+    """A job's outputs: files, MLflow, the outputs' record, then the console (which prints the MLflow link) and
+    the output root's size by part with how to trim it (the run's last lines)."""
+    return [*_files(host), MlflowSink(), OutputsRecordSink(), ConsoleSink(), DiskSink()]
 
 
 def shard_sinks(host: Any = None) -> list[Sink]:
@@ -42,4 +44,4 @@ def shard_sinks(host: Any = None) -> list[Sink]:
 def merge_sinks(n_shard_files: int, run_name: str | None, rows_digest: str, host: Any = None) -> list[Sink]:
     """The merge of every shard's rows: files, MLflow once per set of rows, the console."""
     return [*_files(host), MlflowSink(run_name=run_name, rows_digest=rows_digest), OutputsRecordSink(),
-            ConsoleSink(merged=n_shard_files)]
+            ConsoleSink(merged=n_shard_files), DiskSink()]
