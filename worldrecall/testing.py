@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -62,7 +61,9 @@ class PluginRun:
 
     ``tables`` maps each ``tables/<name>.csv`` to a DataFrame (``cases``, ``mean``, ``status``, views …);
     ``rows`` are the per-case score rows (``rows-shard-*.jsonl``: benchmark, model, case_id, metric, status,
-    reason, values, …) in the order the run wrote them. ``results_dir`` is None when the run stopped before
+    reason, values, info …) in the order the run wrote them, each with its case's alignment in
+    ``info["alignment"]`` (the rows file stores it once per shard, in ``alignments-shard-*.jsonl``; restored here
+    as ``worldrecall.engine.stages.row_store.read_row_dicts`` does). ``results_dir`` is None when the run stopped before
     writing results (a config error: exit code 2, the reason on ``stderr``).
     """
 
@@ -198,8 +199,9 @@ def _collect(code: int, out: Path, stdout: str, stderr: str, args: tuple[str, ..
                 tables[csv.stem] = pd.read_csv(csv)
             except pd.errors.EmptyDataError:  # a table with no rows is written as an empty file
                 tables[csv.stem] = pd.DataFrame()
-        for shard in sorted(results_dir.glob("rows-shard-*.jsonl")):
-            rows += [json.loads(line) for line in shard.read_text().splitlines() if line.strip()]
+        from worldrecall.engine.stages.row_store import read_row_dicts
+
+        rows = read_row_dicts(results_dir)  # each row with its case's alignment, stored once per shard
     return PluginRun(code, results_dir, tables, rows, stdout, stderr, args)
 
 

@@ -104,7 +104,8 @@ def info(cache_dir: Path, output_root: Path | None) -> list[dict]:
 def results_rows(output_root: Path | None) -> dict | None:
     """The output root's result rows (not cache: neither ``clear`` nor ``prune`` touches them), as a record
     like :func:`info`'s, or None without any."""
-    files = sorted(Path(output_root).glob("results/*/rows-shard-*.jsonl")) if output_root is not None else []
+    files = sorted([*Path(output_root).glob("results/*/rows-shard-*.jsonl"),
+                    *Path(output_root).glob("results/*/alignments-shard-*.jsonl")]) if output_root is not None else []
     if not files:
         return None
     return {"kind": "rows", "what": "result rows (results, not cache: never cleared or pruned)",

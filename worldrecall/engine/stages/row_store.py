@@ -8,15 +8,24 @@ holds one row per (benchmark, model, case, metric). Appends and reads hold a sha
 compaction an exclusive one (tried, never waited for: another process appending skips it). The store keeps
 every row of its shard as a reader of its line gets it (the line read back), so the rows a run aggregates
 are exactly what a later reader of the file sees.
+
+A case's alignment (``info["alignment"]``: phases, frame maps, the aligner's notes) is the same on each of its
+rows, so it is stored once per shard, in ``alignments-shard-*.jsonl`` beside the rows file (one line
+``{"ref": …, "alignment": …}`` per distinct alignment, ``ref`` the sha256 of its canonical JSON), and a row's
+line carries ``info["alignment_ref"]`` in its place. Every reader here (:func:`read_rows`,
+:func:`read_row_dicts`, ``worldrecall.testing``) restores it, so a row reads back exactly as it was computed;
+an alignment line is written (and flushed) before the first row that refers to it. Rows files written before
+(each row with its own copy) read as they always did.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,38 +39,114 @@ def shard_file(results_dir: Path, index: int, count: int) -> Path:
     return Path(results_dir) / f"rows-shard-{index:04d}-of-{count:04d}.jsonl"
 
 
+def alignments_file(rows_file: Path) -> Path:
+    """The file beside a shard's rows file that holds each of its alignments once."""
+    rows_file = Path(rows_file)
+    return rows_file.with_name(rows_file.name.replace("rows-shard-", "alignments-shard-", 1))
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, allow_nan=True, default=json_default)
+
+
+def split_alignment(d: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, str] | None]:
+    """A row's JSON with its alignment replaced by ``alignment_ref``, and (ref, the alignment's JSON) — or the
+    row unchanged and None when it has no alignment. ``d`` itself is not changed."""
+    info = d.get("info")
+    al = info.get("alignment") if isinstance(info, dict) else None
+    if not isinstance(al, dict):
+        return d, None
+    text = _canonical(al)
+    ref = hashlib.sha256(text.encode()).hexdigest()[:32]
+    return {**d, "info": {**{k: v for k, v in info.items() if k != "alignment"}, "alignment_ref": ref}}, (ref, text)
+
+
+def restore_alignment(d: dict[str, Any], alignments: Mapping[str, Any]) -> dict[str, Any]:
+    """A row's JSON as it was computed: ``alignment_ref`` replaced by the alignment it names (left as it is when
+    the alignment is not known: the alignments file was removed)."""
+    info = d.get("info")
+    if not isinstance(info, dict) or "alignment_ref" not in info:
+        return d
+    al = alignments.get(info["alignment_ref"])
+    if al is None:
+        return d
+    if isinstance(al, str):
+        al = json.loads(al)
+    d["info"] = {**{k: v for k, v in info.items() if k != "alignment_ref"}, "alignment": al}
+    return d
+
+
 def row_line(row: ScoreRow) -> str:
-    """The row's line in a shard file (without the newline)."""
-    return json.dumps(row.to_json(), sort_keys=True, allow_nan=True, default=json_default)
+    """The row's line in a shard file (without the newline), its alignment in full (see :func:`split_alignment`
+    for the line a :class:`ResultStore` writes)."""
+    return _canonical(row.to_json())
 
 
-def parse_line(line: str) -> ScoreRow:
-    """A row as a reader of the file gets it."""
-    return ScoreRow.from_json(json.loads(line))
+def parse_line(line: str, alignments: Mapping[str, Any] | None = None) -> ScoreRow:
+    """A row as a reader of the file gets it (its alignment restored from ``alignments``, ref -> JSON)."""
+    d = json.loads(line)
+    return ScoreRow.from_json(restore_alignment(d, alignments) if alignments else d)
+
+
+def read_alignments(paths: Iterable[Path]) -> dict[str, Any]:
+    """ref -> alignment (parsed) from alignments files; torn lines are ignored."""
+    out: dict[str, Any] = {}
+    for p in paths:
+        for line in _lines(p):
+            try:
+                d = json.loads(line)
+                out[str(d["ref"])] = d["alignment"]
+            except (json.JSONDecodeError, TypeError, KeyError):
+                continue
+    return out
+
+
+def _alignments_beside(paths: Iterable[Path]) -> dict[str, Any]:
+    folders = sorted({Path(p).parent for p in paths})
+    return read_alignments(sorted(f for d in folders for f in d.glob("alignments-shard-*.jsonl")))
 
 
 def read_rows(paths: Iterable[Path]) -> list[ScoreRow]:
-    """Rows from every file, last write per (benchmark, model, case, metric) wins; torn lines are ignored."""
+    """Rows from every file, last write per (benchmark, model, case, metric) wins; torn lines are ignored;
+    alignments restored from the alignments files beside them."""
+    paths = sorted(paths)
+    alignments = _alignments_beside(paths)
     latest: dict[tuple[str, str, str, str], ScoreRow] = {}
-    for p in sorted(paths):
-        for row in _iter_file(p):
+    for p in paths:
+        for row in _iter_file(p, alignments):
             latest[row.row_key] = row
     return sorted(latest.values(), key=lambda r: r.row_key)
 
 
-def _iter_file(p: Path) -> Iterator[ScoreRow]:
+def read_row_dicts(results_dir: Path) -> list[dict[str, Any]]:
+    """Every line of a results folder's rows files as JSON, in file order (superseded rows included), each
+    with its alignment restored: what a plugin author's test reads (``worldrecall.testing``)."""
+    files = sorted(Path(results_dir).glob("rows-shard-*.jsonl"))
+    alignments = _alignments_beside(files)
+    out = []
+    for p in files:
+        for line in _lines(p):
+            try:
+                out.append(restore_alignment(json.loads(line), alignments))
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+def _lines(p: Path) -> list[str]:
     try:
         with open(p, encoding="utf-8") as f:
             fcntl.flock(f, fcntl.LOCK_SH)  # never a file half rewritten by a compaction
             text = f.read()
     except FileNotFoundError:
-        return
-    for line in text.splitlines():
-        line = line.strip()
-        if not line:
-            continue
+        return []
+    return [ln for ln in (x.strip() for x in text.splitlines()) if ln]
+
+
+def _iter_file(p: Path, alignments: Mapping[str, Any] | None = None) -> Iterator[ScoreRow]:
+    for line in _lines(p):
         try:
-            yield parse_line(line)
+            yield parse_line(line, alignments)
         except (json.JSONDecodeError, TypeError, KeyError):
             continue  # a line torn by a crash mid-write; its case is simply recomputed
 
@@ -73,15 +158,22 @@ class ResultStore:
         self.dir = Path(results_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = shard_file(self.dir, index, count)
-        self._repair_tail()
-        self.done: dict[tuple[str, str, str, str], ScoreRow] = {r.row_key: r for r in read_rows([self.path])}
+        self.alignments_path = alignments_file(self.path)
+        self._repair_tail(self.path)
+        self._repair_tail(self.alignments_path)
+        self.alignments: dict[str, Any] = read_alignments([self.alignments_path])  # ref -> alignment (this shard's)
+        rows = list(_iter_file(self.path, self.alignments))
+        self.done: dict[tuple[str, str, str, str], ScoreRow] = {r.row_key: r for r in rows}
+        self._lines = len(rows)  # lines read and appended: more than rows kept when some were superseded
         self._f: Any = None
+        self._af: Any = None
         self._synced = time.monotonic()
 
-    def _repair_tail(self) -> None:
+    @staticmethod
+    def _repair_tail(path: Path) -> None:
         # A kill -9 can leave a partial last line; terminate it so the next append starts cleanly.
-        if self.path.exists() and self.path.stat().st_size:
-            with open(self.path, "rb+") as f:
+        if path.exists() and path.stat().st_size:
+            with open(path, "rb+") as f:
                 f.seek(-1, os.SEEK_END)
                 if f.read(1) != b"\n":
                     f.write(b"\n")
@@ -92,7 +184,10 @@ class ResultStore:
         Flushed to the OS at once unless ``flush=False`` (the runner flushes once after a case's rows: a kill -9
         loses at most that case's unflushed rows, recomputed on resume); fsynced at most every ``SYNC_EVERY_S``
         and on :meth:`close` (a power cut loses at most those rows, and they are recomputed)."""
-        line = row_line(row)
+        d, al = split_alignment(row.to_json())
+        if al is not None and al[0] not in self.alignments:
+            self._append_alignment(*al)
+        line = _canonical(d)
         if self._f is None:
             self._f = open(self.path, "a", encoding="utf-8")  # noqa: SIM115  (kept open across appends)
         fcntl.flock(self._f, fcntl.LOCK_SH)
@@ -103,9 +198,22 @@ class ResultStore:
             fcntl.flock(self._f, fcntl.LOCK_UN)
         if flush:
             self.flush()
-        kept = parse_line(line)
+        kept = parse_line(line, self.alignments)
         self.done[row.row_key] = kept
+        self._lines += 1
         return kept
+
+    def _append_alignment(self, ref: str, text: str) -> None:
+        """One alignment line, handed to the OS before the row that refers to it is written."""
+        if self._af is None:
+            self._af = open(self.alignments_path, "a", encoding="utf-8")  # noqa: SIM115
+        fcntl.flock(self._af, fcntl.LOCK_SH)
+        try:
+            self._af.write('{"alignment": ' + text + ', "ref": "' + ref + '"}\n')
+            self._af.flush()
+        finally:
+            fcntl.flock(self._af, fcntl.LOCK_UN)
+        self.alignments[ref] = json.loads(text)
 
     def flush(self) -> None:
         """Hand what was appended to the OS (and fsync it when the last sync is ``SYNC_EVERY_S`` old)."""
@@ -114,18 +222,26 @@ class ResultStore:
         self._f.flush()
         now = time.monotonic()
         if now - self._synced >= SYNC_EVERY_S:
+            if self._af is not None:  # the alignments a synced row refers to are synced with it
+                os.fsync(self._af.fileno())
             os.fsync(self._f.fileno())
             self._synced = now
 
     def close(self) -> None:
         """fsync and close the shard file (the runner calls this when a run's rows are all written), then drop
         the rows a later row of the same place superseded (:meth:`compact`)."""
+        if self._af is not None:
+            self._af.flush()
+            os.fsync(self._af.fileno())
+            self._af.close()
+            self._af = None
         if self._f is not None:
             self._f.flush()
             os.fsync(self._f.fileno())
             self._f.close()
             self._f = None
-        self.compact()
+        if self._lines > len(self.done):  # else no row was superseded: nothing to drop, no file read again
+            self.compact()
 
     def compact(self) -> bool:
         """Rewrite the shard file with the last row of each (benchmark, model, case, metric), in the order they
@@ -142,13 +258,18 @@ class ResultStore:
                 return False
             lines = [ln for ln in f.read().splitlines() if ln.strip()]
             last: dict[tuple[str, str, str, str], int] = {}  # place -> its last line's index
+            refs: dict[int, str] = {}  # line index -> the alignment it refers to
             for i, ln in enumerate(lines):
                 try:
-                    last[parse_line(ln).row_key] = i
+                    r = parse_line(ln)
                 except (json.JSONDecodeError, TypeError, KeyError):
                     continue  # a torn line: dropped, its case is recomputed
+                last[r.row_key] = i
+                if isinstance(r.info, dict) and "alignment_ref" in r.info:
+                    refs[i] = str(r.info["alignment_ref"])
             if len(last) == len(lines):
                 return False
+            self._compact_alignments({refs[i] for i in last.values() if i in refs})
             kept = set(last.values())
             f.seek(0)
             f.write("".join(ln + "\n" for i, ln in enumerate(lines) if i in kept))
@@ -157,12 +278,30 @@ class ResultStore:
             os.fsync(f.fileno())
         return True
 
+    def _compact_alignments(self, refs: set[str]) -> None:
+        """Rewrite the alignments file with the alignments the kept rows refer to, when it holds others (the
+        rows file's exclusive lock is held: no process of this shard appends meanwhile)."""
+        on_disk = read_alignments([self.alignments_path])
+        if set(on_disk) <= refs:
+            return
+        text = "".join('{"alignment": ' + _canonical(al) + ', "ref": "' + ref + '"}\n'
+                       for ref, al in on_disk.items() if ref in refs)
+        tmp = self.alignments_path.with_name(self.alignments_path.name + f".tmp{os.getpid()}")
+        with open(tmp, "w", encoding="utf-8") as t:
+            t.write(text)
+            t.flush()
+            os.fsync(t.fileno())
+        os.replace(tmp, self.alignments_path)
+
     def all_rows(self) -> list[ScoreRow]:
         """Every shard's rows as written: this shard's as kept (each read back from its line when it was
         read or appended), the other shards' read from their files."""
         if self._f is not None:
             self._f.flush()
+        if self._af is not None:
+            self._af.flush()
         others = [p for p in self.dir.glob("rows-shard-*.jsonl") if p != self.path]
         if not others:
             return sorted(self.done.values(), key=lambda r: r.row_key)
         return read_rows([*others, self.path])  # a shard file not written yet reads as no rows
+

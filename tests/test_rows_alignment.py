@@ -1,0 +1,71 @@
+"""A case's alignment is stored once per shard (``alignments-shard-*.jsonl``), rows carry ``alignment_ref``, and
+every reader restores it: a row reads back exactly as it was computed (engine/stages/row_store.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from worldrecall.core.data import ScoreRow
+from worldrecall.engine.stages.row_digests import row_digests
+from worldrecall.engine.stages.row_store import ResultStore, read_row_dicts, read_rows, row_line
+
+ALIGN = {"phases": {"V": [0, 19], "D": [19, 58], "R": [58, 71]}, "info": {"h": 19, "r": 58, "notes": "x" * 500}}
+
+
+def _rows(case: str, alignment: dict, value: float = 1.0) -> list[ScoreRow]:
+    return [ScoreRow("b", "m", case, f"b.metric{i}", {"v": value + i}, info={"alignment": alignment, "k": i})
+            for i in range(4)]
+
+
+def test_a_cases_alignment_is_written_once_and_every_reader_restores_it(tmp_path):
+    store = ResultStore(tmp_path)
+    written = [*_rows("c0", ALIGN), *_rows("c1", {**ALIGN, "info": {"h": 20}}),
+               ScoreRow("b", "m", "c2", "b.metric0", {"v": 0.0})]  # a row without an alignment
+    kept = [store.append(r) for r in written]
+    store.close()
+    lines = [json.loads(x) for x in store.path.read_text().splitlines()]
+    assert all("alignment" not in d["info"] for d in lines)
+    assert sum("alignment_ref" in d["info"] for d in lines) == 8
+    stored = [json.loads(x) for x in store.alignments_path.read_text().splitlines()]
+    assert len(stored) == 2 and stored[0]["alignment"] == ALIGN  # once per distinct alignment
+    assert store.path.stat().st_size + store.alignments_path.stat().st_size < \
+        sum(len(row_line(r)) + 1 for r in written) * 0.7
+    # the rows as computed, as kept by the store, as read back, and as a plugin author's test reads them
+    assert row_digests(kept) == row_digests(written) == row_digests(read_rows([store.path]))
+    again = ResultStore(tmp_path)
+    assert row_digests(again.done.values()) == row_digests(written)
+    dicts = read_row_dicts(tmp_path)
+    assert [d["info"].get("alignment") for d in dicts] == [r.info.get("alignment") for r in written]
+    assert all("alignment_ref" not in d["info"] for d in dicts)
+
+
+def test_a_superseded_rows_alignment_goes_with_it_when_the_file_is_compacted(tmp_path):
+    store = ResultStore(tmp_path)
+    for r in _rows("c0", ALIGN):
+        store.append(r)
+    store.close()
+    store = ResultStore(tmp_path)
+    new = {**ALIGN, "info": {"h": 21}}
+    for r in _rows("c0", new, value=2.0):  # the case again under another alignment: every row superseded
+        store.append(r)
+    store.close()
+    stored = [json.loads(x) for x in store.alignments_path.read_text().splitlines()]
+    assert [d["alignment"] for d in stored] == [new]
+    assert len(store.path.read_text().splitlines()) == 4
+    assert {r.info["alignment"]["info"]["h"] for r in read_rows([store.path])} == {21}
+
+
+def test_a_rows_file_written_before_each_row_carried_its_alignment_reads_as_it_did(tmp_path):
+    old = _rows("c0", ALIGN)
+    path = tmp_path / "rows-shard-0000-of-0001.jsonl"
+    path.write_text("".join(row_line(r) + "\n" for r in old))
+    assert row_digests(read_rows([path])) == row_digests(old)
+    store = ResultStore(tmp_path)  # and a run resuming it appends in the new form beside the old lines
+    assert row_digests(store.done.values()) == row_digests(old)
+    store.append(_rows("c1", ALIGN)[0])
+    store.close()
+    assert len(read_rows([path])) == 5 and all(r.info["alignment"] == ALIGN for r in read_rows([path]))
