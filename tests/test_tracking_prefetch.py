@@ -130,6 +130,11 @@ def test_a_rerun_that_changed_nothing_reuses_its_run(tmp_path, report):
     first = _python(RERUN, json.dumps(args), str(Path(__file__).parent))
     assert json.loads(first.stdout.splitlines()[-1]) == {"rc": 0, "mlflow_loaded": True}, first.stderr[-3000:]
     rec = json.loads(next((out / "results").glob("*/meta/tracking.json")).read_text())
+    unchanged = _python(RERUN, json.dumps(args), str(Path(__file__).parent))
+    # nothing changed: no output written again, MLflow not even imported (its run checked in the SQLite store)
+    assert json.loads(unchanged.stdout.splitlines()[-1]) == {"rc": 0, "mlflow_loaded": False}, unchanged.stderr[-3000:]
+    assert json.loads(next((out / "results").glob("*/meta/tracking.json")).read_text()) == rec
+    next((out / "results").glob("*/meta/outputs.json")).unlink()  # without the outputs' record: MLflow's check
     again = _python(RERUN, json.dumps(args), str(Path(__file__).parent))
     # the same config, every row resumed, the same tables: the run is reused (asked through MLflow's client)
     assert json.loads(again.stdout.splitlines()[-1])["rc"] == 0, again.stderr[-3000:]

@@ -76,12 +76,19 @@ def test_rerun_of_the_same_config_reuses_the_run(tmp_path, toy_host, capsys):
     assert main(_args(tmp_path, ds)) == 0
     first = _runs(tmp_path)
     assert len(_tops(first)) == 1 and len(first) == 3  # parent + one run per (benchmark, model)
+    parent = _tops(first)[0]
     capsys.readouterr()
-    assert main(_args(tmp_path, ds)) == 0  # every row resumed: same config hash, same tables
+    assert main(_args(tmp_path, ds)) == 0  # every row resumed: same rows, same outputs
+    out = capsys.readouterr().out
+    # nothing changed: no output is written again, MLflow is not opened, and the line names the run that stands
+    assert "outputs unchanged: " in out and f"MLflow run {parent.info.run_id} stands" in out
+    assert sorted(r.info.run_id for r in _runs(tmp_path)) == sorted(r.info.run_id for r in first)
+    # without the outputs' record (removed, or from an older version): MLflow's own reuse check, as before
+    next((tmp_path / "out" / "results").glob("*/meta/outputs.json")).unlink()
+    assert main(_args(tmp_path, ds)) == 0
     out = capsys.readouterr().out
     again = _runs(tmp_path)
     assert sorted(r.info.run_id for r in again) == sorted(r.info.run_id for r in first)  # no duplicates
-    parent = _tops(again)[0]
     assert f"same config and same numbers as run {parent.info.run_id}; nothing logged again" in out
     # reused without MLflow's client (the store is read, not written): the reuse is recorded beside the tables
     rec = json.loads(next((tmp_path / "out" / "results").glob("*/meta/tracking.json")).read_text())

@@ -18,22 +18,26 @@ from worldrecall.engine.sinks.plots import PlotsSink
 from worldrecall.engine.sinks.report.sink import ReportSink
 from worldrecall.engine.sinks.submission import SubmissionSink
 from worldrecall.engine.sinks.sweep_summary import JobSummarySink
-from worldrecall.engine.sinks.tracking.sink import MlflowSink
+from worldrecall.engine.sinks.tracking.sink import MlflowSink, MlflowStartSink
 from worldrecall.engine.sinks.unchanged import OutputsRecordSink
 
 __all__ = ["Sink", "SinkContext", "write_sinks", "job_sinks", "shard_sinks", "merge_sinks"]
 
 
-def _files(host: Any) -> list[Sink]:
-    # order matters: the report embeds the plots; timing records the sinks before it; MLflow logs them all
+def _files(host: Any, mlflow: MlflowSink | None = None) -> list[Sink]:
+    # order matters: the tables first (MLflow's runs start from them, on a thread, when ``mlflow`` is given);
+    # the report embeds the plots; timing records the sinks before it; MLflow logs them all
     plugins = list(getattr(host, "sinks", {}).values()) if host is not None else []
-    return [PlotsSink(), ReportSink(), TablesSink(), SubmissionSink(), *plugins, TimingSink(), JobSummarySink()]
+    start = [MlflowStartSink(mlflow)] if mlflow is not None else []
+    return [TablesSink(), *start, PlotsSink(), ReportSink(), SubmissionSink(), *plugins, TimingSink(),
+            JobSummarySink()]
 
 
 def job_sinks(host: Any = None) -> list[Sink]:
-    """A job's outputs: files, MLflow, the outputs' record, then the console (which prints the MLflow link) and
-    the output root's size by part with how to trim it (the run's last lines)."""
-    return [*_files(host), MlflowSink(), OutputsRecordSink(), ConsoleSink(), DiskSink()]
+    """A job's outputs: files (MLflow's runs made on a thread meanwhile), MLflow's files, the outputs' record,
+    then the console (which prints the MLflow link) and the output root's size by part with how to trim it."""
+    mlflow = MlflowSink()
+    return [*_files(host, mlflow), mlflow, OutputsRecordSink(), ConsoleSink(), DiskSink()]
 
 
 def shard_sinks(host: Any = None) -> list[Sink]:
@@ -43,5 +47,5 @@ def shard_sinks(host: Any = None) -> list[Sink]:
 
 def merge_sinks(n_shard_files: int, run_name: str | None, rows_digest: str, host: Any = None) -> list[Sink]:
     """The merge of every shard's rows: files, MLflow once per set of rows, the console."""
-    return [*_files(host), MlflowSink(run_name=run_name, rows_digest=rows_digest), OutputsRecordSink(),
-            ConsoleSink(merged=n_shard_files), DiskSink()]
+    mlflow = MlflowSink(run_name=run_name, rows_digest=rows_digest)
+    return [*_files(host, mlflow), mlflow, OutputsRecordSink(), ConsoleSink(merged=n_shard_files), DiskSink()]

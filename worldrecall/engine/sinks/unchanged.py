@@ -5,7 +5,8 @@ The outputs of a job (tables, plots, the report, the submission, MLflow) are a f
 - every row's content (:func:`~worldrecall.engine.stages.row_digests.rows_digest`: values, strata, backends,
   alignment … — not how a row was obtained);
 - the identity of every aggregator the job runs (name, version, code digest, libraries: the cache's
-  :func:`~worldrecall.engine.cache.component_identity`), and of every plugin sink;
+  :func:`~worldrecall.engine.cache.component_identity`) with the content of the files its params name (an
+  official results CSV), and the identity of every plugin sink;
 - the config that shapes outputs (every key but :data:`NOT_OUTPUTS`: progress bars, workers, devices …);
 - the provenance the outputs state (code and plugin versions, git commit and working-tree state, installed
   packages, suite digests, the backends' and judges' identities);
@@ -46,18 +47,23 @@ def outputs_key(result: RunResult, host: Any, aggregators: Mapping[str, Iterable
                 overrides: Iterable[str] = ()) -> str:
     """The content key of a job's outputs (see the module's docstring). ``aggregators``: per scope (``"*"``
     for the run's and the suite's, else a benchmark's name) the names of the aggregators the job runs."""
-    from worldrecall.engine.cache import component_identity, key_of
+    from worldrecall.engine.cache import component_identity, key_of, named_files
+    from worldrecall.engine.stages.name_checks import configured_aggregator_params
     from worldrecall.engine.cache.keys import code_digest
     from worldrecall.engine.sinks.submission import provenance_doc
     from worldrecall.engine.sinks.tracking.reuse import store_uri
     from worldrecall.engine.stages.row_digests import rows_digest
 
     cfg = result.config
+    configured = configured_aggregator_params(cfg, host.components["aggregator"], strict=False)
     aggs: dict[str, Any] = {}
     for scope, names in sorted(aggregators.items()):
         for name in names:
             try:
-                aggs[f"{scope}:{name}"] = component_identity(host.aggregator(name))
+                agg = host.aggregator(name)
+                # the files its params name (an official results CSV …), by content, as its cache key has them
+                files = named_files(agg, {**agg.defaults, **configured.get(name, {})})
+                aggs[f"{scope}:{name}"] = [component_identity(agg), files]
             except Exception as e:  # noqa: BLE001  (an aggregator that cannot be named: its own state)
                 aggs[f"{scope}:{name}"] = f"unavailable: {type(e).__name__}: {e}"
     sinks = {name: component_identity(s) for name, s in sorted((getattr(host, "sinks", {}) or {}).items())}
@@ -85,11 +91,14 @@ def read_record(results_dir: Path) -> dict[str, Any]:
     return rec if isinstance(rec, dict) else {}
 
 
-def unchanged(results_dir: Path, key: str) -> dict[str, Any] | None:
-    """The record when the outputs under ``results_dir`` were written under ``key`` and every file it lists is
-    still there with the size and modification time it was written with; else None."""
+def unchanged(results_dir: Path, key: str, mlflow_uri: str = "") -> dict[str, Any] | None:
+    """The record when the outputs under ``results_dir`` were written under ``key``, every file it lists is
+    still there with the size and modification time it was written with and, when the job tracks
+    (``mlflow_uri``), the MLflow run it logged is still current in that store; else None."""
     rec = read_record(results_dir)
     if not key or rec.get("key") != key or not isinstance(rec.get("files"), list):
+        return None
+    if mlflow_uri and rec.get("mlflow_run_id") and not run_is_current(mlflow_uri, str(rec["mlflow_run_id"])):
         return None
     for f in rec["files"]:
         try:
@@ -99,6 +108,30 @@ def unchanged(results_dir: Path, key: str) -> dict[str, Any] | None:
         if st.st_size != f.get("size") or st.st_mtime_ns != f.get("mtime_ns"):
             return None
     return rec
+
+
+def run_is_current(uri: str, run_id: str) -> bool:
+    """Whether the run is FINISHED, active and not superseded in a local SQLite MLflow store, read with sqlite3
+    (read-only, a few milliseconds, MLflow not imported). Any other store, or a store that cannot say: False
+    (the job then goes through MLflow, which checks the run itself)."""
+    import sqlite3
+
+    if not uri.startswith("sqlite:///"):
+        return False
+    path = Path(uri[len("sqlite:///"):])
+    if not path.is_file():
+        return False
+    try:
+        con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5)
+        try:
+            row = con.execute("SELECT status, lifecycle_stage FROM runs WHERE run_uuid = ?", (run_id,)).fetchone()
+            superseded = con.execute("SELECT 1 FROM tags WHERE run_uuid = ? AND key = ?",
+                                     (run_id, "worldrecall.superseded_by")).fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return False
+    return row is not None and tuple(row) == ("FINISHED", "active") and superseded is None
 
 
 def forget(results_dir: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+import re
 import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -37,6 +38,9 @@ def config_hash(cfg: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+_DIST_INFO = re.compile(r"^(.+?)-([^-]+)\.dist-info$")
+
+
 def installed_packages() -> dict[str, Any]:
     """Every installed distribution's version, their digest, and how they compare with requirements.lock when
     this is a checkout that has one (the set ``scripts/setup.sh`` installs by default)."""
@@ -44,9 +48,16 @@ def installed_packages() -> dict[str, Any]:
 
     installed = {}
     for dist in metadata.distributions():
-        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        # a wheel's ``<name>-<version>.dist-info`` folder names both, normalized (PEP 503 name, PEP 440
+        # version): read from the folder's name, not by parsing ~200 METADATA files (0.2-0.5 s a job)
+        folder = getattr(dist, "_path", None)
+        m = _DIST_INFO.match(folder.name) if isinstance(folder, Path) else None
+        if m:
+            name, version = m.group(1).lower().replace("_", "-").replace(".", "-"), m.group(2)
+        else:  # an egg-info or another layout: its metadata
+            name, version = (dist.metadata["Name"] or "").lower().replace("_", "-"), dist.version
         if name and name != "worldrecall":
-            installed[name] = dist.version
+            installed[name] = version
     installed = dict(sorted(installed.items()))
     out: dict[str, Any] = {"installed": installed,
                            "digest": hashlib.sha256(json.dumps(installed).encode()).hexdigest()}

@@ -117,7 +117,7 @@ class Runner:
             here = all(j.scores_only for j in jobs)
             for job in jobs:
                 self.execute(job, here)
-            if self.after_evaluation is not None:
+            if self.after_evaluation is not None and self.outputs is None:
                 self.after_evaluation()
         finally:
             try:
@@ -144,6 +144,8 @@ class Runner:
                 self.save_digest_memo()
                 self.timing["total"] = time.perf_counter() - t_start
                 return replace(result, **self._totals())
+            if self.after_evaluation is not None:  # outputs to write: now (MLflow's import overlaps them)
+                self.after_evaluation()
         tables = aggregate_rows(self.host, rows, self.cfg, per_benchmark, store=self.store, digests=digests)
         self.timing["aggregate"] += time.perf_counter() - t0
         self.save_digest_memo()  # after the aggregation: its keys read code digests too
@@ -176,12 +178,15 @@ class Runner:
     def check_outputs(self, result: RunResult, per_benchmark: Mapping[str, list[str]]) -> RunResult:
         """The result with its outputs' key; marked ``unchanged`` when the outputs on disk were written under
         that key and are intact (:mod:`worldrecall.engine.sinks.unchanged`), else the old record is removed."""
+        from worldrecall.engine.sinks.tracking.reuse import store_uri
         from worldrecall.engine.sinks.unchanged import forget, outputs_key, unchanged
 
         scopes = {"*": [*(self.cfg["aggregators"] or []), *(self.cfg["suite"].get("aggregators") or [])],
                   **per_benchmark}
         key = outputs_key(result, self.host, scopes, self.outputs.get("overrides", ()))
-        rec = unchanged(self.results_dir, key)
+        tcfg = self.cfg["tracking"]
+        uri = store_uri(tcfg, Path(self.cfg["output_root"])) if tcfg["enabled"] else ""
+        rec = unchanged(self.results_dir, key, uri)
         if rec is None:
             forget(self.results_dir)
         return replace(result, outputs_key=key, unchanged=rec)

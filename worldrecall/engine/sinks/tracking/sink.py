@@ -72,11 +72,43 @@ class MlflowSink:
         self.run_name, self.rows_digest = run_name, rows_digest
 
     def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
+        started = self.__dict__.pop("_started", None)
+        if started is not None:  # begun on a thread by MlflowStartSink: wait for it, then log the files
+            thread, box, view = started
+            thread.join()
+            ctx.notes.extend(view.notes)
+            if "error" in box:
+                raise box["error"]
+            if box["early"] is not None:
+                return box["early"]
+            return [] if box["opened"] is None else self._finish(result, ctx, box["opened"], box["files"])
         early = self._early(result, ctx)
         if early is not None:
             return early
         opened = self._open(result, ctx)
         return [] if opened is None else self._finish(result, ctx, opened)
+
+    def start(self, result: RunResult, ctx: SinkContext) -> None:
+        """Begin on a thread what needs the result and its tables only (the reuse check; the job's runs, their
+        metrics, params and per-case files), so MLflow's logging overlaps the outputs written after this; the
+        job's files are logged by :meth:`write`, which waits for it. The tables' digest (MLflow's reuse check,
+        its tag and record) is taken over the files written before this: the tables."""
+        import threading
+
+        files = _files(result, ctx)
+        box: dict[str, Any] = {"files": files}
+        view = SinkContext(ctx.host, ctx.job_dir, ctx.overrides, ctx.sweep_dir, list(ctx.written))
+
+        def run() -> None:
+            try:
+                box["early"] = self._early(result, view)
+                box["opened"] = None if box["early"] is not None else self._open(result, view)
+            except BaseException as e:  # noqa: BLE001  (raised again by write, where the sink is isolated)
+                box["error"] = e
+
+        thread = threading.Thread(target=run, name="worldrecall-mlflow", daemon=True)
+        self._started = (thread, box, view)
+        thread.start()
 
     def _nothing_to_log(self, result: RunResult, ctx: SinkContext) -> tuple[str, Any] | None:
         """Why nothing is to be logged — ("off" | "logged" | "reused", the reused run's record) — or None.
@@ -144,7 +176,10 @@ class MlflowSink:
                        provenance_tags(result, overrides), flatten(dict(cfg)))
         return {"tracker": tracker, "job": job, "parent": parent, "seconds": time.perf_counter() - t0}
 
-    def _finish(self, result: RunResult, ctx: SinkContext, opened: dict[str, Any]) -> list[Path]:
+    def _finish(self, result: RunResult, ctx: SinkContext, opened: dict[str, Any],
+                tables: list[Path] | None = None) -> list[Path]:
+        """``tables``: the files the runs were opened with (their CSVs' digest is the record's), when
+        :meth:`start` opened them before the other outputs were written."""
         from worldrecall.engine.sinks.tracking.runs import finish_job, results_digest
         from worldrecall.engine.sinks.tracking.views import headline_keys
 
@@ -168,8 +203,22 @@ class MlflowSink:
                              "setup_s": round(tracker.setup_s, 4), "import_s": round(tracker.import_s, 4),
                              "prefetch_s": round(tracker.prefetch_s, 4), "run_id": run_id, "reused": reused,
                              "parent": parent, "uri": tracker.uri, "config_hash": result.provenance.config_hash,
-                             "results_digest": results_digest(files), "ui": ui})
+                             "results_digest": results_digest(files if tables is None else tables), "ui": ui})
         return [meta]
+
+
+class MlflowStartSink:
+    """Starts ``mlflow``'s first part on a thread (:meth:`MlflowSink.start`) once the tables are written; the
+    :class:`MlflowSink` after the other outputs finishes it."""
+
+    name = "mlflow_start"
+
+    def __init__(self, sink: MlflowSink) -> None:
+        self.sink = sink
+
+    def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
+        self.sink.start(result, ctx)
+        return []
 
 
 def _files(result: RunResult, ctx: SinkContext) -> list[Path]:
