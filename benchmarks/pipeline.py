@@ -95,6 +95,9 @@ def main() -> None:
     ap.add_argument("--n-cases", type=int, default=24)
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--parts", default="sweep", help="comma list of: sweep, reference")
+    ap.add_argument("--suite", default=None,
+                    help="a suite folder built before (same --n-cases) to use instead of building one per repeat "
+                         "(the build is never timed; this only saves its minutes)")
     ap.add_argument("--repeat", type=int, default=3,
                     help="run everything this many times, each in a fresh folder, and print each figure's "
                          "median [min, max] after the runs' own reports")
@@ -137,7 +140,8 @@ def measure(args: argparse.Namespace, parts: set[str], index: int = 0) -> dict:
         work.mkdir(parents=True)
     else:
         work = Path(tempfile.mkdtemp(prefix="wr-bench-"))
-    common = [f"suite.root={work / 'suite'}", f"suite.params.n_cases={args.n_cases}", "progress=false"]
+    suite = Path(args.suite).resolve() if args.suite else work / "suite"
+    common = [f"suite.root={suite}", f"suite.params.n_cases={args.n_cases}", "progress=false"]
 
     def run(out: str, *extra: str) -> float:
         """One fresh ``worldrecall run`` process, timed from its start to its exit."""

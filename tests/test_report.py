@@ -296,9 +296,11 @@ def test_a_cached_section_names_its_pictures_and_a_missing_blob_draws_it_again(t
     src = _source(tmp_path)
     imgs = html._Images()
     page = html._Sections(src.store, host).render("m", "c0", rows("c0", 0.25), host, imgs, src, opts)
-    docs = [json.loads(p.read_text())["entry"] for p in (tmp_path / "cache" / "report_sections").glob("??/*.json")]
+    entries = [json.loads(p.read_text())["entry"] for p in (tmp_path / "cache" / "report_sections").glob("??/*.json")]
+    docs = [d for d in entries if "html_z" in d]  # the section; the others are its parts that show files
     assert len(docs) == 1 and docs[0]["images"] == list(imgs.names) and len(imgs.names) == 2  # thumbnail + figure
     assert len(json.dumps(docs[0])) < 3000
+    assert sorted(n for d in entries if "html" in d for n in d["images"]) == sorted(imgs.names)
     blobs = sorted((tmp_path / "blobs" / "sha256").glob("??/*"))
     assert sorted(p.name for p in blobs) == sorted(imgs.names)
 
@@ -315,6 +317,28 @@ def test_a_cached_section_names_its_pictures_and_a_missing_blob_draws_it_again(t
     redrawn = html._Images()
     assert html._Sections(fresh.store, host).render("m", "c0", rows("c0", 0.25), host, redrawn, fresh, opts) == page
     assert drawn == ["drawn"] and redrawn.names == imgs.names and thumb.is_file()
+
+
+def test_a_section_whose_values_changed_draws_again_only_its_values_not_its_frames_or_figures(tmp_path,
+                                                                                            monkeypatch):
+    """A re-score changes a case's values, not the frames or files it shows: the section is assembled again
+    from its cached frame strip and figures (the parts keyed by what they show), byte for byte as if drawn."""
+    from worldrecall.engine.sinks.report import html
+
+    host, opts, rows = _sections_world(tmp_path)
+    src = _source(tmp_path)
+    html._Sections(src.store, host).render("m", "c0", rows("c0", 0.25), host, html._Images(), src, opts)
+    drawn: list[str] = []
+    real_head, real_arts = html._head, html._row_arts
+    monkeypatch.setattr(html, "_head", lambda *a: drawn.append("head") or real_head(*a))
+    monkeypatch.setattr(html, "_row_arts", lambda *a: drawn.append("arts") or real_arts(*a))
+    imgs = html._Images()
+    page = html._Sections(src.store, host).render("m", "c0", rows("c0", 0.5), host, imgs, src, opts)
+    assert drawn == []  # the values changed: the frames and the figure came from the cache
+    fresh_src = _source(tmp_path / "elsewhere")
+    fresh = html._Images()
+    assert html._case("m", "c0", rows("c0", 0.5), host, fresh, fresh_src, opts) == page  # as drawn whole
+    assert fresh.names == imgs.names and drawn == ["head", "arts"]
 
 
 @pytest.mark.parametrize("workers", [1, 2])

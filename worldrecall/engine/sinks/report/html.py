@@ -163,7 +163,7 @@ class _Sections:
         doc = self.store.get_json("report_sections", key)
         if doc is None or not all(blob_path(src.blobs, n).is_file() for n in doc["images"]):  # a blob cleaned up
             local = _Images()  # the section's pictures in the order it uses them, merged below as if drawn now
-            text = _case(model, cid, rows, host, local, src, opts)
+            text = _case(model, cid, rows, host, local, src, opts, self.piece)
             # deflated: a re-score redraws every section it changes, and HTML tables shrink ~10x
             doc = {"html_z": base64.b64encode(zlib.compress(text.encode("utf-8"), 9)).decode("ascii"),
                    "images": list(local.names)}
@@ -172,6 +172,23 @@ class _Sections:
             text = zlib.decompress(base64.b64decode(doc["html_z"])).decode("utf-8")
         imgs.merge(doc["images"])
         return text
+
+    def piece(self, what: Mapping[str, Any], files: list[str], draw: Any, imgs: _Images, src: _Source,
+              opts: Mapping[str, Any]) -> str:
+        """A part of a section that does not depend on the rows' values — the frame strips of a case, the
+        figures of one row's files — cached under what it shows (``what``: names and paths; the content of
+        ``files``), so a section whose values changed (a re-score) draws again only what changed.
+        ``draw(imgs)`` renders it."""
+        drawn = {k: v for k, v in opts.items() if k != "self_contained"}
+        key = key_of(self.identity, {"files": inputs_digest(sorted(set(files)))}, {"piece": what, "opts": drawn})
+        doc = self.store.get_json("report_sections", key)
+        if doc is None or not all(blob_path(src.blobs, n).is_file() for n in doc["images"]):
+            local = _Images()
+            text = draw(local)
+            doc = {"html": text, "images": list(local.names)}
+            self.store.put_json("report_sections", key, doc)
+        imgs.merge(doc["images"])
+        return str(doc["html"])
 
 
 def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str, Any]) -> Path:
@@ -285,18 +302,32 @@ def _row_files(r: Any) -> list[str]:
 
 
 def _case(model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, src: _Source,
-          opts: Mapping[str, Any]) -> str:
+          opts: Mapping[str, Any], piece: Any = None) -> str:
+    """A case's section: its frame strips, every metric's values, each row's figures. ``piece``: the cache of
+    the parts that do not depend on the values (:meth:`_Sections.piece`); None draws everything here."""
     phases, n = _phases(rows)
     vids = _videos(rows)
-    out = [_head(model, cid, phases, n, vids, imgs, src, opts)]
+    if piece is None:
+        head = _head(model, cid, phases, n, vids, imgs, src, opts)
+    else:
+        head = piece({"head": [model, cid, sorted(phases.items()), n, sorted(vids.items())]}, list(vids.values()),
+                     lambda local: _head(model, cid, phases, n, vids, local, src, opts), imgs, src, opts)
+    out = [head]
     heads = _headline_values(host)
     lines = [_value_line(r, host, heads) for r in sorted(rows, key=lambda r: (r.benchmark, r.metric))]
     out.append("<table class=vals><tr><th>metric</th><th>primary</th><th>headline values · other values</th></tr>"
                + "".join(lines) + "</table>")
     arts = []
     for r in sorted(rows, key=lambda r: r.metric):
-        arts += _row_arts(r, imgs, src, opts)
-    if arts:
+        files = [str(a) for a in (r.info or {}).get("artifacts") or []]
+        if not files:
+            continue
+        if piece is None:
+            arts.append("".join(_row_arts(r, imgs, src, opts)))
+        else:
+            arts.append(piece({"arts": [r.benchmark, r.metric, files]}, files,
+                              lambda local, r=r: "".join(_row_arts(r, local, src, opts)), imgs, src, opts))
+    if "".join(arts):
         out.append('<div class="arts">' + "".join(arts) + "</div>")
     out.append("</div>")
     return "".join(out)
