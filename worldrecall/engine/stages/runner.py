@@ -141,14 +141,14 @@ class Runner:
             result = self.check_outputs(result, per_benchmark)
             if result.unchanged is not None:  # nothing to aggregate: no output would change
                 self.timing["aggregate"] += time.perf_counter() - t0
-                self.save_digest_memo()
                 self.timing["total"] = time.perf_counter() - t_start
                 return replace(result, **self._totals())
             if self.after_evaluation is not None:  # outputs to write: now (MLflow's import overlaps them)
                 self.after_evaluation()
         tables = aggregate_rows(self.host, rows, self.cfg, per_benchmark, store=self.store, digests=digests)
         self.timing["aggregate"] += time.perf_counter() - t0
-        self.save_digest_memo()  # after the aggregation: its keys read code digests too
+        if self.outputs is None:  # a job saves it once, after its outputs (their keys read digests too)
+            self.save_digest_memo()  # after the aggregation: its keys read code digests too
         self.timing["total"] = time.perf_counter() - t_start
         return replace(result, tables=dict(tables), **self._totals())
 
