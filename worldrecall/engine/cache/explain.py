@@ -55,6 +55,34 @@ def _logs(output_root: Path, exclude: Path | None = None) -> list[tuple[float, P
     return sorted(out, key=lambda t: t[0], reverse=True)
 
 
+def _latest_elsewhere(output_root: Path, exclude: Path, needed: set[tuple[str, ...]]) -> dict[tuple[str, ...], dict]:
+    """For each place in ``needed``, the entry of the newest other run's log that has it. Logs are read newest
+    first (by their file's modification time: each is written once, when its run finishes) and reading stops
+    once every place is found — a sweep's job or a re-score reads one earlier log, not all of them."""
+    found: dict[tuple[str, ...], dict] = {}
+    paths = []
+    for p in (Path(output_root) / "results").glob("*/meta/cache_log*.json"):
+        if p != exclude:
+            try:
+                paths.append((p.stat().st_mtime_ns, p))
+            except OSError:
+                continue
+    for _, p in sorted(paths, reverse=True):
+        if len(found) >= len(needed):
+            break
+        try:
+            doc = json.loads(p.read_text(encoding="utf-8"))
+            entries = doc["rows"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # torn or foreign: not a run to compare with
+        for e in entries:
+            place = tuple(e["place"])
+            if place in needed and place not in found:
+                found[place] = {"from": p.parents[1].name, "key": e.get("key", ""), "status": e.get("status", ""),
+                                "keys": e.get("keys") or {}}
+    return found
+
+
 def _outcome(row: ScoreRow, written: bool) -> str:
     info = row.info or {}
     if not written:
@@ -85,11 +113,8 @@ def write_log(results_dir: Path, index: int, count: int, rows: Iterable[ScoreRow
                         "keys": (old.info or {}).get("keys") or {}}
             else:  # a new place in this results folder: the last row another run had there
                 if elsewhere is None:
-                    elsewhere = {}
-                    for _, p, doc in reversed(_logs(Path(results_dir).parents[1], exclude=path)):
-                        for e in doc.get("rows", []):  # oldest first: the newest run's entry wins
-                            elsewhere[tuple(e["place"])] = {"from": p.parents[1].name, "key": e.get("key", ""),
-                                                            "status": e.get("status", ""), "keys": e.get("keys") or {}}
+                    needed = {tuple(x.row_key) for x in rows if x.row_key in written and x.row_key not in before}
+                    elsewhere = _latest_elsewhere(Path(results_dir).parents[1], path, needed)
                 prev = elsewhere.get(tuple(r.row_key))
         entries.append({"place": list(r.row_key), "status": r.status, "outcome": _outcome(r, r.row_key in written),
                         "alignment_hit": bool(info.get("alignment_hit")), "key": r.key,

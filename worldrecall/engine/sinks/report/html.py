@@ -146,6 +146,17 @@ class _Sections:
                 for n, c in sorted(getattr(host, "metrics", {}).items())}
         self.identity = {"name": "report.section", "code": code_digest(__name__)}
         self.base = {"metrics": decl, "heads": _headline_values(host)}
+        self._files: dict[str, list[str]] = {}  # path -> [path, digest], looked up once per report
+
+    def files_digest(self, files: Iterable[str]) -> list[list[str]]:
+        """:func:`inputs_digest` of ``files``, each path looked up once per report: a reference clip's frame
+        folder is shown by every model's section of that case (a folder's digest stats every file in it)."""
+        out = []
+        for f in files:
+            if f not in self._files:
+                self._files[f] = inputs_digest([f])[0]
+            out.append(self._files[f])
+        return out
 
     def key(self, model: str, cid: str, rows: list[Any], opts: Mapping[str, Any],
             digests: Mapping[Any, str] | None = None) -> str:
@@ -154,7 +165,7 @@ class _Sections:
         drawn = {k: v for k, v in opts.items() if k != "self_contained"}  # how pictures are shipped: the page's
         known = digests or {}
         return key_of(self.identity, {"rows": [known.get(r.row_key) or row_digest(r) for r in rows],
-                                      "files": inputs_digest(files)},
+                                      "files": self.files_digest(files)},
                       {**self.base, "model": model, "case": cid, "opts": drawn})
 
     def render(self, model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, src: _Source,
@@ -180,7 +191,7 @@ class _Sections:
         ``files``), so a section whose values changed (a re-score) draws again only what changed.
         ``draw(imgs)`` renders it."""
         drawn = {k: v for k, v in opts.items() if k != "self_contained"}
-        key = key_of(self.identity, {"files": inputs_digest(sorted(set(files)))}, {"piece": what, "opts": drawn})
+        key = key_of(self.identity, {"files": self.files_digest(sorted(set(files)))}, {"piece": what, "opts": drawn})
         doc = self.store.get_json("report_sections", key)
         if doc is None or not all(blob_path(src.blobs, n).is_file() for n in doc["images"]):
             local = _Images()
