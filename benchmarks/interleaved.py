@@ -56,6 +56,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     got: dict[str, dict[str, list[tuple[float, float]]]] = {"a": {}, "b": {}}
+    salt = int(time.time()) % 100_000  # each invocation's re-scores use values no earlier run scored
     for i in range(args.repeat):
         for v in ("a", "b"):
             env = user_env()
@@ -64,7 +65,7 @@ def main() -> None:
                     f"suite.root={Path(args.suite).resolve()}", f"suite.params.n_cases={args.n_cases}",
                     "progress=false"]
             got[v].setdefault("warm rerun", []).append(timed(base, env))
-            value = f"0.00{41 + i}"  # new to both roots: a pure re-score each time
+            value = f"{0.004 + (salt * 10 + i) * 1e-9:.9f}"  # new to both roots: a pure re-score each time
             got[v].setdefault("re-score", []).append(timed([*base, f"{SWEEP_KEY}={value}"], env))
     out: dict[str, dict] = {}
     for fig in ("warm rerun", "re-score"):

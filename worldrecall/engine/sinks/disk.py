@@ -149,8 +149,13 @@ class DiskSink:
 
 
 def print_disk(cfg: Mapping[str, Any]) -> None:
+    """Print the disk lines of the config's output root (``cache_dir`` defaults to ``<output_root>/cache``); a
+    config that names no output root, or a root that cannot be read, prints nothing: these lines never cost a
+    run its exit code."""
     try:
-        lines = disk_lines(Path(cfg["output_root"]), Path(cfg["cache_dir"]))
-    except OSError:
+        root = Path(cfg["output_root"])
+        cache = cfg.get("cache_dir") if hasattr(cfg, "get") else None
+        lines = disk_lines(root, Path(cache) if cache else root / "cache")
+    except Exception:  # noqa: BLE001  (a summary line: never an error of the run)
         return
     print("\n" + "\n".join(lines))
