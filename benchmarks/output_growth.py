@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from pipeline import SWEEP_KEY, user_env, worldrecall_command  # noqa: E402
+from pipeline import SWEEP_KEY, user_env, worldrecall_command
 
 
 def main() -> None:
@@ -39,7 +39,7 @@ def main() -> None:
     def run(*extra: str) -> None:
         flags = [e for e in extra if e.startswith("-")]
         cmd = [*worldrecall_command(), "run", *flags, *common, *[e for e in extra if not e.startswith("-")]]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=user_env())
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=user_env(), check=False)
         if proc.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
 

@@ -132,8 +132,8 @@ def disk_lines(output_root: Path, cache_dir: Path | None = None, sizes: Mapping[
     root = Path(output_root)
     where = f" output_root={root}"
     return [f"disk: {root} holds {_mb(total)}: " + "; ".join(parts),
-            f"trim it (results are kept): worldrecall cache prune --older-than 7d{where} (or --max-size 1G); "
-            f"worldrecall cache info{where} says what each part holds"]
+            (f"trim it (results are kept): worldrecall cache prune --older-than 7d{where} (or --max-size 1G); "
+             f"worldrecall cache info{where} says what each part holds")]
 
 
 class DiskSink:

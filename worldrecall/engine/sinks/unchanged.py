@@ -48,10 +48,10 @@ def outputs_key(result: RunResult, host: Any, aggregators: Mapping[str, Iterable
     """The content key of a job's outputs (see the module's docstring). ``aggregators``: per scope (``"*"``
     for the run's and the suite's, else a benchmark's name) the names of the aggregators the job runs."""
     from worldrecall.engine.cache import component_identity, key_of, named_files
-    from worldrecall.engine.stages.name_checks import configured_aggregator_params
     from worldrecall.engine.cache.keys import code_digest
     from worldrecall.engine.sinks.submission import provenance_doc
     from worldrecall.engine.sinks.tracking.reuse import store_uri
+    from worldrecall.engine.stages.name_checks import configured_aggregator_params
     from worldrecall.engine.stages.row_digests import rows_digest
 
     cfg = result.config
