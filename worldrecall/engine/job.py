@@ -17,6 +17,7 @@ from typing import Any
 from worldrecall.core.components import ConfigTypeError
 from worldrecall.engine.sinks import SinkContext, job_sinks, merge_sinks, shard_sinks, write_sinks
 from worldrecall.engine.sinks.tracking.tracker import prefetch as prefetch_tracking
+from worldrecall.engine.sinks.unchanged import OutputsCheck
 from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.engine.stages.config import resolve_config
 from worldrecall.engine.stages.name_checks import check_aggregator_paths, configured_aggregator_params
@@ -63,7 +64,7 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
         # forked after it would carry its ~0.13 GiB in its own resident memory
         tracks = cfg["shard"]["count"] <= 1
         # a plain job (not a shard, not a sweep's job) records its outputs' key and skips them when unchanged
-        outputs = {"overrides": list(overrides or ())} if tracks and sweep_dir is None else None
+        outputs = OutputsCheck(overrides or ()) if tracks and sweep_dir is None else None
         runner = Runner(cfg, host, after_evaluation=(lambda: prefetch_tracking(cfg["tracking"])) if tracks else None,
                         outputs=outputs)
         result = runner.run()
@@ -87,10 +88,9 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
 
 def unchanged_job(result: RunResult, ctx: SinkContext) -> int:
     """A job whose outputs would be written again unchanged: its timing, one line, and the disk line."""
+    from worldrecall.engine.sinks.disk import DiskSink
     from worldrecall.engine.sinks.files import TimingSink
     from worldrecall.engine.sinks.unchanged import unchanged_line
-
-    from worldrecall.engine.sinks.disk import DiskSink
 
     code = write_sinks(result, ctx, [TimingSink()])
     print(unchanged_line(result, result.unchanged or {}))

@@ -10,8 +10,9 @@ The outputs of a job (tables, plots, the report, the submission, MLflow) are a f
 - the config that shapes outputs (every key but :data:`NOT_OUTPUTS`: progress bars, workers, devices …);
 - the provenance the outputs state (code and plugin versions, git commit and working-tree state, installed
   packages, suite digests, the backends' and judges' identities);
-- the engine's own code (the sinks that write them), the plugin manifest, the overrides as typed (MLflow tags
-  them) and the MLflow store.
+- the engine's, core's and registry's source files (the sinks that write them and what they call), the
+  metrics' declared values (units, directions, descriptions the report shows), the plugin manifest, the
+  overrides as typed (MLflow tags them) and the MLflow store.
 
 After every output of a job was written without a failure, :class:`OutputsRecordSink` stores that key and each
 written file's size and modification time in ``<results>/meta/outputs.json``. A later job whose key equals the
@@ -48,7 +49,6 @@ def outputs_key(result: RunResult, host: Any, aggregators: Mapping[str, Iterable
     """The content key of a job's outputs (see the module's docstring). ``aggregators``: per scope (``"*"``
     for the run's and the suite's, else a benchmark's name) the names of the aggregators the job runs."""
     from worldrecall.engine.cache import component_identity, key_of, named_files
-    from worldrecall.engine.cache.keys import code_digest
     from worldrecall.engine.sinks.submission import provenance_doc
     from worldrecall.engine.sinks.tracking.reuse import store_uri
     from worldrecall.engine.stages.name_checks import configured_aggregator_params
@@ -75,11 +75,29 @@ def outputs_key(result: RunResult, host: Any, aggregators: Mapping[str, Iterable
         "config": {k: v for k, v in cfg.items() if k not in NOT_OUTPUTS},
         "provenance": provenance_doc(result),
         "manifest": host.manifest() if hasattr(host, "manifest") else [],
-        "engine": code_digest("worldrecall.engine.job"),
+        "engine": source_digest(),
+        "metrics": {n: [getattr(c, "primary", ""), {v: repr(m) for v, m in (getattr(c, "values", None) or {}).items()}]
+                    for n, c in sorted((getattr(host, "metrics", {}) or {}).items())},
         "overrides": list(overrides),
         "mlflow": store_uri(tcfg, Path(cfg["output_root"])) if tcfg.get("enabled") else "",
     }
     return key_of({"name": "worldrecall.outputs", "version": "1"}, parts)
+
+
+def source_digest() -> str:
+    """The content of worldrecall's engine, core and registry sources (every ``.py`` file, by the one input
+    digest: a stat per file on a warm run). The sinks' code and what they call, as files: a lazily imported
+    sink module (the report) counts the same before and after it is imported."""
+    import hashlib
+
+    from worldrecall.core.digests import file_digest
+
+    top = Path(__file__).resolve().parents[2]  # the worldrecall package
+    h = hashlib.sha256()
+    for sub in ("engine", "core", "registry"):
+        for p in sorted((top / sub).rglob("*.py")):
+            h.update(f"{p.relative_to(top)}\0{file_digest(p)}\n".encode())
+    return h.hexdigest()
 
 
 def read_record(results_dir: Path) -> dict[str, Any]:
@@ -140,6 +158,34 @@ def forget(results_dir: Path) -> None:
         (Path(results_dir) / RECORD).unlink()
     except OSError:
         pass
+
+
+class OutputsCheck:
+    """What a job hands its runner to check its outputs before aggregating (the run stages import no sink):
+    the overrides as typed, and the checks themselves."""
+
+    def __init__(self, overrides: Iterable[str] = ()) -> None:
+        self.overrides = list(overrides)
+
+    @staticmethod
+    def has_record(results_dir: Path) -> bool:
+        return (Path(results_dir) / RECORD).is_file()
+
+    def check(self, result: RunResult, host: Any, aggregators: Mapping[str, Iterable[str]]) -> RunResult:
+        """``result`` with its outputs' key, marked ``unchanged`` with the record when the outputs on disk were
+        written under it (:func:`unchanged`); otherwise the old record is removed (:func:`forget`)."""
+        from dataclasses import replace
+
+        from worldrecall.engine.sinks.tracking.reuse import store_uri
+
+        cfg = result.config
+        key = outputs_key(result, host, aggregators, self.overrides)
+        tcfg = cfg["tracking"]
+        uri = store_uri(tcfg, Path(cfg["output_root"])) if tcfg["enabled"] else ""
+        rec = unchanged(result.results_dir, key, uri)
+        if rec is None:
+            forget(result.results_dir)
+        return replace(result, outputs_key=key, unchanged=rec)
 
 
 class OutputsRecordSink:

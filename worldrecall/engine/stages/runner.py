@@ -58,10 +58,11 @@ class Runner:
     """Runs every enabled benchmark of a config (a plain dict; missing keys take the schema's defaults)."""
 
     def __init__(self, cfg: Mapping[str, Any], host: PluginHost,
-                 after_evaluation: Callable[[], None] | None = None, outputs: Mapping[str, Any] | None = None):
+                 after_evaluation: Callable[[], None] | None = None, outputs: Any = None):
         """``after_evaluation``: called once every case is evaluated (no worker is forked after it).
-        ``outputs``: given (``{"overrides": [...]}``) by a job that records its outputs' key: the result then
-        carries it, and is marked ``unchanged`` (not aggregated) when the outputs on disk match it."""
+        ``outputs``: given by a job that records its outputs' key (``engine/sinks/unchanged.py``'s
+        :class:`OutputsCheck`): the result then carries it, and is marked ``unchanged`` (not aggregated) when the
+        outputs on disk match it."""
         self.after_evaluation = after_evaluation
         self.outputs = outputs
         cfg = resolve_config(cfg)  # a no-op for the job's config, which is resolved already
@@ -117,7 +118,8 @@ class Runner:
             here = all(j.scores_only for j in jobs)
             for job in jobs:
                 self.execute(job, here)
-            if self.after_evaluation is not None and self.outputs is None:
+            deferred = self._may_be_unchanged()  # decided once: the check below may remove the record
+            if self.after_evaluation is not None and not deferred:
                 self.after_evaluation()
         finally:
             try:
@@ -143,7 +145,7 @@ class Runner:
                 self.timing["aggregate"] += time.perf_counter() - t0
                 self.timing["total"] = time.perf_counter() - t_start
                 return replace(result, **self._totals())
-            if self.after_evaluation is not None:  # outputs to write: now (MLflow's import overlaps them)
+            if self.after_evaluation is not None and deferred:  # outputs to write after all: now
                 self.after_evaluation()
         tables = aggregate_rows(self.host, rows, self.cfg, per_benchmark, store=self.store, digests=digests)
         self.timing["aggregate"] += time.perf_counter() - t0
@@ -151,6 +153,12 @@ class Runner:
             self.save_digest_memo()  # after the aggregation: its keys read code digests too
         self.timing["total"] = time.perf_counter() - t_start
         return replace(result, tables=dict(tables), **self._totals())
+
+    def _may_be_unchanged(self) -> bool:
+        """Whether this job's outputs may turn out unchanged (it records them and its results folder has a
+        record): then ``after_evaluation`` (MLflow's import) waits for the outputs check; else it starts as soon
+        as every case is evaluated (a re-score's new results folder, a shard, a sweep's job)."""
+        return self.outputs is not None and self.outputs.has_record(self.results_dir)
 
     def _totals(self) -> dict[str, Any]:
         totals = self.pipeline.totals()
@@ -176,20 +184,11 @@ class Runner:
                 "judges": dict(sorted(self.judges.__dict__.get("_identities", {}).items()))}
 
     def check_outputs(self, result: RunResult, per_benchmark: Mapping[str, list[str]]) -> RunResult:
-        """The result with its outputs' key; marked ``unchanged`` when the outputs on disk were written under
-        that key and are intact (:mod:`worldrecall.engine.sinks.unchanged`), else the old record is removed."""
-        from worldrecall.engine.sinks.tracking.reuse import store_uri
-        from worldrecall.engine.sinks.unchanged import forget, outputs_key, unchanged
-
+        """The result with its outputs' key, marked ``unchanged`` when the outputs on disk match it: asked of the
+        job's ``outputs`` check (``engine/sinks/unchanged.py``'s :class:`OutputsCheck`; stages import no sink)."""
         scopes = {"*": [*(self.cfg["aggregators"] or []), *(self.cfg["suite"].get("aggregators") or [])],
                   **per_benchmark}
-        key = outputs_key(result, self.host, scopes, self.outputs.get("overrides", ()))
-        tcfg = self.cfg["tracking"]
-        uri = store_uri(tcfg, Path(self.cfg["output_root"])) if tcfg["enabled"] else ""
-        rec = unchanged(self.results_dir, key, uri)
-        if rec is None:
-            forget(self.results_dir)
-        return replace(result, outputs_key=key, unchanged=rec)
+        return self.outputs.check(result, self.host, scopes)
 
     def plan_and_load(self) -> tuple[list[BenchmarkPlan], dict[str, list[Case | CaseError]]]:
         """Names checked, the suite built, every benchmark planned and its cases loaded (with the backends'
