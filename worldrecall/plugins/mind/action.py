@@ -104,6 +104,47 @@ def _values() -> dict[str, Value]:
     return out
 
 
+def gt_camera(case: Case, ctx: MeasureContext, mark: int, max_frames: int, max_side: int,
+              gt_images_min: str = "release") -> tuple[np.ndarray, str, list[str]]:
+    """The GT camera of GT frames ``mark … mark + max_frames − 1`` as c2w [n, 4, 4], where it came from, and notes.
+
+    The clip's ``images.txt`` when it holds at least ``max_frames`` images (``gt_images_min: available``: at
+    least the GT frames there are after ``mark``), its first ``max_frames``; else the ``pose`` role on those GT
+    frames (a sidecar backend reads the GT's own ViPE sidecar, ``case.sidecars["gt_vipe"]``). None -> CaseSkip."""
+    notes: list[str] = []
+    images = case.sidecars.get("gt_images_txt")
+    if images is not None:
+        imgs = colmap.read_images_txt(images)
+        need = max_frames
+        total = case.annotations.get("total_time")
+        if gt_images_min == "available" and isinstance(total, int):
+            need = max(1, min(max_frames, total - mark))
+        if len(imgs) >= need:
+            return imgs.c2w[:max_frames], f"images.txt ({len(imgs)} images)", notes
+        notes.append(f"{images}: {len(imgs)} images, fewer than {need}: the GT camera is estimated from the GT "
+                     "video instead (the release runs ViPE again)")
+    ref = case.reference
+    if ref is None:
+        raise CaseSkip(f"{case.case_id}: no GT camera (neither images.txt nor a GT video)")
+    gt_vipe = case.sidecars.get("gt_vipe")
+    spec = ctx.models.spec_for("pose")
+    if getattr(spec, "kind", "") == "sidecar" and gt_vipe is None:
+        raise CaseSkip(f"{ref.path}: no GT camera for the {spec.name} backend: put the GT's COLMAP images.txt "
+                       f"(>= {max_frames} images from mark_time) or its ViPE sidecar (video_vipe_ann/) in the "
+                       "GT clip folder, or use a pose backend that reads pixels")
+    frames = ref.resized(max_side) if max_side > 0 else ref.frames()
+    idx = list(range(mark, min(mark + max_frames, len(frames))))
+    if not idx:
+        raise CaseSkip(f"{ref.path}: no GT frame at or after mark_time {mark} ({len(frames)} frames)")
+    view = dataclasses.replace(case, video=ref, reference=None,
+                               sidecars={"vipe": gt_vipe} if gt_vipe is not None else {}, warnings=[])
+    raw = np.asarray(ctx.models.get("pose").poses([frames[i] for i in idx], case=view, indices=idx),
+                     dtype=np.float64)
+    if raw.ndim != 3 or raw.shape[1:] not in ((4, 4), (3, 4)):
+        raise CaseFailure(f"pose backend returned shape {tuple(raw.shape)} for {ref.path}, expected [N, 4, 4]")
+    return tj.as_c2w(raw), f"pose role on GT frames {idx[0]}–{idx[-1]}", notes
+
+
 class MindAction(Metric):
     """RPE of the generated camera against the GT camera over MIND's action program (see the module notes)."""
 
@@ -157,41 +198,8 @@ class MindAction(Metric):
 
     def gt_poses(self, case: Case, ctx: MeasureContext, mark: int) -> tuple[np.ndarray, str, list[str]]:
         """GT c2w [n, 4, 4] of the frames ``mark …``, where they came from, and notes for the row."""
-        max_frames = int(self.params["max_frames"])
-        notes: list[str] = []
-        images = case.sidecars.get("gt_images_txt")
-        if images is not None:
-            imgs = colmap.read_images_txt(images)
-            need = max_frames
-            if self.params["gt_images_min"] == "available":
-                total = case.annotations.get("total_time")
-                if isinstance(total, int):
-                    need = max(1, min(max_frames, total - mark))
-            if len(imgs) >= need:
-                return imgs.c2w[:max_frames], f"images.txt ({len(imgs)} images)", notes
-            notes.append(f"{images}: {len(imgs)} images, fewer than {need}: the GT camera is estimated from the GT "
-                         "video instead (the release runs ViPE again)")
-        ref = case.reference
-        if ref is None:
-            raise CaseSkip(f"{case.case_id}: no GT camera (neither images.txt nor a GT video)")
-        gt_vipe = case.sidecars.get("gt_vipe")
-        spec = ctx.models.spec_for("pose")
-        if getattr(spec, "kind", "") == "sidecar" and gt_vipe is None:
-            raise CaseSkip(f"{ref.path}: no GT camera for the {spec.name} backend: put the GT's COLMAP images.txt "
-                           f"(>= {max_frames} images from mark_time) or its ViPE sidecar (video_vipe_ann/) in the "
-                           "GT clip folder, or use a pose backend that reads pixels")
-        side = int(self.params["max_side"] or 0)
-        frames = ref.resized(side) if side > 0 else ref.frames()
-        idx = list(range(mark, min(mark + max_frames, len(frames))))
-        if not idx:
-            raise CaseSkip(f"{ref.path}: no GT frame at or after mark_time {mark} ({len(frames)} frames)")
-        view = dataclasses.replace(case, video=ref, reference=None,
-                                   sidecars={"vipe": gt_vipe} if gt_vipe is not None else {}, warnings=[])
-        raw = np.asarray(ctx.models.get("pose").poses([frames[i] for i in idx], case=view, indices=idx),
-                         dtype=np.float64)
-        if raw.ndim != 3 or raw.shape[1:] not in ((4, 4), (3, 4)):
-            raise CaseFailure(f"pose backend returned shape {tuple(raw.shape)} for {ref.path}, expected [N, 4, 4]")
-        return tj.as_c2w(raw), f"pose role on GT frames {idx[0]}–{idx[-1]}", notes
+        return gt_camera(case, ctx, mark, int(self.params["max_frames"]), int(self.params["max_side"] or 0),
+                         str(self.params["gt_images_min"]))
 
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
         """Per-step translation and rotation errors after the Sim(3) alignment, with the steps' action labels."""
