@@ -38,7 +38,7 @@ def release_geometry(h: int, w: int, size: tuple[int, int] = RELEASE_SIZE) -> tu
     s = max(tw / w, th / h)
     rh, rw = round(h * s), round(w * s)
     # torchvision center_crop: int(round((H - h) / 2.0)) with Python's round
-    return (rh, rw), (int(round((rh - th) / 2.0)), int(round((rw - tw) / 2.0)))
+    return (rh, rw), (round((rh - th) / 2.0), round((rw - tw) / 2.0))
 
 
 def to_unit(frames: np.ndarray, frame_size: str = "release") -> Any:

@@ -65,11 +65,11 @@ BENCHMARK = Benchmark(
     titles={"gated": "mind · action-gated view (only clips whose generated camera executed the GT action program; "
                      "ranked by LCM MSE, lower is better)",
             "all": "mind · all clips (the release's protocol; ranked by LCM MSE, lower is better)"},
-    notes=("MIND publishes no composite score: the ranking by long-context-memory MSE (its primary memory value) is "
-           "worldrecall's choice, and no average across values is formed",
-           "LCM, DINO and visual quality cover the frames the release scores (its last read batch of 100 frames is "
-           "never scored: a clip of at most 100 frames has no value); the mirror MSE is over mirror_test videos, "
-           "the action values over clips with >= 8 valid RPE steps"),
+    notes=(("MIND publishes no composite score: the ranking by long-context-memory MSE (its primary memory value) "
+            "is worldrecall's choice, and no average across values is formed"),
+           ("LCM, DINO and visual quality cover the frames the release scores (its last read batch of 100 frames is "
+            "never scored: a clip of at most 100 frames has no value); the mirror MSE is over mirror_test videos, "
+            "the action values over clips with >= 8 valid RPE steps")),
     description="action-conditioned world models: long-context memory (generated continuation vs GT after "
                 "mark_time), mirror-path consistency, DINO patch MSE, visual quality and action RPE",
 )

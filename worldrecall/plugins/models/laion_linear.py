@@ -43,7 +43,7 @@ def mind_clip_transform(x: Any, size: int = SIZE) -> Any:
         nh, nw = int(size * h / w), size
     if (nh, nw) != (h, w):
         x = F.interpolate(x, size=(nh, nw), mode="bicubic", align_corners=False, antialias=False)
-    top, left = int(round((nh - size) / 2.0)), int(round((nw - size) / 2.0))
+    top, left = round((nh - size) / 2.0), round((nw - size) / 2.0)
     x = x[:, :, top:top + size, left:left + size]
     mean = torch.tensor(OPENAI_CLIP_MEAN, dtype=x.dtype).reshape(1, 3, 1, 1)
     std = torch.tensor(OPENAI_CLIP_STD, dtype=x.dtype).reshape(1, 3, 1, 1)

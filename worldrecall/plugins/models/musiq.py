@@ -40,7 +40,7 @@ def musiq_class() -> Any:
 
 def clean_keys(sd: Mapping[str, Any]) -> dict[str, Any]:
     """Drop a leading ``module.`` (DataParallel) from every key, as pyiqa's ``clean_state_dict``."""
-    return {(k[7:] if k.startswith("module.") else k): v for k, v in sd.items()}
+    return {k.removeprefix("module."): v for k, v in sd.items()}
 
 
 class MusiqQuality:
