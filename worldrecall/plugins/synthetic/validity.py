@@ -88,6 +88,42 @@ EXPECTED_CATCHES: dict[str, dict] = {
                 "than 12 matches is skipped rather than scored low",
     },
     "memobench.vqa": {"value": "ContinuityOfMemory", "catches": ["forgetful", "state_reset"]},
+    # MIND (synthetic layout: plugins/synthetic/mind_layout.py): the GT continuation is the oracle's own video
+    # re-encoded, so every frame-wise value compares a counterfactual with the true continuation frame for frame
+    "mind.lcm": {
+        "value": ["mse", "psnr", "ssim"],
+        "catches": ["forgetful", "state_reset", "teleport", "hallucinated_background", "appearance_drift",
+                    "wrong_trajectory", "frozen_camera"],
+        "note": "frame-wise against the GT continuation: any pixel the failure changes counts, weighted by its "
+                "area — a failure confined to the small target over a few frames moves the means least",
+    },
+    "mind.dino": {
+        "value": "mse", "catches": ["wrong_trajectory", "frozen_camera"],
+        "note": "patch tokens of the whole frame: a camera elsewhere changes most patches; the target-only "
+                "failures (forgetful, state_reset, teleport, drift) touch a few patches and are reported, not "
+                "targeted",
+    },
+    "mind.mirror": {
+        "value": ["mse", "psnr", "ssim"], "catches": ["hallucinated_background"],
+        "note": "a model against itself (first half vs the time-reversed second half of a pan/tilt palindrome): "
+                "props that move while unseen break it; it cannot see a frozen camera (both halves show the "
+                "same view: the frozen camera wins) nor a forgotten or reset target (the suite's target changes "
+                "while unseen, so the oracle's halves differ there too)",
+    },
+    "mind.visual_quality": {
+        "value": ["imaging", "aesthetic"], "catches": [],
+        "note": "no-reference image quality: every counterfactual is rendered equally sharp, so there is "
+                "nothing here for it to catch; reported only",
+    },
+    "mind.action": {
+        "value": "rpe_rot_mean_deg", "catches": ["wrong_trajectory", "frozen_camera"],
+        "note": "per-step RPE after a Sim(3) fit: a frozen camera's error is the GT's own step, so on a dolly "
+                "(no rotation) it ties with the oracle; the translation rule below catches it there",
+        "also": [{"value": "rpe_trans_mean", "catches": ["frozen_camera"],
+                  "note": "on pan and tilt programs the GT camera does not translate: a frozen camera ties "
+                          "with the oracle at 0 (the rotation rule above catches it there)"}],
+    },
+    "mind.action_gate": {"value": "passed", "catches": ["frozen_camera"], "reference_at_least": 1.0},
     # OPIS: the target is a dynamic object (it moves/changes while unseen), so the published metric cannot
     # see a vanished target in Presence (A.14; the O-A3 variant thresholds.dynamic_projection_presence=true
     # does) nor a teleported one in static Structure; frozen_camera is not a failure OPIS measures
@@ -184,9 +220,11 @@ def undefined_from_manifest(path: Path | str) -> dict[str, set[str]]:
     manifest = json.loads(Path(path).read_text())
     out: dict[str, set[str]] = {}
     for case in manifest.get("cases", []):
+        # a layout whose loader names the case otherwise (MIND: "<perspective>/<test type>/<case>") lists its ids
+        ids = {case["case_id"], *((case.get("mind") or {}).get("case_ids") or [])}
         for cf, info in case.get("counterfactuals", {}).items():
             if not info.get("defined", True):
-                out.setdefault(cf, set()).add(case["case_id"])
+                out.setdefault(cf, set()).update(ids)
     return out
 
 
