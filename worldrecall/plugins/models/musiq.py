@@ -23,7 +23,9 @@ from worldrecall.plugins.models.options import Options, check_rgb, inference, pa
 from worldrecall.plugins.models.weights import ensure_weights, load_state_dict, weight_file
 
 NAME = "musiq_spaq"
-DEFAULTS: dict[str, Any] = {}
+# the SPAQ checkpoint's architecture (pyiqa's MUSIQ defaults); other values only for other checkpoints and tests
+ARCH_KEYS = ("hidden_size", "mlp_dim", "num_heads", "num_layers")
+DEFAULTS: dict[str, Any] = {"hidden_size": 384, "mlp_dim": 1152, "num_heads": 6, "num_layers": 14}
 
 
 def musiq_class() -> Any:
@@ -84,4 +86,4 @@ def build(opts: Mapping[str, Any]) -> MusiqQuality:
     sd = load_state_dict(path)
     if isinstance(sd, dict) and isinstance(sd.get("params"), dict):
         sd = sd["params"]
-    return MusiqQuality(build_net(sd), o)
+    return MusiqQuality(build_net(sd, **{k: int(o[k]) for k in ARCH_KEYS}), o)
