@@ -180,6 +180,17 @@ def specs() -> list[ModelSpec]:
         _local("color_cls_patch_embedder", "cls_patch_embedder", "classical", cls_patches.build_color,
                cls_patches.COLOR_DEFAULTS, "colour/gradient patch tokens of the resize-and-pad canvas, CLS = mean "
                "image token (not the paper's DINOv2)", requires=("cv2",)),
+        ModelSpec(name=pose_npy.NAME, role="pose", kind="sidecar", factory=pose_npy.build, model_id=pose_npy.NAME,
+                  description="c2w poses from one .npy stack per video (WRBench's pose cache: manifest pose_path)",
+                  licence="Apache-2.0 (worldrecall)", preflight=pose_npy.preflight,
+                  fix="name each video's pose stack in the manifest (pose_path), or use another pose backend"),
+    ] + mind_specs()
+
+
+def mind_specs() -> list[ModelSpec]:
+    """MIND's backends: the release's DINOv3 tokens, MUSIQ-SPAQ and LAION linear head, and a weight-free tokens
+    stand-in for the classical set."""
+    return [
         _reference("dinov3_vitb16", "patch_tokens", dinov3.build, dinov3.DEFAULTS,
                    "DINOv3 ViT-B/16 patch tokens through its own processor (MIND's call: double rescale unless "
                    "release_rescale=false), CLS + registers dropped [N,196,768]"),
@@ -191,10 +202,6 @@ def specs() -> list[ModelSpec]:
         _local("color_patch_tokens", "patch_tokens", "classical", color_patches.build, color_patches.DEFAULTS,
                "DINOv2-shaped tokens from patch Lab colour, colour layout and gradient statistics (not the "
                "paper's DINOv3)", requires=("cv2",)),
-        ModelSpec(name=pose_npy.NAME, role="pose", kind="sidecar", factory=pose_npy.build, model_id=pose_npy.NAME,
-                  description="c2w poses from one .npy stack per video (WRBench's pose cache: manifest pose_path)",
-                  licence="Apache-2.0 (worldrecall)", preflight=pose_npy.preflight,
-                  fix="name each video's pose stack in the manifest (pose_path), or use another pose backend"),
     ]
 
 
