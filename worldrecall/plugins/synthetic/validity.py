@@ -330,7 +330,10 @@ def gate_neutrality(rows: list[ScoreRow], benchmarks: Mapping[str, Mapping[str, 
 
     The oracle must pass every case, the frozen camera fail every case, and every counterfactual whose camera
     is the true one (it breaks something else) pass exactly where the oracle passes — a gate that reacts to
-    anything but the camera would show here."""
+    anything but the camera would show here. A case whose gate the oracle leaves *not measured* (nothing for the
+    gate to test there: a reference that does not move, a mirror-test video without a GT camera) is outside the
+    gate's domain and is counted for no model; ``n_not_applicable`` counts a model's not-measured rows on the
+    cases the oracle's gate did judge."""
     from worldrecall.plugins.synthetic.counterfactuals import COUNTERFACTUALS
 
     recs = []
@@ -346,10 +349,11 @@ def gate_neutrality(rows: list[ScoreRow], benchmarks: Mapping[str, Mapping[str, 
         oracle = by_model.get(ref)
         if oracle is None:
             continue
+        unjudged = {c for c, v in oracle.items() if v is None}
         for model in sorted(by_model, key=lambda m: (m != ref, m)):
             cf = COUNTERFACTUALS.get(model)
             camera = "true" if model == ref else (cf.camera_kind if cf is not None else "?")
-            cases = {c: v for c, v in by_model[model].items() if c not in skip.get(model, set())}
+            cases = {c: v for c, v in by_model[model].items() if c not in skip.get(model, set()) and c not in unjudged}
             n_pass = sum(1 for v in cases.values() if v == 1.0)
             same = sum(1 for c, v in cases.items() if c in oracle and (v == 1.0) == (oracle[c] == 1.0))
             n = len(cases)
