@@ -46,6 +46,21 @@ def _digits(unit: str) -> int:
     return 3 if unit in ("0–1", "fraction", "") else 2
 
 
+def _widen_digits(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A column whose smallest non-zero mean would print as 0 at its digits (MIND's LCM MSE, ~1e-4) gets the
+    decimals for two significant digits (at most 8), the same for every model of the view."""
+    small: dict[str, float] = {}
+    for c in cells:
+        v = c["mean"]
+        if isinstance(v, float) and math.isfinite(v) and v != 0.0:
+            small[c["column"]] = min(small.get(c["column"], math.inf), abs(v))
+    for c in cells:
+        v = small.get(c["column"])
+        if v is not None and round(v, int(c["digits"])) == 0:
+            c["digits"] = min(8, max(int(c["digits"]), 1 - math.floor(math.log10(v))))
+    return cells
+
+
 def _direction(meta: Mapping[str, Any] | None) -> str:
     hib = (meta or {}).get("higher_is_better")
     return "·" if hib is None else ("↑" if hib else "↓")
@@ -265,7 +280,7 @@ class _Views:
                     "model": m, "position": position[m], "rank": float(rank), "rank_label": label,
                     "n_cases": len(pool[m]), "backend": self.backends.get(self.rank_by, "")}
             out += self.model_cells(base, m, variant, pool, key_ref, key_pool)
-        return out
+        return _widen_digits(out)
 
     def model_cells(self, base: dict[str, Any], m: str, variant: str, pool: dict[str, list[str]], key_ref: str,
                     key_pool: dict[str, list[str]]) -> list[dict[str, Any]]:
