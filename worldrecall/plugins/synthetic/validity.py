@@ -106,9 +106,9 @@ EXPECTED_CATCHES: dict[str, dict] = {
     "mind.mirror": {
         "value": ["mse", "psnr", "ssim"], "catches": ["hallucinated_background"],
         "note": "a model against itself (first half vs the time-reversed second half of a pan/tilt palindrome): "
-                "props that move while unseen break it; it cannot see a frozen camera (both halves show the "
-                "same view: the frozen camera wins) nor a forgotten or reset target (the suite's target changes "
-                "while unseen, so the oracle's halves differ there too)",
+                "props that move while unseen break it. It is no camera test (a frozen camera's halves differ "
+                "only where it watches the target change) and it rewards a reset target: the suite's target "
+                "changes while unseen, so the oracle's own halves differ there and state_reset's agree better",
     },
     "mind.visual_quality": {
         "value": ["imaging", "aesthetic"], "catches": [],
