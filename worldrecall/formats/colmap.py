@@ -20,6 +20,7 @@ dropped, as the release's ``errors="ignore"`` does.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from worldrecall.core.data import CaseFailure
+from worldrecall.numerics import exact
 
 MAX_BYTES = 256 * 1024 * 1024  # an images.txt of a few thousand frames is kilobytes; refuse a runaway file
 
@@ -57,25 +59,26 @@ def quaternion_to_rotation(qw: float, qx: float, qy: float, qz: float) -> np.nda
 
 
 def rotation_to_quaternion(rot: np.ndarray) -> tuple[float, float, float, float]:
-    """(w, x, y, z) of a 3x3 rotation, ``w >= 0`` (the inverse of :func:`quaternion_to_rotation`)."""
-    m = np.asarray(rot, dtype=np.float64)
-    tr = float(np.trace(m))
+    """(w, x, y, z) of a 3x3 rotation, ``w >= 0`` (the inverse of :func:`quaternion_to_rotation`). Plain IEEE
+    scalar arithmetic in a fixed order, so the same rotation gives the same bits on every CPU."""
+    m = [[float(v) for v in row] for row in np.asarray(rot, dtype=np.float64).tolist()]
+    tr = m[0][0] + m[1][1] + m[2][2]
     if tr > 0:
-        s = 2.0 * np.sqrt(tr + 1.0)
-        q = np.array([0.25 * s, (m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s])
+        s = 2.0 * math.sqrt(tr + 1.0)
+        q = [0.25 * s, (m[2][1] - m[1][2]) / s, (m[0][2] - m[2][0]) / s, (m[1][0] - m[0][1]) / s]
     else:
-        i = int(np.argmax(np.diag(m)))
+        i = max(range(3), key=lambda k: m[k][k])
         j, k = (i + 1) % 3, (i + 2) % 3
-        s = 2.0 * np.sqrt(max(1.0 + m[i, i] - m[j, j] - m[k, k], 1e-300))
-        q = np.zeros(4)
-        q[0] = (m[k, j] - m[j, k]) / s
+        s = 2.0 * math.sqrt(max(1.0 + m[i][i] - m[j][j] - m[k][k], 1e-300))
+        q = [0.0] * 4
+        q[0] = (m[k][j] - m[j][k]) / s
         q[1 + i] = 0.25 * s
-        q[1 + j] = (m[j, i] + m[i, j]) / s
-        q[1 + k] = (m[k, i] + m[i, k]) / s
+        q[1 + j] = (m[j][i] + m[i][j]) / s
+        q[1 + k] = (m[k][i] + m[i][k]) / s
     if q[0] < 0:
-        q = -q
-    q = q / np.linalg.norm(q)
-    return float(q[0]), float(q[1]), float(q[2]), float(q[3])
+        q = [-v for v in q]
+    n = math.sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
+    return q[0] / n, q[1] / n, q[2] / n, q[3] / n
 
 
 def read_images_txt(path: Path | str) -> ColmapImages:
@@ -134,7 +137,7 @@ def images_txt_text(c2w: np.ndarray, names: Sequence[str] | None = None, camera_
            f"# Number of images: {n}, mean observations per image: 0"]
     for k in range(n):
         r_cw = poses[k, :3, :3].T
-        t_cw = -r_cw @ poses[k, :3, 3]
+        t_cw = -exact.matvec(r_cw, poses[k, :3, 3])  # fixed-order sums: the suite's bytes never depend on BLAS
         q = rotation_to_quaternion(r_cw)
         vals = " ".join(f"{v:.17g}" for v in (*q, *t_cw))
         out.append(f"{k + 1} {vals} {camera_id} {names[k]}")

@@ -40,6 +40,7 @@ view; the mirror test compares a model with itself, not with a GT.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -79,17 +80,19 @@ def step_codes(c2w: np.ndarray) -> list[dict[str, int]]:
 
     Read in the suite's world (Y up; a c2w's third column is the camera's forward): the heading
     ``atan2(−f_x, f_z)`` (right positive, as ``programs.heading``) and elevation ``asin(f_y)`` of the forward
-    vector, and the move along the forward vector."""
-    p = np.asarray(c2w, dtype=np.float64)
-    fwd = p[:, :3, 2]
-    yaw = np.degrees(np.arctan2(-fwd[:, 0], fwd[:, 2]))
-    pitch = np.degrees(np.arcsin(np.clip(fwd[:, 1], -1.0, 1.0)))
+    vector, and the move along the forward vector — scalar ``math`` in a fixed order, so the codes never depend
+    on which SIMD kernels numpy picked."""
+    p = np.asarray(c2w, dtype=np.float64).tolist()
+    fwd = [(row[0][2], row[1][2], row[2][2]) for row in p]
+    pos = [(row[0][3], row[1][3], row[2][3]) for row in p]
+    yaw = [math.degrees(math.atan2(-f[0], f[2])) for f in fwd]
+    pitch = [math.degrees(math.asin(min(1.0, max(-1.0, f[1])))) for f in fwd]
     out: list[dict[str, int]] = []
     for j in range(len(p)):
         a, b = (j, j + 1) if j + 1 < len(p) else (max(j - 1, 0), j)
-        dyaw = float((yaw[b] - yaw[a] + 180.0) % 360.0 - 180.0)
-        dpitch = float(pitch[b] - pitch[a])
-        move = float(np.dot(p[b, :3, 3] - p[a, :3, 3], fwd[a]))
+        dyaw = (yaw[b] - yaw[a] + 180.0) % 360.0 - 180.0
+        dpitch = pitch[b] - pitch[a]
+        move = sum((pos[b][i] - pos[a][i]) * fwd[a][i] for i in range(3))
         out.append({
             "ws": 1 if move > MOVE_EPS else 2 if move < -MOVE_EPS else 0,
             "ad": 0,
