@@ -89,39 +89,24 @@ EXPECTED_CATCHES: dict[str, dict] = {
     },
     "memobench.vqa": {"value": "ContinuityOfMemory", "catches": ["forgetful", "state_reset"]},
     # MIND (synthetic layout: plugins/synthetic/mind_layout.py): the GT continuation is the oracle's own video
-    # re-encoded, so every frame-wise value compares a counterfactual with the true continuation frame for frame
+    # re-encoded, so every frame-wise value compares a counterfactual with the true continuation frame for frame;
+    # what each value cannot see is in docs/validity.md ("MIND on the synthetic suite")
     "mind.lcm": {
         "value": ["mse", "psnr", "ssim"],
         "catches": ["forgetful", "state_reset", "teleport", "hallucinated_background", "appearance_drift",
                     "wrong_trajectory", "frozen_camera"],
-        "note": "frame-wise against the GT continuation: any pixel the failure changes counts, weighted by its "
-                "area — a failure confined to the small target over a few frames moves the means least",
     },
-    "mind.dino": {
-        "value": "mse", "catches": ["wrong_trajectory", "frozen_camera"],
-        "note": "patch tokens of the whole frame: a camera elsewhere changes most patches; the target-only "
-                "failures (forgetful, state_reset, teleport, drift) touch a few patches and are reported, not "
-                "targeted",
-    },
-    "mind.mirror": {
-        "value": ["mse", "psnr", "ssim"], "catches": ["hallucinated_background"],
-        "note": "a model against itself (first half vs the time-reversed second half of a pan/tilt palindrome): "
-                "props that move while unseen break it. It is no camera test (a frozen camera's halves differ "
-                "only where it watches the target change) and it rewards a reset target: the suite's target "
-                "changes while unseen, so the oracle's own halves differ there and state_reset's agree better",
-    },
-    "mind.visual_quality": {
-        "value": ["imaging", "aesthetic"], "catches": [],
-        "note": "no-reference image quality: every counterfactual is rendered equally sharp, so there is "
-                "nothing here for it to catch; reported only",
-    },
+    # whole-frame patch tokens: a camera elsewhere changes most patches (target-only failures are reported)
+    "mind.dino": {"value": "mse", "catches": ["wrong_trajectory", "frozen_camera"]},
+    # a model against itself on pan/tilt palindromes: moved props break it; it rewards a reset target
+    "mind.mirror": {"value": ["mse", "psnr", "ssim"], "catches": ["hallucinated_background"]},
+    # no-reference quality: every counterfactual is rendered equally sharp, nothing to catch (reported only)
+    "mind.visual_quality": {"value": ["imaging", "aesthetic"], "catches": []},
     "mind.action": {
-        "value": "rpe_rot_mean_deg", "catches": ["wrong_trajectory", "frozen_camera"],
-        "note": "per-step RPE after a Sim(3) fit: a frozen camera's error is the GT's own step, so on a dolly "
-                "(no rotation) it ties with the oracle; the translation rule below catches it there",
-        "also": [{"value": "rpe_trans_mean", "catches": ["frozen_camera"],
-                  "note": "on pan and tilt programs the GT camera does not translate: a frozen camera ties "
-                          "with the oracle at 0 (the rotation rule above catches it there)"}],
+        "value": "rpe_rot_mean_deg", "catches": ["wrong_trajectory"],
+        "also": [{"value": "rpe_rot_mean_deg", "catches": ["frozen_camera"],
+                  "note": "per-step RPE after a Sim(3) fit: a frozen camera's error is the GT's own step, so on a "
+                          "dolly (no rotation) it ties with the oracle — the action gate fails it there"}],
     },
     "mind.action_gate": {"value": "passed", "catches": ["frozen_camera"], "reference_at_least": 1.0},
     # OPIS: the target is a dynamic object (it moves/changes while unseen), so the published metric cannot
