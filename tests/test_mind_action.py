@@ -316,8 +316,17 @@ def test_gt_camera_falls_back_to_the_gt_sidecar(clip):
 
 
 def test_no_gt_camera_for_a_sidecar_backend_is_a_skip_naming_the_fix(clip):
-    with pytest.raises(CaseSkip, match="no GT camera for the sidecar_pose backend: put the GT's COLMAP images.txt"):
+    with pytest.raises(CaseSkip, match=r"no GT camera for the sidecar_pose backend \(no ViPE sidecar of the GT "
+                                       r"video\): put the GT's COLMAP images.txt"):
         run(make_case(clip, images=False, gt_vipe=False))
+    # a sidecar backend that reads another file (WRBench's pose stacks): its own preflight says what is missing
+    from worldrecall.plugins.models import pose_npy
+
+    spec = ModelSpec("poses_npy", "pose", "sidecar", factory=pose_npy.build, preflight=pose_npy.preflight)
+    metric = MindAction({"max_frames": 10})
+    with pytest.raises(CaseSkip, match="no GT camera for the poses_npy backend .*no pose_path"):
+        metric.gt_poses(make_case(clip, images=False), MeasureContext(models=ModelHub({"poses_npy": spec},
+                                                                                      {"pose": "poses_npy"})), 2)
 
 
 def test_mirror_missing_gt_and_bad_labels(clip):

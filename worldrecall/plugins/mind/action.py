@@ -127,17 +127,22 @@ def gt_camera(case: Case, ctx: MeasureContext, mark: int, max_frames: int, max_s
     if ref is None:
         raise CaseSkip(f"{case.case_id}: no GT camera (neither images.txt nor a GT video)")
     gt_vipe = case.sidecars.get("gt_vipe")
+    # the pose role sees the GT clip as a case of its own: its video, and its own ViPE sidecar for a backend that
+    # reads one (never the generated video's)
+    view = dataclasses.replace(case, video=ref, reference=None,
+                               sidecars={"vipe": gt_vipe} if gt_vipe is not None else {}, warnings=[])
     spec = ctx.models.spec_for("pose")
-    if getattr(spec, "kind", "") == "sidecar" and gt_vipe is None:
-        raise CaseSkip(f"{ref.path}: no GT camera for the {spec.name} backend: put the GT's COLMAP images.txt "
-                       f"(>= {max_frames} images from mark_time) or its ViPE sidecar (video_vipe_ann/) in the "
-                       "GT clip folder, or use a pose backend that reads pixels")
+    if getattr(spec, "kind", "") == "sidecar":
+        why = "no ViPE sidecar of the GT video" if gt_vipe is None else (
+            spec.preflight(view) if spec.preflight is not None else None)
+        if why:
+            raise CaseSkip(f"{ref.path}: no GT camera for the {spec.name} backend ({why}): put the GT's COLMAP "
+                           f"images.txt (>= {max_frames} images from mark_time) or its ViPE sidecar "
+                           "(video_vipe_ann/) in the GT clip folder, or use a pose backend that reads pixels")
     frames = ref.resized(max_side) if max_side > 0 else ref.frames()
     idx = list(range(mark, min(mark + max_frames, len(frames))))
     if not idx:
         raise CaseSkip(f"{ref.path}: no GT frame at or after mark_time {mark} ({len(frames)} frames)")
-    view = dataclasses.replace(case, video=ref, reference=None,
-                               sidecars={"vipe": gt_vipe} if gt_vipe is not None else {}, warnings=[])
     raw = np.asarray(ctx.models.get("pose").poses([frames[i] for i in idx], case=view, indices=idx),
                      dtype=np.float64)
     if raw.ndim != 3 or raw.shape[1:] not in ((4, 4), (3, 4)):
