@@ -357,3 +357,22 @@ def test_config_typos_end_the_run():
         MindAction(thresholds={"groups": "offical"})
     with pytest.raises(ConfigTypeError, match="gt_images_min"):
         MindAction({"gt_images_min": "all"})
+
+
+def test_hostile_images_txt_is_a_case_failure_or_a_reading(tmp_path):
+    """Random bytes and random token lines: the reader returns poses or raises one CaseFailure line, nothing else."""
+    rng = np.random.default_rng(7)
+    tokens = ["1", "0", "-0", "nan", "inf", "1e999", "x", "#", "", "frame.png", "\x00", "é", "0.5", "-3"]
+    p = tmp_path / "images.txt"
+    for k in range(200):
+        if k % 2:
+            p.write_bytes(rng.integers(0, 256, int(rng.integers(0, 400)), dtype=np.uint8).tobytes())
+        else:
+            lines = [" ".join(rng.choice(tokens, int(rng.integers(0, 13)))) for _ in range(int(rng.integers(0, 8)))]
+            p.write_text("\n".join(lines))
+        try:
+            imgs = colmap.read_images_txt(p)
+        except CaseFailure as e:
+            assert "\n" not in str(e) and str(p) in str(e)
+        else:
+            assert imgs.c2w.shape == (len(imgs), 4, 4)

@@ -50,7 +50,8 @@ def quaternion_to_rotation(qw: float, qx: float, qy: float, qz: float) -> np.nda
     norm = float(np.linalg.norm(q))
     if norm < 1e-12:
         return np.eye(3)
-    w, x, y, z = q / norm
+    with np.errstate(invalid="ignore", over="ignore"):  # an infinite field gives NaN, as in the release
+        w, x, y, z = q / norm
     return np.array([
         [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
         [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
