@@ -60,9 +60,9 @@ class MindDino(Metric):
             raise CaseSkip(why, info=facts(alignment))
         model = ctx.models.get("patch_tokens")
         vals: list[float] = []
-        for gi, pred, part in fr.iter_pairs(case, alignment):
-            ta = np.asarray(model.patch_tokens(fr.to_uint8(pred), case=case, indices=gi))
-            tb = np.asarray(model.patch_tokens(fr.to_uint8(part), case=case, indices=None))
+        for gi, pred, part in fr.iter_pairs(case, alignment, as_uint8=True):
+            ta = np.asarray(model.patch_tokens(pred, case=case, indices=gi))
+            tb = np.asarray(model.patch_tokens(part, case=case, indices=None))
             vals += token_mse(ta, tb).tolist()
         return {"mse": np.asarray(vals, dtype=np.float64)}
 

@@ -79,38 +79,38 @@ def psnr_from_mse(m: np.ndarray) -> np.ndarray:
         return np.where(m > 0, 10.0 * np.log10(1.0 / np.where(m > 0, m, 1.0)), math.inf)
 
 
-def _gauss_1d() -> Any:
-    import torch
-
-    dist = torch.arange((1 - SSIM_KERNEL) / 2, (1 + SSIM_KERNEL) / 2, 1.0, dtype=torch.float32)
-    g = torch.exp(-((dist / SSIM_SIGMA) ** 2) / 2)
-    return g / g.sum()
-
-
 def ssim(pred: Any, gt: Any) -> np.ndarray:
-    """Per-frame SSIM (data range 1) of ``[N, C, H, W]`` float tensors, torchmetrics' settings (module doc)."""
-    import torch
-    import torch.nn.functional as F
+    """Per-frame SSIM (data range 1) of ``[N, C, H, W]`` float tensors, torchmetrics' settings (module doc).
+
+    The Gaussian window is applied separably (OpenCV, float32) and only where it lies inside the image — the
+    pixels torchmetrics keeps after cropping its reflect-padded map — so the border mode never matters."""
+    import cv2
 
     n, c, h, w = pred.shape
     if h < SSIM_KERNEL or w < SSIM_KERNEL:
         raise CaseFailure(f"frames of {w}x{h} are smaller than SSIM's {SSIM_KERNEL}x{SSIM_KERNEL} window")
-    g = _gauss_1d()
-    kx = g.reshape(1, 1, 1, SSIM_KERNEL).repeat(5 * c, 1, 1, 1)
-    ky = g.reshape(1, 1, SSIM_KERNEL, 1).repeat(5 * c, 1, 1, 1)
-    x, y = pred.float(), gt.float()
-    stack = torch.cat([x, y, x * x, y * y, x * y], dim=1)              # [N, 5C, H, W]
-    out = F.conv2d(F.conv2d(stack, kx, groups=5 * c), ky, groups=5 * c)  # 'valid' = torchmetrics' crop
-    mx, my, exx, eyy, exy = out.split(c, dim=1)
-    mx2, my2, mxy = mx * mx, my * my, mx * my
-    sx2 = torch.clamp(exx - mx2, min=0.0)
-    sy2 = torch.clamp(eyy - my2, min=0.0)
-    sxy = exy - mxy
+    k = cv2.getGaussianKernel(SSIM_KERNEL, SSIM_SIGMA).astype(np.float32)
+    r = SSIM_KERNEL // 2
     c1, c2 = (SSIM_K1 * 1.0) ** 2, (SSIM_K2 * 1.0) ** 2
-    num = (2 * mxy + c1) * (2 * sxy + c2)
-    den = (mx2 + my2 + c1) * (sx2 + sy2 + c2)
-    return (num / den).reshape(n, -1).mean(dim=1).double().numpy()
 
+    def win(z: np.ndarray) -> np.ndarray:
+        return cv2.sepFilter2D(z, cv2.CV_32F, k, k, borderType=cv2.BORDER_REFLECT_101)[r:h - r, r:w - r]
+
+    xs = np.ascontiguousarray(pred.float().numpy())
+    ys = np.ascontiguousarray(gt.float().numpy())
+    out = np.empty(n, np.float64)
+    for i in range(n):
+        total = 0.0
+        for ch in range(c):
+            x, y = xs[i, ch], ys[i, ch]
+            mx, my = win(x), win(y)
+            mx2, my2, mxy = mx * mx, my * my, mx * my
+            sx2 = np.maximum(win(x * x) - mx2, 0.0)
+            sy2 = np.maximum(win(y * y) - my2, 0.0)
+            sxy = win(x * y) - mxy
+            total += float(((2 * mxy + c1) * (2 * sxy + c2) / ((mx2 + my2 + c1) * (sx2 + sy2 + c2))).mean(dtype=np.float64))
+        out[i] = total / c   # channels hold equally many pixels: the mean of the per-channel means
+    return out
 
 CHUNK = 16   # frame pairs held at 720 x 1280 float at once (~11 MB per frame)
 
@@ -131,20 +131,29 @@ def pair_indices(case: Any, alignment: Any) -> tuple[list[int], list[int], bool]
     return gen, [start + i for i in gen], False
 
 
-def iter_pairs(case: Any, alignment: Any, chunk: int = CHUNK):
-    """Yield ``(generated indices, pred, partner)`` float [0, 1] tensors ``[n, 3, h, w]`` chunk by chunk, at the
-    alignment's ``frame_size``."""
+def iter_pairs(case: Any, alignment: Any, chunk: int = CHUNK, *, as_uint8: bool = False):
+    """Yield ``(generated indices, pred, partner)`` chunk by chunk at the alignment's ``frame_size``: float [0, 1]
+    tensors ``[n, 3, h, w]``, or with ``as_uint8`` lists of uint8 RGB frames (what the model roles take: the
+    decoded frames themselves at ``native``, the 1280 × 720 release frames rounded at ``release``)."""
     frame_size = str(alignment.info.get("frame_size", "release"))
     gen, other, mirror = pair_indices(case, alignment)
     video = case.video.frames()
     partner_video = video if mirror else case.reference.frames()
     for s in range(0, len(gen), chunk):
         gi, oi = gen[s:s + chunk], other[s:s + chunk]
+        if as_uint8 and frame_size == "native":
+            pred, part = list(video[gi]), list(partner_video[oi])
+            _same_shape(case, mirror, frame_size, pred[0].shape[:2], part[0].shape[:2])
+            yield gi, pred, part
+            continue
         pred = to_unit(video[gi], frame_size)
         part = to_unit(partner_video[oi], frame_size)
-        if pred.shape != part.shape:
-            where = case.video.path if mirror else f"{case.video.path} vs {case.reference.path}"
-            raise CaseFailure(f"{where}: frames of {pred.shape[3]}x{pred.shape[2]} and {part.shape[3]}x"
-                              f"{part.shape[2]} cannot be compared (frame_size: {frame_size}; 'release' brings "
-                              f"both to 1280x720)")
-        yield gi, pred, part
+        _same_shape(case, mirror, frame_size, tuple(pred.shape[2:]), tuple(part.shape[2:]))
+        yield (gi, to_uint8(pred), to_uint8(part)) if as_uint8 else (gi, pred, part)
+
+
+def _same_shape(case: Any, mirror: bool, frame_size: str, a: tuple, b: tuple) -> None:
+    if tuple(a) != tuple(b):
+        where = case.video.path if mirror else f"{case.video.path} vs {case.reference.path}"
+        raise CaseFailure(f"{where}: frames of {a[1]}x{a[0]} and {b[1]}x{b[0]} cannot be compared (frame_size: "
+                          f"{frame_size}; 'release' brings both to 1280x720)")

@@ -66,8 +66,7 @@ class MindVisualQuality(Metric):
                            "use models=reference (musiq_spaq, laion_linear)")
         imaging: list[float] = []
         aesthetic: list[float] = []
-        for gi, pred, _ in fr.iter_pairs(case, alignment):
-            frames = fr.to_uint8(pred)
+        for gi, frames, _ in fr.iter_pairs(case, alignment, as_uint8=True):
             for model, out, role in ((iq, imaging, "imaging_quality"), (ae, aesthetic, "linear_aesthetic")):
                 if model is None:
                     out += [float("nan")] * len(frames)

@@ -199,9 +199,10 @@ def mind_specs() -> list[ModelSpec]:
                    requires=("torch", "pyiqa"), extra="iqa"),
         _reference("laion_linear", "linear_aesthetic", laion_linear.build, laion_linear.DEFAULTS,
                    "CLIP ViT-L/14 + LAION sa_0_4 linear head, MIND's CLIP transform (bicubic, no antialias)"),
-        _local("color_patch_tokens", "patch_tokens", "classical", color_patches.build, color_patches.DEFAULTS,
-               "DINOv2-shaped tokens from patch Lab colour, colour layout and gradient statistics (not the "
-               "paper's DINOv3)", requires=("cv2",)),
+        _local("color_patch_tokens", "patch_tokens", "classical", color_patches.build,
+               {**color_patches.DEFAULTS, "resize": 128, "crop": 112},
+               "tokens of patch Lab colour, colour layout and gradient statistics, 8x8 patches at 112 px [N,64,27] "
+               "(not the paper's DINOv3)", requires=("cv2",)),
     ]
 
 
