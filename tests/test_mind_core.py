@@ -317,3 +317,15 @@ def test_release_frame_transform_matches_torchvision_as_the_release_calls_it():
     x = torch.from_numpy(f).permute(0, 3, 1, 2).float()
     ref = tvf.center_crop(transforms.Resize(size=(960, 1280), antialias=False)(x), (720, 1280)) / 255.0
     torch.testing.assert_close(fr.to_unit(f), torch.clamp(ref, 0.0, 1.0), rtol=0, atol=1e-6)
+
+
+def test_ranking_views_print_small_values_with_significant_digits():
+    # LCM MSE ~4.6e-5 at the 0–1 column's 3 decimals would print 0.000 for every good model: the column gets the
+    # decimals for 2 significant digits of its smallest value (-floor(log10 4.6e-5) + 1 = 6); noise below 1e-8
+    # (an RPE of exactly matching poses) widens nothing
+    from worldrecall.plugins.stats.ranking import _widen_digits
+
+    cells = [{"column": "LCM MSE", "mean": 4.6e-5, "digits": 3}, {"column": "LCM MSE", "mean": 0.0083, "digits": 3},
+             {"column": "RPE", "mean": 1e-13, "digits": 2}, {"column": "RPE", "mean": 0.0049, "digits": 2},
+             {"column": "PSNR", "mean": 43.6, "digits": 2}]
+    assert [c["digits"] for c in _widen_digits(cells)] == [6, 6, 4, 4, 2]

@@ -48,16 +48,17 @@ def _digits(unit: str) -> int:
 
 def _widen_digits(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A column whose smallest non-zero mean would print as 0 at its digits (MIND's LCM MSE, ~1e-4) gets the
-    decimals for two significant digits (at most 8), the same for every model of the view."""
+    decimals for two significant digits of it, the same for every model of the view; values below 1e-8 are
+    rounding noise around 0 and widen nothing."""
     small: dict[str, float] = {}
     for c in cells:
         v = c["mean"]
-        if isinstance(v, float) and math.isfinite(v) and v != 0.0:
+        if isinstance(v, float) and math.isfinite(v) and abs(v) >= 1e-8:
             small[c["column"]] = min(small.get(c["column"], math.inf), abs(v))
     for c in cells:
         v = small.get(c["column"])
         if v is not None and round(v, int(c["digits"])) == 0:
-            c["digits"] = min(8, max(int(c["digits"]), 1 - math.floor(math.log10(v))))
+            c["digits"] = max(int(c["digits"]), 1 - math.floor(math.log10(v)))
     return cells
 
 
