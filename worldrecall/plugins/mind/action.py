@@ -236,9 +236,9 @@ class MindAction(Metric):
         if n_steps <= 0:
             return empty
         gen_use, gt_use = gen[: n_steps + delta], gt[: n_steps + delta]
-        for what, arr in (("generated", gen_use), ("GT", gt_use)):
+        for what, arr, source in (("generated", gen_use, "the pose role"), ("GT", gt_use, gt_source)):
             if not np.isfinite(arr).all():
-                raise CaseFailure(f"{case.case_id}: non-finite {what} camera pose (from {gt_source if what == 'GT' else 'the pose role'})")
+                raise CaseFailure(f"{case.case_id}: non-finite {what} camera pose (from {source})")
         sim = tj.umeyama_sim3(gen_use[:, :3, 3], gt_use[:, :3, 3])
         te, re = tj.relative_pose_error(gt_use, tj.apply_sim3(gen_use, sim), delta)
         info["sim3_scale"] = sim.scale
