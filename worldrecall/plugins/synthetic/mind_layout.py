@@ -27,8 +27,8 @@ do per program, not per test type).
 
 Action labels come from the GT camera itself: between GT frames ``j`` and ``j + 1`` a move along the camera's
 forward of more than ``MOVE_EPS`` gives ``ws`` 1 (2 backward), a change of heading right / left of more than
-``TURN_EPS_DEG`` ``lr`` 2 / 1, of elevation up / down ``ud`` 1 / 2 (the ternary codes of the WorldFoundry-vendored release); the suite's programs never strafe
-(``ad`` 0). The last frame repeats the one before it.
+``TURN_EPS_DEG`` ``lr`` 2 / 1, of elevation up / down ``ud`` 1 / 2 (the ternary codes of the WorldFoundry-
+vendored release); the suite's programs never strafe (``ad`` 0). The last frame repeats the one before it.
 
 Mirror test: a pan or tilt program's path is a palindrome (it turns away and back through the same poses), so a
 generated video of it is already a mirror-test video — its second half, time-reversed, should show what the

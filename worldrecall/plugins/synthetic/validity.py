@@ -338,7 +338,8 @@ def gate_neutrality(rows: list[ScoreRow], benchmarks: Mapping[str, Mapping[str, 
         for model in sorted(by_model, key=lambda m: (m != ref, m)):
             cf = COUNTERFACTUALS.get(model)
             camera = "true" if model == ref else (cf.camera_kind if cf is not None else "?")
-            cases = {c: v for c, v in by_model[model].items() if c not in skip.get(model, set()) and c not in unjudged}
+            cases = {c: v for c, v in by_model[model].items()
+                     if c not in skip.get(model, set()) and c not in unjudged}
             n_pass = sum(1 for v in cases.values() if v == 1.0)
             same = sum(1 for c, v in cases.items() if c in oracle and (v == 1.0) == (oracle[c] == 1.0))
             n = len(cases)
