@@ -27,7 +27,7 @@ def test_mind_on_the_synthetic_suite(worldrecall_run):
     assert any(r["status"] == "ok" for r in run.rows_for("mind.mirror"))
     # the views: ranked by LCM MSE, the oracle's MSE printed with significant digits (never 0.000)
     out = run.stdout
-    assert "mind · action-gated view" in out and "LCM MSE" in out
+    assert "mind · camera-gated view" in out and "LCM MSE" in out
     line = next(ln for ln in out.splitlines() if ln.split()[1:2] == ["oracle"])
     assert "0.000 " not in line + " "
     view = run.tables["ranking"]

@@ -62,7 +62,7 @@ BENCHMARK = Benchmark(
             "mind.visual_quality:imaging": "imaging", "mind.visual_quality:aesthetic": "aesthetic",
             "mind.action:rpe_trans_mean": "RPE trans", "mind.action:rpe_rot_mean_deg": "RPE rot (deg)",
             "mind.action_gate:passed": "action gate passed"},
-    titles={"gated": "mind · action-gated view (only clips whose generated camera executed the GT action program; "
+    titles={"gated": "mind · camera-gated view (only clips whose generated camera executed the GT action program; "
                      "ranked by LCM MSE, lower is better)",
             "all": "mind · all clips (the release's protocol; ranked by LCM MSE, lower is better)"},
     notes=(("MIND publishes no composite score: the ranking by long-context-memory MSE (its primary memory value) "
