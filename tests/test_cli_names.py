@@ -33,7 +33,7 @@ def _run(tmp_path: Path, *overrides: str) -> int:
 
 @pytest.mark.parametrize(("override", "line"), [
     ("only=[memobnech]",
-     "error: only: unknown benchmark 'memobnech'; known: memobench, opis, scene_memory, wrbench; did you mean 'memobench'?"),
+     "error: only: unknown benchmark 'memobnech'; known: memobench, mind, opis, scene_memory, wrbench; did you mean 'memobench'?"),
     ("models_only=[oracel]",
      ("error: models_only: unknown model 'oracel'; known: appearance_drift, forgetful, frozen_camera, "
      "hallucinated_background, oracle, state_reset, teleport, wrong_trajectory; did you mean 'oracle'?")),
