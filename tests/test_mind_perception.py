@@ -81,7 +81,10 @@ def test_dinov3_backend_makes_the_release_processor_call(tiny):
     assert float(px[0, 0, 5, 5]) == pytest.approx((128 / 255 / 255 - 0.485) / 0.229, abs=1e-5)
     px = proc(images=flat, return_tensors="pt", do_rescale=False)["pixel_values"]
     assert float(px[0, 0, 5, 5]) == pytest.approx((128 / 255 - 0.485) / 0.229, abs=1e-5)
-    fixed = backend("dinov3_vitb16", {**tiny["dinov3_vitb16"], "release_rescale": False}).patch_tokens(list(frames))
+    fixed = backend("dinov3_vitb16", {**tiny["dinov3_vitb16"], "input_range": "byte"}).patch_tokens(list(frames))
+    with torch.no_grad():   # 0-255 frames: the processor's one rescale, as it expects
+        once = model(**proc(images=x, return_tensors="pt", do_rescale=False)).last_hidden_state[:, 5:].numpy()
+    np.testing.assert_allclose(fixed, once, atol=1e-5)
     assert not np.allclose(fixed, tok, atol=1e-3)
 
 
@@ -105,7 +108,7 @@ def test_dino_metric_over_the_aligned_pairs(tiny, clip_case):
 
 
 def test_musiq_loads_the_checkpoint_without_unpickling(tiny, monkeypatch):
-    from worldrecall.plugins.models.musiq import build_net
+    from worldrecall.plugins.models.musiq import arch_of, build_net
 
     calls = []
     real = torch.load
@@ -122,8 +125,9 @@ def test_musiq_loads_the_checkpoint_without_unpickling(tiny, monkeypatch):
     got = q.score_frames(list(frames))
     # the release: MUSIQ(<[0, 1] frames>) with the checkpoint's weights ('module.' stripped, under 'params')
     sd = real(f"{opts['local_dir']}/{manifest.MUSIQ_SPAQ_FILE}", weights_only=True)["params"]
-    net = build_net({k.removeprefix("module."): v for k, v in sd.items()},
-                    **{k: opts[k] for k in ("hidden_size", "mlp_dim", "num_heads", "num_layers")}).eval()
+    assert arch_of(sd) == {"hidden_size": 48, "num_layers": 1, "mlp_dim": 96}
+    net = build_net({k.removeprefix("module."): v for k, v in sd.items()}, hidden_size=48, mlp_dim=96,
+                    num_layers=1).eval()
     with torch.no_grad():
         ref = net(torch.from_numpy(frames).permute(0, 3, 1, 2).float() / 255.0).reshape(-1).numpy()
     assert got.shape == (2,)

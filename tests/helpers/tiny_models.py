@@ -307,11 +307,10 @@ def save_tiny(name: str, folder: Path, seed: int = 0) -> dict[str, Any]:
     elif name == "musiq_spaq":
         from worldrecall.plugins.models.musiq import build_net
 
-        arch = {"hidden_size": 32, "mlp_dim": 64, "num_heads": 2, "num_layers": 1}
+        # 6 heads as SPAQ's (not in the weights); width, MLP width and depth are read off the checkpoint;
         # as pyiqa's checkpoints: a DataParallel 'module.' prefix under a 'params' key
-        sd = {f"module.{k}": v for k, v in build_net(**arch).state_dict().items()}
+        sd = {f"module.{k}": v for k, v in build_net(hidden_size=48, mlp_dim=96, num_layers=1).state_dict().items()}
         torch.save({"params": sd}, folder / manifest.MUSIQ_SPAQ_FILE)
-        opts.update(arch)
     elif name == "laion_linear":
         from transformers import CLIPVisionModelWithProjection
 

@@ -6,7 +6,7 @@ Release (``src/metrics/dino.py``, ``src/utils/dino_utils.py``): DINOv3 ViT-B/16 
 per-frame value is the mean over tokens and channels of the squared difference, and the clip's value the mean
 over frames (``avg_dino_mse``). Same pairs as the LCM (``mind.pairs``, release batching included). Here the
 model runs behind the ``patch_tokens`` role (reference backend ``dinov3_vitb16``, which drops CLS + registers
-and applies the release's processor call, double rescale included — its option ``release_rescale``); this
+and applies the release's processor call, double rescale included — its option ``input_range``); this
 metric L2-normalises and averages. Frames reach the role as the 1280x720 release frames rounded to uint8.
 """
 

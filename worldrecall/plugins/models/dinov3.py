@@ -3,8 +3,8 @@
 MIND (``src/utils/dino_utils.py``) loads ``AutoModel`` + ``AutoImageProcessor`` from the DINOv3 ViT-B/16 folder
 and calls the processor on frames that are already float on [0, 1] (``processor(images=frames)``): the
 processor resizes to 224 × 224 and then *rescales by 1/255 again* before the ImageNet normalisation, so the
-network sees almost constant images. ``release_rescale: true`` (default) reproduces that call exactly; ``false``
-passes ``do_rescale=False`` (the frames the processor expects). Tokens: ``last_hidden_state`` without the CLS
+network sees almost constant images. ``input_range: unit`` (default) reproduces that call exactly (frames on
+[0, 1]); ``byte`` hands the processor 0-255 frames, which it rescales once, as it expects. Tokens: ``last_hidden_state`` without the CLS
 and register tokens (``[:, 1 + num_register_tokens:]``, i.e. ``[:, 5:]`` for ViT-B/16) → ``[N, 196, 768]``,
 not normalised (the metric normalises). The weights are gated on the hub (accept the licence first).
 """
@@ -21,7 +21,8 @@ from worldrecall.plugins.models.options import Options, check_rgb, inference
 from worldrecall.plugins.models.weights import hf_backend_folder
 
 NAME = "dinov3_vitb16"
-DEFAULTS: dict[str, Any] = {"release_rescale": True, "revision": None}
+INPUT_RANGES = ("unit", "byte")
+DEFAULTS: dict[str, Any] = {"input_range": "unit", "revision": None}
 
 
 class Dinov3PatchTokens:
@@ -32,6 +33,8 @@ class Dinov3PatchTokens:
         self.model = model.eval().to(options.device)
         self.processor = processor
         self.skip = 1 + int(getattr(model.config, "num_register_tokens", 0) or 0)
+        if options["input_range"] not in INPUT_RANGES:
+            raise ValueError(f"{options.name}: input_range must be one of {INPUT_RANGES}")
 
     def patch_tokens(self, frames: Sequence[np.ndarray], *, case: Any = None,
                      indices: Sequence[int] | None = None) -> np.ndarray:
@@ -39,12 +42,12 @@ class Dinov3PatchTokens:
         import torch
 
         o = self.opts
-        extra = {} if bool(o["release_rescale"]) else {"do_rescale": False}
+        scale = 255.0 if o["input_range"] == "unit" else 1.0
         out: list[np.ndarray] = []
         for chunk in batched(list(frames), o.batch_size):
-            # the release hands the processor [0, 1] float frames [B, 3, H, W]
-            x = torch.from_numpy(np.stack([check_rgb(f) for f in chunk])).permute(0, 3, 1, 2).float() / 255.0
-            pixels = self.processor(images=x, return_tensors="pt", **extra)["pixel_values"].to(o.device)
+            # the release hands the processor [0, 1] float frames [B, 3, H, W] ("unit")
+            x = torch.from_numpy(np.stack([check_rgb(f) for f in chunk])).permute(0, 3, 1, 2).float() / scale
+            pixels = self.processor(images=x, return_tensors="pt")["pixel_values"].to(o.device)
             with inference(o.device, o.dtype):
                 hidden = self.model(pixel_values=pixels).last_hidden_state
             out.append(hidden[:, self.skip:].float().cpu().numpy())

@@ -5,12 +5,14 @@ MIND (``src/process.py``, ``src/metrics/visual_quality.py``) builds ``pyiqa.arch
 on [0, 1] RGB frames at their own size (the arch maps them to [-1, 1] and cuts its multi-scale patches).
 Here the same class is built without weights and the checkpoint is loaded by us with
 ``torch.load(weights_only=True)`` (pyiqa itself unpickles with ``weights_only=False``), ``module.`` prefixes
-removed as pyiqa's ``clean_state_dict`` does. Output: the raw per-frame MOS (MIND divides by 100).
+removed as pyiqa's ``clean_state_dict`` does; the encoder's width, MLP width and depth are read off the
+checkpoint (SPAQ's: pyiqa's defaults), so a smaller MUSIQ of the same class loads the same way. Output: the raw per-frame MOS (MIND divides by 100).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,9 +25,8 @@ from worldrecall.plugins.models.options import Options, check_rgb, inference, pa
 from worldrecall.plugins.models.weights import ensure_weights, load_state_dict, weight_file
 
 NAME = "musiq_spaq"
-# the SPAQ checkpoint's architecture (pyiqa's MUSIQ defaults); other values only for other checkpoints and tests
-ARCH_KEYS = ("hidden_size", "mlp_dim", "num_heads", "num_layers")
-DEFAULTS: dict[str, Any] = {"hidden_size": 384, "mlp_dim": 1152, "num_heads": 6, "num_layers": 14}
+DEFAULTS: dict[str, Any] = {}
+_BLOCK = re.compile(r"^transformer_encoder\.transformer\.encoderblock_(\d+)\.")
 
 
 def musiq_class() -> Any:
@@ -68,6 +69,19 @@ class MusiqQuality:
         return np.concatenate(out).astype(np.float32) if out else np.zeros(0, np.float32)
 
 
+def arch_of(state_dict: Mapping[str, Any]) -> dict[str, int]:
+    """The encoder's width, MLP width and depth read off a checkpoint (the SPAQ one: 384, 1152, 14 — pyiqa's
+    defaults); the head count (6) cannot be read off the weights and stays pyiqa's."""
+    try:
+        sd = clean_keys(state_dict)
+        depth = 1 + max(int(m.group(1)) for k in sd if (m := _BLOCK.match(k)))
+        return {"hidden_size": int(sd["embedding.weight"].shape[0]), "num_layers": depth,
+                "mlp_dim": int(sd["transformer_encoder.transformer.encoderblock_0.mlp.fc1.weight"].shape[0])}
+    except (KeyError, ValueError, AttributeError, IndexError) as e:
+        raise BackendUnavailable(f"{NAME}: the checkpoint does not hold a MUSIQ network ({type(e).__name__}: {e})") \
+            from e
+
+
 def build_net(state_dict: Mapping[str, Any] | None = None, **arch: Any) -> Any:
     """pyiqa's MUSIQ with one output (``pretrained=False``: nothing is fetched), then ``state_dict`` (strict)."""
     net = musiq_class()(num_class=1, pretrained=False, **arch)
@@ -86,4 +100,4 @@ def build(opts: Mapping[str, Any]) -> MusiqQuality:
     sd = load_state_dict(path)
     if isinstance(sd, dict) and isinstance(sd.get("params"), dict):
         sd = sd["params"]
-    return MusiqQuality(build_net(sd, **{k: int(o[k]) for k in ARCH_KEYS}), o)
+    return MusiqQuality(build_net(sd, **arch_of(sd)), o)

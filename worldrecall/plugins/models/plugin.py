@@ -193,7 +193,7 @@ def mind_specs() -> list[ModelSpec]:
     return [
         _reference("dinov3_vitb16", "patch_tokens", dinov3.build, dinov3.DEFAULTS,
                    "DINOv3 ViT-B/16 patch tokens through its own processor (MIND's call: double rescale unless "
-                   "release_rescale=false), CLS + registers dropped [N,196,768]"),
+                   "input_range=byte), CLS + registers dropped [N,196,768]"),
         _reference("musiq_spaq", "imaging_quality", musiq.build, musiq.DEFAULTS,
                    "pyiqa MUSIQ with the SPAQ checkpoint (weights_only load), raw MOS on [0,1] frames",
                    requires=("torch", "pyiqa"), extra="iqa"),
