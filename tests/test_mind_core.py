@@ -329,3 +329,26 @@ def test_ranking_views_print_small_values_with_significant_digits():
              {"column": "RPE", "mean": 1e-13, "digits": 2}, {"column": "RPE", "mean": 0.0049, "digits": 2},
              {"column": "PSNR", "mean": 43.6, "digits": 2}]
     assert [c["digits"] for c in _widen_digits(cells)] == [6, 6, 4, 4, 2]
+
+
+def test_mind_yaml_matches_the_class_defaults_except_the_suite_switches():
+    # the shipped config spells every default out; the synthetic suite's two aligner switches (72-frame 320x240
+    # clips) are the only values that differ from the official class defaults, and both are documented
+    from omegaconf import OmegaConf
+
+    from worldrecall.plugins.mind.plugin import METRICS
+
+    path = Path(records.__file__).parents[2] / "conf" / "benchmark" / "mind.yaml"
+    conf = OmegaConf.to_container(OmegaConf.load(path), resolve=False)   # Hydra's YAML (1.0e9 is a float)
+    assert conf["loader"] == "mind" and conf["aligner"] == "mind.pairs" and conf["aggregators"] == ["mind.result"]
+    assert conf["loader_options"] == MindLoader.defaults
+    official = dict(MindPairs.defaults)
+    assert (official["frame_size"], official["release_batches"]) == ("release", True)
+    assert conf["aligner_params"] == {**official, "frame_size": "native", "release_batches": False}
+    by_short = {m.name.split(".", 1)[1]: m for m in METRICS}
+    assert set(conf["metrics"]) == set(by_short)
+    for short, entry in conf["metrics"].items():
+        m = by_short[short]
+        assert set(entry.get("params") or {}) <= set(m.params), short
+        assert set(entry.get("thresholds") or {}) <= set(m.thresholds), short
+        m(entry.get("params"), entry.get("thresholds"))   # instantiable with the shipped values
