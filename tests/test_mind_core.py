@@ -352,3 +352,13 @@ def test_mind_yaml_matches_the_class_defaults_except_the_suite_switches():
         assert set(entry.get("params") or {}) <= set(m.params), short
         assert set(entry.get("thresholds") or {}) <= set(m.thresholds), short
         m(entry.get("params"), entry.get("thresholds"))   # instantiable with the shipped values
+
+
+def test_lcm_at_the_release_frame_size(layout):
+    # frame_size release: every frame brought to 1280x720 first (a flat frame stays flat, so the MSE is the
+    # same hand value), release batching off; the row says the size it compared at
+    data, gen = layout
+    case = next(c for c in load(data, {"m1": gen}) if c.case_id == "1st_data/mem_test/data-1")
+    meas, _ = _measure(MindLCM(), case, {"frame_size": "release", "video_max_time": 2})
+    np.testing.assert_allclose(meas["mse"], ((40 - np.array([20, 30])) / 255.0) ** 2, rtol=1e-5)
+    assert meas["row_info"]["frame_size"] == [720, 1280] and meas["row_info"]["scored_frames"] == 2
