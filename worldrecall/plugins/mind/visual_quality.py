@@ -7,9 +7,8 @@ image features)) / 10`` (LAION's ``sa_0_4_vit_l_14_linear.pth``; CLIP preprocess
 without antialiasing, centre crop 224, OpenAI mean/std); the clip's values are the means over frames.
 Here the two models run behind the ``imaging_quality`` role (reference backend ``musiq_spaq``) and the
 ``linear_aesthetic`` role (reference backend ``laion_linear``), which return the raw per-frame scores; this
-metric divides by 100 and 10. Both roles are required, as the release always computes both: without a backend
-(the classical set has none) the metric is skipped once, before evaluating, with the fix (``models=reference``).
-Should one backend still be missing at measure time, its value stays null and the row says why.
+metric divides by 100 and 10. A value whose role has no backend stays null (the row says why); with neither,
+the row is skipped.
 """
 
 from __future__ import annotations
@@ -44,9 +43,13 @@ class MindVisualQuality(Metric):
                            description="mean per-frame LAION linear aesthetic / 10 (avg_aesthetic)"),
         "frames": Value(higher_is_better=None, range=None, unit="frames", description="generated frames scored"),
     }
-    models: ClassVar[tuple[str, ...]] = ("imaging_quality", "linear_aesthetic")
+    optional_models: ClassVar[tuple[str, ...]] = ("imaging_quality", "linear_aesthetic")
     params: ClassVar[dict[str, Any]] = {}
     imports: ClassVar[tuple[str, ...]] = ("torch",)
+
+    def optional_roles(self) -> dict[str, str]:
+        return {"imaging_quality": "mind.visual_quality:imaging (MUSIQ-SPAQ)",
+                "linear_aesthetic": "mind.visual_quality:aesthetic (LAION linear head)"}
 
     def needs_models(self, case: Case) -> bool:
         return not case.annotations.get("mirror") and not case.annotations.get("gt_missing")
