@@ -50,6 +50,7 @@ def test_mind_on_a_folder_of_ones_own_with_broken_files(worldrecall_run, tmp_pat
     for clip in ("good", "bad"):
         write_lossless(gen / "m" / "1st_data" / "mem_test" / clip / "video.mp4", flat(8, 60))
     write_lossless(gen / "m" / "3rd_data" / "mirror_test" / "walk" / "path-1.mp4", flat(7, 0))   # odd
+    write_lossless(gen / "m" / "3rd_data" / "mem_test" / "orphan" / "video.mp4", flat(8, 60))    # no GT
     run = worldrecall_run("only=[mind]", f"benchmarks.mind.data_root={data}",
                           f"benchmarks.mind.generations={gen}",
                           "benchmarks.mind.aligner_params.release_batches=false", "max_failure_rate=1.0",
@@ -58,6 +59,9 @@ def test_mind_on_a_folder_of_ones_own_with_broken_files(worldrecall_run, tmp_pat
     failed = {r["case_id"]: r["reason"] for r in run.rows if r["status"] == "failed"}
     assert "bad/action.json: 'total_time' must be an integer" in failed["1st_data/mem_test/bad"]
     assert "path-1.mp4: frame count 7 is not an even number" in failed["3rd_data/mirror_test/walk/path-1"]
+    orphan = {r["metric"]: r for r in run.rows if r["case_id"] == "3rd_data/mem_test/orphan"}
+    assert orphan["mind.lcm"]["status"] == "skipped" and "missing GT clip folder" in orphan["mind.lcm"]["reason"]
+    assert "orphan" in orphan["mind.lcm"]["reason"] and orphan["mind.action"]["status"] == "skipped"
     good = next(r for r in run.rows_for("mind.lcm") if r["case_id"] == "1st_data/mem_test/good")
     # generated level 60 vs GT levels 40..110 (frames 4..11): MSE = mean(((60 - g) / 255)²)
     expect = float(np.mean(((60 - np.arange(40, 120, 10)) / 255.0) ** 2))

@@ -362,3 +362,12 @@ def test_lcm_at_the_release_frame_size(layout):
     meas, _ = _measure(MindLCM(), case, {"frame_size": "release", "video_max_time": 2})
     np.testing.assert_allclose(meas["mse"], ((40 - np.array([20, 30])) / 255.0) ** 2, rtol=1e-5)
     assert meas["row_info"]["frame_size"] == [720, 1280] and meas["row_info"]["scored_frames"] == 2
+
+
+def test_a_clip_without_gt_is_a_missing_input_naming_the_folder(layout):
+    data, gen = layout
+    case = next(c for c in load(data, {"m1": gen}) if c.case_id == "3rd_data/action_space_test/data-9")
+    (miss,) = MindLCM().missing_inputs(case)
+    assert miss.path == str(data / "3rd_data" / "test" / "action_space_test" / "data-9")
+    assert "missing GT clip folder" in miss.line() and "missing_gt=error" in miss.line()
+    assert MindMirror().missing_inputs(case) == []

@@ -17,10 +17,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import MeasureContext, Metric, Value
+from worldrecall.core.components import MeasureContext, Metric, MissingInput, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure, CaseSkip
 from worldrecall.plugins.mind import frames as fr
-from worldrecall.plugins.mind.lcm import BENCHMARK, facts, mean_or_none, skip_reason
+from worldrecall.plugins.mind.lcm import BENCHMARK, facts, mean_or_none, missing_gt, skip_reason
 
 
 def token_mse(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -52,6 +52,9 @@ class MindDino(Metric):
 
     def needs_models(self, case: Case) -> bool:
         return not case.annotations.get("mirror") and not case.annotations.get("gt_missing")
+
+    def missing_inputs(self, case: Case) -> list[MissingInput]:
+        return missing_gt(case)
 
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
         """Per-frame token MSE of every aligned (generated, GT) pair."""

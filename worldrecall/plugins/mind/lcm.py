@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import MeasureContext, Metric, Value
+from worldrecall.core.components import MeasureContext, Metric, MissingInput, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure, CaseSkip
 from worldrecall.core.models import BackendUnavailable
 from worldrecall.plugins.mind import frames as fr
@@ -45,6 +45,15 @@ def optional_backend(ctx: MeasureContext, role: str) -> tuple[Any | None, str]:
         return ctx.models.get(role), str(ctx.models.selection.get(role, ""))
     except BackendUnavailable as e:
         return None, str(e)
+
+
+def missing_gt(case: Case) -> list[MissingInput]:
+    """The GT clip folder a memory clip lacks (``missing_gt: skip``): said by ``worldrecall check`` and on the row."""
+    if case.annotations.get("mirror") or not case.annotations.get("gt_missing"):
+        return []
+    return [MissingInput("GT clip folder (MIND-Data: video.mp4 + action.json)", str(case.annotations.get(
+        "gt_expected", "")), "the release does not score a clip without its GT; put the clip under data_root, or "
+        "set loader_options.missing_gt=error to fail such clips", kind="file")]
 
 
 def skip_reason(case: Case, alignment: Alignment, *, mirror_metric: bool) -> str | None:
@@ -88,6 +97,9 @@ class PairFidelity(Metric):
 
     def needs_models(self, case: Case) -> bool:
         return bool(self.params["lpips"]) and bool(case.annotations.get("mirror")) == self.mirror_metric
+
+    def missing_inputs(self, case: Case) -> list[MissingInput]:
+        return [] if self.mirror_metric else missing_gt(case)
 
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
         """Per-frame MSE, PSNR, SSIM and (with a perceptual backend) LPIPS of every aligned pair."""

@@ -143,6 +143,7 @@ class MindLoader(Loader):
             if opts["missing_gt"] == "error":
                 raise CaseFailure(f"{where}: GT clip folder missing for {video_path}")
             annotations["gt_missing"] = f"{where}: GT clip folder missing (the release does not score this clip)"
+            annotations["gt_expected"] = str(where)
             return Case(BENCHMARK, case_id, model, video, strata=strata, annotations=annotations, sidecars=sidecars,
                         data_root=root)
         annotations["gt_clip"] = gt_dir.relative_to(root).as_posix() if root is not None else gt_dir.name

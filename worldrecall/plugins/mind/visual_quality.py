@@ -18,10 +18,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from worldrecall.core.components import MeasureContext, Metric, Value
+from worldrecall.core.components import MeasureContext, Metric, MissingInput, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure, CaseSkip
 from worldrecall.plugins.mind import frames as fr
-from worldrecall.plugins.mind.lcm import BENCHMARK, facts, mean_or_none, optional_backend, skip_reason
+from worldrecall.plugins.mind.lcm import BENCHMARK, facts, mean_or_none, missing_gt, optional_backend, skip_reason
 
 IMAGING_SCALE = 100.0
 AESTHETIC_SCALE = 10.0
@@ -53,6 +53,9 @@ class MindVisualQuality(Metric):
 
     def needs_models(self, case: Case) -> bool:
         return not case.annotations.get("mirror") and not case.annotations.get("gt_missing")
+
+    def missing_inputs(self, case: Case) -> list[MissingInput]:
+        return missing_gt(case)
 
     def measure(self, case: Case, alignment: Alignment, ctx: MeasureContext) -> dict[str, Any]:
         """Raw per-frame MUSIQ and aesthetic scores of the generated frames of the scored window."""
