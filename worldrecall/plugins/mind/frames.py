@@ -108,7 +108,8 @@ def ssim(pred: Any, gt: Any) -> np.ndarray:
             sx2 = np.maximum(win(x * x) - mx2, 0.0)
             sy2 = np.maximum(win(y * y) - my2, 0.0)
             sxy = win(x * y) - mxy
-            total += float(((2 * mxy + c1) * (2 * sxy + c2) / ((mx2 + my2 + c1) * (sx2 + sy2 + c2))).mean(dtype=np.float64))
+            ssim_map = (2 * mxy + c1) * (2 * sxy + c2) / ((mx2 + my2 + c1) * (sx2 + sy2 + c2))
+            total += float(ssim_map.mean(dtype=np.float64))
         out[i] = total / c   # channels hold equally many pixels: the mean of the per-channel means
     return out
 

@@ -59,7 +59,7 @@ class MindLoader(Loader):
                                  "perspective and test type, mirror-test paths"
     reads_request_paths_only: ClassVar[bool] = True
     defaults: ClassVar[dict[str, Any]] = {
-        "action_labels": "ternary",   # ternary (0 none / 1 / 2; the vendored release 219f458b) | binary (8f9c59c README)
+        "action_labels": "ternary",   # ternary (0 none / 1 / 2; vendored release 219f458b) | binary (8f9c59c)
         "missing_gt": "skip",         # skip (as released: the clip is not scored; here a skipped row) | error
         "test_types": ["mem_test", "action_space_test", "mirror_test"],
         "perspectives": ["1st_data", "3rd_data"],
@@ -98,7 +98,8 @@ class MindLoader(Loader):
     @staticmethod
     def _bad_options(opts: dict[str, Any]) -> str:
         if opts["action_labels"] not in LABEL_SCHEMES:
-            return f"loader_options.action_labels {opts['action_labels']!r}: expected one of {', '.join(LABEL_SCHEMES)}"
+            return (f"loader_options.action_labels {opts['action_labels']!r}: expected one of "
+                    f"{', '.join(LABEL_SCHEMES)}")
         if opts["missing_gt"] not in MISSING_GT:
             return f"loader_options.missing_gt {opts['missing_gt']!r}: expected one of {', '.join(MISSING_GT)}"
         unknown = [t for t in opts["test_types"] if t not in (*TEST_TYPES, MIRROR)]

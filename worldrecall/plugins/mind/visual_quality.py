@@ -21,7 +21,14 @@ import numpy as np
 from worldrecall.core.components import MeasureContext, Metric, MissingInput, Value
 from worldrecall.core.data import Alignment, Case, CaseFailure, CaseSkip
 from worldrecall.plugins.mind import frames as fr
-from worldrecall.plugins.mind.lcm import BENCHMARK, facts, mean_or_none, missing_gt, optional_backend, skip_reason
+from worldrecall.plugins.mind.lcm import (
+    BENCHMARK,
+    facts,
+    mean_or_none,
+    missing_gt,
+    optional_backend,
+    skip_reason,
+)
 
 IMAGING_SCALE = 100.0
 AESTHETIC_SCALE = 10.0

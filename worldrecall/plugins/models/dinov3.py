@@ -4,9 +4,10 @@ MIND (``src/utils/dino_utils.py``) loads ``AutoModel`` + ``AutoImageProcessor`` 
 and calls the processor on frames that are already float on [0, 1] (``processor(images=frames)``): the
 processor resizes to 224 × 224 and then *rescales by 1/255 again* before the ImageNet normalisation, so the
 network sees almost constant images. ``input_range: unit`` (default) reproduces that call exactly (frames on
-[0, 1]); ``byte`` hands the processor 0-255 frames, which it rescales once, as it expects. Tokens: ``last_hidden_state`` without the CLS
-and register tokens (``[:, 1 + num_register_tokens:]``, i.e. ``[:, 5:]`` for ViT-B/16) → ``[N, 196, 768]``,
-not normalised (the metric normalises). The weights are gated on the hub (accept the licence first).
+[0, 1]); ``byte`` hands the processor 0-255 frames, which it rescales once, as it expects. Tokens:
+``last_hidden_state`` without the CLS and register tokens (``[:, 1 + num_register_tokens:]``, i.e. ``[:, 5:]``
+for ViT-B/16) → ``[N, 196, 768]``, not normalised (the metric normalises). The weights are gated on the hub
+(accept the licence first).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ on [0, 1] RGB frames at their own size (the arch maps them to [-1, 1] and cuts i
 Here the same class is built without weights and the checkpoint is loaded by us with
 ``torch.load(weights_only=True)`` (pyiqa itself unpickles with ``weights_only=False``), ``module.`` prefixes
 removed as pyiqa's ``clean_state_dict`` does; the encoder's width, MLP width and depth are read off the
-checkpoint (SPAQ's: pyiqa's defaults), so a smaller MUSIQ of the same class loads the same way. Output: the raw per-frame MOS (MIND divides by 100).
+checkpoint (SPAQ's: pyiqa's defaults), so a smaller MUSIQ of the same class loads the same way. Output: the raw
+per-frame MOS (MIND divides by 100).
 """
 
 from __future__ import annotations
@@ -78,8 +79,8 @@ def arch_of(state_dict: Mapping[str, Any]) -> dict[str, int]:
         return {"hidden_size": int(sd["embedding.weight"].shape[0]), "num_layers": depth,
                 "mlp_dim": int(sd["transformer_encoder.transformer.encoderblock_0.mlp.fc1.weight"].shape[0])}
     except (KeyError, ValueError, AttributeError, IndexError) as e:
-        raise BackendUnavailable(f"{NAME}: the checkpoint does not hold a MUSIQ network ({type(e).__name__}: {e})") \
-            from e
+        why = f"{type(e).__name__}: {e}"
+        raise BackendUnavailable(f"{NAME}: the checkpoint does not hold a MUSIQ network ({why})") from e
 
 
 def build_net(state_dict: Mapping[str, Any] | None = None, **arch: Any) -> Any:
