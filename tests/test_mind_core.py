@@ -110,6 +110,7 @@ def layout(tmp_path):
     write_lossless(gen / "3rd_data" / "action_space_test" / "data-9" / "video.mp4", flat(4, 0))   # no GT
     write_lossless(gen / "1st_data" / "mirror_test" / "walk" / "path-1.mp4", flat(6, [10, 20, 30, 33, 20, 10]))
     write_lossless(gen / "1st_data" / "mirror_test" / "walk" / "path-2.mp4", flat(5, 0))
+    (gen / "1st_data" / "mem_test" / ".DS_Store").write_bytes(b"\0")   # a hidden file is no clip
     return data, gen
 
 

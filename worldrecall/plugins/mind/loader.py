@@ -44,8 +44,9 @@ MISSING_GT = ("skip", "error")
 
 
 def _entries(folder: Path) -> list[Path]:
+    """The folder's entries by name; hidden ones (``.DS_Store``, ``.ipynb_checkpoints``) are no clips."""
     try:
-        return sorted(folder.iterdir(), key=lambda p: p.name)
+        return sorted((p for p in folder.iterdir() if not p.name.startswith(".")), key=lambda p: p.name)
     except OSError:
         return []
 
