@@ -322,12 +322,12 @@ def test_release_frame_transform_matches_torchvision_as_the_release_calls_it():
 
 def test_ranking_views_print_small_values_with_significant_digits():
     # LCM MSE ~4.6e-5 at the 0–1 column's 3 decimals would print 0.000 for every good model: the column gets the
-    # decimals for 2 significant digits of its smallest value (-floor(log10 4.6e-5) + 1 = 6). A value below 1/1000
-    # of the column's largest (an RPE of exactly matching poses, 2.6e-8 beside 0.046) is 0 at that scale: the
-    # RPE column widens for 0.0049 (4 decimals), not for the noise
+    # decimals for 2 significant digits of its smallest value (-floor(log10 4.6e-5) + 1 = 6), also beside a failed
+    # gate counted at 1. A value below 1e-5 of the column's largest (an RPE of exactly matching poses, 2.6e-8
+    # beside 0.046) is 0 at that scale: the RPE column widens for 0.0049 (4 decimals), not for the noise
     from worldrecall.plugins.stats.ranking import _widen_digits
 
-    cells = [{"column": "LCM MSE", "mean": 4.6e-5, "digits": 3}, {"column": "LCM MSE", "mean": 0.0106, "digits": 3},
+    cells = [{"column": "LCM MSE", "mean": 4.6e-5, "digits": 3}, {"column": "LCM MSE", "mean": 1.0, "digits": 3},
              {"column": "RPE", "mean": 2.6e-8, "digits": 2}, {"column": "RPE", "mean": 0.0049, "digits": 2},
              {"column": "RPE", "mean": 0.046, "digits": 2}, {"column": "PSNR", "mean": 43.6, "digits": 2}]
     assert [c["digits"] for c in _widen_digits(cells)] == [6, 6, 4, 4, 4, 2]

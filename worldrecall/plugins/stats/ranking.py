@@ -48,14 +48,15 @@ def _digits(unit: str) -> int:
 
 def _widen_digits(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A column whose smallest mean would print as 0 at its digits (MIND's LCM MSE, ~1e-4) gets the decimals for
-    two significant digits of it, the same for every model of the view. Only means within 1/1000 of the column's
-    largest count: one far below the rest (an RPE of exactly matching poses, ~1e-8) is 0 at the column's scale."""
+    two significant digits of it, the same for every model of the view. Only means within 1e-5 of the column's
+    largest count: one far below the rest (an RPE of exactly matching poses, ~1e-8) is 0 at the column's scale
+    (a ranked column counting failed gates at 1 still widens for an MSE of 5e-5)."""
     values: dict[str, list[float]] = {}
     for c in cells:
         v = c["mean"]
         if isinstance(v, float) and math.isfinite(v) and v != 0.0:
             values.setdefault(c["column"], []).append(abs(v))
-    small = {col: min(x for x in vs if x >= max(vs) / 1000) for col, vs in values.items()}
+    small = {col: min(x for x in vs if x >= max(vs) * 1e-5) for col, vs in values.items()}
     for c in cells:
         v = small.get(c["column"])
         if v is not None and round(v, int(c["digits"])) == 0:
