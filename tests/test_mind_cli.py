@@ -36,6 +36,13 @@ def test_mind_on_the_synthetic_suite(worldrecall_run):
     assert float(cell["mean"].iloc[-1]) != 0.0 and round(float(cell["mean"].iloc[-1]), int(cell["digits"].iloc[-1]))
     gate = {r["model"]: r for r in run.rows_for("mind.action_gate") if "/mirror_test/" not in r["case_id"]}
     assert gate["frozen_camera"]["values"]["passed"] == 0.0 and gate["oracle"]["values"]["passed"] == 1.0
+    # the mirror videos have no action program: the gate gives them no verdict, so they are neither in the
+    # denominator of "gate passed" nor in the pass rate (the oracle passes every clip it judged)
+    n_clips = sum(1 for m, c in lcm if m == "oracle" and "/mirror_test/" not in c)
+    n_all = sum(1 for m, _ in lcm if m == "oracle")
+    assert n_all > n_clips and f"{n_clips}/{n_clips}" in line.split() and f"{n_clips}/{n_all}" not in line
+    rate = view[(view["benchmark"] == "mind") & (view["model"] == "oracle") & (view["metric"] == "mind.action_gate")]
+    assert len(rate) and (rate["mean"] == 1.0).all() and (rate["n_gate_measured"] == n_clips).all()
     clips = run.tables["mind_clips"]
     oracle = clips[(clips["model"] == "oracle") & clips["lcm_avg_mse"].notna()]
     assert float(oracle["lcm_avg_mse"].iloc[0]) == mse["oracle"]

@@ -281,9 +281,17 @@ class _Views:
                 label += NOT_MEASURED_MARK
             base = {"benchmark": name, "variant": variant, "order": order, "title": title, "note": note,
                     "model": m, "position": position[m], "rank": float(rank), "rank_label": label,
-                    "n_cases": len(pool[m]), "backend": self.backends.get(self.rank_by, "")}
+                    "n_cases": len(pool[m]), "backend": self.backends.get(self.rank_by, ""),
+                    "n_gate_measured": self.gate_measured(m)}
             out += self.model_cells(base, m, variant, pool, key_ref, key_pool)
         return _widen_digits(out)
+
+    def gate_measured(self, m: str) -> float:
+        """The model's cases with a camera-gate verdict (passed or failed); NaN where the benchmark has no gate."""
+        if not self.gate or not self.gate_ran:
+            return math.nan
+        by = self.vals.get(self.gate, {}).get(m, {})
+        return float(sum(1 for c in self.cases[m] if c in by))
 
     def model_cells(self, base: dict[str, Any], m: str, variant: str, pool: dict[str, list[str]], key_ref: str,
                     key_pool: dict[str, list[str]]) -> list[dict[str, Any]]:
@@ -312,7 +320,8 @@ class _Views:
             if ref == gate and m in self.unmeasured:
                 continue  # nor a camera gate that was never measured for this model
             by = self.vals.get(ref, {}).get(m, {})
-            rate = sum(1 for c in cases[m] if by.get(c) == 1.0) / len(cases[m]) if cases[m] else math.nan
+            judged = [c for c in cases[m] if c in by]  # a case the gate gave no verdict on is no failure
+            rate = sum(1 for c in judged if by[c] == 1.0) / len(judged) if judged else math.nan
             out.append({**base, "column": labels.get(ref, f"{what} passed"), "metric": split_ref(ref)[0],
                         "unit": "fraction", "direction": "·", "digits": 2, "mean": rate,
                         "ci_low": math.nan, "ci_high": math.nan})
