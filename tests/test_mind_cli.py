@@ -73,3 +73,22 @@ def test_mind_on_a_folder_of_ones_own_with_broken_files(worldrecall_run, tmp_pat
     # generated level 60 vs GT levels 40..110 (frames 4..11): MSE = mean(((60 - g) / 255)²)
     expect = float(np.mean(((60 - np.arange(40, 120, 10)) / 255.0) ** 2))
     assert abs(good["values"]["mse"] - expect) < 1e-6 * expect + 1e-9
+
+
+def test_an_unmeasured_headline_names_the_cause_of_its_scored_rows():
+    """LCM LPIPS is null on every clip (no perceptual backend) while the mirror videos skip mind.lcm: the end-of-run
+    line names the missing backend, not the mirror skip."""
+    from worldrecall.core.data import ScoreRow
+    from worldrecall.engine.stages.absence import unmeasured_headlines
+    from worldrecall.registry.host import load_plugins
+
+    def row(case: str, status: str, **kw) -> ScoreRow:
+        return ScoreRow(benchmark="mind", model="m", case_id=case, metric="mind.lcm", status=status, **kw)
+
+    rows = [row("3rd_data/mirror_test/a/path-1", "skipped", values={},
+                reason="mind.lcm skipped: a mirror-test video"),
+            row("1st_data/mem_test/c", "ok", values={"mse": 0.1, "psnr": 10.0, "ssim": 0.5, "lpips": None},
+                info={"verdict": "identical frame pair(s): psnr null; lpips null: no perceptual backend"})]
+    block = unmeasured_headlines(rows, load_plugins().benchmarks)
+    line = next(ln for ln in block.splitlines() if "LCM LPIPS" in ln)
+    assert line.endswith("lpips null: no perceptual backend") and "mirror" not in line
