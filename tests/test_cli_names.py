@@ -33,7 +33,7 @@ def _run(tmp_path: Path, *overrides: str) -> int:
 
 @pytest.mark.parametrize(("override", "line"), [
     ("only=[memobnech]",
-     "error: only: unknown benchmark 'memobnech'; known: memobench, opis, scene_memory, wrbench; did you mean 'memobench'?"),
+     "error: only: unknown benchmark 'memobnech'; known: memobench, mind, opis, scene_memory, wrbench; did you mean 'memobench'?"),
     ("models_only=[oracel]",
      ("error: models_only: unknown model 'oracel'; known: appearance_drift, forgetful, frozen_camera, "
      "hallucinated_background, oracle, state_reset, teleport, wrong_trajectory; did you mean 'oracle'?")),
@@ -47,7 +47,7 @@ def _run(tmp_path: Path, *overrides: str) -> int:
                                "did you mean 'synthetic'?")),
     ("suite=synthetc", ("error: suite=synthetc: unknown suite option 'synthetc'; known: none, synthetic; "
                        "did you mean 'synthetic'?")),
-    ("only=[]", ("error: the run selects no benchmark (configured: memobench, scene_memory, opis, wrbench; only=[]); "
+    ("only=[]", ("error: the run selects no benchmark (configured: memobench, scene_memory, opis, wrbench, mind; only=[]); "
                 "set allow_empty=true to allow an empty run")),
 ])
 def test_unknown_name_is_exit_2_with_one_line_before_any_work(tmp_path, builtin_host, capsys, override, line):

@@ -117,7 +117,7 @@ def test_cli_sizes_reach_the_video_budget(tmp_path, toy_host, capsys):
       "optional i and B, any case: 512M, 2G, 1.5GiB) or none (bytes); did you mean '2Gi'?")),
     # switched off as typed (no `+`): the run goes on to the next check, here a misspelled benchmark
     ("benchmarks.memobench.metrics.ors.enabled=false only=[memobnech]",
-     "error: only: unknown benchmark 'memobnech'; known: memobench, opis, scene_memory"),
+     "error: only: unknown benchmark 'memobnech'; known: memobench, mind, opis, scene_memory"),
 ])
 def test_cli_misspelled_sizes_and_keys_are_exit_2(tmp_path, capsys, override, line):
     from worldrecall.registry import host as host_mod

@@ -37,7 +37,7 @@ def test_the_default_view_fits_120_columns(default_view):
     # the leaderboard part: from the first view's title to the line saying where the full tables are
     board = out[out.index("== memobench"):out.index("full tables (view=full):")]
     assert max(len(line) for line in board.splitlines()) <= WIDTH
-    for bench in ("memobench", "opis", "scene_memory", "wrbench"):
+    for bench in ("memobench", "opis", "scene_memory", "wrbench", "mind"):
         assert f"== {bench} · camera-gated view" in board
     assert "all cases (" not in board and "PSNR" not in board  # the wide views stay in the file
     results = next(root.glob("results/*"))

@@ -22,8 +22,9 @@ WRONG_PASSES = {"memobench": 9, "opis": 10, "scene_memory": 10}
 def gate_tables(default_run):
     assert default_run.n_failed() == 0
     t = pd.read_csv(default_run.tables / "validity_gates.csv")
-    # every benchmark's gate is in the table; WRBench's own counts are checked by its plugin tests
-    assert set(t["gate"]) == {f"{b}.{m}:passed" for b, m in GATES.items()} | {"wrbench.camera_gate:passed"}
+    # every benchmark's gate is in the table; WRBench's and MIND's own counts are checked by their plugin tests
+    assert set(t["gate"]) == {f"{b}.{m}:passed" for b, m in GATES.items()} | {"wrbench.camera_gate:passed",
+                                                                              "mind.action_gate:passed"}
     t = t[t["benchmark"].isin(list(GATES))]
     return t.set_index(["benchmark", "model"])
 
@@ -48,4 +49,6 @@ def test_the_default_report_renders_every_case_section(default_run):
     "could not render" note (an empty trace chart once cost 40 sections)."""
     page = (default_run.results_dir / "report" / "index.html").read_text()
     assert "could not render" not in page
-    assert page.count('<div class="case"') == 8 * 24  # 8 models x 24 scenes
+    # 8 models x 24 scenes (the four benchmarks that share the suite's case ids), plus MIND's own case ids: 24 clips
+    # and the 10 pan/tilt cases' mirror videos (programs go round-robin over 5: indices 0, 5, … pan; 1, 6, … tilt)
+    assert page.count('<div class="case"') == 8 * 24 + 8 * (24 + 10)

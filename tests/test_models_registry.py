@@ -32,6 +32,9 @@ EXPECTED = {  # the backends issue 4 asks for, with their roles and kinds
     "vgg19_gram": ("texture", "reference"), "gradient_gram": ("texture", "classical"),
     # geometric closure's matches (issue 19): the released SIFT as a perception role
     "sift": ("local_features", "classical"),
+    # MIND (issue 46): DINOv3 patch tokens, MUSIQ-SPAQ, LAION's linear aesthetic head
+    "dinov3_vitb16": ("patch_tokens", "reference"), "color_patch_tokens": ("patch_tokens", "classical"),
+    "musiq_spaq": ("imaging_quality", "reference"), "laion_linear": ("linear_aesthetic", "reference"),
 }
 
 

@@ -79,9 +79,9 @@ def test_a_run_without_a_terminal_writes_few_progress_lines(tmp_path):
         done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, timeout=600, check=False)
     log = (tmp_path / "err.log").read_text()
     assert done.returncode == 0, log[-2000:]
-    stages = [line for line in log.split("\n") if line.startswith(("memobench:", "opis:", "scene_memory:", "wrbench:"))]
+    stages = [line for line in log.split("\n") if line.startswith(("memobench:", "opis:", "scene_memory:", "wrbench:", "mind:"))]
     finals = [line for line in stages if " cases in " in line]
-    assert sorted(line.split(":")[0] for line in finals) == ["memobench", "opis", "scene_memory", "wrbench"]
+    assert sorted(line.split(":")[0] for line in finals) == ["memobench", "mind", "opis", "scene_memory", "wrbench"]
     assert "\r" not in "\n".join(stages)  # plain lines, no redrawn bar
     # the suite build (a plugin's own tqdm bar) redraws at most every LINE_EVERY_S seconds, not every case
     assert log.count("building the synthetic suite") <= 2 + 60 / LINE_EVERY_S

@@ -245,6 +245,22 @@ def test_gate_neutrality_rows():
     assert (df.loc["state_reset", "n_cases"], df.loc["state_reset", "holds"]) == (2, True)
 
 
+def test_gate_neutrality_leaves_out_cases_the_oracle_gate_cannot_judge():
+    """A case where even the oracle's gate is not measured (a still reference, a mirror-test video without a GT
+    camera) counts for no model: it is neither a failure of the oracle nor a pass of the frozen camera."""
+    from worldrecall.plugins.synthetic.validity import gate_neutrality
+
+    decl = {"memobench": {"gate": "memobench.camera_gate:passed"}}
+    passed = {"oracle": [1, 1, None], "frozen_camera": [0, 0, None], "forgetful": [1, None, None]}
+    rows = [row(m, f"c{i}", GATE, {"passed": v}) for m, vs in passed.items() for i, v in enumerate(vs)]
+    df = gate_neutrality(rows, decl, "oracle", {}).set_index("model")
+    assert (df.loc["oracle", "n_passed"], df.loc["oracle", "n_cases"], df.loc["oracle", "holds"]) == (2, 2, True)
+    assert (df.loc["frozen_camera", "n_cases"], df.loc["frozen_camera", "holds"]) == (2, True)
+    # forgetful's c1 is not measured where the oracle's was: counted, and it differs from the oracle there
+    assert (df.loc["forgetful", "n_cases"], df.loc["forgetful", "n_not_applicable"]) == (2, 1)
+    assert not df.loc["forgetful", "holds"]
+
+
 def test_two_rules_on_one_metric_value_give_one_record_per_counterfactual():
     """A metric value caught by two rules (one with a note on why it is not always caught) is one row per
     counterfactual: targeted where either rule catches it, with that rule's note — not two contradicting rows."""

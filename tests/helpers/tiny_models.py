@@ -297,6 +297,27 @@ def save_tiny(name: str, folder: Path, seed: int = 0) -> dict[str, Any]:
 
         LightGlueForKeypointMatching(lightglue_config("tiny")).save_pretrained(folder)
         lightglue_processor("tiny").save_pretrained(folder)
+    elif name == "dinov3_vitb16":
+        from transformers import DINOv3ViTConfig, DINOv3ViTImageProcessorFast, DINOv3ViTModel
+
+        DINOv3ViTModel(DINOv3ViTConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                       num_attention_heads=4, patch_size=16, image_size=64,
+                                       num_register_tokens=4)).save_pretrained(folder)
+        DINOv3ViTImageProcessorFast(size={"height": 64, "width": 64}).save_pretrained(folder)
+    elif name == "musiq_spaq":
+        from worldrecall.plugins.models.musiq import build_net
+
+        # 6 heads as SPAQ's (not in the weights); width, MLP width and depth are read off the checkpoint;
+        # as pyiqa's checkpoints: a DataParallel 'module.' prefix under a 'params' key
+        sd = {f"module.{k}": v for k, v in build_net(hidden_size=48, mlp_dim=96, num_layers=1).state_dict().items()}
+        torch.save({"params": sd}, folder / manifest.MUSIQ_SPAQ_FILE)
+    elif name == "laion_linear":
+        from transformers import CLIPVisionModelWithProjection
+
+        from worldrecall.plugins.models.laion_linear import make_head
+
+        CLIPVisionModelWithProjection(clip_vision_config("tiny")).save_pretrained(folder)
+        torch.save(make_head(32).state_dict(), folder / manifest.LAION_LINEAR_FILE)
     else:
         raise KeyError(f"no tiny recipe for {name!r}")
     return opts

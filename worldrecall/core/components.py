@@ -333,10 +333,13 @@ class Aggregator:
 
 # One line per cell of a ranked view: which view (benchmark, variant "gated"/"all", its order, title, note),
 # which model (its row position, rank, rank label "1" / "1=" tie / "✗" never gated, cases), which column (label, unit, direction
-# "↑" / "↓" / "·", digits) and the number (mean with its CI).
+# "↑" / "↓" / "·", digits) and the number (mean with its CI). ``n_gate_measured``: the model's cases whose camera gate
+# gave a verdict (passed or failed; empty where the benchmark has no gate) — the denominator of "gate passed", so a
+# case the gate cannot judge (a mirror video, an unreliable pose) never reads as a failed one.
 GATE_NOT_MEASURED = "gate not measured"  # a view's label for a camera gate that gave no verdict (never a failed gate)
 VIEW_COLUMNS = ["benchmark", "variant", "order", "title", "note", "model", "position", "rank", "rank_label", "n_cases",
-                "column", "metric", "unit", "direction", "digits", "mean", "ci_low", "ci_high", "backend"]
+                "column", "metric", "unit", "direction", "digits", "mean", "ci_low", "ci_high", "backend",
+                "n_gate_measured"]
 VIEW_CELL_COLUMNS = ["benchmark", "variant", "model", "column", "metric", "unit", "direction", "digits", "mean",
                      "ci_low", "ci_high"]
 

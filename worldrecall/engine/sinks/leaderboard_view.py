@@ -217,8 +217,8 @@ def compact_views(views: pd.DataFrame) -> list[tuple[str, list[str], list[list[s
 
     Each benchmark's first declared view (lowest ``order``: the camera-gated one where the gate ran) gives
     rank, model and its first column (the ranked headline) with its CI. Where the benchmark also has an
-    ``all`` view, ``gate passed`` is the model's case count in the first view over its count in the ``all``
-    view, and ``all-cases rank`` its rank there (the published protocol's number, gate ignored)."""
+    ``all`` view, ``gate passed`` is the model's case count in the first view over its cases the gate judged
+    (``n_gate_measured``; else its count in the ``all`` view), and ``all-cases rank`` its rank there (the published protocol's number, gate ignored)."""
     cells = _records(views)
     out: list[tuple[str, list[str], list[list[str]]]] = []
     for bench in sorted({c["benchmark"] for c in cells}):
@@ -270,8 +270,11 @@ def _compact_view(view: list[dict[str, Any]], everyone: list[dict[str, Any]] | N
         row = [str(m["rank_label"]), name if len(name) <= _MODEL_CHARS else name[:_MODEL_CHARS - 1] + "…", value]
         if everyone is not None:
             a = all_by_model.get(m["model"])
+            # over the cases the gate judged: one it gave no verdict on (a mirror video) is not a failed one
+            judged = a.get("n_gate_measured") if a else None
+            judged = a["n_cases"] if a and missing(judged) else judged
             passed = ("not measured" if m["rank_label"] == GATE_NOT_MEASURED  # never "0/N": the gate gave no verdict
-                      else f"{int(m['n_cases'])}/{int(a['n_cases'])}") if a else "n/a"
+                      else f"{int(m['n_cases'])}/{int(judged)}") if a else "n/a"
             row += [passed, str(a["rank_label"])] if a else ["n/a", "n/a"]
         rows.append(row)
     title = str(h0["title"]) + (f" [backends {h0['backend']}]" if name_backend else "")

@@ -35,7 +35,7 @@ def all_null_values(rows: Iterable[ScoreRow], metrics: Mapping[str, Any], announ
 
 def unmeasured_headlines(rows: Iterable[ScoreRow], benchmarks: Mapping[str, Any]) -> str:
     """One block naming each benchmark headline that has no value on any case of this run, with what it needs
-    (the reason of its first non-ok row: the missing weights, judge, key, sidecar or file and the fix); ``""``
+    (the verdict of its first scored row, else the reason of its first non-ok row: the missing weights, judge, key, sidecar or file and the fix); ``""``
     when every headline has a value somewhere. Said once, at the end of the run."""
     by: dict[tuple[str, str], list[ScoreRow]] = {}
     for r in rows:
@@ -46,15 +46,20 @@ def unmeasured_headlines(rows: Iterable[ScoreRow], benchmarks: Mapping[str, Any]
         if decl is None:
             continue
         labels = getattr(decl, "labels", {}) or {}
-        missing: dict[str, list[str]] = {}  # metric -> the labels of its headline values without any value
+        missing: dict[str, list[tuple[str, str]]] = {}  # metric -> (value, label) of its headlines without a value
         for ref in decl.headline:
             metric, value = ref.split(":", 1)
             rs = by.get((bench, metric), [])
             if not any(r.status == "ok" and r.values.get(value) is not None for r in rs):
-                missing.setdefault(metric, []).append(labels.get(ref, value))
-        for metric, names in missing.items():
-            rs = by.get((bench, metric), [])
-            why = next((r.reason for r in rs if r.status != "ok" and r.reason), "")
+                missing.setdefault(metric, []).append((value, labels.get(ref, value)))
+        for metric, pairs in missing.items():
+            rs, names = by.get((bench, metric), []), [label for _, label in pairs]
+            # scored rows with the value null say why themselves (their verdict, the part naming the value); a
+            # skipped row of another kind of case (a mirror video beside the clips) would name the wrong cause
+            verdicts = [str(r.info["verdict"]) for r in rs if r.status == "ok" and (r.info or {}).get("verdict")]
+            parts = [s.strip() for v in verdicts for s in v.split(";")]
+            why = next((s for s in parts if any(s.startswith(v) for v, _ in pairs)), verdicts[0] if verdicts else "")
+            why = why or next((r.reason for r in rs if r.status != "ok" and r.reason), "")
             why = why or ("no case ran it" if not rs else "null on every case (per case: tables/cases.csv)")
             lines.append(f"  {bench} {', '.join(names)}: {why}")
     if not lines:

@@ -55,6 +55,9 @@ CLIPIQA_PROMPTS_FILE = "CLIP-IQA+_learned_prompts-603f3273.pth"
 CLIP_RN50_FILE = "RN50.pt"
 IMAGE_REWARD_FILE = "ImageReward.pt"
 IMAGE_REWARD_MED_CONFIG = "med_config.json"
+DINOV3_VITB16_REPO = "facebook/dinov3-vitb16-pretrain-lvd1689m"
+MUSIQ_SPAQ_FILE = "musiq_spaq_ckpt-358bb6af.pth"
+LAION_LINEAR_FILE = "sa_0_4_vit_l_14_linear.pth"
 
 MANIFEST: dict[str, ManifestEntry] = {
     "dinov2_base": ManifestEntry(
@@ -122,6 +125,23 @@ MANIFEST: dict[str, ManifestEntry] = {
         "facebook/map-anything-apache", "Apache-2.0",
         [_hf("facebook/map-anything-apache", "config.json"),
          _hf("facebook/map-anything-apache", "model.safetensors")]),
+    # MIND (CSU-JPG/MIND): DINOv3 patch tokens, MUSIQ-SPAQ imaging quality, LAION's linear aesthetic head
+    "dinov3_vitb16": ManifestEntry(
+        DINOV3_VITB16_REPO, "DINOv3 License (Meta; gated repository, accept the terms on the hub first)",
+        [_hf(DINOV3_VITB16_REPO, "config.json"), _hf(DINOV3_VITB16_REPO, "model.safetensors", 343.0),
+         _hf(DINOV3_VITB16_REPO, "preprocessor_config.json")]),
+    "musiq_spaq": ManifestEntry(
+        "pyiqa/musiq-spaq", "PolyForm-Noncommercial-1.0.0 (pyiqa weights); MUSIQ Apache-2.0 (Google Research)",
+        [WeightFile(repo="github.com/chaofengc/IQA-PyTorch", filename=MUSIQ_SPAQ_FILE, size_mb=104.0, cache="url",
+                    url="https://github.com/chaofengc/IQA-PyTorch/releases/download/v0.1-weights/"
+                        f"{MUSIQ_SPAQ_FILE}")]),
+    "laion_linear": ManifestEntry(
+        "openai/clip-vit-large-patch14+LAION-AI/aesthetic-predictor:sa_0_4_vit_l_14_linear",
+        "MIT (CLIP) + MIT (LAION-AI/aesthetic-predictor)",
+        [_hf("openai/clip-vit-large-patch14", "config.json"),
+         _hf("openai/clip-vit-large-patch14", "model.safetensors", 1710.0),
+         WeightFile(repo="github.com/LAION-AI/aesthetic-predictor", filename=LAION_LINEAR_FILE, size_mb=0.01,
+                    cache="url", url=f"https://github.com/LAION-AI/aesthetic-predictor/raw/main/{LAION_LINEAR_FILE}")]),
 }
 
 

@@ -24,11 +24,14 @@ from worldrecall.plugins.models import (
     color_patches,
     depth_anything,
     dinov2,
+    dinov3,
     dis_flow,
     image_reward,
     laion_aesthetic,
+    laion_linear,
     lpips_distance,
     mapanything,
+    musiq,
     owlv2,
     pose_npy,
     raft,
@@ -100,6 +103,13 @@ def roles() -> list[Role]:
         role("cls_patch_embedder", "global (CLS) embedding and patch tokens per frame over the full field of view "
              "(WRBench D2: DINOv2, resize-and-pad, no centre crop)", "color_cls_patch_embedder",
              "dinov2_base_fullfov"),
+        # MIND: the release's DINOv3 tokens, MUSIQ-SPAQ and LAION linear aesthetic head (reference only)
+        role("patch_tokens", "per-patch tokens of a frame without CLS/register tokens, the model's own processor "
+             "(MIND: DINOv3 ViT-B/16)", "color_patch_tokens", "dinov3_vitb16"),
+        role("imaging_quality", "no-reference imaging quality per frame, raw MOS (MIND: MUSIQ-SPAQ, 0-100)",
+             reference="musiq_spaq"),
+        role("linear_aesthetic", "LAION linear aesthetic head on CLIP ViT-L/14 features per frame, raw (MIND, 0-10)",
+             reference="laion_linear"),
     ]
 
 
@@ -174,6 +184,25 @@ def specs() -> list[ModelSpec]:
                   description="c2w poses from one .npy stack per video (WRBench's pose cache: manifest pose_path)",
                   licence="Apache-2.0 (worldrecall)", preflight=pose_npy.preflight,
                   fix="name each video's pose stack in the manifest (pose_path), or use another pose backend"),
+    ] + mind_specs()
+
+
+def mind_specs() -> list[ModelSpec]:
+    """MIND's backends: the release's DINOv3 tokens, MUSIQ-SPAQ and LAION linear head, and a weight-free tokens
+    stand-in for the classical set."""
+    return [
+        _reference("dinov3_vitb16", "patch_tokens", dinov3.build, dinov3.DEFAULTS,
+                   "DINOv3 ViT-B/16 patch tokens through its own processor (MIND's call: double rescale unless "
+                   "input_range=byte), CLS + registers dropped [N,196,768]"),
+        _reference("musiq_spaq", "imaging_quality", musiq.build, musiq.DEFAULTS,
+                   "pyiqa MUSIQ with the SPAQ checkpoint (weights_only load), raw MOS on [0,1] frames",
+                   requires=("torch", "pyiqa"), extra="iqa"),
+        _reference("laion_linear", "linear_aesthetic", laion_linear.build, laion_linear.DEFAULTS,
+                   "CLIP ViT-L/14 + LAION sa_0_4 linear head, MIND's CLIP transform (bicubic, no antialias)"),
+        _local("color_patch_tokens", "patch_tokens", "classical", color_patches.build,
+               {**color_patches.DEFAULTS, "resize": 128, "crop": 112},
+               "tokens of patch Lab colour, colour layout and gradient statistics, 8x8 patches at 112 px [N,64,27] "
+               "(not the paper's DINOv3)", requires=("cv2",)),
     ]
 
 

@@ -46,6 +46,24 @@ def _digits(unit: str) -> int:
     return 3 if unit in ("0–1", "fraction", "") else 2
 
 
+def _widen_digits(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A column whose smallest mean would print as 0 at its digits (MIND's LCM MSE, ~1e-4) gets the decimals for
+    two significant digits of it, the same for every model of the view. Only means within 1e-5 of the column's
+    largest count: one far below the rest (an RPE of exactly matching poses, ~1e-8) is 0 at the column's scale
+    (a ranked column counting failed gates at 1 still widens for an MSE of 5e-5)."""
+    values: dict[str, list[float]] = {}
+    for c in cells:
+        v = c["mean"]
+        if isinstance(v, float) and math.isfinite(v) and v != 0.0:
+            values.setdefault(c["column"], []).append(abs(v))
+    small = {col: min(x for x in vs if x >= max(vs) * 1e-5) for col, vs in values.items()}
+    for c in cells:
+        v = small.get(c["column"])
+        if v is not None and round(v, int(c["digits"])) == 0:
+            c["digits"] = max(int(c["digits"]), 1 - math.floor(math.log10(v)))
+    return cells
+
+
 def _direction(meta: Mapping[str, Any] | None) -> str:
     hib = (meta or {}).get("higher_is_better")
     return "·" if hib is None else ("↑" if hib else "↓")
@@ -263,9 +281,17 @@ class _Views:
                 label += NOT_MEASURED_MARK
             base = {"benchmark": name, "variant": variant, "order": order, "title": title, "note": note,
                     "model": m, "position": position[m], "rank": float(rank), "rank_label": label,
-                    "n_cases": len(pool[m]), "backend": self.backends.get(self.rank_by, "")}
+                    "n_cases": len(pool[m]), "backend": self.backends.get(self.rank_by, ""),
+                    "n_gate_measured": self.gate_measured(m)}
             out += self.model_cells(base, m, variant, pool, key_ref, key_pool)
-        return out
+        return _widen_digits(out)
+
+    def gate_measured(self, m: str) -> float:
+        """The model's cases with a camera-gate verdict (passed or failed); NaN where the benchmark has no gate."""
+        if not self.gate or not self.gate_ran:
+            return math.nan
+        by = self.vals.get(self.gate, {}).get(m, {})
+        return float(sum(1 for c in self.cases[m] if c in by))
 
     def model_cells(self, base: dict[str, Any], m: str, variant: str, pool: dict[str, list[str]], key_ref: str,
                     key_pool: dict[str, list[str]]) -> list[dict[str, Any]]:
@@ -294,7 +320,8 @@ class _Views:
             if ref == gate and m in self.unmeasured:
                 continue  # nor a camera gate that was never measured for this model
             by = self.vals.get(ref, {}).get(m, {})
-            rate = sum(1 for c in cases[m] if by.get(c) == 1.0) / len(cases[m]) if cases[m] else math.nan
+            judged = [c for c in cases[m] if c in by]  # a case the gate gave no verdict on is no failure
+            rate = sum(1 for c in judged if by[c] == 1.0) / len(judged) if judged else math.nan
             out.append({**base, "column": labels.get(ref, f"{what} passed"), "metric": split_ref(ref)[0],
                         "unit": "fraction", "direction": "·", "digits": 2, "mean": rate,
                         "ci_low": math.nan, "ci_high": math.nan})

@@ -1,7 +1,7 @@
 """Building the synthetic revisit suite on disk: :func:`ensure_suite` (idempotent, atomic, locked, parallel).
 
 One case = one story (camera program, target, change while unseen, props) rendered as a GT clip and as
-eight counterfactual generations, written into the MemoBench, Scene Memory F1, OPIS and WRBench layouts plus VQA
+eight counterfactual generations, written into the MemoBench, Scene Memory F1, OPIS, WRBench and MIND layouts plus VQA
 banks and truth files. ``root/manifest.json`` lists every case, its facts and its relative paths.
 """
 
@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-GENERATOR_VERSION = "4"  # 2: OPIS layout gains reference_geometry.npz, linked sidecars, domains.json; 3: WRBench layout; 4: hit distances and normals computed CPU-independently (render.exact_hits)
+GENERATOR_VERSION = "5"  # 2: OPIS layout gains reference_geometry.npz, linked sidecars, domains.json; 3: WRBench layout; 4: hit distances and normals computed CPU-independently (render.exact_hits); 5: MIND layout (mind_layout.py)
 MANIFEST = "manifest.json"
 COMPLETE = "COMPLETE"
 
@@ -151,6 +151,8 @@ def _build(tmp: Path, params: dict, digest: str, workers: int | None, progress: 
             "opis_generations": "opis/generations",
             "wrbench_release": "wrbench/release",
             "wrbench_videos": "wrbench/videos",
+            "mind_data": "mind/MIND-Data",
+            "mind_generations": "mind/generations",
         },
         "files": layout_files,
         "cases": records,
@@ -242,6 +244,12 @@ def _write_layout_files(tmp: Path, params: dict, records: list[dict]) -> list[st
     from worldrecall.plugins.synthetic import wrbench_layout
 
     layout_files += wrbench_layout.write_layout(tmp, records)
+    from worldrecall.plugins.synthetic import mind_layout
+
+    mind_files, mind_facts = mind_layout.write_layout(tmp, records)
+    layout_files += mind_files
+    for r in records:  # the manifest's record of each case says where MIND put it
+        r["mind"] = mind_facts[r["case_id"]]
     return layout_files
 
 
