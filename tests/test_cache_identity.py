@@ -420,3 +420,22 @@ def test_dense_outputs_of_a_weight_free_backend_are_recomputed_not_kept(tmp_path
             getattr(backend, method)(frames)
             getattr(backend, method)(frames)
             assert Fields.calls == (1 if method in kept else 2), (kind, method)
+
+
+def test_a_pyc_left_from_an_earlier_version_never_freezes_the_code_key(tmp_path, monkeypatch):
+    """Where imports write no ``.pyc`` (``PYTHONDONTWRITEBYTECODE``), one that disagrees with the source is left over
+    from an earlier version, not the code that runs: the key follows the source through every further edit."""
+    import importlib.util
+    import py_compile
+
+    from worldrecall.engine.cache import keys
+
+    src = tmp_path / "edited_mod.py"
+    src.write_text("GAIN = 1\n")
+    spec = importlib.util.spec_from_file_location("edited_mod", src)
+    py_compile.compile(str(src), cfile=spec.cached)
+    src.write_text("GAIN = 22\n")  # edited after the pyc was written: sizes differ, so the pyc is stale
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert keys._compiled_if_edited(spec) is None
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # a process that writes its pycs ran the compiled one
+    assert keys._compiled_if_edited(spec) == Path(spec.cached)

@@ -418,6 +418,10 @@ def _compiled_if_edited(spec: Any) -> Path | None:
     source's mtime and size, and importing checks them), else None (not loaded, no timestamp pyc, unchanged)."""
     if spec is None or not spec.cached or not spec.origin or not str(spec.origin).endswith(".py"):
         return None
+    if sys.dont_write_bytecode or not os.access(os.path.dirname(spec.cached) or ".", os.W_OK):
+        # this process wrote no .pyc on import: one that disagrees with the source is left from an earlier
+        # version, not the code running, and would freeze the key across further edits
+        return None
     try:
         with open(spec.cached, "rb") as f:
             head = f.read(16)
