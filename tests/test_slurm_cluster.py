@@ -123,11 +123,11 @@ def test_four_shards_on_slurm_merge_to_the_single_process_tables(slurm, tmp_path
                if x.data.tags.get("worldrecall.kind") == "model"}
     assert parents == {"merged · 4 shards"}  # the per-model runs are the merged ones, under the one parent
     _, ref_per_model = _model_runs(one)
-    assert len(per_model) == 4 * 8  # four benchmarks (WRBench included) x 8 models; NaN (not applicable) is a value here: compare as JSON text
+    assert len(per_model) == 5 * 8  # five benchmarks (WRBench and MIND included) x 8 models; NaN (not applicable) is a value here: compare as JSON text
     assert json.dumps(per_model_text(per_model)) == json.dumps(per_model_text(ref_per_model))
 
     r = _wr(["aggregate", *suite, f"output_root={clu}", "shard.count=4"], env)
-    assert "already logged" in r.stdout and "merged 4 shard file(s), 288 cases" in r.stdout  # 9 clips x 8 models x 4 benchmarks
+    assert "already logged" in r.stdout and "merged 4 shard file(s), 392 cases, 0 failed" in r.stdout  # (4 x 9 + 13 MIND clips) x 8 models
     assert _tables(merged) == _tables(reference) and len(_model_runs(clu)[0]) == len(runs)
     print(f"\none process: {t_single:.1f} s (incl. the suite build); 4 shards on the one-node cluster: "
           f"{t_sharded:.1f} s wall (launch to merged tables)")
