@@ -24,7 +24,7 @@ PLUGIN = '''
 from pathlib import Path
 
 from worldrecall.core.components import Aligner, Loader, Metric, Value
-from worldrecall.core.data import Alignment, Case, Phase
+from worldrecall.core.data import Alignment, Case, CaseSkip, Phase
 from worldrecall.core.hookspecs import hookimpl
 
 LOG = Path(__file__).with_name("measured.log")
@@ -55,12 +55,14 @@ class CtlMetric(Metric):
     primary = "drift"
     values = {"drift": Value(higher_is_better=False, range=None, unit="levels", description="B minus A"),
               "big": Value(higher_is_better=False, range=(0.0, 1.0), unit="", description="drift over tolerance")}
-    params = {"gain": 1.0, "partial": False}
+    params = {"gain": 1.0, "partial": False, "skip_bad": False}
     thresholds = {"tolerance": 5.0}
 
     def measure(self, case, alignment, ctx):
         with open(LOG, "a") as f:
             f.write(case.key + "\\n")
+        if self.params["skip_bad"] and case.model == "bad":  # as a metric that finds its input wanting
+            raise CaseSkip("no usable phase in " + case.case_id, info={"n": alignment.info["n"]})
         if self.params["partial"]:  # as a judge that left a question unanswered: scored, never kept
             ctx.not_kept.append("judge left question 2 unanswered")
         fr = case.video.frames().astype(float)
@@ -342,3 +344,28 @@ def test_a_measurement_the_metric_marks_not_kept_is_scored_and_measured_again_ne
     _run(world)
     _run(world)
     assert _measured(world) == 12  # a complete measurement is kept
+
+
+def test_a_skip_decided_while_measuring_is_kept_under_the_measurement_key(world):
+    skip = "+benchmarks.ctl.metrics.drift.params.skip_bad=true"
+    first = _run(world, skip)
+    assert _measured(world) == 4
+    bad = {k: r for k, r in first.items() if k[0] == "bad"}
+    assert {(r["status"], r["reason"], r["info"]["n"]) for r in bad.values()} == {
+        ("skipped", f"ctl.drift skipped: no usable phase in {c}", 8) for c in ("c0", "c1")}
+    assert _info(world)["skips"]["entries"] == 2
+    # a new threshold is a new results folder: every row is settled from the store, the skips included, and
+    # no measure() runs (before, the two skipped cases went to a worker and were measured again)
+    again = _run(world, skip, "+benchmarks.ctl.metrics.drift.thresholds.tolerance=7.0")
+    assert _measured(world) == 4
+    for k, r in bad.items():
+        assert (again[k]["status"], again[k]["reason"], again[k]["info"]["n"]) == (r["status"], r["reason"], 8)
+        assert again[k]["key"] and again[k]["key"] != r["key"]  # a row's key covers the thresholds; final under it
+    assert {again[k]["values"]["big"] for k in again if k[0] == "good"} == {0.0}
+    # the skip is the measurement's: new content (the case's fingerprint) is measured again, never served
+    _video(world["tmp"] / "gen" / "bad" / "c0.mp4", 41)
+    third = _run(world, skip, "+benchmarks.ctl.metrics.drift.thresholds.tolerance=7.0")
+    assert _measured(world) == 5 and third[("bad", "c0")]["key"] != bad[("bad", "c0")]["key"]
+    # other params, another measurement key: all four cases are measured, and the bad ones now score
+    fourth = _run(world)
+    assert _measured(world) == 9 and fourth[("bad", "c1")]["status"] == "ok"

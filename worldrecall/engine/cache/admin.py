@@ -25,6 +25,7 @@ KINDS = {
     "measurements": "metric measurement (arrays)",
     "scores": "metric score of a measurement",
     "input_notes": "reader notes kept beside a measurement",
+    "skips": "a metric's skip decided while measuring (the case lacks what it needs)",
     "ingredients": "what a key was built from (cache explain)",
     "aggregates": "aggregator tables of a set of rows",
     "report_sections": "rendered report section",
@@ -38,7 +39,7 @@ KINDS = {
     "blobs": "output root's blob store (logged files)",
 }
 # kinds laid out one entry per file under its key (or digest): pruned file by file
-PRUNABLE = {"alignments", "measurements", "scores", "input_notes", "ingredients", "aggregates", "report_sections",
+PRUNABLE = {"alignments", "measurements", "scores", "input_notes", "skips", "ingredients", "aggregates", "report_sections",
             "report_thumbs", "video_facts", "judge_answers", "blobs"}
 
 

@@ -226,7 +226,12 @@ class CasePipeline:
                     continue  # the row on disk was computed under this very key
                 entry = self._score_entry(skey)
                 if entry is None:
-                    left.add(name)
+                    skip = self.store.get_json("skips", mkey)
+                    if skip is None:
+                        left.add(name)
+                        continue
+                    self._fill_skip(row, skip)
+                    out.append(row)
                     continue
                 self._fill_from_entry(row, entry, plan.absent.get(name))
                 row.info["cache_hit"], row.info["score_cache_hit"] = True, True
@@ -273,6 +278,50 @@ class CasePipeline:
             row.info.update(entry["info"])
         if absent is not None:  # systematically null values: said on the row
             row.warnings.append(absent)
+
+    def _decided_before(self, row: ScoreRow, skey: str, mkey: str, absent: str | None) -> bool:
+        """Fill ``row`` from the score kept under ``skey`` or the skip kept under ``mkey``; whether either was."""
+        entry = self._score_entry(skey)
+        if entry is not None:
+            self._fill_from_entry(row, entry, absent)
+            row.info["cache_hit"], row.info["score_cache_hit"] = True, True
+            return True
+        skip = self.store.get_json("skips", mkey)
+        if skip is not None:  # measured before and found wanting
+            self._fill_skip(row, skip)
+            return True
+        return False
+
+    def _keep_skip(self, mkey: str, row: ScoreRow, info: Mapping[str, Any], notes: list[str]) -> None:
+        """Keep a skip decided while measuring under the measurement's key, as a measurement would be: a sweep job
+        or a re-score in a new results folder settles the row from it, with no worker started for it."""
+        self.store.put_json("skips", mkey, {"reason": row.reason, "info": dict(info),
+                                            "warnings": [w for w in notes if w not in row.warnings]})
+
+    @staticmethod
+    def _score(metric: Metric, measurement: Any, notes: list[str]) -> dict[str, Any]:
+        """The score entry of ``measurement``: values, the input notes, and the verdict and facts beside them."""
+        values = metric.score(measurement, metric.thresholds)
+        undeclared = metric.undeclared(values)
+        if undeclared:  # a value without declared direction and range is never shown or ranked
+            raise CaseFailure(f"{metric.name} emitted undeclared value(s) {', '.join(map(repr, undeclared))} "
+                              f"(declare each in the metric's `values`)")
+        entry: dict[str, Any] = {"values": {k: _num(v) for k, v in values.items()}, "warnings": notes}
+        verdict = metric.verdict(measurement, metric.thresholds)
+        if verdict:
+            entry["verdict"] = one_line(verdict)
+        info = metric.row_info(measurement)
+        if info:  # facts beside the values (assumed references, said once per run; a pose's quality)
+            entry["info"] = json.loads(json.dumps(info, default=json_default))
+        return entry
+
+    @staticmethod
+    def _fill_skip(row: ScoreRow, skip: Mapping[str, Any]) -> None:
+        """Make ``row`` the skip its metric's measure stage decided under the same measurement key (``skips``)."""
+        row.status, row.reason = "skipped", skip["reason"]
+        row.info.update(skip.get("info") or {})
+        row.warnings.extend(w for w in skip.get("warnings") or [] if w not in row.warnings)
+        row.info["cache_hit"] = True
 
     def rows(self, plan: BenchmarkPlan, item: Case | CaseError, names: set[str] | None = None) -> list[ScoreRow]:
         """The rows of one case for the metrics in ``names`` (default: all), in metric order."""
@@ -362,7 +411,8 @@ class CasePipeline:
                           akey: str = "", absent: str | None = None, fp: str | None = None) -> None:
         """Fill ``row`` with the metric's values (or its failure/skip); never raises. ``akey``: the alignment's
         key (empty for the empty alignment); ``absent``: the note of values no backend gives here."""
-        stage, key = "measure", ""
+        stage, key, mkey = "measure", "", ""
+        ctx: MeasureContext | None = None
         before = list(case.warnings)  # readers append their notes here while the metric measures
         row.info = {"alignment": alignment.to_json(), "videos": video_paths(case)}
         try:
@@ -372,10 +422,7 @@ class CasePipeline:
             row.info["keys"] = {"alignment": akey, "measurement": mkey, "score": skey}
             if akey and self._aligned_from_cache.get(akey):
                 row.info["alignment_hit"] = True
-            entry = self._score_entry(skey)
-            if entry is not None:  # scored before (another job of a sweep): nothing to load or run
-                self._fill_from_entry(row, entry, absent)
-                row.info["cache_hit"], row.info["score_cache_hit"] = True, True
+            if self._decided_before(row, skey, mkey, absent):  # another job of a sweep: nothing to load or run
                 row.key = key
                 self._tick("measure", t0)
                 return
@@ -396,18 +443,7 @@ class CasePipeline:
             row.warnings.extend(w for w in notes if w not in row.warnings)
             self._tick("measure", t0)
             stage, t0 = "score", time.perf_counter()
-            values = metric.score(measurement, metric.thresholds)
-            undeclared = metric.undeclared(values)
-            if undeclared:  # a value without declared direction and range is never shown or ranked
-                raise CaseFailure(f"{metric.name} emitted undeclared value(s) {', '.join(map(repr, undeclared))} "
-                                  f"(declare each in the metric's `values`)")
-            entry = {"values": {k: _num(v) for k, v in values.items()}, "warnings": notes}
-            verdict = metric.verdict(measurement, metric.thresholds)
-            if verdict:
-                entry["verdict"] = one_line(verdict)
-            info = metric.row_info(measurement)
-            if info:  # facts beside the values (assumed references, said once per run; a pose's quality)
-                entry["info"] = json.loads(json.dumps(info, default=json_default))
+            entry = self._score(metric, measurement, notes)
             self._tick("score", t0)
             if self.write_artifacts:
                 t0 = time.perf_counter()
@@ -428,7 +464,10 @@ class CasePipeline:
             row.status, row.reason, row.key = "skipped", f"{metric.name} skipped: {one_line(e)}", key
         except CaseSkip as e:  # an input this metric needs is absent: final under its key (the case's content)
             row.status, row.reason, row.key = "skipped", f"{metric.name} skipped: {one_line(e)}", key
-            row.info.update(json.loads(json.dumps(e.info, default=json_default)))
+            info = json.loads(json.dumps(e.info, default=json_default))
+            row.info.update(info)
+            if key and stage == "measure" and not (ctx is not None and ctx.not_kept):
+                self._keep_skip(mkey, row, info, case.warnings[len(before):])
         except (CaseFailure, VideoError, JudgeError) as e:
             row.status, row.reason = "failed", f"{stage}: {one_line(e)}"
         except Exception as e:  # a bug in one metric must not end the run; the reason says where
