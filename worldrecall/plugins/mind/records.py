@@ -77,7 +77,7 @@ def read_action_json(path: Path | str) -> ActionRecord:
     return ActionRecord(path, mark, total, data, caption if isinstance(caption, str) else "")
 
 
-def _axis_value(frame: dict[str, Any], key: str, path: Path, i: int) -> int:
+def _axis_value(frame: dict[str, Any], key: str, path: Path | str, i: int) -> int:
     v = frame.get(key, 0)
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
         raise CaseFailure(f"{path}: data[{i}].{key} must be an integer action code (got {v!r})")
@@ -90,9 +90,9 @@ def frame_label(frame: dict[str, Any], scheme: str = "ternary", *, path: Path | 
     if scheme not in LABEL_SCHEMES:
         raise CaseFailure(f"action_labels {scheme!r}: expected one of {', '.join(LABEL_SCHEMES)}")
     parts = []
+    codes = (1, 2) if scheme == "ternary" else (0, 1)
     for key, (first, second) in AXES:
-        v = _axis_value(frame, key, Path(path), index)
-        codes = (1, 2) if scheme == "ternary" else (0, 1)
+        v = _axis_value(frame, key, path, index)  # the path is only formatted into an error (a clip has ~70 frames)
         if v == codes[0]:
             parts.append(first)
         elif v == codes[1]:
