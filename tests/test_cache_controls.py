@@ -222,6 +222,29 @@ def test_refresh_recomputes_and_overwrites_off_reads_and_writes_nothing(world):
     assert {k: r["values"] for k, r in off.items()} == {k: r["values"] for k, r in first.items()}
 
 
+def test_the_cache_log_says_same_keys_once_and_explain_writes_them_out(world):
+    _run(world)
+    _run(world, "cache.mode=refresh")  # every row written again under the keys it had
+    logs = sorted((world["out"] / "results").glob("*/meta/cache_log.json"))
+    assert len(logs) == 1
+    rows = json.loads(logs[0].read_text())["rows"]
+    assert rows and all(r["previous"] == {"from": logs[0].parents[1].name, "status": r["status"],
+                                          "same_keys": True} for r in rows)
+    doc = json.loads(_cli(world, "cache", "explain", "ctl", "--json", f"output_root={world['out']}").stdout)
+    assert len(doc) == len(rows)
+    for rec in doc:  # as if the keys had been written twice
+        assert rec["previous"] == {"from": logs[0].parents[1].name, "status": rec["status"],
+                                   "key": rec["row_key"], "keys": rec["keys"]}
+        assert set(rec["keys"]) == {"alignment", "measurement", "score"}
+    _run(world, "models_only=[good,bad]")  # the same rows in a new results folder: every score read from the cache
+    doc = json.loads(_cli(world, "cache", "explain", "ctl", "--json", f"output_root={world['out']}").stdout)
+    assert {rec["outcome"] for rec in doc} == {"score"}
+    for rec in doc:
+        assert rec["previous"]["keys"] == rec["keys"] and rec["previous"]["from"] == logs[0].parents[1].name
+        assert rec["why"] == [f"same keys as the previous row (results {logs[0].parents[1].name}): a new row in "
+                              "this results folder, its score read from the cache"]
+
+
 def test_explain_says_reused_on_a_rerun_and_names_the_param_that_changed(world):
     _run(world)
     out = _cli(world, "cache", "explain", "ctl", "good", "c0", "drift", f"output_root={world['out']}").stdout

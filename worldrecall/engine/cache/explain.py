@@ -116,9 +116,13 @@ def write_log(results_dir: Path, index: int, count: int, rows: Iterable[ScoreRow
                     needed = {tuple(x.row_key) for x in rows if x.row_key in written and x.row_key not in before}
                     elsewhere = _latest_elsewhere(Path(results_dir).parents[1], path, needed)
                 prev = elsewhere.get(tuple(r.row_key))
+        keys = info.get("keys") or {}
+        if prev is not None and prev.get("key") == r.key and prev.get("keys") == keys:
+            # most rows of a re-score or a sweep job: the previous row's keys are this row's, said once
+            prev = {"from": prev["from"], "status": prev["status"], "same_keys": True}
         entries.append({"place": list(r.row_key), "status": r.status, "outcome": _outcome(r, r.row_key in written),
                         "alignment_hit": bool(info.get("alignment_hit")), "key": r.key,
-                        "keys": info.get("keys") or {}, "reason": r.reason, "previous": prev})
+                        "keys": keys, "reason": r.reason, "previous": prev})
     doc = {"finished_at": time.time(), "mode": mode, "results_dir": str(results_dir), "rows": entries}
     atomic_write_text(path, json.dumps(doc, separators=(",", ":")))
     os.chmod(path, 0o644)  # readable like the other meta files (a temp file is created 0600)
@@ -158,13 +162,25 @@ def differences(old: Any, new: Any) -> list[tuple[str, Any, Any]]:
     return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
 
+def _written_out(e: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A log entry with its previous row's keys in full (:func:`write_log` writes ``same_keys`` instead of
+    repeating this row's keys)."""
+    prev = e.get("previous")
+    if not (isinstance(prev, dict) and prev.get("same_keys")):
+        return e
+    prev = {k: v for k, v in prev.items() if k != "same_keys"}
+    return {**e, "previous": {**prev, "key": e.get("key", ""), "keys": e.get("keys") or {}}}
+
+
 def _short(v: Any, limit: int = 100) -> str:
     text = v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _why(e: Mapping[str, Any], ingredients: Mapping[str, Any], stored: Any, mode: str) -> list[str]:
-    """What made this run compute (or re-score) the row, as far as the keys tell."""
+def _why(e: Mapping[str, Any], ingredients: Mapping[str, Any], stored: Any, mode: str,
+         here: str = "") -> list[str]:
+    """What made this run compute (or re-score) the row, as far as the keys tell; ``here``: the name of the
+    results folder the run wrote."""
     prev = e.get("previous")
     keys = e.get("keys") or {}
     if mode in ("refresh", "off"):
@@ -178,6 +194,9 @@ def _why(e: Mapping[str, Any], ingredients: Mapping[str, Any], stored: Any, mode
         if prev.get("status") not in ("ok", "skipped"):
             return [(f"same keys as the previous row{where}, which was {prev.get('status') or 'not final'}: "
                      "retried")]
+        if e.get("outcome") == "score" and prev.get("from") and prev.get("from") != here:
+            return [f"same keys as the previous row{where}: a new row in this results folder, its score read "
+                    "from the cache"]
         return [(f"same keys as the previous row{where}; its stored entries were gone (cleared, pruned or "
                  "damaged) or its files were removed")]
     out = []
@@ -218,8 +237,8 @@ def explain(output_root: Path, cache_dir: Path, names: Sequence[str], results_di
                                f"(run `worldrecall run output_root={output_root}` first)")
         newest = logs[0][1].parent
         docs = [doc for _, p, doc in logs if p.parent == newest]  # every shard of that results folder
-    entries = [e for doc in docs for e in doc.get("rows", [])]
-    mode = str(docs[0].get("mode", "use"))
+    entries = [_written_out(e) for doc in docs for e in doc.get("rows", [])]
+    mode, here = str(docs[0].get("mode", "use")), Path(str(docs[0].get("results_dir", ""))).name
     chosen = _select(entries, names)
     store = Store(cache_dir)
 
@@ -234,7 +253,7 @@ def explain(output_root: Path, cache_dir: Path, names: Sequence[str], results_di
                "status": e["status"], "outcome": e["outcome"], "alignment_reused": e.get("alignment_hit", False),
                "row_key": e.get("key", ""), "keys": keys, "ingredients": ingredients,
                "previous": e.get("previous"), "reason": e.get("reason", "")}
-        rec["why"] = _why(e, ingredients, stored, mode) if e["outcome"] not in ("kept", "skipped") else []
+        rec["why"] = _why(e, ingredients, stored, mode, here) if e["outcome"] not in ("kept", "skipped") else []
         out.append(rec)
     if as_json:
         return out
