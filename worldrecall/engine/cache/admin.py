@@ -39,8 +39,8 @@ KINDS = {
     "blobs": "output root's blob store (logged files)",
 }
 # kinds laid out one entry per file under its key (or digest): pruned file by file
-PRUNABLE = {"alignments", "measurements", "scores", "input_notes", "skips", "ingredients", "aggregates", "report_sections",
-            "report_thumbs", "video_facts", "judge_answers", "blobs"}
+PRUNABLE = {"alignments", "measurements", "scores", "input_notes", "skips", "ingredients", "aggregates",
+            "report_sections", "report_thumbs", "video_facts", "judge_answers", "blobs"}
 
 
 @dataclass

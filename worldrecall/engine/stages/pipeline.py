@@ -224,18 +224,10 @@ class CasePipeline:
                 row.key = self.row_key(skey, row, plan.absent.get(name))
                 if _kept(existing, row) is not None:
                     continue  # the row on disk was computed under this very key
-                entry = self._score_entry(skey)
-                if entry is None:
-                    skip = self.store.get_json("skips", mkey)
-                    if skip is None:
-                        left.add(name)
-                        continue
-                    self._fill_skip(row, skip)
+                if self._decided_before(row, skey, mkey, plan.absent.get(name)):
                     out.append(row)
-                    continue
-                self._fill_from_entry(row, entry, plan.absent.get(name))
-                row.info["cache_hit"], row.info["score_cache_hit"] = True, True
-                out.append(row)
+                else:
+                    left.add(name)
         except Exception:  # noqa: BLE001  (a key that cannot be built: a worker scores the case and says why)
             log.debug("settling %s failed", case.key, exc_info=True)
             return [], set(plan.metrics)
