@@ -1,6 +1,7 @@
-"""MLflow's import overlaps the job (``tracking.prefetch``): the real client still writes the store, and a fork
-while the background import runs is safe. Each check is a fresh Python process (as `worldrecall run` is):
-this test process has imported mlflow already."""
+"""MLflow runs in its own process (``engine/sinks/tracking/process.py``): the job's process never imports it,
+the real client still writes the store, the process starts early (``tracking.prefetch``) or when logging
+begins, and a job's process that dies leaves no run RUNNING. Each check is a fresh Python process (as
+`worldrecall run` is): this test process has imported mlflow already."""
 
 from __future__ import annotations
 
@@ -24,39 +25,48 @@ import contextlib, io, json, sys
 sys.path.insert(0, sys.argv[2])
 from helpers import toy_plugin
 from worldrecall.engine.cli import main
+from worldrecall.engine.sinks.tracking import process
 from worldrecall.registry import host as host_mod
 host_mod._HOST = host_mod.load_plugins(extra=[toy_plugin], fresh=True)
 assert "mlflow" not in sys.modules  # nothing before the job imports it
 with contextlib.redirect_stdout(io.StringIO()):
     rc = main(json.loads(sys.argv[1]))
-print(json.dumps({"rc": rc}))
+print(json.dumps({"rc": rc, "mlflow_loaded": "mlflow" in sys.modules, "mlflow_processes": len(process.LAUNCHED)}))
 """
 
 
-def _python(code: str, *args: str, timeout: int = 240) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+def _python(code: str, *args: str, timeout: int = 240, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, **(env or {})}
+    env["PYTHONPATH"] = os.pathsep.join([*(env.get("PYTHONPATH") or "").split(os.pathsep), str(ROOT)]).strip(os.pathsep)
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, env=env,
                           timeout=timeout)
 
 
 @pytest.mark.parametrize("prefetch", ["true", "false"])
-def test_a_run_with_the_prefetch_logs_through_the_real_client(tmp_path, prefetch):
+def test_a_run_logs_through_the_real_client_in_the_mlflow_process(tmp_path, prefetch):
     ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
     out = tmp_path / "out"
     args = ["run", *toy_cli_overrides(ds, out, "workers=2", *_LIGHT, f"tracking.prefetch={prefetch}", max_side=None)]
     res = _python(RUN, json.dumps(args), str(Path(__file__).parent))
-    assert res.returncode == 0 and json.loads(res.stdout.splitlines()[-1])["rc"] == 0, res.stderr[-3000:]
+    assert res.returncode == 0, res.stderr[-3000:]
+    # the job's process never imported MLflow: one MLflow process did the logging
+    assert json.loads(res.stdout.splitlines()[-1]) == {"rc": 0, "mlflow_loaded": False, "mlflow_processes": 1}
     meta = json.loads(next((out / "results").glob("*/meta/tracking.json")).read_text())
-    # the thread ran (and only when asked); what the job waited for is what tracking.json calls the import
-    assert (meta["prefetch_s"] > 0) == (prefetch == "true")
-    assert meta["mlflow_s"] >= meta["import_s"] + meta["setup_s"]
+    # started once the cases were evaluated (prefetch), else when logging began; its import is its own time
+    assert meta["prefetched"] is (prefetch == "true")
+    assert meta["import_s"] > 0 and meta["mlflow_s"] >= meta["import_s"] + meta["setup_s"]
+    assert meta["job_s"] >= meta["waited_s"] >= 0
     client = mlflow.tracking.MlflowClient(f"sqlite:///{out.resolve() / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("worldrecall").experiment_id])
     child = {r.data.tags["mlflow.runName"]: r for r in runs if "mlflow.parentRunId" in r.data.tags}
     assert sorted(child) == ["bad · toy", "good · toy"] and meta["run_id"] in {r.info.run_id for r in runs}
+    assert all(r.info.status == "FINISHED" for r in runs)
     # the values themselves: good drifts by 0 and 1 levels (within tolerance 10), bad by 40 and 60
     assert child["good · toy"].data.metrics["brightness"] == 1.0
     assert child["bad · toy"].data.metrics["brightness"] == 0.0
+    # the job's files, logged as links to their blobs (tables, meta)
+    art = Path(client.get_run(meta["run_id"]).info.artifact_uri.replace("file://", ""))
+    assert (art / "tables" / "cases.csv").read_bytes() == next((out / "results").glob("*/tables/cases.csv")).read_bytes()
 
 
 FORKED = RUN.replace("with contextlib", """import os
@@ -67,54 +77,67 @@ os.register_at_fork(after_in_child=_seen)
 with contextlib""", 1)
 
 
-def test_workers_are_forked_before_the_import_and_carry_no_mlflow(tmp_path):
-    """The import starts once every case is evaluated: a worker forked after it would hold MLflow's ~0.13 GiB
-    in its own resident memory (the per-process bound of issue 37)."""
+def test_forked_workers_carry_no_mlflow(tmp_path):
+    """A worker forked after MLflow's import would hold its ~0.13 GiB in its own resident memory (the
+    per-process bound of issue 37): the job's process never imports it."""
     ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
     out, seen = tmp_path / "out", tmp_path / "forked.txt"
     args = ["run", *toy_cli_overrides(ds, out, "workers=2", *_LIGHT, max_side=None)]
     res = _python(FORKED, json.dumps(args), str(Path(__file__).parent), str(seen))
     assert res.returncode == 0 and json.loads(res.stdout.splitlines()[-1])["rc"] == 0, res.stderr[-3000:]
     assert seen.read_text().split() and set(seen.read_text().split()) == {"False"}
-    meta = json.loads(next((out / "results").glob("*/meta/tracking.json")).read_text())
-    assert meta["prefetch_s"] > 0  # and the import still ran in the background
+    assert json.loads(next((out / "results").glob("*/meta/tracking.json")).read_text())["prefetched"] is True
 
 
-FORK = """
-import multiprocessing as mp, sys
-from worldrecall.engine.sinks.tracking import tracker
-tracker.prefetch({"enabled": True, "prefetch": True})
-assert tracker.PREFETCH.thread.is_alive()  # still importing when the fork comes
-
-def child(q):
-    import mlflow.store.tracking.sqlalchemy_store  # would hang on a module lock held by a vanished thread
-    q.put("imported")
-
-q = mp.get_context("fork").Queue()
-p = mp.get_context("fork").Process(target=child, args=(q,))
-p.start()
-p.join(60)
-print("alive" if p.is_alive() else q.get(timeout=5), tracker.PREFETCH.waited_s > 0)
-if p.is_alive():
-    p.kill()
-"""
-
-
-def test_a_fork_during_the_background_import_waits_for_it():
-    res = _python(FORK)
+def test_without_mlflow_installed_the_job_says_so_once_and_writes_everything_else(tmp_path):
+    """The MLflow process cannot import MLflow (here: a package of that name that raises ImportError, first on
+    the path): one warning, exit code 0, every other output written."""
+    fake = tmp_path / "fake" / "mlflow"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError(\"No module named 'mlflow' (test)\")\n")
+    ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
+    out = tmp_path / "out"
+    args = ["run", *toy_cli_overrides(ds, out, "workers=1", *_LIGHT, max_side=None)]
+    res = _python(RUN, json.dumps(args), str(Path(__file__).parent),
+                  env={"PYTHONPATH": os.pathsep.join([str(fake.parent), os.environ.get("PYTHONPATH", "")])})
     assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.split() == ["imported", "True"]  # the parent waited (before the fork), the child imported
+    assert json.loads(res.stdout.splitlines()[-1])["rc"] == 0
+    assert res.stderr.count("warning: MLflow is not installed") == 1, res.stderr[-3000:]
+    assert next((out / "results").glob("*/tables/cases.csv")).stat().st_size > 0
+    assert not list((out / "results").glob("*/meta/tracking.json")) and not (out / "mlflow.db").exists()
 
 
-def test_no_prefetch_without_tracking():
-    res = _python("from worldrecall.engine.sinks.tracking import tracker\n"
-                  "tracker.prefetch({'enabled': False}); tracker.prefetch({'enabled': True, 'prefetch': False})\n"
-                  "print(tracker.PREFETCH.thread)")
-    assert res.returncode == 0 and res.stdout.strip() == "None", res.stderr
+def test_a_job_whose_process_died_after_its_runs_were_made_leaves_them_killed(tmp_path):
+    """The job's process ends (killed) between the runs' making and their files: the MLflow process sees its
+    input end and ends the job's run KILLED, not RUNNING forever."""
+    from worldrecall.engine.sinks.tracking.process import MlflowProcess
+
+    out = tmp_path / "out"
+    uri = f"sqlite:///{out.resolve() / 'mlflow.db'}"
+    plan = {"config_hash": "c0ffee", "results_digest": "0" * 16, "parent": None, "run_name": "killed job",
+            "start": 1.0e9, "end": 1.0e9 + 5, "tags": {}, "metrics": {"n_cases": 2.0}, "params": {"seed": 0},
+            "children": [{"name": "m · b", "tags": {}, "metrics": {"x": float("nan")}, "params": {}, "cases": None}],
+            "blobs": str(out.resolve() / "blobs")}
+    proc = MlflowProcess()
+    proc.send({"op": "open", "uri": uri, "tcfg": {"tracking_uri": uri}, "output_root": str(out), "reuse": None,
+               "plan": plan})
+    proc.close()  # no "finish": as when the job's process is killed
+    assert proc.proc.returncode == 0
+    client = mlflow.tracking.MlflowClient(uri)
+    runs = {r.data.tags["mlflow.runName"]: r for r in client.search_runs(
+        [client.get_experiment_by_name("worldrecall").experiment_id])}
+    assert runs["killed job"].info.status == "KILLED" and runs["m · b"].info.status == "FINISHED"
+    assert runs["killed job"].data.metrics["n_cases"] == 2.0 and str(runs["m · b"].data.metrics["x"]) == "nan"
 
 
-RERUN = RUN.replace('print(json.dumps({"rc": rc}))',
-                    'print(json.dumps({"rc": rc, "mlflow_loaded": "mlflow" in sys.modules}))')
+def test_no_mlflow_process_without_tracking():
+    res = _python("from worldrecall.engine.sinks.tracking import process\n"
+                  "process.prefetch({'enabled': False}); process.prefetch({'enabled': True, 'prefetch': False})\n"
+                  "print(process.LAUNCHED)")
+    assert res.returncode == 0 and res.stdout.strip() == "[]", res.stderr
+
+
+RERUN = RUN
 
 
 def _toy_args(tmp_path: Path, report: bool = False) -> tuple[list[str], Path]:
@@ -128,11 +151,13 @@ def _toy_args(tmp_path: Path, report: bool = False) -> tuple[list[str], Path]:
 def test_a_rerun_that_changed_nothing_reuses_its_run(tmp_path, report):
     args, out = _toy_args(tmp_path, report)
     first = _python(RERUN, json.dumps(args), str(Path(__file__).parent))
-    assert json.loads(first.stdout.splitlines()[-1]) == {"rc": 0, "mlflow_loaded": True}, first.stderr[-3000:]
+    assert json.loads(first.stdout.splitlines()[-1]) == {"rc": 0, "mlflow_loaded": False, "mlflow_processes": 1}, \
+        first.stderr[-3000:]
     rec = json.loads(next((out / "results").glob("*/meta/tracking.json")).read_text())
     unchanged = _python(RERUN, json.dumps(args), str(Path(__file__).parent))
-    # nothing changed: no output written again, MLflow not even imported (its run checked in the SQLite store)
-    assert json.loads(unchanged.stdout.splitlines()[-1]) == {"rc": 0, "mlflow_loaded": False}, unchanged.stderr[-3000:]
+    # nothing changed: no output written again, no MLflow process even started (its run checked in the SQLite store)
+    assert json.loads(unchanged.stdout.splitlines()[-1]) == {"rc": 0, "mlflow_loaded": False, "mlflow_processes": 0}, \
+        unchanged.stderr[-3000:]
     assert json.loads(next((out / "results").glob("*/meta/tracking.json")).read_text()) == rec
     next((out / "results").glob("*/meta/outputs.json")).unlink()  # without the outputs' record: MLflow's check
     again = _python(RERUN, json.dumps(args), str(Path(__file__).parent))
@@ -147,7 +172,8 @@ def test_a_rerun_that_changed_nothing_reuses_its_run(tmp_path, report):
     # the run deleted in the UI meanwhile: the rerun cannot reuse it and logs through MLflow again
     client.delete_run(rec["run_id"])
     third = _python(RERUN, json.dumps(args), str(Path(__file__).parent))
-    assert json.loads(third.stdout.splitlines()[-1]) == {"rc": 0, "mlflow_loaded": True}, third.stderr[-3000:]
+    assert json.loads(third.stdout.splitlines()[-1]) == {"rc": 0, "mlflow_loaded": False, "mlflow_processes": 1}, \
+        third.stderr[-3000:]
     now = json.loads(next((out / "results").glob("*/meta/tracking.json")).read_text())
     assert now["run_id"] != rec["run_id"] and now["reused"] is False
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from worldrecall.core.components import ConfigTypeError
 from worldrecall.engine.sinks import SinkContext, job_sinks, merge_sinks, shard_sinks, write_sinks
-from worldrecall.engine.sinks.tracking.tracker import prefetch as prefetch_tracking
+from worldrecall.engine.sinks.tracking.process import prefetch as prefetch_tracking
 from worldrecall.engine.sinks.unchanged import OutputsCheck
 from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.engine.stages.config import resolve_config

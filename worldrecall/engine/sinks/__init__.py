@@ -25,7 +25,7 @@ __all__ = ["Sink", "SinkContext", "write_sinks", "job_sinks", "shard_sinks", "me
 
 
 def _files(host: Any, mlflow: MlflowSink | None = None) -> list[Sink]:
-    # order matters: the tables first (MLflow's runs start from them, on a thread, when ``mlflow`` is given);
+    # order matters: the tables first (MLflow's runs start from them, in the MLflow process, when ``mlflow`` is given);
     # the report embeds the plots; timing records the sinks before it; MLflow logs them all
     plugins = list(getattr(host, "sinks", {}).values()) if host is not None else []
     start = [MlflowStartSink(mlflow)] if mlflow is not None else []
@@ -34,7 +34,7 @@ def _files(host: Any, mlflow: MlflowSink | None = None) -> list[Sink]:
 
 
 def job_sinks(host: Any = None) -> list[Sink]:
-    """A job's outputs: files (MLflow's runs made on a thread meanwhile), MLflow's files, the outputs' record,
+    """A job's outputs: files (MLflow's runs made in the MLflow process meanwhile), MLflow's files, the outputs' record,
     then the console (which prints the MLflow link) and the output root's size by part with how to trim it."""
     mlflow = MlflowSink()
     return [*_files(host, mlflow), mlflow, OutputsRecordSink(), ConsoleSink(), DiskSink()]

@@ -156,7 +156,7 @@ class Runner:
 
     def _may_be_unchanged(self) -> bool:
         """Whether this job's outputs may turn out unchanged (it records them and its results folder has a
-        record): then ``after_evaluation`` (MLflow's import) waits for the outputs check; else it starts as soon
+        record): then ``after_evaluation`` (the MLflow process's start) waits for the outputs check; else it starts as soon
         as every case is evaluated (a re-score's new results folder, a shard, a sweep's job)."""
         return self.outputs is not None and self.outputs.has_record(self.results_dir)
 

@@ -3,7 +3,7 @@
 After logging, the MLflow sink records in ``meta/tracking.json`` what it logged: the run id, the store, the
 config hash, the digest of the tables and the lines it printed. A later invocation of the same config whose
 tables have the same digest reuses that run when the store still holds it, finished, active and not
-superseded (asked through MLflow's client, whose import started on a thread when the job did).
+superseded (asked through MLflow's client, in the MLflow process: :mod:`.process`).
 """
 
 from __future__ import annotations

@@ -222,31 +222,30 @@ class OpenJob:
 def log_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, files: list[Path],
             overrides: list[str], parent: str | None, run_name: str, job_tags: Mapping[str, str],
             params: Mapping[str, Any]) -> tuple[str, bool]:
-    """Log one job: its own run (under ``parent`` when given) and one child per (benchmark, model).
+    """Log one job in this process: its own run (under ``parent`` when given) and one child per (benchmark,
+    model). A job of ``worldrecall run`` does the same through the MLflow process (:mod:`.process`):
+    :func:`plan_job` here, :func:`open_planned` and :func:`finish_job` there.
 
     Returns (run id, reused). A top-level invocation whose config hash and tables equal an earlier one's
     (a rerun where every row resumed) logs nothing and returns the earlier run; one with other numbers is
     logged and the earlier runs of that config are tagged ``worldrecall.superseded_by=<new run>`` and
     ``worldrecall.current=false`` (sweep jobs always log: their sweep parent is new each time).
     """
-    opened = open_job(tracker, result, plain, host, files, overrides, parent, run_name, job_tags, params)
-    return opened if isinstance(opened, tuple) else finish_job(tracker, opened, files)
+    blobs = BlobStore(tracker.output_root / "blobs")
+    plan = plan_job(result, plain, host, files, overrides, parent, run_name, job_tags, params, blobs)
+    opened = open_planned(tracker, plan)
+    return opened if isinstance(opened, tuple) else finish_job(tracker, opened, file_entries(files, blobs))
 
 
-def open_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, files: list[Path],
-             overrides: list[str], parent: str | None, run_name: str, job_tags: Mapping[str, str],
-             params: Mapping[str, Any]) -> tuple[str, bool] | OpenJob:
-    """:func:`log_job`'s first part, which needs the result and its tables (``files``' CSVs) only: the
-    earlier run reused, or the runs made. Then :func:`finish_job` logs the job's files."""
+def plan_job(result: Any, plain: Mapping[str, Any], host: Any, files: list[Path], overrides: list[str],
+             parent: str | None, run_name: str, job_tags: Mapping[str, str], params: Mapping[str, Any],
+             blobs: BlobStore) -> dict[str, Any]:
+    """What a job logs, as plain JSON, from the result, its tables (``files``' CSVs) and the plugins'
+    declarations: the job's run and one child per (benchmark, model) with their tags, params and metrics
+    (NaN kept), and each child's per-case files, stored once in ``blobs`` and listed by an index file. No
+    MLflow call: :func:`open_planned` makes the runs from it, in the MLflow process."""
     chash = result.provenance.config_hash
     digest = results_digest(files)
-    earlier = earlier_invocations(tracker, chash) if parent is None else []
-    for run in earlier:
-        if run.info.status == "FINISHED" and run.data.tags.get("worldrecall.results_digest") == digest:
-            tracker.set_tags(run.info.run_id, {"worldrecall.reused_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-            return run.info.run_id, True
-    output_root = tracker.output_root
-    blobs = BlobStore(output_root / "blobs")
     end = time.time()
     start = result.started_at or end  # the runner's own start (`aggregate` has none: its run is the merge)
     label = override_label(overrides)
@@ -262,58 +261,93 @@ def open_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, fil
     # a camera gate that gave no verdict is said on the model's run (and no pass rate is logged for it: not 0)
     unmeasured = gate_not_measured(pd.concat(list(tables_of_kind(host, result.tables, "view").values()) or
                                              [pd.DataFrame()], ignore_index=True))
+    index = case_index(result, blobs, blobs.root.parent)
     children = []
     for (bench, model), model_metrics in sorted(metrics["models"].items()):
         backends = sorted(backends_of.get((bench, model), set()) - {"-"})
-        children.append({"key": (bench, model), "name": f"{model} · {bench}" + (f" · {label}" if label else ""),
+        entries = index.get((bench, model))
+        cases = None
+        if entries:
+            idx = result.results_dir / "mlflow_index" / bench / model / "index.json"
+            idx.parent.mkdir(parents=True, exist_ok=True)
+            idx.write_text(json.dumps({"blob_root": str(blobs.root.parent), "files": entries}, indent=1))
+            cases = file_entries([idx], blobs, {".json": "cases"})[0]
+        children.append({"name": f"{model} · {bench}" + (f" · {label}" if label else ""),
                          "tags": {**job_tags, "worldrecall.kind": "model", "worldrecall.config_hash": chash,
                                   CURRENT: "true", **({"worldrecall.camera_gate": one_line(
                                       f"not measured: {unmeasured[(bench, model)]}", 5000)}
                                       if (bench, model) in unmeasured else {})},
-                         "metrics": model_metrics, "parent": 0, "params": {
+                         "metrics": model_metrics, "cases": cases, "params": {
                              "model": model, "benchmark": bench, "backends": ";".join(backends) or "-",
                              "backend_set": str((plain.get("models") or {}).get("set") or "-"),
                              "config_hash": chash, **over}})
+    return {"config_hash": chash, "results_digest": digest, "parent": parent, "run_name": run_name,
+            "start": start, "end": end, "tags": job_tags_all, "metrics": head, "params": dict(params),
+            "children": children, "blobs": str(blobs.root)}
+
+
+def open_planned(tracker: Any, plan: Mapping[str, Any]) -> tuple[str, bool] | OpenJob:
+    """:func:`log_job`'s first part, from a :func:`plan_job` plan: the earlier run reused (same config, same
+    tables), or the job's run and its children made, with their metrics, params and per-case files. Then
+    :func:`finish_job` logs the job's files."""
+    parent = plan["parent"]
+    earlier = earlier_invocations(tracker, plan["config_hash"]) if parent is None else []
+    for run in earlier:
+        if run.info.status == "FINISHED" and run.data.tags.get("worldrecall.results_digest") == plan["results_digest"]:
+            tracker.set_tags(run.info.run_id, {"worldrecall.reused_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+            return run.info.run_id, True
+    blobs = BlobStore(plan["blobs"])
+    start, end = plan["start"], plan["end"]
     # the job's run, then its (benchmark, model) runs, through MLflow's public client
-    job = tracker.start_run(run_name, parent_id=parent, start_time=start, tags=job_tags_all)
+    job = tracker.start_run(plan["run_name"], parent_id=parent, start_time=start, tags=plan["tags"])
     try:
-        tracker.log_batch(job, metrics=head, params=params)
+        tracker.log_batch(job, metrics=plan["metrics"], params=plan["params"])
         ids = []
-        for c in children:
+        for c in plan["children"]:
             child = tracker.start_run(c["name"], parent_id=job, start_time=start, tags=c["tags"])
             tracker.log_batch(child, metrics=c["metrics"], params=c["params"])
             tracker.end_run(child, "FINISHED", end_time=end)
             ids.append(child)
-        index = case_index(result, blobs, output_root)
-        for c, child in zip(children, ids):
-            bench, model = c["key"]
-            entries = index.get((bench, model))
-            if entries:
-                idx = result.results_dir / "mlflow_index" / bench / model / "index.json"
-                idx.parent.mkdir(parents=True, exist_ok=True)
-                idx.write_text(json.dumps({"blob_root": str(output_root), "files": entries}, indent=1))
-                tracker.log_file_once(child, idx, "cases", blobs)
+        for c, child in zip(plan["children"], ids):
+            if c["cases"]:
+                tracker.log_blob(child, c["cases"])
     except Exception:
         tracker.end_run(job, "FAILED")
         raise
     return OpenJob(job, blobs, earlier)
 
 
-def finish_job(tracker: Any, opened: OpenJob, files: list[Path]) -> tuple[str, bool]:
-    """:func:`log_job`'s second part: the job's files (tables, meta, plots, report), then its run's end."""
+_SUBFOLDER = {".csv": "tables", ".md": "tables", ".json": "meta", ".png": "plots", ".html": "report"}
+
+
+def file_entries(files: list[Path], blobs: BlobStore, folders: Mapping[str, str] | None = None) -> list[dict]:
+    """The job's files as :meth:`Tracker.log_blob` takes them — artifact folder, name, blob — each stored
+    once in ``blobs`` (in the process whose digests are known: the job's). ``folders``: artifact folder by
+    suffix (default: tables, meta, plots, report); a file without one, or gone, is left out."""
+    out = []
+    for p in dict.fromkeys(Path(f) for f in files):  # each file once, however often a sink listed it
+        if p.parent.name == "assets" and p.parent.parent.name == "report":
+            # the report's pictures are links to blobs already: logged as links to the same blob (MLflow
+            # shows the page with its pictures), no byte copied for a rerun, a re-score or a sweep's job
+            sub, link = "report/assets", True
+        else:
+            sub = (folders or _SUBFOLDER).get(p.suffix, "")
+            # tables, the report and the index files are written whole (a new file each time): safe to hard-link
+            link = sub in ("tables", "report", "cases")
+        if not sub or not p.exists():
+            continue
+        _, blob = blobs.put(p, link=link)
+        out.append({"folder": sub, "name": p.name, "blob": str(blob), "source": str(p)})
+    return out
+
+
+def finish_job(tracker: Any, opened: OpenJob, entries: list[Mapping[str, str]]) -> tuple[str, bool]:
+    """:func:`log_job`'s second part: the job's files (tables, meta, plots, report; :func:`file_entries`),
+    then its run's end."""
     job = opened.job
     try:
-        for p in dict.fromkeys(files):  # each file once, however often a sink listed it
-            if p.parent.name == "assets" and p.parent.parent.name == "report":
-                # the report's pictures are links to blobs already: logged as links to the same blob (MLflow
-                # shows the page with its pictures), no byte copied for a rerun, a re-score or a sweep's job
-                if p.exists():
-                    tracker.log_file_once(job, p, "report/assets", opened.blobs, link=True)
-                continue
-            sub = {".csv": "tables", ".md": "tables", ".json": "meta", ".png": "plots", ".html": "report"}.get(p.suffix)
-            if sub and p.exists():
-                # tables and the report are written atomically (a new file each time): safe to hard-link
-                tracker.log_file_once(job, p, sub, opened.blobs, link=sub in ("tables", "report"))
+        for e in entries:
+            tracker.log_blob(job, e)
         tracker.end_run(job, "FINISHED", end_time=time.time())
     except Exception:
         tracker.end_run(job, "FAILED")

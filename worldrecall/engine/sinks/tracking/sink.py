@@ -13,7 +13,7 @@ from typing import Any
 
 from worldrecall.engine.redaction import flatten
 from worldrecall.engine.sinks.base import SinkContext
-from worldrecall.engine.sinks.tracking.reuse import RECORD, reusable, store_uri
+from worldrecall.engine.sinks.tracking.reuse import RECORD, store_uri
 from worldrecall.engine.stages.result import RunResult
 from worldrecall.engine.stages.shards import already_logged, mark_logged
 from worldrecall.numerics import isa
@@ -60,7 +60,8 @@ def _write_record(path: Path, record: dict) -> None:
 
 
 class MlflowSink:
-    """Logs the job (``tracking.enabled``); leaves the ``mlflow ui`` line for the console.
+    """Logs the job (``tracking.enabled``) through the MLflow process (:mod:`.process`); leaves the
+    ``mlflow ui`` line for the console.
 
     ``run_name`` names the run (a merge's); ``rows_digest``: log only if these rows were not logged before
     (a merge after the last shard already merged them).
@@ -72,144 +73,113 @@ class MlflowSink:
         self.run_name, self.rows_digest = run_name, rows_digest
 
     def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
-        started = self.__dict__.pop("_started", None)
-        if started is not None:  # begun on a thread by MlflowStartSink: wait for it, then log the files
-            thread, box, view = started
-            thread.join()
-            ctx.notes.extend(view.notes)
-            if "error" in box:
-                raise box["error"]
-            if box["early"] is not None:
-                return box["early"]
-            return [] if box["opened"] is None else self._finish(result, ctx, box["opened"], box["files"])
-        early = self._early(result, ctx)
-        if early is not None:
-            return early
-        opened = self._open(result, ctx)
-        return [] if opened is None else self._finish(result, ctx, opened)
+        begun = self.__dict__.pop("_begun", None)  # by MlflowStartSink, before the other outputs
+        if begun is None:
+            begun = self._begin(result, ctx)
+        return self._end(result, ctx, begun)
 
     def start(self, result: RunResult, ctx: SinkContext) -> None:
-        """Begin on a thread what needs the result and its tables only (the reuse check; the job's runs, their
-        metrics, params and per-case files), so MLflow's logging overlaps the outputs written after this; the
-        job's files are logged by :meth:`write`, which waits for it. The tables' digest (MLflow's reuse check,
-        its tag and record) is taken over the files written before this: the tables."""
-        import threading
+        """Send the MLflow process what needs the result and its tables only (the reuse check; the job's runs,
+        their metrics, params and per-case files), so MLflow's logging overlaps the outputs written after
+        this; :meth:`write` sends the job's files and waits for the answer. The tables' digest (MLflow's reuse
+        check, its tag and record) is taken over the files written before this: the tables."""
+        self._begun = self._begin(result, ctx)
 
-        files = _files(result, ctx)
-        box: dict[str, Any] = {"files": files}
-        view = SinkContext(ctx.host, ctx.job_dir, ctx.overrides, ctx.sweep_dir, list(ctx.written))
+    def _begin(self, result: RunResult, ctx: SinkContext) -> dict[str, Any]:
+        from worldrecall.engine.sinks.blobs import BlobStore
+        from worldrecall.engine.sinks.sweep_summary import current_swept_keys
+        from worldrecall.engine.sinks.tracking.process import close_early, take_process
+        from worldrecall.engine.sinks.tracking.runs import override_label, plan_job, results_digest
 
-        def run() -> None:
-            try:
-                box["early"] = self._early(result, view)
-                box["opened"] = None if box["early"] is not None else self._open(result, view)
-            except BaseException as e:  # noqa: BLE001  (raised again by write, where the sink is isolated)
-                box["error"] = e
-
-        thread = threading.Thread(target=run, name="worldrecall-mlflow", daemon=True)
-        self._started = (thread, box, view)
-        thread.start()
-
-    def _nothing_to_log(self, result: RunResult, ctx: SinkContext) -> tuple[str, Any] | None:
-        """Why nothing is to be logged — ("off" | "logged" | "reused", the reused run's record) — or None.
-        Reads the record of an earlier run (and asks MLflow whether that run is still current)."""
-        from worldrecall.engine.sinks.tracking.runs import results_digest
-
+        t0 = time.perf_counter()
         cfg = result.config
         tcfg = cfg["tracking"]
         if not tcfg["enabled"]:
-            return ("off", None)
+            return {"done": []}
         if self.rows_digest is not None and already_logged(result.results_dir, self.rows_digest):
-            return ("logged", None)
-        if parent_run(ctx.sweep_dir) is None and self.rows_digest is None:
-            rec = reusable(result.results_dir, store_uri(tcfg, Path(cfg["output_root"])),
-                           result.provenance.config_hash, results_digest(_files(result, ctx)))
-            if rec is not None:
-                return ("reused", rec)
-        return None
-
-    def _early(self, result: RunResult, ctx: SinkContext) -> list[Path] | None:
-        """The outcome when nothing is to be logged (tracking off, rows logged already, a reused run)."""
-        t0 = time.perf_counter()
-        why = self._nothing_to_log(result, ctx)
-        if why is None:
-            return None
-        if why[0] == "logged":
+            close_early()
             ctx.notes.append("MLflow: these merged rows are already logged (by the last shard or an earlier "
                              "aggregate)")
-        if why[0] != "reused":
-            return []
-        rec = why[1]  # nothing changed: nothing to log
-        meta = result.results_dir / RECORD
-        _write_record(meta, {**rec, "mlflow_s": round(time.perf_counter() - t0, 4), "setup_s": 0.0,
-                             "import_s": 0.0, "prefetch_s": 0.0, "reused": True,
-                             "reused_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-        ctx.notes.append(f"MLflow: same config and same numbers as run {rec['run_id']}; nothing logged "
-                         "again (that run is reused)")
-        ctx.notes.append(rec["ui"])
-        return [meta]
-
-    def _open(self, result: RunResult, ctx: SinkContext) -> Any:
-        """The tracker and the job's runs (:func:`~worldrecall.engine.sinks.tracking.runs.open_job`), for a
-        job :meth:`_nothing_to_log` let through; None where MLflow is not installed."""
-        from worldrecall.engine.sinks.sweep_summary import current_swept_keys
-        from worldrecall.engine.sinks.tracking.runs import open_job, override_label
-        from worldrecall.engine.sinks.tracking.tracker import Tracker
-
-        cfg = result.config
-        tcfg = cfg["tracking"]
-        t0 = time.perf_counter()
-        try:
-            tracker = Tracker(tcfg, Path(cfg["output_root"]))
-        except ImportError:
-            print("warning: MLflow is not installed (pip install 'worldrecall[tracking]'); nothing tracked",
-                  file=sys.stderr)
-            return None
+            return {"done": []}
+        output_root = Path(cfg["output_root"]).resolve()
+        files = _files(result, ctx)
         overrides = list(ctx.overrides)
         parent = parent_run(ctx.sweep_dir)
         swept = set(current_swept_keys(ctx.sweep_dir)) if parent else set()
         varying = [o for o in overrides if o.partition("=")[0].lstrip("+~") in swept]  # what a job varies
         name = self.run_name or ((override_label(varying) or "job") if parent else
                                  (tcfg["run_name"] or f"worldrecall · {','.join(result.benchmarks) or 'no benchmark'}"))
-        files = _files(result, ctx)
-        job = open_job(tracker, result, cfg, ctx.host, files, varying, parent, name,
-                       provenance_tags(result, overrides), flatten(dict(cfg)))
-        return {"tracker": tracker, "job": job, "parent": parent, "seconds": time.perf_counter() - t0}
+        blobs = BlobStore(output_root / "blobs")
+        plan = plan_job(result, cfg, ctx.host, files, varying, parent, name, provenance_tags(result, overrides),
+                        flatten(dict(cfg)), blobs)
+        uri = store_uri(tcfg, output_root)
+        reuse = ({"results_dir": str(result.results_dir), "config_hash": result.provenance.config_hash,
+                  "digest": results_digest(files)} if parent is None and self.rows_digest is None else None)
+        proc = take_process()
+        proc.send({"op": "open", "uri": uri, "tcfg": dict(tcfg), "output_root": str(output_root), "reuse": reuse,
+                   "plan": plan})
+        return {"proc": proc, "blobs": blobs, "files": files, "parent": parent, "plan_s": time.perf_counter() - t0,
+                "prefetched": proc.early}
 
-    def _finish(self, result: RunResult, ctx: SinkContext, opened: dict[str, Any],
-                tables: list[Path] | None = None) -> list[Path]:
-        """``tables``: the files the runs were opened with (their CSVs' digest is the record's), when
-        :meth:`start` opened them before the other outputs were written."""
-        from worldrecall.engine.sinks.tracking.runs import finish_job, results_digest
+    def _end(self, result: RunResult, ctx: SinkContext, begun: dict[str, Any]) -> list[Path]:
+        from worldrecall.engine.sinks.tracking.runs import file_entries, results_digest
+        from worldrecall.engine.sinks.tracking.tracker import ui_missing_module
         from worldrecall.engine.sinks.tracking.views import headline_keys
 
+        if "done" in begun:
+            return begun["done"]
         t0 = time.perf_counter()
-        tracker, job, parent = opened["tracker"], opened["job"], opened["parent"]
-        files = _files(result, ctx)
-        run_id, reused = job if isinstance(job, tuple) else finish_job(tracker, job, files)
+        proc = begun["proc"]
+        columns = {b: headline_keys(ctx.host, b, result.rows) for b in result.benchmarks}
+        proc.send({"op": "finish", "entries": file_entries(_files(result, ctx), begun["blobs"]),
+                   "benchmarks": list(result.benchmarks), "columns": columns, "ui_missing": ui_missing_module()})
+        t_wait = time.perf_counter()
+        answer = proc.reply()
+        waited = time.perf_counter() - t_wait
+        if "missing" in answer:
+            print("warning: MLflow is not installed (pip install 'worldrecall[tracking]'); nothing tracked "
+                  f"({answer['missing']})", file=sys.stderr)
+            return []
+        if "error" in answer:
+            raise TrackingError(answer["error"])
+        here = begun["plan_s"] + time.perf_counter() - t0  # this process's own part: the plan, blobs, waiting
+        meta = result.results_dir / RECORD
+        if "reused_record" in answer:  # same config and tables as a run still current: nothing logged
+            rec = answer["reused_record"]
+            _write_record(meta, {**rec, "mlflow_s": round(answer["log_s"], 4), "setup_s": 0.0, "import_s": 0.0,
+                                 "job_s": round(here, 4), "waited_s": round(waited, 4), "reused": True,
+                                 "reused_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+            ctx.notes.append(f"MLflow: same config and same numbers as run {rec['run_id']}; nothing logged "
+                             "again (that run is reused)")
+            ctx.notes.append(rec["ui"])
+            return [meta]
+        run_id, parent = answer["run_id"], begun["parent"]
         if self.rows_digest is not None:
             mark_logged(result.results_dir, self.rows_digest)
-        if reused:
+        if answer["reused"]:
             ctx.notes.append(f"MLflow: same config and same numbers as run {run_id}; nothing logged again (that "
                              "run is reused)")
-        columns = {b: headline_keys(ctx.host, b, result.rows) for b in result.benchmarks}
-        ui = tracker.ui_command(run_id if parent is None else None, result.benchmarks, columns)
-        ctx.notes.append(ui)
-        # what was logged, for a later rerun (reuse.py); measured after logging, so not logged itself;
-        # benchmarks/pipeline.py reads the seconds (both parts: the runs, then the files)
-        seconds = opened["seconds"] + time.perf_counter() - t0
-        meta = result.results_dir / RECORD
-        _write_record(meta, {"mlflow_s": round(seconds + tracker.import_s, 4),
-                             "setup_s": round(tracker.setup_s, 4), "import_s": round(tracker.import_s, 4),
-                             "prefetch_s": round(tracker.prefetch_s, 4), "run_id": run_id, "reused": reused,
-                             "parent": parent, "uri": tracker.uri, "config_hash": result.provenance.config_hash,
-                             "results_digest": results_digest(files if tables is None else tables), "ui": ui})
+        ctx.notes.append(answer["ui"])
+        # what was logged, for a later rerun (reuse.py); measured after logging, so not logged itself.
+        # mlflow_s: the MLflow process's import, store setup and logging (on another core); job_s: what this
+        # process spent on it (the plan, the files' blobs, waiting: waited_s)
+        _write_record(meta, {"mlflow_s": round(answer["import_s"] + answer["setup_s"] + answer["log_s"], 4),
+                             "setup_s": round(answer["setup_s"], 4), "import_s": round(answer["import_s"], 4),
+                             "job_s": round(here, 4), "waited_s": round(waited, 4), "prefetched": begun["prefetched"],
+                             "run_id": run_id,
+                             "reused": answer["reused"], "parent": parent, "uri": answer["uri"],
+                             "config_hash": result.provenance.config_hash,
+                             "results_digest": results_digest(begun["files"]), "ui": answer["ui"]})
         return [meta]
 
 
+class TrackingError(RuntimeError):
+    """MLflow failed in the MLflow process (its exception's type and message)."""
+
+
 class MlflowStartSink:
-    """Starts ``mlflow``'s first part on a thread (:meth:`MlflowSink.start`) once the tables are written; the
-    :class:`MlflowSink` after the other outputs finishes it."""
+    """Starts ``mlflow``'s first part in the MLflow process (:meth:`MlflowSink.start`) once the tables are
+    written; the :class:`MlflowSink` after the other outputs finishes it."""
 
     name = "mlflow_start"
 

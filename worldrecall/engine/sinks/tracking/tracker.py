@@ -134,70 +134,6 @@ def save_template(db: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-class _Prefetch:
-    """MLflow's client imported in a background thread once the job's cases are evaluated (``import mlflow``
-    and its SQL store cost ~1.2 s of one core), overlapping the aggregation and the outputs before the MLflow
-    sink; started no earlier, so its memory neither adds to the evaluation's peak nor to forked workers'.
-
-    Fork-safe: a fork while the thread is inside an import would leave that module's import lock held in
-    the child forever, so the parent waits for the import to finish before every fork
-    (``os.register_at_fork``). ``thread_s``: the import's own duration in the thread; ``waited_s``: how long
-    the main thread waited for it (before forks and when tracking began): part of the job's MLflow cost."""
-
-    def __init__(self) -> None:
-        self.thread: Any = None
-        self.thread_s = self.waited_s = 0.0
-        self._hooked = False
-
-    def start(self, sql: bool) -> None:
-        import threading
-
-        if self.thread is not None or "mlflow.tracking" in sys.modules:
-            return
-        if not self._hooked:
-            os.register_at_fork(before=self.wait)
-            self._hooked = True
-        self.thread = threading.Thread(target=self._import, args=(sql,), name="mlflow-import", daemon=True)
-        self.thread.start()
-
-    def _import(self, sql: bool) -> None:
-        t0 = time.perf_counter()
-        try:
-            import mlflow.tracking  # noqa: F401
-
-            if sql:
-                import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
-        except BaseException:  # noqa: BLE001, S110  (the Tracker's own import raises it again, in the main thread)
-            pass
-        self.thread_s = time.perf_counter() - t0
-
-    def wait(self) -> None:
-        """Block until the background import (if any) is done; the main thread's own import follows."""
-        import threading
-
-        t = self.thread
-        if t is not None and t.is_alive() and t is not threading.current_thread():
-            t0 = time.perf_counter()
-            t.join()
-            self.waited_s += time.perf_counter() - t0
-
-    def take_waited(self) -> float:
-        """The main thread's waits so far, counted once (the next job of a sweep starts from zero)."""
-        w, self.waited_s = self.waited_s, 0.0
-        return w
-
-
-PREFETCH = _Prefetch()
-
-
-def prefetch(tcfg: Mapping[str, Any]) -> None:
-    """Start importing MLflow's client now, in the background, for a job that will track (``tracking.enabled``)."""
-    if not (tcfg.get("enabled") and tcfg.get("prefetch", True)):
-        return
-    uri = os.environ.get("MLFLOW_TRACKING_URI") or tcfg.get("tracking_uri") or "sqlite:///"
-    PREFETCH.start(sql=sqlite_path(uri) is not None)
-
-
 def default_uri(output_root: Path) -> str:
     return f"sqlite:///{(Path(output_root).resolve() / 'mlflow.db')}"
 
@@ -206,9 +142,7 @@ class Tracker:
     """Thin wrapper over ``MlflowClient`` with explicit parent/child run ids."""
 
     def __init__(self, tcfg: Mapping[str, Any], output_root: Path):
-        before_fork = PREFETCH.take_waited()  # a fork earlier in this job waited for the prefetch
         t0 = time.perf_counter()
-        PREFETCH.wait()  # a job started the import in the background (prefetch); the rest is what is left
         from mlflow.tracking import MlflowClient
 
         self.output_root = Path(output_root).resolve()
@@ -217,11 +151,9 @@ class Tracker:
         if sqlite_path(self.uri) is not None:
             import mlflow.store.tracking.sqlalchemy_store  # noqa: F401  (the client imports it on first use)
         t1 = time.perf_counter()
-        # what this process waited for Python importing mlflow and its SQL store (~1.2 s when not prefetched),
-        # a wait for the prefetch before a fork included
-        self.import_s = t1 - t0 + before_fork
-        PREFETCH.take_waited()  # this wait is in t1 - t0 already
-        self.prefetch_s = PREFETCH.thread_s  # the background import's own time (0: not prefetched)
+        # what this process waited for Python importing mlflow and its SQL store (~1.2 s; ~0 in the MLflow
+        # process, which imported them on starting: its record says how long that took)
+        self.import_s = t1 - t0
         self.experiment_name = tcfg.get("experiment") or "worldrecall"
         self.extra_tags = redact_tags(tcfg.get("tags") or {})
         self._artifact_uri: dict[str, str] = {}
@@ -333,18 +265,24 @@ class Tracker:
         :class:`~worldrecall.engine.sinks.blobs.BlobStore`) and hard-linked into a local artifact store; a remote
         store gets an upload. ``link``: the file is never rewritten in place (written atomically), so the blob
         may be a hard link to it. Returns the blob digest."""
+        digest, blob = blobs.put(path, link=link)
+        self.log_blob(run_id, {"folder": artifact_path, "name": Path(path).name, "blob": str(blob),
+                               "source": str(path)})
+        return digest
+
+    def log_blob(self, run_id: str, entry: Mapping[str, str]) -> None:
+        """Log a file stored in the blob store as ``<folder>/<name>`` (``entry``: folder, name, blob, and the
+        file it came from): a hard link from a local artifact store to the blob, an upload to a remote one."""
         from worldrecall.engine.sinks.blobs import link_or_copy
 
-        digest, blob = blobs.put(path, link=link)
         uri = self._artifact_uri.get(run_id) or _retry(lambda: self.client.get_run(run_id)).info.artifact_uri
         if uri.startswith("file:") or "://" not in uri:
             from urllib.parse import unquote, urlparse
 
             local = Path(unquote(urlparse(uri).path)) if uri.startswith("file:") else Path(uri)
-            link_or_copy(blob, local / artifact_path / Path(path).name)
+            link_or_copy(Path(entry["blob"]), local / entry["folder"] / entry["name"])
         else:
-            _retry(lambda: self.client.log_artifact(run_id, str(path), artifact_path))
-        return digest
+            _retry(lambda: self.client.log_artifact(run_id, str(entry["source"]), entry["folder"]))
 
     def runs_view(self, parent_run: str | None = None, benchmark: str | None = None,
                   columns: Sequence[str] = ()) -> str:
@@ -378,7 +316,7 @@ class Tracker:
         return keys
 
     def ui_command(self, parent_run: str | None = None, benchmarks: Sequence[str] = (),
-                   columns: Mapping[str, Sequence[str]] | None = None) -> str:
+                   columns: Mapping[str, Sequence[str]] | None = None, missing: str | None = None) -> str:
         """The line to start the UI (this environment's own ``mlflow``), and the address of the runs view.
 
         The command names the venv's executable, so it works without activating the venv; where the UI's
@@ -386,9 +324,10 @@ class Tracker:
         MLflow 3.17's UI takes the view from its GenAI / Model-training switch (``workflowType`` in the URL or
         the browser's storage) rather than from the experiment-kind tag, so the printed link names it.
         ``columns``: per benchmark, the metric keys its link shows (its headline; see ``views.headline_keys``).
+        ``missing``: what :func:`ui_missing_module` said in the job's own process (default: ask here).
         """
         lines = []
-        missing = ui_missing_module()
+        missing = ui_missing_module() if missing is None else missing
         if missing:
             lines.append(f"the MLflow UI needs the ui extra ({missing} is not installed): "
                          f"{venv_tool('pip')} install 'worldrecall[ui]'")

@@ -1,0 +1,223 @@
+"""The MLflow process: a second Python process that imports MLflow and logs a job's runs, so the job's own
+process never imports MLflow and never shares its interpreter lock with MLflow's work.
+
+MLflow's import (~2 s of one core), its SQL store and the ~40 runs of a default job were ~4 s of a re-score's
+wall time when they ran on a thread of the job's process: the outputs written meanwhile waited for the lock.
+Here they run on another core. The job's process decides everything that needs the result and the plugins
+(:func:`~worldrecall.engine.sinks.tracking.runs.plan_job`, the files' blobs, the printed columns) and sends it
+as JSON lines; this process makes the runs (:func:`~worldrecall.engine.sinks.tracking.runs.open_planned`,
+:func:`~worldrecall.engine.sinks.tracking.runs.finish_job`) and answers one JSON line per job.
+
+Protocol, one JSON object per line on stdin: ``{"op": "open", "uri", "tcfg", "output_root", "reuse", "plan"}``
+once the tables are written, then ``{"op": "finish", "entries", "benchmarks", "columns", "ui_missing"}``; the
+answer on stdout: ``{"run_id", "reused", "ui", "uri", "import_s", "setup_s", "log_s"}``, or ``{"reused_record"}``
+(an earlier run is reused: nothing logged), ``{"missing"}`` (MLflow is not installed) or ``{"error"}``. At the
+end of its input the process ends; a job opened and never finished (its process was killed) is ended KILLED.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from typing import IO, Any
+
+
+class MlflowProcess:
+    """The job's side: the MLflow process started (``python -m`` this module), messages sent on a thread
+    (a large plan never blocks the job while the process is still importing), the answer read once."""
+
+    def __init__(self) -> None:
+        self.env = dict(os.environ)  # what the process inherited: a later job with another one starts its own
+        self.proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, encoding="utf-8")
+        LAUNCHED.append(self.proc.pid)
+        self.early = False  # started by prefetch, before the job's outputs
+        self._writer: threading.Thread | None = None
+        self.used = False
+
+    def send(self, msg: Mapping[str, Any]) -> None:
+        """Queue one message (written in order, on a thread)."""
+        self.used = True
+        previous, line = self._writer, json.dumps(msg, default=str) + "\n"
+
+        def write() -> None:
+            if previous is not None:
+                previous.join()
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write(line)
+                self.proc.stdin.flush()
+            except (BrokenPipeError, OSError):  # the process is gone: reply() says so
+                pass
+
+        self._writer = threading.Thread(target=write, name="worldrecall-mlflow-send", daemon=True)
+        self._writer.start()
+
+    def reply(self) -> dict[str, Any]:
+        """The process's answer to the job, once every message is written; then the process is closed."""
+        if self._writer is not None:
+            self._writer.join()
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        self.close()
+        if not line:
+            raise RuntimeError(f"the MLflow process ended (exit code {self.proc.returncode}) before it answered; "
+                               "its messages are above")
+        return json.loads(line)
+
+    def close(self) -> None:
+        """End the process: its input closed, it finishes what it was doing and exits."""
+        try:
+            if self.proc.stdin is not None and not self.proc.stdin.closed:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+_EARLY: list[MlflowProcess] = []  # started once a job's cases were evaluated, taken by its MLflow sink
+LAUNCHED: list[int] = []  # the pids of the MLflow processes this process started (what a job cost, said in tests)
+
+
+def prefetch(tcfg: Mapping[str, Any]) -> None:
+    """Start the MLflow process now, for a job that will track (``tracking.enabled``, ``tracking.prefetch``):
+    its import then overlaps the job's aggregation and outputs."""
+    if not (tcfg.get("enabled") and tcfg.get("prefetch", True)) or _EARLY:
+        return
+    proc = MlflowProcess()
+    proc.early = True
+    _EARLY.append(proc)
+
+
+def take_process() -> MlflowProcess:
+    """The process :func:`prefetch` started (when it still has this environment), else a new one."""
+    while _EARLY:
+        proc = _EARLY.pop()
+        if proc.env == dict(os.environ) and proc.proc.poll() is None:
+            return proc
+        proc.close()
+    return MlflowProcess()
+
+
+def close_early() -> None:
+    """End a process :func:`prefetch` started for a job that logs nothing after all."""
+    while _EARLY:
+        _EARLY.pop().close()
+
+
+# ---- the MLflow process's own side ------------------------------------------------------------------------
+
+def _read(stream: IO[str], inbox: queue.Queue) -> None:
+    for line in stream:
+        if line.strip():
+            inbox.put(json.loads(line))
+    inbox.put(None)
+
+
+class _Job:
+    """One job in the MLflow process: opened (its runs made) from the plan, finished with its files."""
+
+    def __init__(self, msg: Mapping[str, Any], import_s: float) -> None:
+        self.msg, self.import_s = msg, import_s
+        self.tracker: Any = None
+        self.opened: Any = None
+        self.early: dict[str, Any] | None = None
+        self.error = ""
+        self.t0 = time.perf_counter()
+
+    def open(self) -> None:
+        from pathlib import Path
+
+        from worldrecall.engine.sinks.tracking.reuse import reusable
+        from worldrecall.engine.sinks.tracking.runs import open_planned
+        from worldrecall.engine.sinks.tracking.tracker import Tracker
+
+        msg = self.msg
+        try:
+            reuse = msg.get("reuse")
+            if reuse:
+                self.early = reusable(Path(reuse["results_dir"]), msg["uri"], reuse["config_hash"], reuse["digest"])
+                if self.early is not None:
+                    return
+            self.tracker = Tracker(msg["tcfg"], Path(msg["output_root"]))
+            self.opened = open_planned(self.tracker, msg["plan"])
+        except Exception as e:  # noqa: BLE001  (answered, and raised by the job's sink: one line there)
+            self.error = f"{type(e).__name__}: {e}"
+
+    def finish(self, msg: Mapping[str, Any]) -> dict[str, Any]:
+        from worldrecall.engine.sinks.tracking.runs import finish_job
+
+        if self.error:
+            return {"error": self.error}
+        if self.early is not None:
+            return {"reused_record": self.early, "log_s": time.perf_counter() - self.t0}
+        try:
+            opened, parent = self.opened, self.msg["plan"]["parent"]
+            run_id, reused = opened if isinstance(opened, tuple) else finish_job(self.tracker, opened, msg["entries"])
+            ui = self.tracker.ui_command(run_id if parent is None else None, msg["benchmarks"], msg["columns"],
+                                         missing=msg.get("ui_missing"))
+        except Exception as e:  # noqa: BLE001
+            return {"error": f"{type(e).__name__}: {e}"}
+        return {"run_id": run_id, "reused": reused, "ui": ui, "uri": self.tracker.uri, "import_s": self.import_s,
+                "setup_s": self.tracker.setup_s, "log_s": time.perf_counter() - self.t0 - self.tracker.setup_s}
+
+    def abandon(self) -> None:
+        """The job's process ended before finishing: its run is ended KILLED, as a later run would find it."""
+        if self.opened is not None and not isinstance(self.opened, tuple):
+            try:
+                self.tracker.end_run(self.opened.job, "KILLED")
+            except Exception:  # noqa: BLE001, S110  (close_stale_runs of a later run ends it then)
+                pass
+
+
+def serve(stdin: IO[str], out: IO[str]) -> int:
+    """The MLflow process: import MLflow, then open and finish jobs as their messages come."""
+    t0 = time.perf_counter()
+    inbox: queue.Queue = queue.Queue()
+    threading.Thread(target=_read, args=(stdin, inbox), name="inbox", daemon=True).start()
+    missing = ""
+    try:
+        import mlflow.store.tracking.sqlalchemy_store
+        import mlflow.tracking  # noqa: F401
+    except ImportError as e:
+        missing = str(e)
+    import_s = time.perf_counter() - t0
+    job: _Job | None = None
+    while (msg := inbox.get()) is not None:
+        if missing:
+            answer: dict[str, Any] | None = {"missing": missing} if msg.get("op") == "finish" else None
+        elif msg.get("op") == "open":
+            job, answer = _Job(msg, import_s), None
+            job.open()
+        else:
+            answer = job.finish(msg) if job is not None else {"error": "finish without open"}
+            job = None
+        if answer is not None:
+            out.write(json.dumps(answer) + "\n")
+            out.flush()
+    if job is not None:
+        job.abandon()
+    return 0
+
+
+def main() -> int:
+    # the answers go on a copy of stdout; anything a library prints goes to stderr, as it did in the job
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    return serve(sys.stdin, out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
