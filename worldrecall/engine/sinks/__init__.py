@@ -13,7 +13,7 @@ from typing import Any
 from worldrecall.engine.sinks.base import Sink, SinkContext, write_sinks
 from worldrecall.engine.sinks.console import ConsoleSink
 from worldrecall.engine.sinks.disk import DiskSink
-from worldrecall.engine.sinks.files import TablesSink, TimingSink
+from worldrecall.engine.sinks.files import TablesSink, TableTextSink, TimingSink
 from worldrecall.engine.sinks.plots import PlotsSink
 from worldrecall.engine.sinks.report.sink import ReportSink
 from worldrecall.engine.sinks.submission import SubmissionSink
@@ -25,12 +25,13 @@ __all__ = ["Sink", "SinkContext", "write_sinks", "job_sinks", "shard_sinks", "me
 
 
 def _files(host: Any, mlflow: MlflowSink | None = None) -> list[Sink]:
-    # order matters: the tables first (MLflow's runs start from them, in the MLflow process, when ``mlflow`` is given);
+    # order matters: the tables' CSVs first (MLflow's runs start from them, in the MLflow process, when ``mlflow``
+    # is given), their Markdown after;
     # the report embeds the plots; timing records the sinks before it; MLflow logs them all
     plugins = list(getattr(host, "sinks", {}).values()) if host is not None else []
     start = [MlflowStartSink(mlflow)] if mlflow is not None else []
-    return [TablesSink(), *start, PlotsSink(), ReportSink(), SubmissionSink(), *plugins, TimingSink(),
-            JobSummarySink()]
+    return [TablesSink(), *start, TableTextSink(), PlotsSink(), ReportSink(), SubmissionSink(), *plugins,
+            TimingSink(), JobSummarySink()]
 
 
 def job_sinks(host: Any = None) -> list[Sink]:

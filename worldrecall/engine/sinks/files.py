@@ -1,4 +1,4 @@
-"""The file sinks: tables (CSV + Markdown, the per-case table, the printed leaderboard), meta files
+"""The file sinks: tables (CSV, the per-case table; then Markdown and the printed leaderboard), meta files
 (resolved config, plugin manifest) and timing."""
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ def json_dump(obj: Any, path: Path) -> Path:
 
 
 class TablesSink:
-    """``tables/``: every aggregated table as CSV and Markdown, ``cases.csv``, ``leaderboard.txt``; ``meta/``:
-    the resolved config (secrets redacted) and the plugin manifest."""
+    """``tables/``: every aggregated table as CSV and ``cases.csv``; ``meta/``: the resolved config (secrets
+    redacted) and the plugin manifest. The CSVs are what MLflow's runs start from (their digest says "the same
+    numbers"); their Markdown and the printed leaderboard follow in :class:`TableTextSink`."""
 
     name = "tables"
 
@@ -37,11 +38,24 @@ class TablesSink:
         for name, df in result.tables.items():
             if hasattr(df, "to_csv"):
                 paths.append(write_if_changed(tdir / f"{name}.csv", df.to_csv(index=False)))
-                paths.append(write_if_changed(tdir / f"{name}.md", pipe_table(df)))
-        paths.append(write_if_changed(tdir / "leaderboard.txt", leaderboard_text(result, ctx.host)))
         meta = result.results_dir / "meta"
         paths.append(json_dump(redact_tree(dict(result.config)), meta / "resolved_config.json"))
         paths.append(json_dump(ctx.host.manifest(), meta / "plugin_manifest.json"))
+        return paths
+
+
+class TableTextSink:
+    """``tables/``: every aggregated table as Markdown, and ``leaderboard.txt`` (what the console prints).
+    Written after MLflow's runs were handed over: the same numbers as the CSVs, only shown."""
+
+    name = "table_text"
+
+    def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
+        tdir = result.results_dir / "tables"
+        tdir.mkdir(parents=True, exist_ok=True)
+        paths = [write_if_changed(tdir / f"{name}.md", pipe_table(df))
+                 for name, df in result.tables.items() if hasattr(df, "to_csv")]
+        paths.append(write_if_changed(tdir / "leaderboard.txt", leaderboard_text(result, ctx.host)))
         return paths
 
 
