@@ -6,7 +6,7 @@ the job decodes video, as a real run does, with the GIL released), ``workers=1``
 into a SQLite store under the output root. The numbers are the run's own ``meta/tracking.json``:
 
   import_s   the MLflow process importing mlflow and its SQL store (on another core than the job's; with
-             ``tracking.prefetch=true``, the default, started once the cases are evaluated, else when
+             ``tracking.prefetch=true``, the default, started as the job begins, else when
              logging begins),
   setup_s    the store's own setup: creating/migrating a new SQLite store or opening an existing one,
              the experiment, the stale-run check,

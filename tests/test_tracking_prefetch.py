@@ -52,7 +52,7 @@ def test_a_run_logs_through_the_real_client_in_the_mlflow_process(tmp_path, pref
     # the job's process never imported MLflow: one MLflow process did the logging
     assert json.loads(res.stdout.splitlines()[-1]) == {"rc": 0, "mlflow_loaded": False, "mlflow_processes": 1}
     meta = json.loads(next((out / "results").glob("*/meta/tracking.json")).read_text())
-    # started once the cases were evaluated (prefetch), else when logging began; its import is its own time
+    # started as the job began (prefetch), else when logging began; its import is its own time
     assert meta["prefetched"] is (prefetch == "true")
     assert meta["import_s"] > 0 and meta["mlflow_s"] >= meta["import_s"] + meta["setup_s"]
     assert meta["job_s"] >= meta["waited_s"] >= 0

@@ -59,13 +59,12 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
         host = host or host_for(cfg)
         for name, err in host.failures:
             print(f"warning: plugin {name!r} skipped: {err}", file=sys.stderr)
-        # MLflow's ~1 s import overlaps the aggregation and the outputs before it instead of following them —
-        # unless the job will not log (a shard: its merge logs). Started once the workers are forked: a worker
-        # forked after it would carry its ~0.13 GiB in its own resident memory
+        # the MLflow process (its ~2 s import, on another core) starts as the job begins, or once a job that may
+        # be unchanged found that it is not — unless the job will not log (a shard: its merge logs)
         tracks = cfg["shard"]["count"] <= 1
         # a plain job (not a shard, not a sweep's job) records its outputs' key and skips them when unchanged
         outputs = OutputsCheck(overrides or ()) if tracks and sweep_dir is None else None
-        runner = Runner(cfg, host, after_evaluation=(lambda: prefetch_tracking(cfg["tracking"])) if tracks else None,
+        runner = Runner(cfg, host, outputs_due=(lambda: prefetch_tracking(cfg["tracking"])) if tracks else None,
                         outputs=outputs)
         result = runner.run()
     except ResultsNotWritable as e:

@@ -24,9 +24,10 @@ def json_dump(obj: Any, path: Path) -> Path:
 
 
 class TablesSink:
-    """``tables/``: every aggregated table as CSV and ``cases.csv``; ``meta/``: the resolved config (secrets
-    redacted) and the plugin manifest. The CSVs are what MLflow's runs start from (their digest says "the same
-    numbers"); their Markdown and the printed leaderboard follow in :class:`TableTextSink`."""
+    """``tables/``: every aggregated table as CSV; ``meta/``: the resolved config (secrets redacted) and the
+    plugin manifest. MLflow's runs start from these tables (with the rows' content digest, their digest says
+    "the same numbers"); the per-case table, the Markdown and the printed leaderboard follow in
+    :class:`TableTextSink`, written while MLflow makes the runs."""
 
     name = "tables"
 
@@ -34,10 +35,8 @@ class TablesSink:
         tdir = result.results_dir / "tables"
         tdir.mkdir(parents=True, exist_ok=True)
         # never rewritten in place (atomic, and only when changed): a file logged to MLflow earlier is a hard link
-        paths = [write_if_changed(tdir / "cases.csv", case_table(result.rows).to_csv(index=False))]
-        for name, df in result.tables.items():
-            if hasattr(df, "to_csv"):
-                paths.append(write_if_changed(tdir / f"{name}.csv", df.to_csv(index=False)))
+        paths = [write_if_changed(tdir / f"{name}.csv", df.to_csv(index=False))
+                 for name, df in result.tables.items() if hasattr(df, "to_csv")]
         meta = result.results_dir / "meta"
         paths.append(json_dump(redact_tree(dict(result.config)), meta / "resolved_config.json"))
         paths.append(json_dump(ctx.host.manifest(), meta / "plugin_manifest.json"))
@@ -45,16 +44,17 @@ class TablesSink:
 
 
 class TableTextSink:
-    """``tables/``: every aggregated table as Markdown, and ``leaderboard.txt`` (what the console prints).
-    Written after MLflow's runs were handed over: the same numbers as the CSVs, only shown."""
+    """``tables/``: ``cases.csv`` (one line per row: status, reason, values), every aggregated table as
+    Markdown, and ``leaderboard.txt`` (what the console prints)."""
 
     name = "table_text"
 
     def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
         tdir = result.results_dir / "tables"
         tdir.mkdir(parents=True, exist_ok=True)
-        paths = [write_if_changed(tdir / f"{name}.md", pipe_table(df))
-                 for name, df in result.tables.items() if hasattr(df, "to_csv")]
+        paths = [write_if_changed(tdir / "cases.csv", case_table(result.rows).to_csv(index=False))]
+        paths += [write_if_changed(tdir / f"{name}.md", pipe_table(df))
+                  for name, df in result.tables.items() if hasattr(df, "to_csv")]
         paths.append(write_if_changed(tdir / "leaderboard.txt", leaderboard_text(result, ctx.host)))
         return paths
 

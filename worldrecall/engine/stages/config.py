@@ -71,7 +71,7 @@ class TrackingSchema:
     experiment: str = "worldrecall"
     run_name: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
-    prefetch: bool = True  # start the MLflow process (its import) once the cases are evaluated, not at logging
+    prefetch: bool = True  # start the MLflow process (its import) as the job begins, not at logging
 
 
 @dataclass

@@ -58,12 +58,13 @@ class Runner:
     """Runs every enabled benchmark of a config (a plain dict; missing keys take the schema's defaults)."""
 
     def __init__(self, cfg: Mapping[str, Any], host: PluginHost,
-                 after_evaluation: Callable[[], None] | None = None, outputs: Any = None):
-        """``after_evaluation``: called once every case is evaluated (no worker is forked after it).
+                 outputs_due: Callable[[], None] | None = None, outputs: Any = None):
+        """``outputs_due``: called once it is known that the job writes outputs (MLflow's process starts then):
+        as it begins, unless its outputs may turn out unchanged; then once the outputs check found a change.
         ``outputs``: given by a job that records its outputs' key (``engine/sinks/unchanged.py``'s
         :class:`OutputsCheck`): the result then carries it, and is marked ``unchanged`` (not aggregated) when the
         outputs on disk match it."""
-        self.after_evaluation = after_evaluation
+        self.outputs_due = outputs_due
         self.outputs = outputs
         cfg = resolve_config(cfg)  # a no-op for the job's config, which is resolved already
         self.results_dir = Path(cfg["output_root"]) / "results" / run_key(cfg)  # the config as written
@@ -99,6 +100,9 @@ class Runner:
 
     def run(self) -> RunResult:
         started_at, t_start = time.time(), time.perf_counter()
+        deferred = self._may_be_unchanged()  # decided once: the check below may remove the record
+        if self.outputs_due is not None and not deferred:
+            self.outputs_due()
         plans, items = self.plan_and_load()
         # said once, before evaluating: metrics skipped, values no backend can give (LPIPS without one …), and
         # metrics that cannot run on some cases for an input those cases lack (`worldrecall check` in full)
@@ -118,9 +122,6 @@ class Runner:
             here = all(j.scores_only for j in jobs)
             for job in jobs:
                 self.execute(job, here)
-            deferred = self._may_be_unchanged()  # decided once: the check below may remove the record
-            if self.after_evaluation is not None and not deferred:
-                self.after_evaluation()
         finally:
             try:
                 rows_file.close()
@@ -145,8 +146,8 @@ class Runner:
                 self.timing["aggregate"] += time.perf_counter() - t0
                 self.timing["total"] = time.perf_counter() - t_start
                 return replace(result, **self._totals())
-            if self.after_evaluation is not None and deferred:  # outputs to write after all: now
-                self.after_evaluation()
+            if self.outputs_due is not None and deferred:  # outputs to write after all: now
+                self.outputs_due()
         tables = aggregate_rows(self.host, rows, self.cfg, per_benchmark, store=self.store, digests=digests)
         self.timing["aggregate"] += time.perf_counter() - t0
         if self.outputs is None:  # a job saves it once, after its outputs (their keys read digests too)
@@ -156,8 +157,8 @@ class Runner:
 
     def _may_be_unchanged(self) -> bool:
         """Whether this job's outputs may turn out unchanged (it records them and its results folder has a
-        record): then ``after_evaluation`` (the MLflow process's start) waits for the outputs check; else it starts as soon
-        as every case is evaluated (a re-score's new results folder, a shard, a sweep's job)."""
+        record): then ``outputs_due`` (the MLflow process's start) waits for the outputs check; else it is called
+        as the job begins (a re-score's new results folder, a sweep's job, a cold run)."""
         return self.outputs is not None and self.outputs.has_record(self.results_dir)
 
     def _totals(self) -> dict[str, Any]:

@@ -33,7 +33,6 @@ class MlflowProcess:
     (a large plan never blocks the job while the process is still importing), the answer read once."""
 
     def __init__(self) -> None:
-        self.env = dict(os.environ)  # what the process inherited: a later job with another one starts its own
         self.proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, encoding="utf-8")
         LAUNCHED.append(self.proc.pid)
@@ -72,7 +71,10 @@ class MlflowProcess:
         return json.loads(line)
 
     def close(self) -> None:
-        """End the process: its input closed, it finishes what it was doing and exits."""
+        """End the process: its input closed, it finishes what it was doing and exits; one never sent anything
+        (a job that logged nothing after all) is stopped at once."""
+        if not self.used and self.proc.poll() is None:
+            self.proc.kill()
         try:
             if self.proc.stdin is not None and not self.proc.stdin.closed:
                 self.proc.stdin.close()
@@ -87,14 +89,15 @@ class MlflowProcess:
             self.proc.stdout.close()
 
 
-_EARLY: list[MlflowProcess] = []  # started once a job's cases were evaluated, taken by its MLflow sink
+_EARLY: list[MlflowProcess] = []  # started as a job began (prefetch), taken by its MLflow sink
 LAUNCHED: list[int] = []  # the pids of the MLflow processes this process started (what a job cost, said in tests)
 
 
 def prefetch(tcfg: Mapping[str, Any]) -> None:
     """Start the MLflow process now, for a job that will track (``tracking.enabled``, ``tracking.prefetch``):
-    its import then overlaps the job's aggregation and outputs."""
-    if not (tcfg.get("enabled") and tcfg.get("prefetch", True)) or _EARLY:
+    its import then overlaps the job's own work."""
+    close_early()  # one an earlier job of this process started and never used (it failed before logging)
+    if not (tcfg.get("enabled") and tcfg.get("prefetch", True)):
         return
     proc = MlflowProcess()
     proc.early = True
@@ -102,10 +105,10 @@ def prefetch(tcfg: Mapping[str, Any]) -> None:
 
 
 def take_process() -> MlflowProcess:
-    """The process :func:`prefetch` started (when it still has this environment), else a new one."""
+    """The process :func:`prefetch` started for this job (while it runs), else a new one."""
     while _EARLY:
         proc = _EARLY.pop()
-        if proc.env == dict(os.environ) and proc.proc.poll() is None:
+        if proc.proc.poll() is None:
             return proc
         proc.close()
     return MlflowProcess()

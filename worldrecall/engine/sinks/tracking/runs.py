@@ -47,6 +47,7 @@ from worldrecall.engine.sinks.results_view import (
     value_meta,
     view_ranks,
 )
+from worldrecall.engine.stages.row_digests import rows_digest
 
 RUN_KEYS = ("n_cases", "n_failed_cases", "failure_rate")
 
@@ -178,9 +179,15 @@ def case_index(result: Any, blobs: BlobStore, output_root: Path) -> dict[tuple[s
     return out
 
 
-def results_digest(files: list[Path]) -> str:
-    """Hash of the job's tables (every CSV it wrote): equal digests = the same numbers, case by case."""
-    h = hashlib.sha256()
+def job_rows_digest(result: Any) -> str:
+    """The content digest of a result's rows (every value of every case), from the digests it carries."""
+    return rows_digest(result.rows, result.row_digests or None)
+
+
+def results_digest(files: list[Path], rows: str = "") -> str:
+    """Hash of the job's rows (``rows``: their content digest, :func:`~worldrecall.engine.stages.row_digests.rows_digest`)
+    and tables (every CSV among ``files``): equal digests = the same numbers, case by case."""
+    h = hashlib.sha256(rows.encode())
     for p in sorted((Path(f) for f in files if Path(f).suffix == ".csv" and Path(f).exists()), key=lambda p: p.name):
         h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()[:16]
@@ -219,33 +226,15 @@ class OpenJob:
     earlier: list[Any]
 
 
-def log_job(tracker: Any, result: Any, plain: Mapping[str, Any], host: Any, files: list[Path],
-            overrides: list[str], parent: str | None, run_name: str, job_tags: Mapping[str, str],
-            params: Mapping[str, Any]) -> tuple[str, bool]:
-    """Log one job in this process: its own run (under ``parent`` when given) and one child per (benchmark,
-    model). A job of ``worldrecall run`` does the same through the MLflow process (:mod:`.process`):
-    :func:`plan_job` here, :func:`open_planned` and :func:`finish_job` there.
-
-    Returns (run id, reused). A top-level invocation whose config hash and tables equal an earlier one's
-    (a rerun where every row resumed) logs nothing and returns the earlier run; one with other numbers is
-    logged and the earlier runs of that config are tagged ``worldrecall.superseded_by=<new run>`` and
-    ``worldrecall.current=false`` (sweep jobs always log: their sweep parent is new each time).
-    """
-    blobs = BlobStore(tracker.output_root / "blobs")
-    plan = plan_job(result, plain, host, files, overrides, parent, run_name, job_tags, params, blobs)
-    opened = open_planned(tracker, plan)
-    return opened if isinstance(opened, tuple) else finish_job(tracker, opened, file_entries(files, blobs))
-
-
 def plan_job(result: Any, plain: Mapping[str, Any], host: Any, files: list[Path], overrides: list[str],
              parent: str | None, run_name: str, job_tags: Mapping[str, str], params: Mapping[str, Any],
              blobs: BlobStore) -> dict[str, Any]:
-    """What a job logs, as plain JSON, from the result, its tables (``files``' CSVs) and the plugins'
-    declarations: the job's run and one child per (benchmark, model) with their tags, params and metrics
+    """What a job logs, as plain JSON, from the result (its rows and tables; ``files``: the tables' CSVs) and the
+    plugins' declarations: the job's run and one child per (benchmark, model) with their tags, params and metrics
     (NaN kept), and each child's per-case files, stored once in ``blobs`` and listed by an index file. No
     MLflow call: :func:`open_planned` makes the runs from it, in the MLflow process."""
     chash = result.provenance.config_hash
-    digest = results_digest(files)
+    digest = results_digest(files, job_rows_digest(result))
     end = time.time()
     start = result.started_at or end  # the runner's own start (`aggregate` has none: its run is the merge)
     label = override_label(overrides)
@@ -287,9 +276,12 @@ def plan_job(result: Any, plain: Mapping[str, Any], host: Any, files: list[Path]
 
 
 def open_planned(tracker: Any, plan: Mapping[str, Any]) -> tuple[str, bool] | OpenJob:
-    """:func:`log_job`'s first part, from a :func:`plan_job` plan: the earlier run reused (same config, same
-    tables), or the job's run and its children made, with their metrics, params and per-case files. Then
-    :func:`finish_job` logs the job's files."""
+    """A job's runs, from a :func:`plan_job` plan (in the MLflow process, :mod:`.process`): the earlier run
+    reused (a top-level invocation of the same config with the same rows and tables: nothing logged), or the
+    job's run (under ``parent`` when given) and one child per (benchmark, model) made, with their metrics,
+    params and per-case files. Then :func:`finish_job` logs the job's files. A run logged with other numbers
+    tags the earlier runs of that config ``worldrecall.superseded_by=<new run>`` and
+    ``worldrecall.current=false`` (sweep jobs always log: their sweep parent is new each time)."""
     parent = plan["parent"]
     earlier = earlier_invocations(tracker, plan["config_hash"]) if parent is None else []
     for run in earlier:
@@ -342,7 +334,7 @@ def file_entries(files: list[Path], blobs: BlobStore, folders: Mapping[str, str]
 
 
 def finish_job(tracker: Any, opened: OpenJob, entries: list[Mapping[str, str]]) -> tuple[str, bool]:
-    """:func:`log_job`'s second part: the job's files (tables, meta, plots, report; :func:`file_entries`),
+    """The job's files (tables, meta, plots, report; :func:`file_entries`),
     then its run's end."""
     job = opened.job
     try:

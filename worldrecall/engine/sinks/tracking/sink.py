@@ -89,7 +89,12 @@ class MlflowSink:
         from worldrecall.engine.sinks.blobs import BlobStore
         from worldrecall.engine.sinks.sweep_summary import current_swept_keys
         from worldrecall.engine.sinks.tracking.process import close_early, take_process
-        from worldrecall.engine.sinks.tracking.runs import override_label, plan_job, results_digest
+        from worldrecall.engine.sinks.tracking.runs import (
+            job_rows_digest,
+            override_label,
+            plan_job,
+            results_digest,
+        )
 
         t0 = time.perf_counter()
         cfg = result.config
@@ -114,7 +119,7 @@ class MlflowSink:
                         flatten(dict(cfg)), blobs)
         uri = store_uri(tcfg, output_root)
         reuse = ({"results_dir": str(result.results_dir), "config_hash": result.provenance.config_hash,
-                  "digest": results_digest(files)} if parent is None and self.rows_digest is None else None)
+                  "digest": results_digest(files, job_rows_digest(result))} if parent is None and self.rows_digest is None else None)
         proc = take_process()
         proc.send({"op": "open", "uri": uri, "tcfg": dict(tcfg), "output_root": str(output_root), "reuse": reuse,
                    "plan": plan})
@@ -122,7 +127,7 @@ class MlflowSink:
                 "prefetched": proc.early}
 
     def _end(self, result: RunResult, ctx: SinkContext, begun: dict[str, Any]) -> list[Path]:
-        from worldrecall.engine.sinks.tracking.runs import file_entries, results_digest
+        from worldrecall.engine.sinks.tracking.runs import file_entries, job_rows_digest, results_digest
         from worldrecall.engine.sinks.tracking.tracker import ui_missing_module
         from worldrecall.engine.sinks.tracking.views import headline_keys
 
@@ -169,7 +174,7 @@ class MlflowSink:
                              "run_id": run_id,
                              "reused": answer["reused"], "parent": parent, "uri": answer["uri"],
                              "config_hash": result.provenance.config_hash,
-                             "results_digest": results_digest(begun["files"]), "ui": answer["ui"]})
+                             "results_digest": results_digest(begun["files"], job_rows_digest(result)), "ui": answer["ui"]})
         return [meta]
 
 
