@@ -130,6 +130,31 @@ def test_a_job_whose_process_died_after_its_runs_were_made_leaves_them_killed(tm
     assert runs["killed job"].data.metrics["n_cases"] == 2.0 and str(runs["m · b"].data.metrics["x"]) == "nan"
 
 
+def test_ctrl_c_leaves_the_mlflow_process_to_the_job(tmp_path):
+    """Ctrl-C reaches the whole process group: the MLflow process ignores it (no traceback of its own) and
+    answers the job, which decides whether to stop."""
+    import signal
+    import time
+
+    from worldrecall.engine.sinks.tracking.process import MlflowProcess
+
+    out = tmp_path / "out"
+    uri = f"sqlite:///{out.resolve() / 'mlflow.db'}"
+    plan = {"config_hash": "c0ffee", "results_digest": "0" * 16, "parent": None, "run_name": "interrupted",
+            "start": 1.0e9, "end": 1.0e9 + 5, "tags": {}, "metrics": {"n_cases": 1.0}, "params": {},
+            "children": [], "blobs": str(out.resolve() / "blobs")}
+    proc = MlflowProcess()
+    time.sleep(1.0)  # past Python's start-up, into the process's own code
+    proc.proc.send_signal(signal.SIGINT)
+    proc.send({"op": "open", "uri": uri, "tcfg": {"tracking_uri": uri}, "output_root": str(out), "reuse": None,
+               "plan": plan})
+    proc.send({"op": "finish", "entries": [], "benchmarks": [], "columns": {}, "ui_missing": ""})
+    answer = proc.reply()
+    assert answer["reused"] is False and proc.proc.returncode == 0, answer
+    run = mlflow.tracking.MlflowClient(uri).get_run(answer["run_id"])
+    assert run.info.status == "FINISHED" and run.data.tags["mlflow.runName"] == "interrupted"
+
+
 def test_no_mlflow_process_without_tracking():
     res = _python("from worldrecall.engine.sinks.tracking import process\n"
                   "process.prefetch({'enabled': False}); process.prefetch({'enabled': True, 'prefetch': False})\n"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -216,6 +217,9 @@ def serve(stdin: IO[str], out: IO[str]) -> int:
 
 
 def main() -> int:
+    # Ctrl-C reaches the whole process group: the job's process decides (it ends, and this process then sees
+    # its input end and ends the job's run KILLED), not a traceback from here
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # the answers go on a copy of stdout; anything a library prints goes to stderr, as it did in the job
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
