@@ -82,7 +82,8 @@ def test_the_sink_lists_say_what_each_job_writes_and_in_which_order():
     names = [s.name for s in job_sinks()]
     assert names == ["tables", "mlflow_start", "table_text", "plots", "report", "submission", "timing", "job_summary",
                      "mlflow", "outputs_record", "console", "disk"]
-    assert [s.name for s in shard_sinks()] == [n for n in names[:8] if n != "mlflow_start"]  # a shard writes partial files, logs and prints nothing
+    # a shard writes partial files, logs and prints nothing
+    assert [s.name for s in shard_sinks()] == [n for n in names[:8] if n != "mlflow_start"]
     assert [s.name for s in merge_sinks(2, None, "d")] == names
 
 

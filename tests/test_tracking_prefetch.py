@@ -66,7 +66,8 @@ def test_a_run_logs_through_the_real_client_in_the_mlflow_process(tmp_path, pref
     assert child["bad · toy"].data.metrics["brightness"] == 0.0
     # the job's files, logged as links to their blobs (tables, meta)
     art = Path(client.get_run(meta["run_id"]).info.artifact_uri.replace("file://", ""))
-    assert (art / "tables" / "cases.csv").read_bytes() == next((out / "results").glob("*/tables/cases.csv")).read_bytes()
+    written = next((out / "results").glob("*/tables/cases.csv"))
+    assert (art / "tables" / "cases.csv").read_bytes() == written.read_bytes()
 
 
 FORKED = RUN.replace("with contextlib", """import os

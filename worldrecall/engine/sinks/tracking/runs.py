@@ -185,8 +185,8 @@ def job_rows_digest(result: Any) -> str:
 
 
 def results_digest(files: list[Path], rows: str = "") -> str:
-    """Hash of the job's rows (``rows``: their content digest, :func:`~worldrecall.engine.stages.row_digests.rows_digest`)
-    and tables (every CSV among ``files``): equal digests = the same numbers, case by case."""
+    """Hash of the job's rows (``rows``: their content digest, :func:`job_rows_digest`) and tables (every CSV
+    among ``files``): equal digests = the same numbers, case by case."""
     h = hashlib.sha256(rows.encode())
     for p in sorted((Path(f) for f in files if Path(f).suffix == ".csv" and Path(f).exists()), key=lambda p: p.name):
         h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
@@ -334,8 +334,7 @@ def file_entries(files: list[Path], blobs: BlobStore, folders: Mapping[str, str]
 
 
 def finish_job(tracker: Any, opened: OpenJob, entries: list[Mapping[str, str]]) -> tuple[str, bool]:
-    """The job's files (tables, meta, plots, report; :func:`file_entries`),
-    then its run's end."""
+    """The job's files (tables, meta, plots, report; :func:`file_entries`), then its run's end."""
     job = opened.job
     try:
         for e in entries:

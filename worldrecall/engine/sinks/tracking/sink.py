@@ -89,12 +89,7 @@ class MlflowSink:
         from worldrecall.engine.sinks.blobs import BlobStore
         from worldrecall.engine.sinks.sweep_summary import current_swept_keys
         from worldrecall.engine.sinks.tracking.process import close_early, take_process
-        from worldrecall.engine.sinks.tracking.runs import (
-            job_rows_digest,
-            override_label,
-            plan_job,
-            results_digest,
-        )
+        from worldrecall.engine.sinks.tracking.runs import override_label, plan_job
 
         t0 = time.perf_counter()
         cfg = result.config
@@ -118,16 +113,19 @@ class MlflowSink:
         plan = plan_job(result, cfg, ctx.host, files, varying, parent, name, provenance_tags(result, overrides),
                         flatten(dict(cfg)), blobs)
         uri = store_uri(tcfg, output_root)
-        reuse = ({"results_dir": str(result.results_dir), "config_hash": result.provenance.config_hash,
-                  "digest": results_digest(files, job_rows_digest(result))} if parent is None and self.rows_digest is None else None)
+        # the rows' and tables' digest, taken once: the reuse check, the runs' tag and the record compare it
+        reuse = None
+        if parent is None and self.rows_digest is None:
+            reuse = {"results_dir": str(result.results_dir), "config_hash": result.provenance.config_hash,
+                     "digest": plan["results_digest"]}
         proc = take_process()
         proc.send({"op": "open", "uri": uri, "tcfg": dict(tcfg), "output_root": str(output_root), "reuse": reuse,
                    "plan": plan})
-        return {"proc": proc, "blobs": blobs, "files": files, "parent": parent, "plan_s": time.perf_counter() - t0,
-                "prefetched": proc.early}
+        return {"proc": proc, "blobs": blobs, "digest": plan["results_digest"], "parent": parent,
+                "plan_s": time.perf_counter() - t0, "prefetched": proc.early}
 
     def _end(self, result: RunResult, ctx: SinkContext, begun: dict[str, Any]) -> list[Path]:
-        from worldrecall.engine.sinks.tracking.runs import file_entries, job_rows_digest, results_digest
+        from worldrecall.engine.sinks.tracking.runs import file_entries
         from worldrecall.engine.sinks.tracking.tracker import ui_missing_module
         from worldrecall.engine.sinks.tracking.views import headline_keys
 
@@ -171,10 +169,9 @@ class MlflowSink:
         _write_record(meta, {"mlflow_s": round(answer["import_s"] + answer["setup_s"] + answer["log_s"], 4),
                              "setup_s": round(answer["setup_s"], 4), "import_s": round(answer["import_s"], 4),
                              "job_s": round(here, 4), "waited_s": round(waited, 4), "prefetched": begun["prefetched"],
-                             "run_id": run_id,
-                             "reused": answer["reused"], "parent": parent, "uri": answer["uri"],
-                             "config_hash": result.provenance.config_hash,
-                             "results_digest": results_digest(begun["files"], job_rows_digest(result)), "ui": answer["ui"]})
+                             "run_id": run_id, "reused": answer["reused"], "parent": parent, "uri": answer["uri"],
+                             "config_hash": result.provenance.config_hash, "results_digest": begun["digest"],
+                             "ui": answer["ui"]})
         return [meta]
 
 
