@@ -117,8 +117,7 @@ def test_a_job_whose_process_died_after_its_runs_were_made_leaves_them_killed(tm
     uri = f"sqlite:///{out.resolve() / 'mlflow.db'}"
     plan = {"config_hash": "c0ffee", "results_digest": "0" * 16, "parent": None, "run_name": "killed job",
             "start": 1.0e9, "end": 1.0e9 + 5, "tags": {}, "metrics": {"n_cases": 2.0}, "params": {"seed": 0},
-            "children": [{"name": "m · b", "tags": {}, "metrics": {"x": float("nan")}, "params": {}, "cases": None}],
-            "blobs": str(out.resolve() / "blobs")}
+            "children": [{"name": "m · b", "tags": {}, "metrics": {"x": float("nan")}, "params": {}, "cases": None}]}
     proc = MlflowProcess()
     proc.send({"op": "open", "uri": uri, "tcfg": {"tracking_uri": uri}, "output_root": str(out), "reuse": None,
                "plan": plan})
@@ -143,7 +142,7 @@ def test_ctrl_c_leaves_the_mlflow_process_to_the_job(tmp_path):
     uri = f"sqlite:///{out.resolve() / 'mlflow.db'}"
     plan = {"config_hash": "c0ffee", "results_digest": "0" * 16, "parent": None, "run_name": "interrupted",
             "start": 1.0e9, "end": 1.0e9 + 5, "tags": {}, "metrics": {"n_cases": 1.0}, "params": {},
-            "children": [], "blobs": str(out.resolve() / "blobs")}
+            "children": []}
     proc = MlflowProcess()
     time.sleep(1.0)  # past Python's start-up, into the process's own code
     proc.proc.send_signal(signal.SIGINT)

@@ -222,7 +222,6 @@ class OpenJob:
     still to be logged (:func:`finish_job`)."""
 
     job: str
-    blobs: BlobStore
     earlier: list[Any]
 
 
@@ -272,7 +271,7 @@ def plan_job(result: Any, plain: Mapping[str, Any], host: Any, files: list[Path]
                              "config_hash": chash, **over}})
     return {"config_hash": chash, "results_digest": digest, "parent": parent, "run_name": run_name,
             "start": start, "end": end, "tags": job_tags_all, "metrics": head, "params": dict(params),
-            "children": children, "blobs": str(blobs.root)}
+            "children": children}
 
 
 def open_planned(tracker: Any, plan: Mapping[str, Any]) -> tuple[str, bool] | OpenJob:
@@ -288,7 +287,6 @@ def open_planned(tracker: Any, plan: Mapping[str, Any]) -> tuple[str, bool] | Op
         if run.info.status == "FINISHED" and run.data.tags.get("worldrecall.results_digest") == plan["results_digest"]:
             tracker.set_tags(run.info.run_id, {"worldrecall.reused_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
             return run.info.run_id, True
-    blobs = BlobStore(plan["blobs"])
     start, end = plan["start"], plan["end"]
     # the job's run, then its (benchmark, model) runs, through MLflow's public client
     job = tracker.start_run(plan["run_name"], parent_id=parent, start_time=start, tags=plan["tags"])
@@ -306,7 +304,7 @@ def open_planned(tracker: Any, plan: Mapping[str, Any]) -> tuple[str, bool] | Op
     except Exception:
         tracker.end_run(job, "FAILED")
         raise
-    return OpenJob(job, blobs, earlier)
+    return OpenJob(job, earlier)
 
 
 _SUBFOLDER = {".csv": "tables", ".md": "tables", ".json": "meta", ".png": "plots", ".html": "report"}

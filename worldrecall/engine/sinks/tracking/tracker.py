@@ -142,7 +142,6 @@ class Tracker:
     """Thin wrapper over ``MlflowClient`` with explicit parent/child run ids."""
 
     def __init__(self, tcfg: Mapping[str, Any], output_root: Path):
-        t0 = time.perf_counter()
         from mlflow.tracking import MlflowClient
 
         self.output_root = Path(output_root).resolve()
@@ -150,10 +149,7 @@ class Tracker:
         self.uri = os.environ.get("MLFLOW_TRACKING_URI") or tcfg.get("tracking_uri") or default_uri(self.output_root)
         if sqlite_path(self.uri) is not None:
             import mlflow.store.tracking.sqlalchemy_store  # noqa: F401  (the client imports it on first use)
-        t1 = time.perf_counter()
-        # what this process waited for Python importing mlflow and its SQL store (~1.2 s; ~0 in the MLflow
-        # process, which imported them on starting: its record says how long that took)
-        self.import_s = t1 - t0
+        t1 = time.perf_counter()  # the import is the MLflow process's own figure (process.py)
         self.experiment_name = tcfg.get("experiment") or "worldrecall"
         self.extra_tags = redact_tags(tcfg.get("tags") or {})
         self._artifact_uri: dict[str, str] = {}
