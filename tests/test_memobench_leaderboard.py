@@ -103,28 +103,26 @@ def test_bootstrap_ci():
     assert 50.0 <= a["ci_low"] < 60.0 < a["ci_high"] <= 70.0
 
 
-def test_a_columns_interval_is_remembered_per_stream_and_is_the_one_computed():
-    """With the stream that seeds the resampling, each column's interval is remembered: the same intervals as
-    computing them afresh, a changed column recomputed alone, another stream never served from the memo."""
+def test_a_columns_interval_depends_on_its_column_and_the_stream_only():
+    """Every column is resampled with the same case indices, so changing one column (a re-scored metric) leaves
+    every other column's interval as it was; an all-NaN column has none; another stream resamples other cases."""
     from worldrecall.plugins.memobench import leaderboard as lb
 
     x = np.random.default_rng(1).normal(50, 10, (30, 4))
     x[:5, 1] = np.nan
     x[:, 3] = np.nan  # an all-NaN column: no interval
-    lb._CI.clear()
-    plain = lb.bootstrap_ci(x, 300, np.random.default_rng([0, 7]), 0.95)
-    first = lb.bootstrap_ci(x, 300, np.random.default_rng([0, 7]), 0.95, (0, 7))
-    again = lb.bootstrap_ci(x, 300, np.random.default_rng([0, 7]), 0.95, (0, 7))
-    for got in (first, again):
-        assert np.array_equal(got[0], plain[0], equal_nan=True) and np.array_equal(got[1], plain[1], equal_nan=True)
-    assert np.isnan(first[0][3]) and len(lb._CI) == 4
+    lo, hi = lb.bootstrap_ci(x, 300, np.random.default_rng([0, 7]), 0.95)
+    assert np.isnan(lo[3]) and np.isnan(hi[3]) and np.all(lo[:3] < hi[:3])
     y = x.copy()
-    y[:, 0] += 5.0  # a re-scored metric: its column alone is computed again
-    changed = lb.bootstrap_ci(y, 300, np.random.default_rng([0, 7]), 0.95, (0, 7))
-    fresh = lb.bootstrap_ci(y, 300, np.random.default_rng([0, 7]), 0.95)
-    assert np.array_equal(changed[0], fresh[0], equal_nan=True) and len(lb._CI) == 5
-    other = lb.bootstrap_ci(x, 300, np.random.default_rng([0, 8]), 0.95, (0, 8))
-    assert not np.array_equal(other[0][:3], plain[0][:3])  # another stream resamples other cases
+    y[:, 0] += 5.0
+    lo2, hi2 = lb.bootstrap_ci(y, 300, np.random.default_rng([0, 7]), 0.95)
+    assert lo2[0] == pytest.approx(lo[0] + 5.0) and hi2[0] == pytest.approx(hi[0] + 5.0)
+    assert np.array_equal(lo2[1:], lo[1:], equal_nan=True) and np.array_equal(hi2[1:], hi[1:], equal_nan=True)
+    # one column alone gets the interval it gets among the others
+    lo1, hi1 = lb.bootstrap_ci(x[:, 1:2], 300, np.random.default_rng([0, 7]), 0.95)
+    assert (lo1[0], hi1[0]) == (lo[1], hi[1])
+    other, _ = lb.bootstrap_ci(x, 300, np.random.default_rng([0, 8]), 0.95)
+    assert not np.array_equal(other[:3], lo[:3])
 
 
 def test_bootstrap_is_seeded():

@@ -106,42 +106,24 @@ def case_table(rows: list[ScoreRow], ors_percent: bool = False, gate_metric: str
     return df.astype({c: float for c in [*COLUMNS, "gate"]})
 
 
-def bootstrap_ci(x: np.ndarray, replicates: int, rng: np.random.Generator, level: float,
-                 stream: Any = None) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile CIs of the NaN-skipping column means of ``x`` [cases, columns] under case resampling.
-
-    ``stream``: what names ``rng`` (its seed), when the caller has it: a column's interval is then a pure
-    function of (stream, replicates, level, the column) and is remembered for this process — a re-score of one
-    metric recomputes that metric's columns only."""
+def bootstrap_ci(x: np.ndarray, replicates: int, rng: np.random.Generator, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile CIs of the NaN-skipping column means of ``x`` [cases, columns] under case resampling (one
+    set of resampled case indices shared by every column)."""
     n, c = x.shape
     lo, hi = np.full(c, np.nan), np.full(c, np.nan)
     if n == 0 or replicates <= 0:
-        return lo, hi
-    keys = [(stream, replicates, level, n, x[:, j].tobytes()) if stream is not None else None for j in range(c)]
-    todo = [j for j in range(c) if keys[j] is None or keys[j] not in _CI]
-    for j in range(c):
-        if j not in todo:
-            lo[j], hi[j] = _CI[keys[j]]
-    if not todo:
         return lo, hi
     idx = rng.integers(0, n, size=(replicates, n))
     q = [100 * (1 - level) / 2, 100 * (1 + level) / 2]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN replicates are expected for sparse columns
-        for j in todo:
+        for j in range(c):
             col = x[:, j]
             if not np.isnan(col).all():
                 means = np.nanmean(col[idx], axis=1)
                 if not np.isnan(means).all():
                     lo[j], hi[j] = np.nanpercentile(means, q)
-            if keys[j] is not None:
-                _CI[keys[j]] = (lo[j], hi[j])
-                while len(_CI) > 50_000:
-                    _CI.pop(next(iter(_CI)))
     return lo, hi
-
-
-_CI: dict[tuple[Any, ...], tuple[float, float]] = {}  # (stream, replicates, level, n, column bytes) -> interval
 
 
 def _nanmean(col: np.ndarray) -> float:
@@ -279,7 +261,7 @@ class MemoBenchLeaderboard(Aggregator):
                     x = values[rows][:, at]
                     means = np.array([_nanmean(x[:, j]) for j in range(len(use))])
                     stream = [p["seed"], zlib.crc32(f"{split}|{model}|{variant}".encode())]
-                    lo, hi = bootstrap_ci(x, p["replicates"], np.random.default_rng(stream), p["level"], tuple(stream))
+                    lo, hi = bootstrap_ci(x, p["replicates"], np.random.default_rng(stream), p["level"])
                     if p["camctrl_rescale_below_one"] and "CameraControllability" in use:
                         j = use.index("CameraControllability")
                         if means[j] < 1:  # the official heuristic meant for 0-1 files (also hits real 0-100 means < 1)
