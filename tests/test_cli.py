@@ -133,3 +133,31 @@ def test_a_jobs_composed_config_is_already_what_resolving_it_gives(overrides):
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         plain = to_plain(hcompose(config_name="config", overrides=[*overrides, *search]))
     same(dict(resolve_config(dict(plain))), plain)
+
+
+def test_the_command_ends_as_an_interpreter_exit_would(tmp_path):
+    """The console script ends without tearing the interpreter down, but keeps what an exit does: a non-daemon
+    thread still working is joined, exit handlers run, buffered output is flushed, the exit code is main's."""
+    import subprocess
+
+    script = f"""
+import atexit, sys, threading, time
+from pathlib import Path
+import worldrecall.engine.cli as cli
+out = Path({str(tmp_path)!r})
+def main():
+    def late():
+        time.sleep(0.3)
+        (out / "thread.txt").write_text("joined")
+    threading.Thread(target=late).start()
+    atexit.register(lambda: (out / "atexit.txt").write_text("ran"))
+    sys.stdout.write("no newline, still buffered")
+    return 3
+cli.main = main
+cli.entry()
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stdout == "no newline, still buffered"
+    assert (tmp_path / "thread.txt").read_text() == "joined"
+    assert (tmp_path / "atexit.txt").read_text() == "ran"

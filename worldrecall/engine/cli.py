@@ -280,5 +280,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     return {"plugins": cmd_plugins, "aggregate": cmd_aggregate}[ns.cmd](ns)
 
 
+def entry() -> None:
+    """The ``worldrecall`` command (its console script): :func:`main`, then the process ends as an interpreter
+    exit would — non-daemon threads joined, exit handlers run (logging flushed, pools and temporary folders
+    closed), the standard streams flushed — without tearing the interpreter down: destroying every module of a
+    job that loaded pandas, torch and Hydra took 0.2–0.3 s of each run and changes nothing on disk. An error
+    leaves through the usual path (its traceback, its exit code)."""
+    import atexit
+    import threading
+
+    code = main()
+    shutdown = getattr(threading, "_shutdown", None)  # what an interpreter exit calls first (CPython)
+    if not callable(shutdown) or not hasattr(atexit, "_run_exitfuncs"):
+        sys.exit(code)
+    shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: what an exit would meet too
+            pass
+    os._exit(code if isinstance(code, int) else 1)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    entry()
