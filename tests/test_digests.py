@@ -1,4 +1,4 @@
-"""Digests and per-part memos: a folder digest lists its files as ``sorted(rglob)`` would (one scandir per folder); cases.csv drawn per benchmark is the whole table."""
+"""Digests and per-part memos: a folder digest lists its files as ``sorted(rglob)`` would (one scandir per folder)."""
 
 from __future__ import annotations
 

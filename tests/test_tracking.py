@@ -153,7 +153,7 @@ def test_one_run_per_benchmark_and_model_with_identical_keys_and_nan(tmp_path, c
     assert t0 - 0.5 <= parent.info.start_time / 1000 <= t0 + 1.5
     assert (parent.info.end_time - parent.info.start_time) / 1000 >= wall - 0.05
     arts = {a.path for a in client.list_artifacts(parent.info.run_id, "tables")}
-    assert "tables/cases.csv" in arts and "tables/mean.csv" in arts and "tables/mean.md" in arts
+    assert "tables/cases.toy.csv" in arts and "tables/mean.csv" in arts and "tables/mean.md" in arts
     md = Path(client.download_artifacts(parent.info.run_id, "tables/mean.md", str(tmp_path / "dl")))
     lines = md.read_text().splitlines()
     assert lines[0].startswith("| benchmark | model |") and set(lines[1]) <= set("|:-")  # a real pipe table

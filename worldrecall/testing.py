@@ -59,7 +59,8 @@ class PluginLoadError(AssertionError):
 class PluginRun:
     """What one ``worldrecall run`` left behind: exit code, results folder, tables, per-case rows, output.
 
-    ``tables`` maps each ``tables/<name>.csv`` to a DataFrame (``cases``, ``mean``, ``status``, views …);
+    ``tables`` maps each ``tables/<name>.csv`` to a DataFrame (``mean``, ``status``, views …), and ``cases`` to
+    the per-case table of every benchmark (the run writes it per benchmark: ``cases.<benchmark>.csv``);
     ``rows`` are the per-case score rows (``rows-shard-*.jsonl``: benchmark, model, case_id, metric, status,
     reason, values, info …) in the order the run wrote them, each with its case's alignment in
     ``info["alignment"]`` (the rows file stores it once per shard, in ``alignments-shard-*.jsonl``; restored here
@@ -199,6 +200,9 @@ def _collect(code: int, out: Path, stdout: str, stderr: str, args: tuple[str, ..
                 tables[csv.stem] = pd.read_csv(csv)
             except pd.errors.EmptyDataError:  # a table with no rows is written as an empty file
                 tables[csv.stem] = pd.DataFrame()
+        parts = [df for name, df in tables.items() if name.startswith("cases.")]
+        if parts:  # the per-case table, written one file per benchmark (cases.<benchmark>.csv): all of it
+            tables["cases"] = pd.concat(parts, ignore_index=True)
         from worldrecall.engine.stages.row_store import read_row_dicts
 
         rows = read_row_dicts(results_dir)  # each row with its case's alignment, stored once per shard

@@ -29,6 +29,7 @@ KINDS = {
     "ingredients": "what a key was built from (cache explain)",
     "aggregates": "aggregator tables of a set of rows",
     "report_sections": "rendered report section",
+    "case_tables": "a benchmark's per-case table of a set of rows (its file in the blob store)",
     "report_thumbs": "report thumbnail",
     "video_facts": "video frame count and size",
     "backend_outputs": "a perception backend's output on its input (poses, embeddings …)",
@@ -40,7 +41,7 @@ KINDS = {
 }
 # kinds laid out one entry per file under its key (or digest): pruned file by file
 PRUNABLE = {"alignments", "measurements", "scores", "input_notes", "skips", "ingredients", "aggregates",
-            "report_sections", "report_thumbs", "video_facts", "judge_answers", "blobs"}
+            "case_tables", "report_sections", "report_thumbs", "video_facts", "judge_answers", "blobs"}
 
 
 @dataclass

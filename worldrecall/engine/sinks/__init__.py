@@ -26,7 +26,7 @@ __all__ = ["Sink", "SinkContext", "write_sinks", "job_sinks", "shard_sinks", "me
 
 def _files(host: Any, mlflow: MlflowSink | None = None) -> list[Sink]:
     # order matters: the aggregated tables' CSVs first (MLflow's runs start from them and the rows, in the MLflow
-    # process, when ``mlflow`` is given), cases.csv and the Markdown after;
+    # process, when ``mlflow`` is given), the per-case tables and the Markdown after;
     # the report embeds the plots; timing records the sinks before it; MLflow logs them all
     plugins = list(getattr(host, "sinks", {}).values()) if host is not None else []
     start = [MlflowStartSink(mlflow)] if mlflow is not None else []

@@ -4,16 +4,19 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from worldrecall.core.tables import case_table
+from worldrecall.engine.cache import code_digest, key_of, library_versions, store_for
 from worldrecall.engine.redaction import redact_tree
 from worldrecall.engine.sinks.base import SinkContext
-from worldrecall.engine.sinks.blobs import write_if_changed
+from worldrecall.engine.sinks.blobs import BlobStore, link_or_copy, write_if_changed
 from worldrecall.engine.sinks.leaderboard_view import leaderboard_text
 from worldrecall.engine.sinks.pipe_table import pipe_table
 from worldrecall.engine.stages.result import RunResult
+from worldrecall.engine.stages.row_digests import rows_digest
 
 
 def json_dump(obj: Any, path: Path) -> Path:
@@ -43,16 +46,52 @@ class TablesSink:
         return paths
 
 
+def case_parts(result: RunResult, tdir: Path) -> list[Path]:
+    """``tables/cases.<benchmark>.csv``: each benchmark's per-case table (one line per row: status, reason,
+    values; its own columns), kept in the blob store under the key of the rows it shows. A job whose rows of a
+    benchmark were shown before (a re-score of another benchmark's metric, a sweep's job) links that file
+    instead of writing it again: no time, no bytes."""
+    cfg = result.config
+    store = store_for(cfg)
+    blobs = BlobStore(Path(cfg["output_root"]) / "blobs")
+    by_bench: dict[str, list[Any]] = {}
+    for r in sorted(result.rows, key=lambda r: r.row_key):  # the digest does not depend on the rows' order
+        by_bench.setdefault(r.benchmark, []).append(r)
+    known = result.row_digests or None
+    identity = _case_part_identity()
+    paths = []
+    for bench, rows in sorted(by_bench.items()):
+        path = tdir / f"cases.{bench}.csv"
+        key = key_of(identity, {"rows": rows_digest(rows, known)})
+        doc = store.get_json("case_tables", key)
+        blob = blobs.path_for(str(doc["sha256"]), ".csv") if isinstance(doc, dict) and "sha256" in doc else None
+        if blob is not None and blob.is_file():
+            if not (path.exists() and os.path.samefile(path, blob)):
+                link_or_copy(blob, path)
+        else:
+            write_if_changed(path, case_table(rows).to_csv(index=False))
+            digest, _ = blobs.put(path, link=True)  # written atomically, never in place: safe to share
+            store.put_json("case_tables", key, {"sha256": digest})
+        paths.append(path)
+    (tdir / "cases.csv").unlink(missing_ok=True)  # the whole table of a results folder written before the split
+    return paths
+
+
+def _case_part_identity() -> dict[str, Any]:
+    """What draws a case table: its code, and pandas (which writes the CSV)."""
+    return {"name": "tables.cases", "code": code_digest("worldrecall.core.tables"), "libraries": library_versions()}
+
+
 class TableTextSink:
-    """``tables/``: ``cases.csv`` (one line per row: status, reason, values), every aggregated table as
-    Markdown, and ``leaderboard.txt`` (what the console prints)."""
+    """``tables/``: ``cases.<benchmark>.csv`` (:func:`case_parts`), every aggregated table as Markdown, and
+    ``leaderboard.txt`` (what the console prints)."""
 
     name = "table_text"
 
     def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
         tdir = result.results_dir / "tables"
         tdir.mkdir(parents=True, exist_ok=True)
-        paths = [write_if_changed(tdir / "cases.csv", case_table(result.rows).to_csv(index=False))]
+        paths = case_parts(result, tdir)
         paths += [write_if_changed(tdir / f"{name}.md", pipe_table(df))
                   for name, df in result.tables.items() if hasattr(df, "to_csv")]
         paths.append(write_if_changed(tdir / "leaderboard.txt", leaderboard_text(result, ctx.host)))
