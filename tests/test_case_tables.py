@@ -4,6 +4,7 @@ file, a job whose rows changed writes it again, never an old one."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from types import SimpleNamespace
@@ -63,3 +64,19 @@ def test_a_removed_blob_is_written_again_not_missed(tmp_path):
         blob.unlink()
     second = _write(tmp_path, "two", _rows(0.5))
     assert second["cases.beta.csv"].read_text() == first["cases.beta.csv"].read_text()
+
+
+def test_the_submission_cases_are_split_and_shared_the_same_way(tmp_path):
+    from worldrecall.engine.sinks.submission import case_files
+
+    def write(folder: str, score: float) -> dict[str, Path]:
+        result = _result(tmp_path, folder, _rows(score))
+        out = result.results_dir / "submission"
+        out.mkdir(parents=True)
+        return {p.name: p for p in case_files(result, out)}
+
+    first, second = write("one", 0.5), write("two", 0.75)
+    assert sorted(first) == ["cases.alpha.jsonl", "cases.beta.jsonl"]
+    assert os.path.samefile(first["cases.beta.jsonl"], second["cases.beta.jsonl"])
+    lines = [json.loads(x) for x in second["cases.alpha.jsonl"].read_text().splitlines()]
+    assert [(d["model"], d["values"]["score"]) for d in lines] == [("m1", 0.75), ("m2", 0.25)]

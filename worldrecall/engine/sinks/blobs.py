@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from worldrecall.core.atomic import atomic_write
 from worldrecall.core.digests import file_digest
@@ -93,3 +95,21 @@ def link_or_copy(src: Path, dst: Path) -> None:
         os.link(src, dst)
     except OSError:
         shutil.copyfile(src, dst)
+
+
+def stored_text(path: Path, kind: str, key: str, render: Callable[[], str], store: Any, blobs: BlobStore) -> Path:
+    """Place at ``path`` the text ``render`` gives for ``key`` (what it is drawn from: the rows it shows and the
+    code that draws it): as a hard link to the blob written for that key before (the cache's ``kind`` entry
+    names its digest), else rendered, written and kept for the next job. An output part whose inputs a re-score
+    or a sweep's job did not change then costs neither time nor bytes; a missing blob or entry is rendered."""
+    doc = store.get_json(kind, key)
+    blob = blobs.path_for(str(doc["sha256"]), path.suffix.lower()) if isinstance(doc, dict) and "sha256" in doc \
+        else None
+    if blob is not None and blob.is_file():
+        if not (path.exists() and os.path.samefile(path, blob)):
+            link_or_copy(blob, path)
+        return path
+    write_if_changed(path, render())
+    digest, _ = blobs.put(path, link=True)  # written atomically, never in place: safe to share
+    store.put_json(kind, key, {"sha256": digest})
+    return path

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ from worldrecall.core.tables import case_table
 from worldrecall.engine.cache import code_digest, key_of, library_versions, store_for
 from worldrecall.engine.redaction import redact_tree
 from worldrecall.engine.sinks.base import SinkContext
-from worldrecall.engine.sinks.blobs import BlobStore, link_or_copy, write_if_changed
+from worldrecall.engine.sinks.blobs import BlobStore, stored_text, write_if_changed
 from worldrecall.engine.sinks.leaderboard_view import leaderboard_text
 from worldrecall.engine.sinks.pipe_table import pipe_table
 from worldrecall.engine.stages.result import RunResult
@@ -48,33 +47,28 @@ class TablesSink:
 
 def case_parts(result: RunResult, tdir: Path) -> list[Path]:
     """``tables/cases.<benchmark>.csv``: each benchmark's per-case table (one line per row: status, reason,
-    values; its own columns), kept in the blob store under the key of the rows it shows. A job whose rows of a
-    benchmark were shown before (a re-score of another benchmark's metric, a sweep's job) links that file
-    instead of writing it again: no time, no bytes."""
+    values; its own columns), kept in the blob store under the key of the rows it shows (:func:`stored_text`):
+    a job whose rows of a benchmark were shown before (a re-score of another benchmark's metric, a sweep's job)
+    links that file instead of writing it again."""
     cfg = result.config
-    store = store_for(cfg)
-    blobs = BlobStore(Path(cfg["output_root"]) / "blobs")
-    by_bench: dict[str, list[Any]] = {}
-    for r in sorted(result.rows, key=lambda r: r.row_key):  # the digest does not depend on the rows' order
-        by_bench.setdefault(r.benchmark, []).append(r)
-    known = result.row_digests or None
+    store, blobs = store_for(cfg), BlobStore(Path(cfg["output_root"]) / "blobs")
     identity = _case_part_identity()
     paths = []
-    for bench, rows in sorted(by_bench.items()):
-        path = tdir / f"cases.{bench}.csv"
-        key = key_of(identity, {"rows": rows_digest(rows, known)})
-        doc = store.get_json("case_tables", key)
-        blob = blobs.path_for(str(doc["sha256"]), ".csv") if isinstance(doc, dict) and "sha256" in doc else None
-        if blob is not None and blob.is_file():
-            if not (path.exists() and os.path.samefile(path, blob)):
-                link_or_copy(blob, path)
-        else:
-            write_if_changed(path, case_table(rows).to_csv(index=False))
-            digest, _ = blobs.put(path, link=True)  # written atomically, never in place: safe to share
-            store.put_json("case_tables", key, {"sha256": digest})
-        paths.append(path)
+    for bench, rows in rows_by_benchmark(result.rows).items():
+        key = key_of(identity, {"rows": rows_digest(rows, result.row_digests or None)})
+        paths.append(stored_text(tdir / f"cases.{bench}.csv", "case_tables", key,
+                                 lambda rows=rows: case_table(rows).to_csv(index=False), store, blobs))
     (tdir / "cases.csv").unlink(missing_ok=True)  # the whole table of a results folder written before the split
     return paths
+
+
+def rows_by_benchmark(rows: list[Any]) -> dict[str, list[Any]]:
+    """Benchmark (sorted) -> its rows sorted by (benchmark, model, case, metric): a part's digest and text do not
+    depend on the order the rows came in."""
+    out: dict[str, list[Any]] = {}
+    for r in sorted(rows, key=lambda r: r.row_key):
+        out.setdefault(r.benchmark, []).append(r)
+    return dict(sorted(out.items()))
 
 
 def _case_part_identity() -> dict[str, Any]:

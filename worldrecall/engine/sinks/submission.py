@@ -5,8 +5,9 @@
 * ``aggregate.json`` — per declared benchmark its declaration (headline, ranking, gate) and each ranked view
   (camera-gated, all cases): per model its rank, rank label, case count and every cell with its mean, CI,
   unit and direction — the same numbers as ``tables/ranking.csv`` and the printed leaderboard;
-* ``cases.jsonl`` — one line per score row (benchmark, model, case, metric, status, reason, values, strata,
-  backend, metric version), sorted;
+* ``cases.<benchmark>.jsonl`` — per benchmark, one line per score row (benchmark, model, case, metric, status,
+  reason, values, strata, backend, metric version), sorted; a benchmark whose rows did not change since a
+  job wrote them is that file again (a hard link to its blob), so a re-score adds only the parts it changed;
 * ``provenance.json`` — worldrecall's version and git commit, every plugin's version, the backends, the
   config hash, the input manifest hash (the cases scored) and, for a built-in suite, its content digest;
 * ``schema.json`` — the JSON schema ``aggregate.json`` follows (checked by the tests).
@@ -23,10 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from worldrecall.engine.cache import code_digest, key_of, store_for
 from worldrecall.engine.sinks.base import SinkContext
-from worldrecall.engine.sinks.blobs import write_if_changed
+from worldrecall.engine.sinks.blobs import BlobStore, stored_text, write_if_changed
+from worldrecall.engine.sinks.files import rows_by_benchmark
 from worldrecall.engine.sinks.results_view import missing, tables_of_kind
 from worldrecall.engine.stages.result import RunResult
+from worldrecall.engine.stages.row_digests import rows_digest
 
 SCHEMA_ID = "worldrecall.submission/1"
 
@@ -160,12 +164,26 @@ def provenance_doc(result: RunResult) -> dict[str, Any]:
     return doc
 
 
-def cases_lines(result: Any) -> str:
-    """``cases.jsonl``: every score row, sorted, one JSON object per line."""
+def cases_lines(rows: list[Any]) -> str:
+    """``cases.<benchmark>.jsonl``: the rows (sorted by the caller), one JSON object per line."""
     keys = ("benchmark", "model", "case_id", "metric", "status", "reason", "values", "strata", "backend",
             "metric_version", "warnings")
-    rows = sorted(result.rows, key=lambda r: r.row_key)
     return "".join(json.dumps({k: getattr(r, k) for k in keys}, sort_keys=True, default=str) + "\n" for r in rows)
+
+
+def case_files(result: Any, out: Path) -> list[Path]:
+    """One ``cases.<benchmark>.jsonl`` per benchmark, kept in the blob store under the key of its rows: a job
+    whose rows of a benchmark were written before links that file (:func:`~.blobs.stored_text`)."""
+    cfg = result.config
+    store, blobs = store_for(cfg), BlobStore(Path(cfg["output_root"]) / "blobs")
+    identity = {"name": "submission.cases", "code": code_digest(__name__)}
+    paths = []
+    for bench, rows in rows_by_benchmark(result.rows).items():
+        key = key_of(identity, {"rows": rows_digest(rows, result.row_digests or None)})
+        paths.append(stored_text(out / f"cases.{bench}.jsonl", "case_tables", key, lambda rows=rows: cases_lines(rows),
+                                 store, blobs))
+    (out / "cases.jsonl").unlink(missing_ok=True)  # the one file of a results folder written before the split
+    return paths
 
 
 class SubmissionSink:
@@ -180,5 +198,5 @@ class SubmissionSink:
                 "schema.json": SCHEMA}
         paths = [write_if_changed(out / name, json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
                  for name, doc in docs.items()]
-        paths.append(write_if_changed(out / "cases.jsonl", cases_lines(result)))
+        paths += case_files(result, out)
         return paths
