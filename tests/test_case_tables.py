@@ -80,3 +80,19 @@ def test_the_submission_cases_are_split_and_shared_the_same_way(tmp_path):
     assert os.path.samefile(first["cases.beta.jsonl"], second["cases.beta.jsonl"])
     lines = [json.loads(x) for x in second["cases.alpha.jsonl"].read_text().splitlines()]
     assert [(d["model"], d["values"]["score"]) for d in lines] == [("m1", 0.75), ("m2", 0.25)]
+
+
+def test_an_output_written_before_with_the_same_bytes_is_that_file_again(tmp_path):
+    """Tables, Markdown and submission documents go through ``write_shared``: the same bytes a job wrote before
+    are one file on disk (a hard link to its blob), other bytes a new file, and the earlier one keeps its own."""
+    from worldrecall.engine.sinks.blobs import BlobStore, write_shared
+
+    blobs = BlobStore(tmp_path / "blobs")
+    for folder in ("one", "two"):
+        (tmp_path / folder).mkdir()
+    a = write_shared(tmp_path / "one" / "mean.csv", "model,mean\nx,0.5\n", blobs)
+    b = write_shared(tmp_path / "two" / "mean.csv", "model,mean\nx,0.5\n", blobs)
+    assert os.path.samefile(a, b)
+    c = write_shared(tmp_path / "two" / "mean.csv", "model,mean\nx,0.75\n", blobs)  # a re-score in that folder
+    assert c.read_text() == "model,mean\nx,0.75\n" and a.read_text() == "model,mean\nx,0.5\n"
+    assert not os.path.samefile(a, c)

@@ -9,6 +9,7 @@ run re-hashes nothing.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from collections.abc import Callable
@@ -97,6 +98,35 @@ def link_or_copy(src: Path, dst: Path) -> None:
         shutil.copyfile(src, dst)
 
 
+def _place(blob: Path, path: Path) -> None:
+    """``path`` becomes a hard link to ``blob`` in one step (a reader sees the old file or the new one), or a
+    copy across devices; nothing is done when it is that link already."""
+    if path.exists() and os.path.samefile(path, blob):
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.link{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(blob, tmp)
+    except OSError:
+        shutil.copyfile(blob, tmp)
+    os.replace(tmp, path)
+
+
+def write_shared(path: Path, text: str, blobs: BlobStore) -> Path:
+    """Write ``text`` to ``path`` as :func:`write_if_changed` does, but keep its bytes once in ``blobs``: a text
+    some job wrote before (an unchanged benchmark's table in a re-score or a sweep's job) is a hard link to that
+    blob, a new one is written and linked into the blob store."""
+    data = text.encode("utf-8")
+    blob = blobs.path_for(hashlib.sha256(data).hexdigest(), path.suffix.lower())
+    if blob.is_file() and blob.stat().st_size == len(data):
+        _place(blob, path)
+        return path
+    write_if_changed(path, text)
+    blobs.put(path, link=True)  # written atomically, never in place: safe to share
+    return path
+
+
 def stored_text(path: Path, kind: str, key: str, render: Callable[[], str], store: Any, blobs: BlobStore) -> Path:
     """Place at ``path`` the text ``render`` gives for ``key`` (what it is drawn from: the rows it shows and the
     code that draws it): as a hard link to the blob written for that key before (the cache's ``kind`` entry
@@ -106,10 +136,8 @@ def stored_text(path: Path, kind: str, key: str, render: Callable[[], str], stor
     blob = blobs.path_for(str(doc["sha256"]), path.suffix.lower()) if isinstance(doc, dict) and "sha256" in doc \
         else None
     if blob is not None and blob.is_file():
-        if not (path.exists() and os.path.samefile(path, blob)):
-            link_or_copy(blob, path)
+        _place(blob, path)
         return path
-    write_if_changed(path, render())
-    digest, _ = blobs.put(path, link=True)  # written atomically, never in place: safe to share
-    store.put_json(kind, key, {"sha256": digest})
+    write_shared(path, render(), blobs)
+    store.put_json(kind, key, {"sha256": blobs.digest(path)})
     return path

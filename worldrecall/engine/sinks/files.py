@@ -11,7 +11,7 @@ from worldrecall.core.tables import case_table
 from worldrecall.engine.cache import code_digest, key_of, library_versions, store_for
 from worldrecall.engine.redaction import redact_tree
 from worldrecall.engine.sinks.base import SinkContext
-from worldrecall.engine.sinks.blobs import BlobStore, stored_text, write_if_changed
+from worldrecall.engine.sinks.blobs import BlobStore, stored_text, write_shared
 from worldrecall.engine.sinks.leaderboard_view import leaderboard_text
 from worldrecall.engine.sinks.pipe_table import pipe_table
 from worldrecall.engine.stages.result import RunResult
@@ -36,8 +36,10 @@ class TablesSink:
     def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
         tdir = result.results_dir / "tables"
         tdir.mkdir(parents=True, exist_ok=True)
-        # never rewritten in place (atomic, and only when changed): a file logged to MLflow earlier is a hard link
-        paths = [write_if_changed(tdir / f"{name}.csv", df.to_csv(index=False))
+        # never rewritten in place (atomic, and only when changed): a file logged to MLflow earlier is a hard link;
+        # a table some job wrote before with the same bytes is that file again (one copy on disk)
+        blobs = BlobStore(Path(result.config["output_root"]) / "blobs")
+        paths = [write_shared(tdir / f"{name}.csv", df.to_csv(index=False), blobs)
                  for name, df in result.tables.items() if hasattr(df, "to_csv")]
         meta = result.results_dir / "meta"
         paths.append(json_dump(redact_tree(dict(result.config)), meta / "resolved_config.json"))
@@ -85,10 +87,11 @@ class TableTextSink:
     def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
         tdir = result.results_dir / "tables"
         tdir.mkdir(parents=True, exist_ok=True)
+        blobs = BlobStore(Path(result.config["output_root"]) / "blobs")
         paths = case_parts(result, tdir)
-        paths += [write_if_changed(tdir / f"{name}.md", pipe_table(df))
+        paths += [write_shared(tdir / f"{name}.md", pipe_table(df), blobs)
                   for name, df in result.tables.items() if hasattr(df, "to_csv")]
-        paths.append(write_if_changed(tdir / "leaderboard.txt", leaderboard_text(result, ctx.host)))
+        paths.append(write_shared(tdir / "leaderboard.txt", leaderboard_text(result, ctx.host), blobs))
         return paths
 
 

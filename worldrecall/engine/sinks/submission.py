@@ -26,7 +26,7 @@ import numpy as np
 
 from worldrecall.engine.cache import code_digest, key_of, store_for
 from worldrecall.engine.sinks.base import SinkContext
-from worldrecall.engine.sinks.blobs import BlobStore, stored_text, write_if_changed
+from worldrecall.engine.sinks.blobs import BlobStore, stored_text, write_shared
 from worldrecall.engine.sinks.files import rows_by_benchmark
 from worldrecall.engine.sinks.results_view import missing, tables_of_kind
 from worldrecall.engine.stages.result import RunResult
@@ -196,7 +196,8 @@ class SubmissionSink:
         out.mkdir(parents=True, exist_ok=True)
         docs = {"aggregate.json": aggregate_doc(result, ctx.host), "provenance.json": provenance_doc(result),
                 "schema.json": SCHEMA}
-        paths = [write_if_changed(out / name, json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+        blobs = BlobStore(Path(result.config["output_root"]) / "blobs")
+        paths = [write_shared(out / name, json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n", blobs)
                  for name, doc in docs.items()]
         paths += case_files(result, out)
         return paths

@@ -35,7 +35,7 @@ import pandas as pd
 
 from worldrecall.core.data import one_line
 from worldrecall.core.tables import backend_signature
-from worldrecall.engine.sinks.blobs import BlobStore
+from worldrecall.engine.sinks.blobs import BlobStore, write_shared
 from worldrecall.engine.sinks.leaderboard_view import gate_not_measured
 from worldrecall.engine.sinks.results_view import (
     column_rows,
@@ -258,7 +258,7 @@ def plan_job(result: Any, plain: Mapping[str, Any], host: Any, files: list[Path]
         if entries:
             idx = result.results_dir / "mlflow_index" / bench / model / "index.json"
             idx.parent.mkdir(parents=True, exist_ok=True)
-            idx.write_text(json.dumps({"blob_root": str(blobs.root.parent), "files": entries}, indent=1))
+            write_shared(idx, json.dumps({"blob_root": str(blobs.root.parent), "files": entries}, indent=1), blobs)
             cases = file_entries([idx], blobs, {".json": "cases"})[0]
         children.append({"name": f"{model} · {bench}" + (f" · {label}" if label else ""),
                          "tags": {**job_tags, "worldrecall.kind": "model", "worldrecall.config_hash": chash,
