@@ -237,6 +237,16 @@ def test_a_cache_entry_cut_short_is_a_miss_never_a_wrong_row(tmp_path):
     p = flipped.path("scores", "ef" * 32)
     p.write_text(p.read_text().replace("1.5", "2.5"))  # still valid JSON: the digest tells
     assert Store(tmp_path).get_json("scores", "ef" * 32) is None
+    # an entry file laid out otherwise (indented, keys in another order) with a true digest is read as it is
+    import hashlib
+    import json
+
+    text = json.dumps({"values": {"v": 1.5}}, sort_keys=True, separators=(",", ":"))
+    other = store.path("scores", "aa" * 32)
+    other.parent.mkdir(parents=True, exist_ok=True)
+    other.write_text(json.dumps({"entry": {"values": {"v": 1.5}},
+                                 "digest": hashlib.sha256(text.encode()).hexdigest()}, indent=2))
+    assert Store(tmp_path).get_json("scores", "aa" * 32) == {"values": {"v": 1.5}}
 
 
 def test_the_store_returns_what_a_later_read_returns(tmp_path):
