@@ -202,7 +202,7 @@ class CasePipeline:
         left: set[str] = set()
         try:
             fp = case.fingerprint()
-            alignments: dict[str, tuple[str, Alignment | None]] = {}
+            alignments: dict[str, tuple[str, Alignment | None, dict[str, Any] | None]] = {}
             for name, metric in plan.metrics.items():
                 row = self.new_row(plan, case, name, metric)
                 if self._skip(plan, name, metric, case, row, fp):
@@ -212,14 +212,16 @@ class CasePipeline:
                 aligner = plan.aligner_for(metric)
                 if aligner not in alignments:
                     akey = self.alignment_key(aligner, case, plan.params_for(aligner), fp) if aligner else ""
-                    alignments[aligner] = (akey, self._stored_alignment(akey) if aligner else Alignment())
-                akey, alignment = alignments[aligner]
+                    got = self._stored_alignment(akey) if aligner else Alignment()
+                    # one JSON object for the case's rows: the rows file stores it once (row_store)
+                    alignments[aligner] = (akey, got, got.to_json() if got is not None else None)
+                akey, alignment, alignment_json = alignments[aligner]
                 if alignment is None:
                     left.add(name)
                     continue
                 mkey, skey = self.keys(metric, case, akey, alignment, fp)
                 row.warnings.extend(alignment.info.get("warnings", []))  # as :meth:`rows` does
-                row.info = {"alignment": alignment.to_json(), "videos": video_paths(case),
+                row.info = {"alignment": alignment_json, "videos": video_paths(case),
                             "keys": {"alignment": akey, "measurement": mkey, "score": skey}}
                 row.key = self.row_key(skey, row, plan.absent.get(name))
                 if _kept(existing, row) is not None:

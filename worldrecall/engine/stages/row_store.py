@@ -168,6 +168,7 @@ class ResultStore:
         self._f: Any = None
         self._af: Any = None
         self._synced = time.monotonic()
+        self._last_alignment: tuple[Any, str, str] | None = None  # (the object, its ref, its JSON)
 
     @staticmethod
     def _repair_tail(path: Path) -> None:
@@ -184,7 +185,7 @@ class ResultStore:
         Flushed to the OS at once unless ``flush=False`` (the runner flushes once after a case's rows: a kill -9
         loses at most that case's unflushed rows, recomputed on resume); fsynced at most every ``SYNC_EVERY_S``
         and on :meth:`close` (a power cut loses at most those rows, and they are recomputed)."""
-        d, al = split_alignment(row.to_json())
+        d, al = self._split(row)
         if al is not None and al[0] not in self.alignments:
             self._append_alignment(*al)
         line = _canonical(d)
@@ -202,6 +203,19 @@ class ResultStore:
         self.done[row.row_key] = kept
         self._lines += 1
         return kept
+
+    def _split(self, row: ScoreRow) -> tuple[dict[str, Any], tuple[str, str] | None]:
+        """:func:`split_alignment` of the row; a case's rows hold one alignment object (settled together), whose
+        canonical JSON and ref are then taken once, not once per row."""
+        info = row.info
+        al = info.get("alignment") if isinstance(info, dict) else None
+        last = self._last_alignment
+        if last is not None and al is not None and al is last[0]:
+            rest = {k: v for k, v in info.items() if k != "alignment"}
+            return {**row.to_json(), "info": {**rest, "alignment_ref": last[1]}}, (last[1], last[2])
+        d, split = split_alignment(row.to_json())
+        self._last_alignment = (al, *split) if split is not None else None
+        return d, split
 
     def _append_alignment(self, ref: str, text: str) -> None:
         """One alignment line, handed to the OS before the row that refers to it is written."""
