@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 
@@ -75,10 +76,13 @@ def test_registration_failure_raises(worldrecall_run):
 '''
 
 
-def test_fixture_runs_a_plugin_and_reports_a_failing_one(pytester):
-    pytester.syspathinsert(EXAMPLE)  # the example plugin, importable but not installed
+def test_fixture_runs_a_plugin_and_reports_a_failing_one(pytester, monkeypatch):
+    # the example plugin, importable but not installed; the session runs in its own process, as a plugin
+    # author's does: an in-process one takes back the modules it imported (PIL's image plugins among them), and
+    # a later test of this process saving a PNG then found PIL's registry without PNG
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(EXAMPLE), os.environ.get("PYTHONPATH", "")]))
     pytester.makepyfile(test_author=AUTHOR_TESTS)
-    result = pytester.runpytest("-p", "worldrecall.testing", "-q", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-p", "worldrecall.testing", "-q", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, failed=1)
     # the failing test names the metric, the case and the exception, and the exit code
     result.stdout.fnmatch_lines(["*test_failing_plugin_is_reported*",
