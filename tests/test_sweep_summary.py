@@ -87,7 +87,7 @@ def test_callback_logs_the_summary_to_the_sweep_parent(tmp_path, capsys):
     cb.on_multirun_start(cfg)
     import os
 
-    assert os.environ[PARENT_ENV] == cb.parent.run_id
+    assert os.environ[PARENT_ENV] == (sweep / "mlflow_parent_run_id").read_text()
     assert json.loads((sweep / "swept_keys.json").read_text()) == ["benchmarks.b.metrics.m.thresholds.t"]
     _sweep(sweep)
     cb.on_multirun_end(cfg)
@@ -95,10 +95,10 @@ def test_callback_logs_the_summary_to_the_sweep_parent(tmp_path, capsys):
     assert "sweep summary" in out and "oracle" in out
     assert PARENT_ENV not in os.environ
     client = mlflow.tracking.MlflowClient(f"sqlite:///{(tmp_path / 'out').resolve() / 'mlflow.db'}")
-    run = client.get_run(cb.parent.run_id)
+    run = client.get_run(cb.run_id)
     assert run.info.run_name == "sweep benchmarks.b.metrics.m.thresholds.t=0.1,0.2,0.3"
     assert run.data.metrics["n_jobs"] == 3.0 and run.info.status == "FINISHED"
-    arts = {a.path for a in client.list_artifacts(cb.parent.run_id, "sweep_summary")}
+    arts = {a.path for a in client.list_artifacts(cb.run_id, "sweep_summary")}
     assert {"sweep_summary/sweep_summary.md", "sweep_summary/sweep_summary.csv",
             "sweep_summary/sweep_b_ors.png"} == arts
     assert not math.isnan(run.data.metrics["n_jobs"])

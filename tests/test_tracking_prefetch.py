@@ -215,3 +215,25 @@ def test_changed_numbers_are_logged_even_with_a_record(tmp_path):
     assert reusable(results, uri, rec["config_hash"], "0" * 16) is None  # other tables
     assert reusable(results, uri, "other-config", rec["results_digest"]) is None
     assert reusable(results, "file:///elsewhere", rec["config_hash"], rec["results_digest"]) is None
+
+
+def test_a_sweep_is_launched_without_importing_mlflow_and_its_parent_holds_the_jobs(tmp_path):
+    """The sweep's parent run is made and finished by an MLflow process of its own: the launching process (which
+    runs the jobs with Hydra's basic launcher) never imports MLflow, and every job nests under the parent."""
+    ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
+    out = tmp_path / "out"
+    args = ["run", "-m", *toy_cli_overrides(ds, out, "workers=1", *_LIGHT, max_side=None),
+            "benchmarks.toy.metrics.brightness.thresholds.tolerance=10.0,50.0"]
+    res = _python(RUN, json.dumps(args), str(Path(__file__).parent))
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(res.stdout.splitlines()[-1])
+    # one MLflow process per job and one for the sweep's parent
+    assert got == {"rc": 0, "mlflow_loaded": False, "mlflow_processes": 3}
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{out.resolve() / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("worldrecall").experiment_id])
+    (parent,) = [r for r in runs if r.data.tags.get("worldrecall.kind") == "sweep"]
+    jobs = [r for r in runs if r.data.tags.get("worldrecall.kind") == "job"]
+    assert parent.info.status == "FINISHED" and parent.data.metrics["n_jobs"] == 2.0
+    assert sorted(j.info.run_name for j in jobs) == ["brightness.thresholds.tolerance=10.0",
+                                                     "brightness.thresholds.tolerance=50.0"]
+    assert all(j.data.tags["mlflow.parentRunId"] == parent.info.run_id for j in jobs)

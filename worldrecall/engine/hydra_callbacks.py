@@ -19,7 +19,9 @@ class MlflowSweepCallback(Callback):
     """
 
     def __init__(self) -> None:
-        self.parent: Any = None
+        # only plain values here: a launcher such as submitit pickles the callbacks with each job (the parent
+        # run's MLflow process lives in tracking.process.SWEEPS)
+        self.run_id: str | None = None
         self.keys: list[str] = []
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -33,10 +35,15 @@ class MlflowSweepCallback(Callback):
         os.environ[SWEPT_ENV] = json.dumps(self.keys)
         (sweep / SWEPT_FILE).write_text(json.dumps(self.keys))  # for launchers whose jobs don't inherit the env
         tcfg = OmegaConf.to_container(config.tracking, resolve=True)
-        self.parent = open_sweep_parent(tcfg, Path(config.output_root), sweep, task, self.keys)
+        # jobs run in this process (Hydra's basic launcher): they wait for the parent's id only when they need it;
+        # jobs launched elsewhere read it from the sweep folder, so it is there before the first one starts
+        target = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
+        here = target.endswith("BasicLauncher")
+        open_sweep_parent(tcfg, Path(config.output_root), sweep, task, self.keys, wait=not here)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from worldrecall.engine.sinks.sweep_summary import SWEPT_ENV, summarise
+        from worldrecall.engine.sinks.tracking.process import pending_parent
         from worldrecall.engine.sinks.tracking.sweep import close_sweep_parent
 
         os.environ.pop(SWEPT_ENV, None)
@@ -48,7 +55,9 @@ class MlflowSweepCallback(Callback):
         print("\n" + text)
         if files:
             print(f"sweep summary: {files[0]}")
-        line = close_sweep_parent(self.parent, sweep, files)
+        parent = pending_parent(sweep)
+        self.run_id = parent.run_id if parent is not None else None
+        line = close_sweep_parent(parent, sweep, files)
         if line:
             print(line)
         from worldrecall.engine.sinks.disk import print_disk

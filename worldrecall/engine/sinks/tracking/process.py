@@ -8,6 +8,10 @@ Here they run on another core. The job's process decides everything that needs t
 as JSON lines; this process makes the runs (:func:`~worldrecall.engine.sinks.tracking.runs.open_planned`,
 :func:`~worldrecall.engine.sinks.tracking.runs.finish_job`) and answers one JSON line per job.
 
+A sweep's parent run is made and finished the same way, by a process of its own (``{"op": "sweep_open",
+"tcfg", "output_root", "name", "tags"}`` answered ``{"run_id"}``; ``{"op": "sweep_close", "run_id", "entries",
+"n_jobs"}`` answered ``{"ui"}``).
+
 Protocol, one JSON object per line on stdin: ``{"op": "open", "uri", "tcfg", "output_root", "reuse", "plan"}``
 once the tables are written, then ``{"op": "finish", "entries", "benchmarks", "columns", "ui_missing"}``; the
 answer on stdout: ``{"run_id", "reused", "ui", "uri", "import_s", "setup_s", "log_s"}``, or ``{"reused_record"}``
@@ -59,17 +63,23 @@ class MlflowProcess:
         self._writer = threading.Thread(target=write, name="worldrecall-mlflow-send", daemon=True)
         self._writer.start()
 
-    def reply(self) -> dict[str, Any]:
-        """The process's answer to the job, once every message is written; then the process is closed."""
+    def answer(self) -> dict[str, Any]:
+        """The process's next answer, once every message before it is written (the process stays open)."""
         if self._writer is not None:
             self._writer.join()
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
-        self.close()
         if not line:
+            self.close()
             raise RuntimeError(f"the MLflow process ended (exit code {self.proc.returncode}) before it answered; "
                                "its messages are above")
         return json.loads(line)
+
+    def reply(self) -> dict[str, Any]:
+        """The process's answer to the job, once every message is written; then the process is closed."""
+        got = self.answer()
+        self.close()
+        return got
 
     def close(self) -> None:
         """End the process: its input closed, it finishes what it was doing and exits; one never sent anything
@@ -113,6 +123,19 @@ def take_process() -> MlflowProcess:
             return proc
         proc.close()
     return MlflowProcess()
+
+
+SWEEPS: list[Any] = []  # the parent run of the sweep this process launches (:mod:`.sweep`), at most one
+
+
+def pending_parent(sweep_dir: Any) -> Any:
+    """The parent run (a :class:`~.sweep.SweepParent`) of the sweep this process launches, when ``sweep_dir`` is
+    that sweep's folder; else None."""
+    from pathlib import Path
+
+    if sweep_dir is None or not SWEEPS:
+        return None
+    return SWEEPS[-1] if SWEEPS[-1].sweep == Path(sweep_dir) else None
 
 
 def close_early() -> None:
@@ -186,6 +209,38 @@ class _Job:
                 pass
 
 
+ANSWERED = ("finish", "sweep_open", "sweep_close")  # the messages the process answers (each with one line)
+
+
+class _SweepParent:
+    """A sweep's parent run (``sweep_open``: made, its id answered; ``sweep_close``: the summary's files logged,
+    the run finished, the ``mlflow ui`` line answered), so the process that launches a sweep's jobs never
+    imports MLflow (:mod:`.sweep`)."""
+
+    def __init__(self) -> None:
+        self.tracker: Any = None
+
+    def handle(self, msg: Mapping[str, Any]) -> dict[str, Any]:
+        from pathlib import Path
+
+        from worldrecall.engine.sinks.tracking.tracker import Tracker
+
+        try:
+            if msg["op"] == "sweep_open":
+                self.tracker = Tracker(msg["tcfg"], Path(msg["output_root"]))
+                return {"run_id": self.tracker.start_run(msg["name"], tags=msg["tags"])}
+            if self.tracker is None:
+                return {"error": "sweep_close without sweep_open"}
+            run_id = msg["run_id"]
+            for e in msg["entries"]:
+                self.tracker.log_blob(run_id, e)
+            self.tracker.log_batch(run_id, metrics={"n_jobs": msg["n_jobs"]})
+            self.tracker.end_run(run_id, "FINISHED", end_time=time.time())
+            return {"ui": self.tracker.ui_command()}
+        except Exception as e:  # noqa: BLE001  (answered: the launching process says it in one line)
+            return {"error": f"{type(e).__name__}: {e}"}
+
+
 def serve(stdin: IO[str], out: IO[str]) -> int:
     """The MLflow process: import MLflow, then open and finish jobs as their messages come."""
     t0 = time.perf_counter()
@@ -199,9 +254,12 @@ def serve(stdin: IO[str], out: IO[str]) -> int:
         missing = str(e)
     import_s = time.perf_counter() - t0
     job: _Job | None = None
+    sweep = _SweepParent()
     while (msg := inbox.get()) is not None:
         if missing:
-            answer: dict[str, Any] | None = {"missing": missing} if msg.get("op") == "finish" else None
+            answer: dict[str, Any] | None = {"missing": missing} if msg.get("op") in ANSWERED else None
+        elif msg.get("op") in ("sweep_open", "sweep_close"):
+            answer = sweep.handle(msg)
         elif msg.get("op") == "open":
             job, answer = _Job(msg, import_s), None
             job.open()

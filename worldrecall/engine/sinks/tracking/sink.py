@@ -27,6 +27,11 @@ def parent_run(sweep_dir: Path | None) -> str | None:
     env = os.environ.get(PARENT_ENV)
     if env:
         return env
+    from worldrecall.engine.sinks.tracking.process import pending_parent
+
+    pending = pending_parent(sweep_dir)
+    if pending is not None:  # this process launches the sweep: its parent run is being made (waited for)
+        return pending.run_id
     p = Path(sweep_dir) / PARENT_FILE if sweep_dir is not None else None
     return p.read_text().strip() if p is not None and p.exists() else None
 
