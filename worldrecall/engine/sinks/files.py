@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,18 +50,26 @@ class TablesSink:
 
 def case_parts(result: RunResult, tdir: Path) -> list[Path]:
     """``tables/cases.<benchmark>.csv``: each benchmark's per-case table (one line per row: status, reason,
-    values; its own columns), kept in the blob store under the key of the rows it shows (:func:`stored_text`):
-    a job whose rows of a benchmark were shown before (a re-score of another benchmark's metric, a sweep's job)
-    links that file instead of writing it again."""
+    values; its own columns), shared as :func:`benchmark_files` shares a part."""
+    return benchmark_files(result, tdir / "cases.csv", _case_part_identity(),
+                           lambda rows: case_table(rows).to_csv(index=False))
+
+
+def benchmark_files(result: RunResult, whole: Path, identity: Mapping[str, Any],
+                    render: Callable[[list[Any]], str]) -> list[Path]:
+    """One file per benchmark in place of ``whole`` (``cases.csv`` -> ``cases.<benchmark>.csv``): ``render`` of the
+    benchmark's rows, kept in the blob store under the key of those rows and ``identity`` (what renders them;
+    :func:`stored_text`), so a job whose rows of a benchmark were written before (a re-score of another
+    benchmark's metric, a sweep's job) links that file instead of writing it again. ``whole``, written by a
+    version before the split, is removed."""
     cfg = result.config
     store, blobs = store_for(cfg), BlobStore(Path(cfg["output_root"]) / "blobs")
-    identity = _case_part_identity()
     paths = []
     for bench, rows in rows_by_benchmark(result.rows).items():
         key = key_of(identity, {"rows": rows_digest(rows, result.row_digests or None)})
-        paths.append(stored_text(tdir / f"cases.{bench}.csv", "case_tables", key,
-                                 lambda rows=rows: case_table(rows).to_csv(index=False), store, blobs))
-    (tdir / "cases.csv").unlink(missing_ok=True)  # the whole table of a results folder written before the split
+        paths.append(stored_text(whole.with_name(f"{whole.stem}.{bench}{whole.suffix}"), "case_tables", key,
+                                 lambda rows=rows: render(rows), store, blobs))
+    whole.unlink(missing_ok=True)
     return paths
 
 

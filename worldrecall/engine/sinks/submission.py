@@ -24,13 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from worldrecall.engine.cache import code_digest, key_of, store_for
+from worldrecall.engine.cache import code_digest
 from worldrecall.engine.sinks.base import SinkContext
-from worldrecall.engine.sinks.blobs import BlobStore, stored_text, write_shared
-from worldrecall.engine.sinks.files import rows_by_benchmark
+from worldrecall.engine.sinks.blobs import BlobStore, write_shared
+from worldrecall.engine.sinks.files import benchmark_files
 from worldrecall.engine.sinks.results_view import missing, tables_of_kind
 from worldrecall.engine.stages.result import RunResult
-from worldrecall.engine.stages.row_digests import rows_digest
 
 SCHEMA_ID = "worldrecall.submission/1"
 
@@ -172,18 +171,9 @@ def cases_lines(rows: list[Any]) -> str:
 
 
 def case_files(result: Any, out: Path) -> list[Path]:
-    """One ``cases.<benchmark>.jsonl`` per benchmark, kept in the blob store under the key of its rows: a job
-    whose rows of a benchmark were written before links that file (:func:`~.blobs.stored_text`)."""
-    cfg = result.config
-    store, blobs = store_for(cfg), BlobStore(Path(cfg["output_root"]) / "blobs")
-    identity = {"name": "submission.cases", "code": code_digest(__name__)}
-    paths = []
-    for bench, rows in rows_by_benchmark(result.rows).items():
-        key = key_of(identity, {"rows": rows_digest(rows, result.row_digests or None)})
-        paths.append(stored_text(out / f"cases.{bench}.jsonl", "case_tables", key, lambda rows=rows: cases_lines(rows),
-                                 store, blobs))
-    (out / "cases.jsonl").unlink(missing_ok=True)  # the one file of a results folder written before the split
-    return paths
+    """One ``cases.<benchmark>.jsonl`` per benchmark, shared as :func:`~.files.benchmark_files` shares a part."""
+    return benchmark_files(result, out / "cases.jsonl", {"name": "submission.cases", "code": code_digest(__name__)},
+                           cases_lines)
 
 
 class SubmissionSink:

@@ -97,12 +97,11 @@ def close_sweep_parent(parent: SweepParent | None, sweep: Path, files: list[Path
         parent.proc.close()
         return ""
     from worldrecall.engine.sinks.blobs import BlobStore
+    from worldrecall.engine.sinks.tracking.runs import file_entries
 
-    blobs = BlobStore(parent.output_root / "blobs")
-    entries = []
-    for f in files:
-        _, blob = blobs.put(f)  # a copy: the summary's plots may be drawn again in place
-        entries.append({"folder": "sweep_summary", "name": Path(f).name, "blob": str(blob), "source": str(f)})
+    # each file copied into the blob store (not linked: the summary's plots may be drawn again in place)
+    entries = file_entries(files, BlobStore(parent.output_root / "blobs"),
+                           dict.fromkeys({Path(f).suffix for f in files}, "sweep_summary"))
     parent.proc.send({"op": "sweep_close", "run_id": run_id, "entries": entries,
                       "n_jobs": len(list(Path(sweep).glob("*/summary.json")))})
     answer = parent.proc.reply()
