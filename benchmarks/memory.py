@@ -237,7 +237,7 @@ def run_once(suite: Path, out: Path, clips: int, workers: int, extra: list[str])
                                          "peak_gb": round(int(p["peak"]) / GB, 3)} for p in procs],  # type: ignore[call-overload]
             "peak_one_process_gb": round(max(int(procs[0]["peak"]) if procs else 0, usage.ru_maxrss * 1024) / GB, 3),  # type: ignore[call-overload]
             "peak_tree_sum_gb": round(peak.tree / GB, 3), "processes": len(procs),
-            "wall_s": round(wall, 1), "report_bytes": report.stat().st_size if report else None,
+            "wall_s": round(wall, 1), "report_bytes": sum(p.stat().st_size for p in report.parent.glob("*.html")) if report else None,
             "rows": len(rows), "failed_rows": sum(1 for s, _ in rows.values() if s == "failed"),
             "score_digest": digest, "_rows": rows}
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from worldrecall.engine.cache.explain import read_log
 from worldrecall.formats.mp4 import write_video
 
 PLUGIN = '''
@@ -225,9 +226,9 @@ def test_refresh_recomputes_and_overwrites_off_reads_and_writes_nothing(world):
 def test_the_cache_log_says_same_keys_once_and_explain_writes_them_out(world):
     _run(world)
     _run(world, "cache.mode=refresh")  # every row written again under the keys it had
-    logs = sorted((world["out"] / "results").glob("*/meta/cache_log.json"))
+    logs = sorted((world["out"] / "results").glob("*/meta/cache_log.json.gz"))
     assert len(logs) == 1
-    rows = json.loads(logs[0].read_text())["rows"]
+    rows = read_log(logs[0])["rows"]
     assert rows and all(r["previous"] == {"from": logs[0].parents[1].name, "status": r["status"],
                                           "same_keys": True} for r in rows)
     doc = json.loads(_cli(world, "cache", "explain", "ctl", "--json", f"output_root={world['out']}").stdout)

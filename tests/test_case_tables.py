@@ -85,7 +85,7 @@ def test_the_submission_cases_are_split_and_shared_the_same_way(tmp_path):
 def test_an_output_written_before_with_the_same_bytes_is_that_file_again(tmp_path):
     """Tables, Markdown and submission documents go through ``write_shared``: the same bytes a job wrote before
     are one file on disk (a hard link to its blob), other bytes a new file, and the earlier one keeps its own."""
-    from worldrecall.engine.sinks.blobs import BlobStore, write_shared
+    from worldrecall.engine.cache.blobs import BlobStore, write_shared
 
     blobs = BlobStore(tmp_path / "blobs")
     for folder in ("one", "two"):

@@ -18,7 +18,7 @@ from worldrecall.engine.sinks.unchanged import RECORD
 from worldrecall.registry.host import load_plugins
 
 # rewritten by every job (not outputs): this job's seconds and the log `worldrecall cache explain` reads
-NOT_OUTPUTS = {"meta/timing.json", "meta/cache_log.json"}
+NOT_OUTPUTS = {"meta/timing.json", "meta/cache_log.json.gz"}
 
 
 @pytest.fixture()

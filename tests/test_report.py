@@ -4,10 +4,12 @@ real headless browser. Pictures shared across jobs and sweeps: tests/test_report
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -18,6 +20,7 @@ from helpers.toy_plugin import make_dataset, toy_config
 
 from worldrecall.engine.job import run_plain
 from worldrecall.engine.sinks.report import images
+from worldrecall.engine.sinks.report.html import report_files
 from worldrecall.engine.sinks.report.svg import line_chart
 from worldrecall.registry.host import load_plugins
 
@@ -81,7 +84,12 @@ def _toy_report(tmp_path: Path) -> tuple[Path, str]:
     cfg = toy_config(tmp_path, ds)
     assert run_plain(cfg, host=host) == 0
     report = next((tmp_path / "out" / "results").glob("*/report/index.html"))
-    return report, report.read_text()
+    return report, _pages(report)
+
+
+def _pages(index: Path) -> str:
+    """The report's text: the index, then each benchmark's page of cases."""
+    return "".join(p.read_text() for p in [index, *sorted(index.parent.glob("cases.*.html"))])
 
 
 def test_report_shows_leaderboard_phases_frames_and_values(tmp_path, capsys):
@@ -89,6 +97,8 @@ def test_report_shows_leaderboard_phases_frames_and_values(tmp_path, capsys):
     assert f"report: {report.resolve()}" in capsys.readouterr().out  # linked from the printed summary
     assert '<h2 id="leaderboard">Leaderboard</h2>' in page and "toy · mean of each metric" in page
     assert "brightness (0–1 ↑)" in page  # unit (declared range) and direction in the header
+    index = report.read_text()
+    assert '<a href="cases.toy.html">toy</a>' in index and 'class="case"' not in index  # cases: a page per benchmark
     for model in ("good", "bad"):
         for case in ("c0", "c1"):
             assert f'id="case-{model}-{case}"' in page
@@ -137,9 +147,9 @@ def test_report_thumbnails_and_sections_come_from_the_store(tmp_path, monkeypatc
     res.n_cases, res.n_failed_cases, res.failure_rate = 4, 0, 0.0
     plain = json.loads((res.results_dir / "meta" / "resolved_config.json").read_text())  # the run's own config
     out = write_report(res, host, [], plain)
-    assert "frame 7" in out.read_text()
-    cases = lambda text: text[text.index('<h2 id="cases">'):]  # noqa: E731  (the leaderboard needs the tables)
-    assert cases(out.read_text()) == cases(page)
+    assert "frame 7" in _pages(out)
+    cases = lambda text: text[text.index('<h2 id="cases">'):]
+    assert cases(_pages(out)) == cases(page)
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="headless browser check needs Debian's chromium at /usr/bin/chromium "
@@ -159,8 +169,11 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert ink > 0.01 and float(img.std()) > 10  # not blank: text, tables and thumbnails were drawn
     dom = subprocess.run([str(CHROMIUM), *flags, "--dump-dom", report.as_uri()], capture_output=True, text=True,
                          timeout=120, check=False).stdout
-    assert '<h2 id="leaderboard">Leaderboard</h2>' in dom and 'id="case-good-c0"' in dom
-    assert "good · c0" in dom
+    assert '<h2 id="leaderboard">Leaderboard</h2>' in dom and 'href="cases.toy.html"' in dom
+    cases = report.parent / "cases.toy.html"
+    dom = subprocess.run([str(CHROMIUM), *flags, "--dump-dom", cases.as_uri()], capture_output=True, text=True,
+                         timeout=120, check=False).stdout
+    assert 'id="case-good-c0"' in dom and "good · c0" in dom
 
 
 def test_ors_and_camera_gate_write_trace_views(tmp_path):
@@ -198,7 +211,7 @@ def test_reference_model_opens_first_and_values_show_headline_first(tmp_path):
     cfg = toy_config(tmp_path, ds)
     cfg.setdefault("aggregator_params", {})["paired"] = {"reference": "good"}
     assert run_plain(cfg, host=host) == 0
-    page = next((tmp_path / "out" / "results").glob("*/report/index.html")).read_text()
+    page = _pages(next((tmp_path / "out" / "results").glob("*/report/index.html")))
     # "good" is the configured reference: expanded first, although "bad" sorts first by name
     assert page.index('<details open id="model-good">') < page.index('<details id="model-bad">')
     # brightness emits "stable" (primary) and "drift": the non-headline value is folded, never dropped
@@ -207,7 +220,7 @@ def test_reference_model_opens_first_and_values_show_headline_first(tmp_path):
 
 def _source(tmp_path: Path):
     from worldrecall.engine.cache import Store
-    from worldrecall.engine.sinks.blobs import BlobStore
+    from worldrecall.engine.cache.blobs import BlobStore
     from worldrecall.engine.sinks.report import html
 
     return html._Source(Store(tmp_path / "cache"), BlobStore(tmp_path / "blobs"))
@@ -408,3 +421,34 @@ def test_a_trace_without_data_is_said_in_its_section_not_a_failed_section(tmp_pa
     row = ScoreRow("toy", "m", "c0", "toy.a", {"x": 1.0}, info={"artifacts": [str(empty)]})
     page = html._case("m", "c0", [row], SimpleNamespace(metrics={}), imgs, _source(tmp_path), opts)
     assert "camera gate: no data" in page and "a · gate.json" in page and not list(imgs.names)
+
+
+def test_each_benchmark_has_its_page_and_an_unchanged_one_is_linked_not_written_again(tmp_path):
+    """A re-score changes one benchmark's rows: that benchmark's page is written again, the other one's is a
+    hard link to the page the earlier job wrote (the blob store's), and the index links both."""
+    from dataclasses import replace
+
+    from worldrecall.engine.sinks.report.html import write_report
+    from worldrecall.engine.stages.runner import load_rows
+
+    report, _ = _toy_report(tmp_path)
+    host = load_plugins(extra=[toy_plugin], fresh=True)
+    plain = json.loads((report.parent.parent / "meta" / "resolved_config.json").read_text())
+    rows = load_rows(report.parent.parent)
+
+    def write(folder: str, alpha_value: float) -> Path:
+        res = SimpleNamespace(results_dir=tmp_path / "out" / "results" / folder, tables={}, backends={},
+                              row_digests={}, n_cases=4, n_failed_cases=0, failure_rate=0.0)
+        res.rows = [*(replace(r, benchmark="alpha", values={**r.values, "stable": alpha_value}) for r in rows),
+                    *(replace(r, benchmark="beta") for r in rows)]
+        return write_report(res, host, [], plain)
+
+    first, second = write("one", 0.25), write("two", 0.75)
+    index = second.read_text()
+    assert '<a href="cases.alpha.html">alpha</a>' in index and '<a href="cases.beta.html">beta</a>' in index
+    pages = {p.name: p for p in report_files(second) if p.suffix == ".html"}
+    assert sorted(pages) == ["cases.alpha.html", "cases.beta.html", "index.html"]
+    assert os.path.samefile(first.parent / "cases.beta.html", second.parent / "cases.beta.html")
+    assert not os.path.samefile(first.parent / "cases.alpha.html", second.parent / "cases.alpha.html")
+    assert "stable = <b>0.75</b>" in pages["cases.alpha.html"].read_text()
+    assert "stable = <b>0.25</b>" in (first.parent / "cases.alpha.html").read_text()  # the earlier job's, as it was

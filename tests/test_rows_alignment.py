@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from worldrecall.core.data import ScoreRow
 from worldrecall.engine.stages.row_digests import row_digests
-from worldrecall.engine.stages.row_store import ResultStore, read_row_dicts, read_rows, row_line
+from worldrecall.engine.stages.row_store import ResultStore, read_row_dicts, read_rows, row_line, rows_files
 
 ALIGN = {"phases": {"V": [0, 19], "D": [19, 58], "R": [58, 71]}, "info": {"h": 19, "r": 58, "notes": "x" * 500}}
 
@@ -27,15 +27,16 @@ def test_a_cases_alignment_is_written_once_and_every_reader_restores_it(tmp_path
                ScoreRow("b", "m", "c2", "b.metric0", {"v": 0.0})]  # a row without an alignment
     kept = [store.append(r) for r in written]
     store.close()
-    lines = [json.loads(x) for x in store.path.read_text().splitlines()]
+    [part] = rows_files(tmp_path)  # benchmark "b"'s rows
+    lines = [json.loads(x) for x in part.read_text().splitlines()]
     assert all("alignment" not in d["info"] for d in lines)
     assert sum("alignment_ref" in d["info"] for d in lines) == 8
     stored = [json.loads(x) for x in store.alignments_path.read_text().splitlines()]
     assert len(stored) == 2 and stored[0]["alignment"] == ALIGN  # once per distinct alignment
-    assert store.path.stat().st_size + store.alignments_path.stat().st_size < \
+    assert part.stat().st_size + store.alignments_path.stat().st_size < \
         sum(len(row_line(r)) + 1 for r in written) * 0.7
     # the rows as computed, as kept by the store, as read back, and as a plugin author's test reads them
-    assert row_digests(kept) == row_digests(written) == row_digests(read_rows([store.path]))
+    assert row_digests(kept) == row_digests(written) == row_digests(read_rows([part]))
     again = ResultStore(tmp_path)
     assert row_digests(again.done.values()) == row_digests(written)
     dicts = read_row_dicts(tmp_path)
@@ -55,8 +56,9 @@ def test_a_superseded_rows_alignment_goes_with_it_when_the_file_is_compacted(tmp
     store.close()
     stored = [json.loads(x) for x in store.alignments_path.read_text().splitlines()]
     assert [d["alignment"] for d in stored] == [new]
-    assert len(store.path.read_text().splitlines()) == 4
-    assert {r.info["alignment"]["info"]["h"] for r in read_rows([store.path])} == {21}
+    [part] = rows_files(tmp_path)
+    assert len(part.read_text().splitlines()) == 4
+    assert {r.info["alignment"]["info"]["h"] for r in read_rows([part])} == {21}
 
 
 def test_a_rows_file_written_before_each_row_carried_its_alignment_reads_as_it_did(tmp_path):
@@ -68,4 +70,5 @@ def test_a_rows_file_written_before_each_row_carried_its_alignment_reads_as_it_d
     assert row_digests(store.done.values()) == row_digests(old)
     store.append(_rows("c1", ALIGN)[0])
     store.close()
-    assert len(read_rows([path])) == 5 and all(r.info["alignment"] == ALIGN for r in read_rows([path]))
+    rows = read_rows(rows_files(tmp_path))
+    assert len(rows) == 5 and all(r.info["alignment"] == ALIGN for r in rows)

@@ -18,6 +18,7 @@ from helpers.toy_plugin import make_dataset, toy_config
 
 from worldrecall.core.tables import case_table
 from worldrecall.engine.stages.plan import shard_of
+from worldrecall.engine.stages.row_store import rows_files
 from worldrecall.engine.stages.runner import Runner
 from worldrecall.formats.mp4 import write_video
 from worldrecall.registry.host import load_plugins
@@ -252,8 +253,9 @@ def test_kill_minus_9_then_rerun_resumes_without_duplicates(tmp_path, host, work
     assert resumed.cache_stats.get("misses", 0) + resumed.cache_stats.get("hits", 0) <= 10 - n_before
     clean = _run(toy_config(tmp_path / "c", ds), host)
     assert [(r.row_key, r.values) for r in resumed.rows] == [(r.row_key, r.values) for r in clean.rows]
-    keys = [json.loads(ln)["case_id"] + json.loads(ln)["model"] for ln in results.read_text().splitlines()
-            if ln.strip().endswith("}")]
+    assert not results.exists()  # the resumed run's rows, laid out by benchmark once it ended
+    keys = [json.loads(ln)["case_id"] + json.loads(ln)["model"] for f in rows_files(results.parent)
+            for ln in f.read_text().splitlines() if ln.strip().endswith("}")]
     assert len(keys) == len(set(keys)) == 10
 
 

@@ -160,8 +160,8 @@ def test_one_run_per_benchmark_and_model_with_identical_keys_and_nan(tmp_path, c
     meta = {a.path for a in client.list_artifacts(parent.info.run_id, "meta")}
     assert {"meta/plugin_manifest.json", "meta/resolved_config.json", "meta/timing.json"} <= meta
     # the page and its pictures (stored once as blobs, logged as links beside it)
-    assert {a.path for a in client.list_artifacts(parent.info.run_id, "report")} == {"report/index.html",
-                                                                                   "report/assets"}
+    assert {a.path for a in client.list_artifacts(parent.info.run_id, "report")} == {
+        "report/index.html", "report/cases.toy.html", "report/assets"}
     local = Path(client.download_artifacts(parent.info.run_id, "meta/resolved_config.json", str(tmp_path / "dl")))
     assert "AIza-should-not-appear" not in local.read_text()  # the secret never reaches an artifact either
     # per-case files: an index pointing into the content-addressed blob store, not copies

@@ -23,6 +23,7 @@ from worldrecall.engine.stages.config import resolve_config
 from worldrecall.engine.stages.name_checks import check_aggregator_paths, configured_aggregator_params
 from worldrecall.engine.stages.result import RunResult, build_result
 from worldrecall.engine.stages.row_digests import row_digests
+from worldrecall.engine.stages.row_store import shards_on_disk
 from worldrecall.engine.stages.runner import ResultsNotWritable, Runner, load_rows
 from worldrecall.engine.stages.shards import finish_shard, partial_dir, partial_note, rows_digest
 from worldrecall.registry.host import PluginHost, load_plugins
@@ -174,6 +175,6 @@ def merge_job(results_dir: Path, cfg: Mapping[str, Any], host: PluginHost, job_d
     result = build_result(Path(results_dir), rows, tables, cfg, host.plugins.values(), row_digests=digests)
     count = cfg["shard"]["count"]
     name = f"merged · {count} shards" if sweep_dir is not None and count > 1 else None
-    n_files = len(list(Path(results_dir).glob("rows-shard-*.jsonl")))
+    n_files = shards_on_disk(results_dir)
     ctx = SinkContext(host, job_dir, tuple(overrides), sweep_dir)
     return write_sinks(result, ctx, merge_sinks(n_files, name, digest, host))

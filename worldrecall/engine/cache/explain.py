@@ -3,14 +3,16 @@
 Every run records, beside its rows, each row's keys (alignment, measurement, score), how it got the row (kept
 from disk, score or measurement read from the store, computed) and the keys of the row that stood at the same
 place before it — the same results folder's, else the most recent one of another run in the output root
-(``<results>/meta/cache_log.json``). What each key was built from is stored beside the entry it names, in the
-store's ``ingredients`` kind (the canonical JSON the key hashed: identities, digests, params). ``explain``
+(``<results>/meta/cache_log.json.gz``: gzipped JSON, a quarter of its size, since its keys and reasons were a
+results folder's largest file after the rows; logs written before as ``cache_log.json`` are read too). What
+each key was built from is stored beside the entry it names, in the store's ``ingredients`` kind (the canonical JSON the key hashed: identities, digests, params). ``explain``
 reads the newest log, prints each named row's ingredients and, for a row that was computed, which
 ingredients differ from the previous row's.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import time
@@ -18,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from worldrecall.core.atomic import atomic_write_text
+from worldrecall.core.atomic import atomic_write
 from worldrecall.core.data import ScoreRow
 
 STAGES = ("alignment", "measurement", "score")
@@ -37,18 +39,30 @@ class ExplainError(Exception):
 
 
 def log_path(results_dir: Path, index: int, count: int) -> Path:
-    name = "cache_log.json" if count == 1 else f"cache_log-shard-{index:04d}-of-{count:04d}.json"
+    name = "cache_log.json.gz" if count == 1 else f"cache_log-shard-{index:04d}-of-{count:04d}.json.gz"
     return Path(results_dir) / "meta" / name
+
+
+def log_files(folder: Path, pattern: str = "cache_log*") -> list[Path]:
+    """The cache logs under ``folder`` matching ``pattern`` (a glob up to the log's name), as written now
+    (``.json.gz``) and before (``.json``)."""
+    return sorted([*Path(folder).glob(pattern + ".json.gz"), *Path(folder).glob(pattern + ".json")])
+
+
+def read_log(path: Path) -> dict:
+    """A cache log's document (gzipped or, written before, plain JSON)."""
+    data = Path(path).read_bytes()
+    return json.loads(gzip.decompress(data) if path.name.endswith(".gz") else data)
 
 
 def _logs(output_root: Path, exclude: Path | None = None) -> list[tuple[float, Path, dict]]:
     """Every run log of the output root, newest first."""
     out = []
-    for p in (Path(output_root) / "results").glob("*/meta/cache_log*.json"):
+    for p in log_files(Path(output_root) / "results", "*/meta/cache_log*"):
         if exclude is not None and p == exclude:
             continue
         try:
-            doc = json.loads(p.read_text(encoding="utf-8"))
+            doc = read_log(p)
             out.append((float(doc["finished_at"]), p, doc))
         except (OSError, ValueError, KeyError, TypeError):
             continue  # torn or foreign: not a run to compare with
@@ -61,7 +75,7 @@ def _latest_elsewhere(output_root: Path, exclude: Path, needed: set[tuple[str, .
     once every place is found — a sweep's job or a re-score reads one earlier log, not all of them."""
     found: dict[tuple[str, ...], dict] = {}
     paths = []
-    for p in (Path(output_root) / "results").glob("*/meta/cache_log*.json"):
+    for p in log_files(Path(output_root) / "results", "*/meta/cache_log*"):
         if p != exclude:
             try:
                 paths.append((p.stat().st_mtime_ns, p))
@@ -71,8 +85,7 @@ def _latest_elsewhere(output_root: Path, exclude: Path, needed: set[tuple[str, .
         if len(found) >= len(needed):
             break
         try:
-            doc = json.loads(p.read_text(encoding="utf-8"))
-            entries = doc["rows"]
+            entries = read_log(p)["rows"]
         except (OSError, ValueError, KeyError, TypeError):
             continue  # torn or foreign: not a run to compare with
         for e in entries:
@@ -124,8 +137,10 @@ def write_log(results_dir: Path, index: int, count: int, rows: Iterable[ScoreRow
                         "alignment_hit": bool(info.get("alignment_hit")), "key": r.key,
                         "keys": keys, "reason": r.reason, "previous": prev})
     doc = {"finished_at": time.time(), "mode": mode, "results_dir": str(results_dir), "rows": entries}
-    atomic_write_text(path, json.dumps(doc, separators=(",", ":")))
+    data = gzip.compress(json.dumps(doc, separators=(",", ":")).encode("utf-8"), compresslevel=1, mtime=0)
+    atomic_write(path, lambda f: f.write(data))
     os.chmod(path, 0o644)  # readable like the other meta files (a temp file is created 0600)
+    path.with_name(path.name[: -len(".gz")]).unlink(missing_ok=True)  # this folder's log as written before
     return path
 
 
@@ -226,10 +241,9 @@ def explain(output_root: Path, cache_dir: Path, names: Sequence[str], results_di
     from worldrecall.engine.cache.store import Store
 
     if results_dir is not None:
-        files = sorted((results_dir / "meta").glob("cache_log*.json"))
-        docs = [json.loads(p.read_text(encoding="utf-8")) for p in files]
+        docs = [read_log(p) for p in log_files(results_dir / "meta")]
         if not docs:
-            raise ExplainError(f"{results_dir}: no run recorded there (no meta/cache_log.json)")
+            raise ExplainError(f"{results_dir}: no run recorded there (no meta/cache_log.json.gz)")
     else:
         logs = _logs(output_root)
         if not logs:

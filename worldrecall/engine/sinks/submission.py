@@ -26,7 +26,7 @@ import numpy as np
 
 from worldrecall.engine.cache import code_digest
 from worldrecall.engine.sinks.base import SinkContext
-from worldrecall.engine.sinks.blobs import BlobStore, write_shared
+from worldrecall.engine.cache.blobs import BlobStore, write_shared
 from worldrecall.engine.sinks.files import benchmark_files
 from worldrecall.engine.sinks.results_view import missing, tables_of_kind
 from worldrecall.engine.stages.result import RunResult

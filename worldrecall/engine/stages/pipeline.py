@@ -29,7 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from worldrecall.core.components import MeasureContext, Metric
-from worldrecall.core.data import Alignment, Case, CaseError, CaseFailure, CaseSkip, ScoreRow, finite_float, one_line
+from worldrecall.core.data import (
+    Alignment,
+    Case,
+    CaseError,
+    CaseFailure,
+    CaseSkip,
+    ScoreRow,
+    finite_float,
+    one_line,
+)
 from worldrecall.core.judges import JudgeError, JudgeHub
 from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.results import json_default
@@ -230,7 +239,7 @@ class CasePipeline:
                     out.append(row)
                 else:
                     left.add(name)
-        except Exception:  # noqa: BLE001  (a key that cannot be built: a worker scores the case and says why)
+        except Exception:
             log.debug("settling %s failed", case.key, exc_info=True)
             return [], set(plan.metrics)
         finally:

@@ -232,7 +232,7 @@ def declared_missing(metric: Metric, case: Case) -> list[MissingInput]:
     declares nothing, so the measurement says what went wrong instead."""
     try:
         return list(metric.missing_inputs(case))
-    except Exception:  # noqa: BLE001  (a faulty check must not hide the measurement's own error)
+    except Exception:
         log.debug("%s.missing_inputs failed on %s", metric.name, case.key, exc_info=True)
         return []
 
@@ -255,7 +255,7 @@ def load_cases(plan: BenchmarkPlan, shard_index: int, shard_count: int) -> list[
     stream: list[Case | CaseError] = []
     crash: list[CaseError] = []  # in every shard, as before: it stands for the cases never yielded
     try:  # loaders fail one case per bad clip; what a crashing loader yielded before the crash is kept
-        for it in plan.loader.load(plan.request):  # noqa: PERF402 - a crash keeps what came before
+        for it in plan.loader.load(plan.request):
             stream.append(it)
     except Exception as e:  # a loader bug must not lose the other benchmarks
         log.error("loader %s failed: %s", plan.loader.name, e)

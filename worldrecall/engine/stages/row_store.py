@@ -16,6 +16,14 @@ line carries ``info["alignment_ref"]`` in its place. Every reader here (:func:`r
 :func:`read_row_dicts`, ``worldrecall.testing``) restores it, so a row reads back exactly as it was computed;
 an alignment line is written (and flushed) before the first row that refers to it. Rows files written before
 (each row with its own copy) read as they always did.
+
+While a run writes, its shard's rows go to that append-only file. When the run closes its store, the rows are
+laid out by benchmark, ``rows-shard-0000-of-0001-<benchmark>.jsonl`` (one line per place, in (model, case,
+metric) order), and the append-only file is removed: each part is kept once in the output root's blob store, so
+a re-score or a sweep's job whose rows of a benchmark are those of an earlier job links that file instead of
+writing it again. A line holds what the row is, not how this run got it (:data:`RUN_FLAGS`, which the cache
+log records), so equal rows are equal bytes whatever the cache held. Parts sort before their shard's append-only
+file: a run killed after its store was split once reads its parts, then the rows it appended since, which win.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -31,12 +40,42 @@ from typing import Any
 
 from worldrecall.core.data import ScoreRow
 from worldrecall.core.results import json_default
+from worldrecall.engine.cache.blobs import BlobStore, write_if_changed, write_shared
 
 SYNC_EVERY_S = 1.0
+# how this run obtained a row (cache hits), not what the row is: on the row while the run goes on (the cache log
+# records it), never in the file, so a job that read a row back writes the bytes of the job that computed it
+RUN_FLAGS = ("cache_hit", "score_cache_hit", "alignment_hit")
+_ALIGNMENT_REF = re.compile(r'"alignment_ref": "([0-9a-f]+)"')  # in a canonical line (see split_alignment)
 
 
 def shard_file(results_dir: Path, index: int, count: int) -> Path:
     return Path(results_dir) / f"rows-shard-{index:04d}-of-{count:04d}.jsonl"
+
+
+def part_file(rows_file: Path, benchmark: str) -> Path:
+    """The file of a shard's rows of one benchmark once its run is closed (see the module's docstring)."""
+    rows_file = Path(rows_file)
+    safe = benchmark if benchmark and all(c.isalnum() or c in "_." for c in benchmark) \
+        else "b" + hashlib.sha256(benchmark.encode()).hexdigest()[:16]  # never a path, whatever the plugin's name
+    return rows_file.with_name(f"{rows_file.stem}-{safe}.jsonl")
+
+
+def shard_parts(rows_file: Path) -> list[Path]:
+    """A shard's per-benchmark files on disk (not its append-only file), sorted."""
+    rows_file = Path(rows_file)
+    return sorted(rows_file.parent.glob(f"{rows_file.stem}-*.jsonl"))
+
+
+def rows_files(results_dir: Path) -> list[Path]:
+    """Every rows file of a results folder in the order they are read (a later line wins): by shard, each
+    shard's per-benchmark files, then its append-only file (name order gives exactly this)."""
+    return sorted(Path(results_dir).glob("rows-shard-*.jsonl"))
+
+
+def shards_on_disk(results_dir: Path) -> int:
+    """How many shards wrote rows into the folder (each has an append-only file or its per-benchmark parts)."""
+    return len({p.name[: len("rows-shard-0000-of-0000")] for p in rows_files(results_dir)})
 
 
 def alignments_file(rows_file: Path) -> Path:
@@ -73,6 +112,13 @@ def restore_alignment(d: dict[str, Any], alignments: Mapping[str, Any]) -> dict[
     if isinstance(al, str):
         al = json.loads(al)
     d["info"] = {**{k: v for k, v in info.items() if k != "alignment_ref"}, "alignment": al}
+    return d
+
+
+def _without_run_flags(d: dict[str, Any]) -> dict[str, Any]:
+    info = d.get("info")
+    if isinstance(info, dict) and any(k in info for k in RUN_FLAGS):
+        return {**d, "info": {k: v for k, v in info.items() if k not in RUN_FLAGS}}
     return d
 
 
@@ -121,7 +167,7 @@ def read_rows(paths: Iterable[Path]) -> list[ScoreRow]:
 def read_row_dicts(results_dir: Path) -> list[dict[str, Any]]:
     """Every line of a results folder's rows files as JSON, in file order (superseded rows included), each
     with its alignment restored: what a plugin author's test reads (``worldrecall.testing``)."""
-    files = sorted(Path(results_dir).glob("rows-shard-*.jsonl"))
+    files = rows_files(results_dir)
     alignments = _alignments_beside(files)
     out = []
     for p in files:
@@ -134,6 +180,7 @@ def read_row_dicts(results_dir: Path) -> list[dict[str, Any]]:
 
 
 def _lines(p: Path) -> list[str]:
+    """The file's non-empty lines (none when it does not exist)."""
     try:
         with open(p, encoding="utf-8") as f:
             fcntl.flock(f, fcntl.LOCK_SH)  # never a file half rewritten by a compaction
@@ -154,17 +201,30 @@ def _iter_file(p: Path, alignments: Mapping[str, Any] | None = None) -> Iterator
 class ResultStore:
     """Appends rows for one shard; knows which (case, metric) pairs are already final."""
 
-    def __init__(self, results_dir: Path, index: int = 0, count: int = 1):
+    def __init__(self, results_dir: Path, index: int = 0, count: int = 1, blobs: BlobStore | None = None):
+        """``blobs``: the output root's blob store, where the per-benchmark files are kept once (None: each is
+        a file of its own)."""
         self.dir = Path(results_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = shard_file(self.dir, index, count)
         self.alignments_path = alignments_file(self.path)
+        self.blobs = blobs
         self._repair_tail(self.path)
         self._repair_tail(self.alignments_path)
         self.alignments: dict[str, Any] = read_alignments([self.alignments_path])  # ref -> alignment (this shard's)
-        rows = list(_iter_file(self.path, self.alignments))
-        self.done: dict[tuple[str, str, str, str], ScoreRow] = {r.row_key: r for r in rows}
-        self._lines = len(rows)  # lines read and appended: more than rows kept when some were superseded
+        self.done: dict[tuple[str, str, str, str], ScoreRow] = {}
+        self._text: dict[tuple[str, str, str, str], str] = {}  # place -> its line (what a part file holds)
+        self._lines = 0  # lines read and appended: more than rows kept when some were superseded
+        self.parts = shard_parts(self.path)
+        for f in [*self.parts, self.path]:  # parts first: the append-only file's rows are newer
+            for line in _lines(f):
+                try:
+                    r = parse_line(line, self.alignments)
+                except (json.JSONDecodeError, TypeError, KeyError):
+                    continue  # a line torn by a crash mid-write; its case is simply recomputed
+                self.done[r.row_key], self._text[r.row_key] = r, line
+                self._lines += 1
+        self._log_size = self.path.stat().st_size if self.path.exists() else 0  # what this store knows is there
         self._f: Any = None
         self._af: Any = None
         self._synced = time.monotonic()
@@ -188,7 +248,7 @@ class ResultStore:
         d, al = self._split(row)
         if al is not None and al[0] not in self.alignments:
             self._append_alignment(*al)
-        line = _canonical(d)
+        line = _canonical(_without_run_flags(d))
         if self._f is None:
             self._f = open(self.path, "a", encoding="utf-8")  # noqa: SIM115  (kept open across appends)
         fcntl.flock(self._f, fcntl.LOCK_SH)
@@ -199,8 +259,12 @@ class ResultStore:
             fcntl.flock(self._f, fcntl.LOCK_UN)
         if flush:
             self.flush()
+        self._log_size += len(line.encode("utf-8")) + 1
         kept = parse_line(line, self.alignments)
-        self.done[row.row_key] = kept
+        flags = {k: row.info[k] for k in RUN_FLAGS if isinstance(row.info, dict) and k in row.info}
+        if flags:  # how this run got it, for this run's cache log (not in the file)
+            kept.info = {**kept.info, **flags}
+        self.done[row.row_key], self._text[row.row_key] = kept, line
         self._lines += 1
         return kept
 
@@ -242,8 +306,9 @@ class ResultStore:
             self._synced = now
 
     def close(self) -> None:
-        """fsync and close the shard file (the runner calls this when a run's rows are all written), then drop
-        the rows a later row of the same place superseded (:meth:`compact`)."""
+        """fsync and close the shard file (the runner calls this when a run's rows are all written), then lay its
+        rows out by benchmark (:meth:`split`); while another process appends to the same shard, drop the rows a
+        later row of the same place superseded instead (:meth:`compact`)."""
         if self._af is not None:
             self._af.flush()
             os.fsync(self._af.fileno())
@@ -254,8 +319,44 @@ class ResultStore:
             os.fsync(self._f.fileno())
             self._f.close()
             self._f = None
-        if self._lines > len(self.done):  # else no row was superseded: nothing to drop, no file read again
+        if not self.path.exists():
+            return  # nothing appended since the rows were laid out: no file is written again
+        if not self.split() and self._lines > len(self.done):
             self.compact()
+
+    def split(self) -> bool:
+        """Write the shard's rows as one file per benchmark (kept once in the blob store: equal rows, one file
+        for every job that has them) and remove the append-only file. Done under the append-only file's
+        exclusive lock, and only when it holds exactly what this store read and appended (False otherwise:
+        another process of the same shard appends, and the file stays as it is)."""
+        try:
+            f = open(self.path, "r+", encoding="utf-8")  # noqa: SIM115
+        except FileNotFoundError:
+            return False
+        with f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return False
+            if os.fstat(f.fileno()).st_size != self._log_size:
+                return False
+            by_benchmark: dict[str, list[tuple[str, str, str, str]]] = {}
+            for place in sorted(self.done):
+                by_benchmark.setdefault(place[0], []).append(place)
+            written = []
+            for benchmark, places in by_benchmark.items():
+                text = "".join(self._text[k] + "\n" for k in places)
+                path = part_file(self.path, benchmark)
+                if self.blobs is not None:
+                    write_shared(path, text, self.blobs)
+                else:
+                    write_if_changed(path, text)
+                written.append(path)
+            self.parts = sorted(written)
+            self._compact_alignments({m for t in self._text.values() for m in _ALIGNMENT_REF.findall(t)})
+            self.path.unlink()
+        self._log_size, self._lines = 0, len(self.done)
+        return True
 
     def compact(self) -> bool:
         """Rewrite the shard file with the last row of each (benchmark, model, case, metric), in the order they
@@ -314,8 +415,9 @@ class ResultStore:
             self._f.flush()
         if self._af is not None:
             self._af.flush()
-        others = [p for p in self.dir.glob("rows-shard-*.jsonl") if p != self.path]
+        mine = {self.path, *self.parts}
+        others = [p for p in rows_files(self.dir) if p not in mine]
         if not others:
             return sorted(self.done.values(), key=lambda r: r.row_key)
-        return read_rows([*others, self.path])  # a shard file not written yet reads as no rows
+        return read_rows([*others, *mine])  # a shard file not written yet reads as no rows
 

@@ -23,6 +23,7 @@ from worldrecall.core.data import Case, CaseError, ScoreRow
 from worldrecall.core.digests import load_digest_memo, save_digest_memo
 from worldrecall.core.video import VideoPool
 from worldrecall.engine.cache import VideoFacts, store_for
+from worldrecall.engine.cache.blobs import BlobStore
 from worldrecall.engine.cache.identity import IdentifiedJudgeHub, IdentifiedModelHub
 from worldrecall.engine.cache.keys import refresh_code_digests
 from worldrecall.engine.stages.absence import all_null_values, unmeasured_headlines
@@ -44,7 +45,7 @@ from worldrecall.engine.stages.progress import progress_bar
 from worldrecall.engine.stages.readiness import readiness, run_lines
 from worldrecall.engine.stages.result import RunResult, build_result
 from worldrecall.engine.stages.row_digests import row_digests
-from worldrecall.engine.stages.row_store import ResultStore, read_rows
+from worldrecall.engine.stages.row_store import ResultStore, read_rows, rows_files
 from worldrecall.registry.host import PluginHost
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,8 @@ class Runner:
             log.warning(msg)
         for msg in run_lines(readiness(plans, items, getattr(self.host, "benchmarks", {}))):
             log.warning(msg)
-        rows_file = ResultStore(self.results_dir, self.shard_index, self.shard_count)
+        rows_file = ResultStore(self.results_dir, self.shard_index, self.shard_count,
+                                blobs=BlobStore(Path(self.cfg["output_root"]) / "blobs"))
         before = dict(rows_file.done)  # what `cache explain` compares this run's keys with
         try:
             jobs = [self.prepare(plan, rows_file, items[plan.name]) for plan in plans]
@@ -401,4 +403,4 @@ def check_fork_safe_for_devices() -> None:
 
 def load_rows(results_dir: Path) -> list[ScoreRow]:
     """Every row under a results folder (all shards)."""
-    return read_rows(Path(results_dir).glob("rows-shard-*.jsonl"))
+    return read_rows(rows_files(results_dir))

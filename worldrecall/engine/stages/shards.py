@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from worldrecall.core.atomic import atomic_write_text
+from worldrecall.engine.stages.row_store import rows_files
 
 SHARD_KEYS = frozenset({"shard.index", "shard.count"})
 MERGED_MARK = "merged_rows.json"
@@ -61,7 +62,7 @@ def finish_shard(results_dir: Path, sweep_dir: Path, index: int, count: int) -> 
 def rows_digest(results_dir: Path) -> str:
     """Content digest of every shard's rows file (what a merge's tables follow from)."""
     h = hashlib.sha256()
-    for p in sorted(Path(results_dir).glob("rows-shard-*.jsonl")):
+    for p in rows_files(results_dir):
         h.update(p.name.encode() + b"\0")
         with open(p, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):

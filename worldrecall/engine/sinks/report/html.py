@@ -1,9 +1,11 @@
-"""Write ``report/index.html``: a static page (no server, no network, no script).
+"""Write ``report/index.html``: static pages (no server, no network, no script).
 
-Sections: the leaderboard views with CIs (camera-gated first), the run's figures (each aggregator's
-plots, e.g. the validity matrix), then per model and case: the phases of the alignment recorded on the
-rows (V/D/R …) as a bar, reference and generated frame thumbnails side by side at each phase's first and
-last frame, every metric's values with unit and direction, and each metric's per-case files — PNGs as
+The index: the leaderboard views with CIs (camera-gated first), the run's figures (each aggregator's
+plots, e.g. the validity matrix) and a link to each benchmark's page of cases, ``report/cases.<benchmark>.html``
+(kept once in the blob store, like the tables: a re-score or a sweep's job writes again only the pages of the
+benchmarks whose rows changed; ``report.self_contained=true`` puts them all in the index). Per model and case
+of a benchmark: the phases of the alignment recorded on the rows (V/D/R …) as a bar, reference and generated
+frame thumbnails side by side at each phase's first and last frame, every metric's values with unit and direction, and each metric's per-case files — PNGs as
 thumbnails, ``worldrecall.trace`` JSON as SVG charts (see :mod:`worldrecall.engine.sinks.report.svg`), which are
 pictures too: a chart that a sweep's other job draws unchanged is the same file.
 The engine names no plugin: everything comes from rows, tables and ``value_meta``.
@@ -32,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from worldrecall.engine.cache import Store, code_digest, inputs_digest, key_of, store_for
-from worldrecall.engine.sinks.blobs import BlobStore, link_or_copy, write_if_changed
+from worldrecall.engine.cache.blobs import BlobStore, link_or_copy, write_shared
 from worldrecall.engine.sinks.leaderboard_view import compact_frames, compact_legend, leaderboard_views
 from worldrecall.engine.sinks.report.images import (
     MIME,
@@ -236,42 +238,84 @@ def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str
             fig_names.append(src.blobs.put(f)[0] + ".png")  # a copy: an aggregator may redraw its plot in place
             body.append(f'<figure class="fig" id="fig-{esc(f.stem)}"><figcaption>{esc(f.name)}</figcaption>'
                         f'<img alt="{esc(f.stem)}" src="{_src(src.blobs, fig_names[-1], inline)}"></figure>')
-    body.append('<h2 id="cases">Cases</h2><p class=note>Per model and case: the alignment\'s phases on the '
-                "generated video's frame axis (V visible, D disappear, R reappear …), reference and generated "
-                "frames at each phase's first and last frame (reference frames at the proportional index when "
-                "its length differs), every metric's values, and each metric's per-case views.</p>")
-    by_case: dict[str, dict[str, list[Any]]] = {}
+    body.append('<h2 id="cases">Cases</h2>')
+    by_bench: dict[str, dict[str, dict[str, list[Any]]]] = {}
     for r in result.rows:
-        by_case.setdefault(r.model, {}).setdefault(r.case_id, []).append(r)
+        by_bench.setdefault(r.benchmark, {}).setdefault(r.model, {}).setdefault(r.case_id, []).append(r)
     reference = str(((plain.get("aggregator_params") or {}).get("paired") or {}).get("reference") or "")
-    # the reference model (the one every other is compared with) first and open, then by name
-    for k, model in enumerate(sorted(by_case, key=lambda m: (m != reference, m))):
-        cases = sorted(by_case[model])
+    report_dir = Path(result.results_dir) / "report"
+    report_dir.mkdir(parents=True, exist_ok=True)
+    pages: list[Path] = []
+    names: dict[str, None] = dict.fromkeys(fig_names)
+    for bench in sorted(by_bench):
+        # the page's own picture classes: a page stays the same bytes while its sections do
+        page_imgs = imgs if inline else _Images()
+        cases_html = _bench_cases(by_bench[bench], reference, sections, host, page_imgs, src, opts, result)
+        n = sum(len(c) for c in by_bench[bench].values())
+        if inline:
+            body.append(f'<h3 id="cases-{esc(bench)}">{esc(bench)}</h3>{CASES_NOTE}{cases_html}')
+            continue
+        page_path = report_dir / f"cases.{bench}.html"
+        body.append(f'<p><a href="{esc(page_path.name)}">{esc(bench)}</a>: {len(by_bench[bench])} models, '
+                    f"{n} model × case sections</p>")
+        names.update(page_imgs.names)
+        page = _page(f"worldrecall report · {bench}", page_imgs.css(src.blobs, inline),
+                     # nothing of the job's own (its folder): the page is the same file for every job it fits
+                     '<p class=note><a href="index.html">back to the report</a></p>'
+                     f"<h1>{esc(bench)}: cases</h1>{CASES_NOTE}{cases_html}")
+        pages.append(write_shared(page_path, page, src.blobs))  # an unchanged benchmark's page: a link
+    if not inline:
+        body.append("<p class=note>Each benchmark's cases are on a page of their own, so a re-score or a sweep's job "
+                    "writes again only the pages of the benchmarks whose rows changed.</p>")
+    for old in report_dir.glob("cases.*.html"):  # a benchmark no longer in the result, or inlined now
+        if old not in pages:
+            old.unlink()
+    out = report_dir / "index.html"
+    _link_assets(report_dir, src.blobs, [] if inline else list(names))
+    # readable like any output (not mkstemp's 0600): browsers, MLflow servers
+    write_shared(out, _page("worldrecall report", imgs.css(src.blobs, inline) if inline else "", "\n".join(body)),
+                 src.blobs)
+    return out
+
+
+CASES_NOTE = ("<p class=note>Per model and case: the alignment's phases on the generated video's frame axis (V "
+              "visible, D disappear, R reappear …), reference and generated frames at each phase's first and last "
+              "frame (reference frames at the proportional index when its length differs), every metric's values, "
+              "and each metric's per-case views.</p>")
+
+
+def _page(title: str, picture_css: str, body: str) -> str:
+    return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{esc(title)}</title>"
+            f"<style>{CSS}\n{picture_css}</style></head><body>{body}</body></html>")
+
+
+def _bench_cases(by_model: Mapping[str, Mapping[str, list[Any]]], reference: str, sections: _Sections, host: Any,
+                 imgs: _Images, src: _Source, opts: Mapping[str, Any], result: Any) -> str:
+    """One benchmark's case sections: the reference model (the one every other is compared with) first and
+    open, then by name."""
+    body = []
+    for k, model in enumerate(sorted(by_model, key=lambda m: (m != reference, m))):
+        cases = sorted(by_model[model])
         if opts["max_cases_per_model"]:
             cases = cases[: int(opts["max_cases_per_model"])]
         body.append(f'<details{" open" if k == 0 else ""} id="model-{esc(model)}"><summary>{esc(model)} '
                     f"({len(cases)} cases)</summary>")
         for cid in cases:
             try:
-                body.append(sections.render(model, cid, by_case[model][cid], host, imgs, src, opts,
+                body.append(sections.render(model, cid, by_model[model][cid], host, imgs, src, opts,
                                             result.row_digests))
             except Exception as e:  # noqa: BLE001  (one unreadable file must not cost the whole report)
                 body.append(f'<div class="case"><h4>{esc(model)} · {esc(cid)}</h4><p class=failed>'
                             f"could not render: {esc(type(e).__name__)}: {esc(str(e)[:300])}</p></div>")
         body.append("</details>")
-    page = ("<!doctype html><html lang=en><head><meta charset=utf-8><title>worldrecall report</title>"
-            f"<style>{CSS}\n{imgs.css(src.blobs, inline)}</style></head><body>" + "\n".join(body) + "</body></html>")
-    out = Path(result.results_dir) / "report" / "index.html"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _link_assets(out.parent, src.blobs, [] if inline else [*fig_names, *imgs.names])
-    write_if_changed(out, page)  # readable like any output (not mkstemp's 0600): browsers, MLflow servers
-    return out
+    return "".join(body)
 
 
 def report_files(index: Path) -> list[Path]:
-    """The page and the pictures beside it (``assets/``), as the report sink returns them."""
+    """The pages (the index, then each benchmark's cases) and the pictures beside them (``assets/``), as the
+    report sink returns them."""
     assets = index.parent / "assets"
-    return [index, *(sorted(assets.iterdir()) if assets.is_dir() else [])]
+    return [index, *sorted(index.parent.glob("cases.*.html")), *(sorted(assets.iterdir()) if assets.is_dir() else [])]
 
 
 def _table(df: Any) -> str:

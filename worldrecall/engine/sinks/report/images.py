@@ -23,7 +23,7 @@ import numpy as np
 
 from worldrecall.core.video import VideoError, small_frames, small_image
 from worldrecall.engine.cache import Store, code_digest, inputs_digest, key_of
-from worldrecall.engine.sinks.blobs import BlobStore
+from worldrecall.engine.cache.blobs import BlobStore
 
 FULL_SIZE_MAX_SIDE = 4096  # a figure larger than this is shown re-encoded at this size, not as its own file
 MIME = {".jpg": "image/jpeg", ".png": "image/png", ".svg": "image/svg+xml"}

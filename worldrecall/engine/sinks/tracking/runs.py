@@ -13,7 +13,7 @@ A benchmark that prints its own leaderboard (MemoBench) also gets that leaderboa
 Each (benchmark, model) run carries ``model``, ``benchmark``, ``backends``, ``config_hash`` and the
 sweep's overrides as params, so MLflow's runs table, compare view and parallel coordinates put models
 and swept values side by side. Durations are the job's real wall time. Every file is stored once in
-the content-addressed blob store (:mod:`worldrecall.engine.sinks.blobs`); per-case files are listed by a
+the content-addressed blob store (:mod:`worldrecall.engine.cache.blobs`); per-case files are listed by a
 small ``cases/index.json`` per run, never copied.
 """
 
@@ -35,7 +35,7 @@ import pandas as pd
 
 from worldrecall.core.data import one_line
 from worldrecall.core.tables import backend_signature
-from worldrecall.engine.sinks.blobs import BlobStore, write_shared
+from worldrecall.engine.cache.blobs import BlobStore, write_shared
 from worldrecall.engine.sinks.leaderboard_view import gate_not_measured
 from worldrecall.engine.sinks.results_view import (
     column_rows,

@@ -91,7 +91,7 @@ class MlflowSink:
         self._begun = self._begin(result, ctx)
 
     def _begin(self, result: RunResult, ctx: SinkContext) -> dict[str, Any]:
-        from worldrecall.engine.sinks.blobs import BlobStore
+        from worldrecall.engine.cache.blobs import BlobStore
         from worldrecall.engine.sinks.sweep_summary import current_swept_keys
         from worldrecall.engine.sinks.tracking.process import close_early, take_process
         from worldrecall.engine.sinks.tracking.runs import override_label, plan_job

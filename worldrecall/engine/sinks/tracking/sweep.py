@@ -96,7 +96,7 @@ def close_sweep_parent(parent: SweepParent | None, sweep: Path, files: list[Path
     if run_id is None:
         parent.proc.close()
         return ""
-    from worldrecall.engine.sinks.blobs import BlobStore
+    from worldrecall.engine.cache.blobs import BlobStore
     from worldrecall.engine.sinks.tracking.runs import file_entries
 
     # each file copied into the blob store (not linked: the summary's plots may be drawn again in place)

@@ -258,7 +258,7 @@ class Tracker:
 
     def log_file_once(self, run_id: str, path: Path, artifact_path: str, blobs: Any, link: bool = False) -> str:
         """Log ``path`` as ``artifact_path/<name>``, its bytes kept once: stored in ``blobs`` (a
-        :class:`~worldrecall.engine.sinks.blobs.BlobStore`) and hard-linked into a local artifact store; a remote
+        :class:`~worldrecall.engine.cache.blobs.BlobStore`) and hard-linked into a local artifact store; a remote
         store gets an upload. ``link``: the file is never rewritten in place (written atomically), so the blob
         may be a hard link to it. Returns the blob digest."""
         digest, blob = blobs.put(path, link=link)
@@ -269,7 +269,7 @@ class Tracker:
     def log_blob(self, run_id: str, entry: Mapping[str, str]) -> None:
         """Log a file stored in the blob store as ``<folder>/<name>`` (``entry``: folder, name, blob, and the
         file it came from): a hard link from a local artifact store to the blob, an upload to a remote one."""
-        from worldrecall.engine.sinks.blobs import link_or_copy
+        from worldrecall.engine.cache.blobs import link_or_copy
 
         uri = self._artifact_uri.get(run_id) or _retry(lambda: self.client.get_run(run_id)).info.artifact_uri
         if uri.startswith("file:") or "://" not in uri:
