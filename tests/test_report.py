@@ -423,11 +423,13 @@ def test_a_trace_without_data_is_said_in_its_section_not_a_failed_section(tmp_pa
     assert "camera gate: no data" in page and "a · gate.json" in page and not list(imgs.names)
 
 
-def test_each_benchmark_has_its_page_and_an_unchanged_one_is_linked_not_written_again(tmp_path):
+def test_each_benchmark_has_its_page_and_an_unchanged_one_is_linked_not_written_again(tmp_path, monkeypatch):
     """A re-score changes one benchmark's rows: that benchmark's page is written again, the other one's is a
-    hard link to the page the earlier job wrote (the blob store's), and the index links both."""
+    hard link to the page the earlier job wrote (the blob store's), none of its sections even looked up, and
+    the index links both."""
     from dataclasses import replace
 
+    from worldrecall.engine.sinks.report import html
     from worldrecall.engine.sinks.report.html import write_report
     from worldrecall.engine.stages.runner import load_rows
 
@@ -436,14 +438,20 @@ def test_each_benchmark_has_its_page_and_an_unchanged_one_is_linked_not_written_
     plain = json.loads((report.parent.parent / "meta" / "resolved_config.json").read_text())
     rows = load_rows(report.parent.parent)
 
-    def write(folder: str, alpha_value: float) -> Path:
+    def write(folder: str, alpha_value: float | None) -> Path:
         res = SimpleNamespace(results_dir=tmp_path / "out" / "results" / folder, tables={}, backends={},
                               row_digests={}, n_cases=4, n_failed_cases=0, failure_rate=0.0)
-        res.rows = [*(replace(r, benchmark="alpha", values={**r.values, "stable": alpha_value}) for r in rows),
-                    *(replace(r, benchmark="beta") for r in rows)]
+        res.rows = [*(replace(r, benchmark="alpha", values={**r.values, "stable": alpha_value}) for r in rows
+                      if alpha_value is not None), *(replace(r, benchmark="beta") for r in rows)]
         return write_report(res, host, [], plain)
 
-    first, second = write("one", 0.25), write("two", 0.75)
+    first = write("one", 0.25)
+    looked_up: list[str] = []
+    real = html._Sections.render
+    monkeypatch.setattr(html._Sections, "render", lambda self, m, c, rows, *a: looked_up.append(rows[0].benchmark)
+                        or real(self, m, c, rows, *a))
+    second = write("two", 0.75)
+    assert set(looked_up) == {"alpha"}
     index = second.read_text()
     assert '<a href="cases.alpha.html">alpha</a>' in index and '<a href="cases.beta.html">beta</a>' in index
     pages = {p.name: p for p in report_files(second) if p.suffix == ".html"}
@@ -452,3 +460,12 @@ def test_each_benchmark_has_its_page_and_an_unchanged_one_is_linked_not_written_
     assert not os.path.samefile(first.parent / "cases.alpha.html", second.parent / "cases.alpha.html")
     assert "stable = <b>0.75</b>" in pages["cases.alpha.html"].read_text()
     assert "stable = <b>0.25</b>" in (first.parent / "cases.alpha.html").read_text()  # the earlier job's, as it was
+    # a picture the page shows was cleaned up from the blob store: the page is drawn again, and shows it again
+    for p in (tmp_path / "out" / "blobs").rglob("*.jpg"):
+        p.unlink()
+    looked_up.clear()
+    third = write("three", None)  # beta's rows only: its page's key is the one stored
+    assert set(looked_up) == {"beta"} and (third.parent / "cases.beta.html").read_text() == \
+        (second.parent / "cases.beta.html").read_text()
+    assert all((third.parent / "assets" / n).is_file() for n in re.findall(r"assets/([0-9a-f]{64}\.jpg)",
+                                                                          (third.parent / "cases.beta.html").read_text()))

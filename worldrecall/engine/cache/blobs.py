@@ -127,16 +127,25 @@ def write_shared(path: Path, text: str, blobs: BlobStore) -> Path:
     return path
 
 
+def linked_blob(path: Path, kind: str, key: str, store: Any, blobs: BlobStore) -> dict | None:
+    """When the cache's ``kind`` entry for ``key`` names a blob that is there (``{"sha256": …}``, and whatever
+    else its writer kept), ``path`` becomes a link to it and the entry is returned; else None (nothing done)."""
+    doc = store.get_json(kind, key)
+    if not isinstance(doc, dict) or "sha256" not in doc:
+        return None
+    blob = blobs.path_for(str(doc["sha256"]), path.suffix.lower())
+    if not blob.is_file():
+        return None
+    _place(blob, path)
+    return doc
+
+
 def stored_text(path: Path, kind: str, key: str, render: Callable[[], str], store: Any, blobs: BlobStore) -> Path:
     """Place at ``path`` the text ``render`` gives for ``key`` (what it is drawn from: the rows it shows and the
     code that draws it): as a hard link to the blob written for that key before (the cache's ``kind`` entry
     names its digest), else rendered, written and kept for the next job. An output part whose inputs a re-score
     or a sweep's job did not change then costs neither time nor bytes; a missing blob or entry is rendered."""
-    doc = store.get_json(kind, key)
-    blob = blobs.path_for(str(doc["sha256"]), path.suffix.lower()) if isinstance(doc, dict) and "sha256" in doc \
-        else None
-    if blob is not None and blob.is_file():
-        _place(blob, path)
+    if linked_blob(path, kind, key, store, blobs) is not None:
         return path
     write_shared(path, render(), blobs)
     store.put_json(kind, key, {"sha256": blobs.digest(path)})

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from worldrecall.engine.cache import Store, code_digest, inputs_digest, key_of, store_for
-from worldrecall.engine.cache.blobs import BlobStore, link_or_copy, write_shared
+from worldrecall.engine.cache.blobs import BlobStore, link_or_copy, linked_blob, write_shared
 from worldrecall.engine.sinks.leaderboard_view import compact_frames, compact_legend, leaderboard_views
 from worldrecall.engine.sinks.report.images import (
     MIME,
@@ -48,7 +48,7 @@ from worldrecall.engine.sinks.report.images import (
 from worldrecall.engine.sinks.report.svg import line_chart
 from worldrecall.engine.sinks.results_view import direction_label, short_metric, unit_label, value_meta
 from worldrecall.engine.stages.config import resolve_config
-from worldrecall.engine.stages.row_digests import row_digest
+from worldrecall.engine.stages.row_digests import row_digest, rows_digest
 
 log = logging.getLogger(__name__)
 esc = html.escape
@@ -170,6 +170,20 @@ class _Sections:
                                       "files": self.files_digest(files)},
                       {**self.base, "model": model, "case": cid, "opts": drawn})
 
+    def page_key(self, bench: str, by_model: Mapping[str, Mapping[str, list[Any]]], reference: str,
+                 opts: Mapping[str, Any], digests: Mapping[Any, str] | None = None) -> str:
+        """The key of a benchmark's page of cases: what each of its sections is keyed on (:meth:`key`: the rows'
+        content, every file shown, the metrics' declarations, the options) and the page's own order (the
+        reference model first)."""
+        rows = [r for cases in by_model.values() for rs in cases.values() for r in rs]
+        files = sorted({str(p) for r in rows for p in _row_files(r)})
+        known = digests or {}
+        drawn = {k: v for k, v in opts.items() if k != "self_contained"}
+        return key_of({**self.identity, "name": "report.page"},
+                      {"rows": rows_digest(sorted(rows, key=lambda r: r.row_key), known or None),
+                       "files": self.files_digest(files)},
+                      {**self.base, "benchmark": bench, "reference": reference, "opts": drawn})
+
     def render(self, model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, src: _Source,
                opts: Mapping[str, Any], digests: Mapping[Any, str] | None = None) -> str:
         key = self.key(model, cid, rows, opts, digests)
@@ -248,22 +262,34 @@ def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str
     pages: list[Path] = []
     names: dict[str, None] = dict.fromkeys(fig_names)
     for bench in sorted(by_bench):
+        n = sum(len(c) for c in by_bench[bench].values())
+        if not inline:
+            page_path = report_dir / f"cases.{bench}.html"
+            body.append(f'<p><a href="{esc(page_path.name)}">{esc(bench)}</a>: {len(by_bench[bench])} models, '
+                        f"{n} model × case sections</p>")
+            # the page as a whole, under what every section of it is drawn from: a benchmark whose rows a
+            # re-score or a sweep's job did not change takes its page from the blob store, no section looked up
+            key = sections.page_key(bench, by_bench[bench], reference, opts, result.row_digests)
+            doc = linked_blob(page_path, "report_pages", key, store, src.blobs)
+            if doc is not None and all(blob_path(src.blobs, n).is_file() for n in doc["images"]):
+                names.update(dict.fromkeys(doc["images"]))
+                pages.append(page_path)
+                continue
         # the page's own picture classes: a page stays the same bytes while its sections do
         page_imgs = imgs if inline else _Images()
-        cases_html = _bench_cases(by_bench[bench], reference, sections, host, page_imgs, src, opts, result)
-        n = sum(len(c) for c in by_bench[bench].values())
+        cases_html, failed = _bench_cases(by_bench[bench], reference, sections, host, page_imgs, src, opts, result)
         if inline:
             body.append(f'<h3 id="cases-{esc(bench)}">{esc(bench)}</h3>{CASES_NOTE}{cases_html}')
             continue
-        page_path = report_dir / f"cases.{bench}.html"
-        body.append(f'<p><a href="{esc(page_path.name)}">{esc(bench)}</a>: {len(by_bench[bench])} models, '
-                    f"{n} model × case sections</p>")
         names.update(page_imgs.names)
         page = _page(f"worldrecall report · {bench}", page_imgs.css(src.blobs, inline),
                      # nothing of the job's own (its folder): the page is the same file for every job it fits
                      '<p class=note><a href="index.html">back to the report</a></p>'
                      f"<h1>{esc(bench)}: cases</h1>{CASES_NOTE}{cases_html}")
-        pages.append(write_shared(page_path, page, src.blobs))  # an unchanged benchmark's page: a link
+        pages.append(write_shared(page_path, page, src.blobs))
+        if not failed:  # a section that could not be drawn is tried again next time, like the section itself
+            store.put_json("report_pages", key, {"sha256": src.blobs.digest(page_path),
+                                                 "images": list(page_imgs.names)})
     if not inline:
         body.append("<p class=note>Each benchmark's cases are on a page of their own, so a re-score or a sweep's job "
                     "writes again only the pages of the benchmarks whose rows changed.</p>")
@@ -290,10 +316,10 @@ def _page(title: str, picture_css: str, body: str) -> str:
 
 
 def _bench_cases(by_model: Mapping[str, Mapping[str, list[Any]]], reference: str, sections: _Sections, host: Any,
-                 imgs: _Images, src: _Source, opts: Mapping[str, Any], result: Any) -> str:
+                 imgs: _Images, src: _Source, opts: Mapping[str, Any], result: Any) -> tuple[str, bool]:
     """One benchmark's case sections: the reference model (the one every other is compared with) first and
-    open, then by name."""
-    body = []
+    open, then by name; and whether a section could not be drawn."""
+    body, failed = [], False
     for k, model in enumerate(sorted(by_model, key=lambda m: (m != reference, m))):
         cases = sorted(by_model[model])
         if opts["max_cases_per_model"]:
@@ -305,10 +331,11 @@ def _bench_cases(by_model: Mapping[str, Mapping[str, list[Any]]], reference: str
                 body.append(sections.render(model, cid, by_model[model][cid], host, imgs, src, opts,
                                             result.row_digests))
             except Exception as e:  # noqa: BLE001  (one unreadable file must not cost the whole report)
+                failed = True
                 body.append(f'<div class="case"><h4>{esc(model)} · {esc(cid)}</h4><p class=failed>'
                             f"could not render: {esc(type(e).__name__)}: {esc(str(e)[:300])}</p></div>")
         body.append("</details>")
-    return "".join(body)
+    return "".join(body), failed
 
 
 def report_files(index: Path) -> list[Path]:
