@@ -469,3 +469,28 @@ def test_each_benchmark_has_its_page_and_an_unchanged_one_is_linked_not_written_
         (second.parent / "cases.beta.html").read_text()
     assert all((third.parent / "assets" / n).is_file() for n in re.findall(r"assets/([0-9a-f]{64}\.jpg)",
                                                                           (third.parent / "cases.beta.html").read_text()))
+
+
+def test_a_video_shown_on_several_pages_is_read_once_for_all_of_their_frames(tmp_path, monkeypatch):
+    """Benchmarks that share a case show its video (often one file linked under each benchmark's layout) at
+    their own phases: the first page that draws it reads every frame any page shows (``together``), and each
+    thumbnail is kept by the video's content, so the other names and pages read nothing."""
+    from worldrecall.engine.cache import Store
+    from worldrecall.engine.cache.blobs import BlobStore
+    from worldrecall.formats.mp4 import write_video
+
+    video = write_video(tmp_path / "a" / "v.mp4", [np.full((32, 32, 3), 10 * i, np.uint8) for i in range(12)])
+    other = tmp_path / "b" / "v.mp4"
+    other.parent.mkdir()
+    os.link(video, other)
+    reads: list[list[int]] = []
+    real = images.small_frames
+    monkeypatch.setattr(images, "small_frames", lambda p, idx, *a, **k: reads.append(list(idx)) or real(p, idx, *a, **k))
+    store, blobs = Store(tmp_path / "cache"), BlobStore(tmp_path / "blobs")
+    first = images.frame_thumbs(video, [0, 3], 16, store, blobs=blobs, together=[0, 3, 7, 11])
+    assert reads == [[0, 3, 7, 11]] and sorted(first) == [0, 3]
+    second = images.frame_thumbs(other, [7, 11], 16, store, blobs=blobs, together=[0, 3, 7, 11])
+    assert reads == [[0, 3, 7, 11]] and sorted(second) == [7, 11]
+    assert first[0] != second[7]  # frames of their own (the frames' brightness differs)
+    images.frame_thumbs(other, [5], 16, store, blobs=blobs)  # a frame no page announced is read when asked
+    assert reads[1:] == [[5]]

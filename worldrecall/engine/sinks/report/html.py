@@ -26,8 +26,8 @@ import logging
 import math
 import os
 import zlib
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -130,10 +130,13 @@ def _link_assets(out_dir: Path, blobs: BlobStore, names: Iterable[str]) -> list[
 
 @dataclass(frozen=True)
 class _Source:
-    """Where a section's pictures come from and go: the thumbnail cache (None: none) and the blob store."""
+    """Where a section's pictures come from and go: the thumbnail cache (None: none) and the blob store; and
+    ``frames``, every frame index the report shows of each video (:func:`_frames_shown`), so a video is
+    read once for all the pages that show it, each at its own benchmark's phases."""
 
     store: Store | None
     blobs: BlobStore
+    frames: Mapping[tuple[str, int | None], frozenset[int]] = field(default_factory=dict)
 
 
 class _Sections:
@@ -225,9 +228,14 @@ def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str
     opts = plain["report"]
     inline = bool(opts["self_contained"])
     store = store_for(plain)
-    src = _Source(store, BlobStore(Path(plain["output_root"]) / "blobs"))
+    by_bench: dict[str, dict[str, dict[str, list[Any]]]] = {}
+    for r in result.rows:
+        by_bench.setdefault(r.benchmark, {}).setdefault(r.model, {}).setdefault(r.case_id, []).append(r)
+    groups = [rs for models in by_bench.values() for cases in models.values() for rs in cases.values()]
     imgs = _Images()
     sections = _Sections(store, host)
+    src = _Source(store, BlobStore(Path(plain["output_root"]) / "blobs"),
+                  _frames_shown(groups, opts, lambda f: sections.files_digest([f])[0][1]))
     backends = ", ".join(f"{k}={v}" for k, v in sorted(result.backends.items()) if v) or "-"
     body = [(f"<h1>worldrecall report</h1><p class=note>results: {esc(str(result.results_dir))} · "
              f"cases: {result.n_cases} · failed: {result.n_failed_cases} ({result.failure_rate:.1%}) · "
@@ -253,9 +261,6 @@ def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str
             body.append(f'<figure class="fig" id="fig-{esc(f.stem)}"><figcaption>{esc(f.name)}</figcaption>'
                         f'<img alt="{esc(f.stem)}" src="{_src(src.blobs, fig_names[-1], inline)}"></figure>')
     body.append('<h2 id="cases">Cases</h2>')
-    by_bench: dict[str, dict[str, dict[str, list[Any]]]] = {}
-    for r in result.rows:
-        by_bench.setdefault(r.benchmark, {}).setdefault(r.model, {}).setdefault(r.case_id, []).append(r)
     reference = str(((plain.get("aggregator_params") or {}).get("paired") or {}).get("reference") or "")
     report_dir = Path(result.results_dir) / "report"
     report_dir.mkdir(parents=True, exist_ok=True)
@@ -415,6 +420,37 @@ def _case(model: str, cid: str, rows: list[Any], host: Any, imgs: _Images, src: 
     return "".join(out)
 
 
+def _picks(phases: Mapping[str, tuple[int, int]], n: int, opts: Mapping[str, Any]) -> list[tuple[int, str]]:
+    """The frames a section's strips show, (index on the generated axis, phase): each phase's first and last
+    frame, or four spread over the video when the rows record no phases."""
+    picks: list[tuple[int, str]] = []
+    for k, (a, b) in phases.items():
+        idx = [a, b] if opts["frames_per_phase"] >= 2 and b > a else [a]
+        picks += [(i, k) for i in idx]
+    if not picks and n:
+        picks = [(int(i), "") for i in np.linspace(0, n - 1, 4).round()]
+    return picks
+
+
+def _frames_shown(groups: Iterable[list[Any]], opts: Mapping[str, Any],
+                  content: Callable[[str], str]) -> dict[tuple[str, int | None], frozenset[int]]:
+    """(video, the axis its indices live on) -> every frame index the sections of ``groups`` (each a (model,
+    case)'s rows of one benchmark) show of it or of a file of the same content (``content``: its digest): the
+    benchmarks that share a case show its video, often one file under several names, at their own phases."""
+    shown: dict[tuple[str, int | None], set[int]] = {}
+    names: dict[tuple[str, int | None], set[str]] = {}
+    for rows in groups:
+        phases, n = _phases(rows)
+        vids = _videos(rows)
+        at = [i for i, _ in _picks(phases, n, opts)]
+        for video, axis in ((vids.get("generated"), None), (vids.get("reference"), n or None)):
+            if video:
+                same = (content(video), axis)
+                shown.setdefault(same, set()).update(at)
+                names.setdefault(same, set()).add(video)
+    return {(v, same[1]): frozenset(idx) for same, idx in shown.items() for v in names[same]}
+
+
 def _head(model: str, cid: str, phases: dict[str, tuple[int, int]], n: int, vids: dict[str, str], imgs: _Images,
           src: _Source, opts: Mapping[str, Any]) -> str:
     """A section's title, phase bar and reference / generated frame strips."""
@@ -425,18 +461,15 @@ def _head(model: str, cid: str, phases: dict[str, tuple[int, int]], n: int, vids
                        f'background:{colour[k]}" title="{esc(k)}: frames {a}–{b}">{esc(k)} {a}–{b}</div>'
                        for k, (a, b) in phases.items())
         out.append(f'<div class="phasebar" title="phases on the generated frame axis">{segs}</div>')
-    picks: list[tuple[int, str]] = []
-    for k, (a, b) in phases.items():
-        idx = [a, b] if opts["frames_per_phase"] >= 2 and b > a else [a]
-        picks += [(i, k) for i in idx]
-    if not picks and n:
-        picks = [(int(i), "") for i in np.linspace(0, n - 1, 4).round()]
+    picks = _picks(phases, n, opts)
     if vids and picks:
         gen = vids.get("generated")
         side, at = int(opts["thumb_side"]), [i for i, _ in picks]  # read at thumbnail size, never whole
-        gen_thumbs = frame_thumbs(Path(gen), at, side, src.store, blobs=src.blobs) if gen else {}
+        gen_thumbs = frame_thumbs(Path(gen), at, side, src.store, blobs=src.blobs,
+                                  together=src.frames.get((str(gen), None), ())) if gen else {}
         ref = vids.get("reference")
-        ref_thumbs = frame_thumbs(Path(ref), at, side, src.store, axis_len=n or None, blobs=src.blobs) if ref else {}
+        ref_thumbs = frame_thumbs(Path(ref), at, side, src.store, axis_len=n or None, blobs=src.blobs,
+                                  together=src.frames.get((str(ref), n or None), ())) if ref else {}
         for label, thumbs in (("reference", ref_thumbs), ("generated", gen_thumbs)):
             if thumbs:
                 cells = "".join(f'<div class="th">{imgs.div(thumbs[i], f"{label} {k} frame {i}", colour.get(k, ""))}'

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,7 +96,9 @@ def _blobs(store: Store | None, blobs: BlobStore | None) -> BlobStore:
 
 
 def _key(path: Path, *parts: object) -> str:
-    return key_of({"name": "report.thumbnail", "code": code_digest(__name__)}, inputs_digest([path]), list(parts))
+    # the file's content, not its name: a video linked under each benchmark's layout is drawn once
+    return key_of({"name": "report.thumbnail", "code": code_digest(__name__)}, inputs_digest([path])[0][1],
+                  list(parts))
 
 
 def _cached(store: Store | None, blobs: BlobStore | None, key: str) -> object | None:
@@ -146,19 +149,34 @@ def full_image(path: Path, store: Store | None = None, blobs: BlobStore | None =
 
 
 def frame_thumbs(path: Path, indices: list[int], max_side: int, store: Store | None,
-                 axis_len: int | None = None, blobs: BlobStore | None = None) -> dict[int, Picture]:
-    """JPEG thumbnails of frames ``indices`` (clipped to the video) of one video file or frame folder.
+                 axis_len: int | None = None, blobs: BlobStore | None = None,
+                 together: Iterable[int] = ()) -> dict[int, Picture]:
+    """JPEG thumbnails of frames ``indices`` (clipped to the video) of one video file or frame folder, each
+    cached by itself (video content, index, size, axis).
 
     ``axis_len``: the indices live on another video's axis of this many frames (a reference video of another
-    length); each is mapped proportionally onto this video's frames.
+    length); each is mapped proportionally onto this video's frames. ``together``: other indices of the same
+    video and axis that will be asked for (other pages' strips): those not cached are drawn in the same read,
+    since a container is read whole for any frame of it.
     """
     path, blobs = Path(path), _blobs(store, blobs)
-    key = _key(path, sorted(set(indices)), max_side, axis_len)
-    hit = _cached(store, blobs, key)
-    if isinstance(hit, dict):
-        return {int(k): Picture.from_json(v) for k, v in hit.items()}
-    small = small_frames(path, sorted(set(indices)), max_side, axis_len=axis_len)
-    out = {i: put_jpeg(blobs, img) for i, img in small.items()}
-    if store is not None:
-        store.put_json("report_thumbs", key, {str(k): v.to_json() for k, v in out.items()})
+    out: dict[int, Picture] = {}
+    keys = {i: _key(path, "frame", i, max_side, axis_len) for i in sorted(set(indices))}
+    for i, key in keys.items():
+        hit = _cached(store, blobs, key)
+        if isinstance(hit, list):
+            out[i] = Picture.from_json(hit)
+    if len(out) == len(keys):
+        return out
+    for i in sorted(set(together) - set(keys)):
+        key = _key(path, "frame", i, max_side, axis_len)
+        if not isinstance(_cached(store, blobs, key), list):
+            keys[i] = key
+    missing = sorted(i for i in keys if i not in out)
+    for i, img in small_frames(path, missing, max_side, axis_len=axis_len).items():
+        pic = put_jpeg(blobs, img)
+        if store is not None:
+            store.put_json("report_thumbs", keys[i], pic.to_json())
+        if i in indices:
+            out[i] = pic
     return out
