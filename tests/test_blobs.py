@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from worldrecall.engine.sinks import blobs
+from worldrecall.engine.cache import blobs
 
 
 def test_the_case_index_stores_each_per_case_file_once_and_again_when_it_changes(tmp_path):
