@@ -221,21 +221,9 @@ class _Sections:
         return str(doc["html"])
 
 
-def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str, Any]) -> Path:
-    """Write the report of ``result`` to ``<results_dir>/report/index.html`` (its pictures in ``assets/`` beside
-    it unless ``report.self_contained``) and return its path."""
-    plain = resolve_config(plain)  # the schema holds the report options' defaults
-    opts = plain["report"]
-    inline = bool(opts["self_contained"])
-    store = store_for(plain)
-    by_bench: dict[str, dict[str, dict[str, list[Any]]]] = {}
-    for r in result.rows:
-        by_bench.setdefault(r.benchmark, {}).setdefault(r.model, {}).setdefault(r.case_id, []).append(r)
-    groups = [rs for models in by_bench.values() for cases in models.values() for rs in cases.values()]
-    imgs = _Images()
-    sections = _Sections(store, host)
-    src = _Source(store, BlobStore(Path(plain["output_root"]) / "blobs"),
-                  _frames_shown(groups, opts, lambda f: sections.files_digest([f])[0][1]))
+def _leaderboard_and_figures(result: Any, host: Any, figures: list[Path], src: _Source,
+                             inline: bool) -> tuple[list[str], list[str]]:
+    """The index's header, leaderboard views and figures (HTML parts), and the figures' picture names."""
     backends = ", ".join(f"{k}={v}" for k, v in sorted(result.backends.items()) if v) or "-"
     body = [(f"<h1>worldrecall report</h1><p class=note>results: {esc(str(result.results_dir))} · "
              f"cases: {result.n_cases} · failed: {result.n_failed_cases} ({result.failure_rate:.1%}) · "
@@ -260,6 +248,25 @@ def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str
             fig_names.append(src.blobs.put(f)[0] + ".png")  # a copy: an aggregator may redraw its plot in place
             body.append(f'<figure class="fig" id="fig-{esc(f.stem)}"><figcaption>{esc(f.name)}</figcaption>'
                         f'<img alt="{esc(f.stem)}" src="{_src(src.blobs, fig_names[-1], inline)}"></figure>')
+    return body, fig_names
+
+
+def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str, Any]) -> Path:
+    """Write the report of ``result`` to ``<results_dir>/report/index.html`` (its pictures in ``assets/`` beside
+    it unless ``report.self_contained``) and return its path."""
+    plain = resolve_config(plain)  # the schema holds the report options' defaults
+    opts = plain["report"]
+    inline = bool(opts["self_contained"])
+    store = store_for(plain)
+    by_bench: dict[str, dict[str, dict[str, list[Any]]]] = {}
+    for r in result.rows:
+        by_bench.setdefault(r.benchmark, {}).setdefault(r.model, {}).setdefault(r.case_id, []).append(r)
+    groups = [rs for models in by_bench.values() for cases in models.values() for rs in cases.values()]
+    imgs = _Images()
+    sections = _Sections(store, host)
+    src = _Source(store, BlobStore(Path(plain["output_root"]) / "blobs"),
+                  _frames_shown(groups, opts, lambda f: sections.files_digest([f])[0][1]))
+    body, fig_names = _leaderboard_and_figures(result, host, figures, src, inline)
     body.append('<h2 id="cases">Cases</h2>')
     reference = str(((plain.get("aggregator_params") or {}).get("paired") or {}).get("reference") or "")
     report_dir = Path(result.results_dir) / "report"
