@@ -13,6 +13,9 @@ from worldrecall.core.results import json_default
 # how a row was obtained (computed, or read back from the cache, under which keys), not what it holds: a warm
 # rerun's or a re-score job's rows equal the cold run's except for these, and no aggregator or sink shows them
 HOW_OBTAINED = ("cache_hit", "score_cache_hit", "alignment_hit", "keys")
+# of those, the cache hits: on a row while its run goes on (the cache log records them), never in a rows file, so a
+# job that read a row back writes the bytes of the job that computed it (its keys are what the row is)
+CACHE_FLAGS = HOW_OBTAINED[:3]
 
 
 def row_content(r: ScoreRow) -> dict[str, Any]:

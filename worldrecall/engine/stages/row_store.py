@@ -21,13 +21,14 @@ While a run writes, its shard's rows go to that append-only file. When the run c
 laid out by benchmark, ``rows-shard-0000-of-0001-<benchmark>.jsonl`` (one line per place, in (model, case,
 metric) order), and the append-only file is removed: each part is kept once in the output root's blob store, so
 a re-score or a sweep's job whose rows of a benchmark are those of an earlier job links that file instead of
-writing it again. A line holds what the row is, not how this run got it (:data:`RUN_FLAGS`, which the cache
+writing it again. A line holds what the row is, not how this run got it (:data:`CACHE_FLAGS`, which the cache
 log records), so equal rows are equal bytes whatever the cache held. Parts sort before their shard's append-only
 file: a run killed after its store was split once reads its parts, then the rows it appended since, which win.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -41,11 +42,9 @@ from typing import Any
 from worldrecall.core.data import ScoreRow
 from worldrecall.core.results import json_default
 from worldrecall.engine.cache.blobs import BlobStore, write_if_changed, write_shared
+from worldrecall.engine.stages.row_digests import CACHE_FLAGS
 
 SYNC_EVERY_S = 1.0
-# how this run obtained a row (cache hits), not what the row is: on the row while the run goes on (the cache log
-# records it), never in the file, so a job that read a row back writes the bytes of the job that computed it
-RUN_FLAGS = ("cache_hit", "score_cache_hit", "alignment_hit")
 _ALIGNMENT_REF = re.compile(r'"alignment_ref": "([0-9a-f]+)"')  # in a canonical line (see split_alignment)
 
 
@@ -117,8 +116,8 @@ def restore_alignment(d: dict[str, Any], alignments: Mapping[str, Any]) -> dict[
 
 def _without_run_flags(d: dict[str, Any]) -> dict[str, Any]:
     info = d.get("info")
-    if isinstance(info, dict) and any(k in info for k in RUN_FLAGS):
-        return {**d, "info": {k: v for k, v in info.items() if k not in RUN_FLAGS}}
+    if isinstance(info, dict) and any(k in info for k in CACHE_FLAGS):
+        return {**d, "info": {k: v for k, v in info.items() if k not in CACHE_FLAGS}}
     return d
 
 
@@ -261,7 +260,7 @@ class ResultStore:
             self.flush()
         self._log_size += len(line.encode("utf-8")) + 1
         kept = parse_line(line, self.alignments)
-        flags = {k: row.info[k] for k in RUN_FLAGS if isinstance(row.info, dict) and k in row.info}
+        flags = {k: row.info[k] for k in CACHE_FLAGS if isinstance(row.info, dict) and k in row.info}
         if flags:  # how this run got it, for this run's cache log (not in the file)
             kept.info = {**kept.info, **flags}
         self.done[row.row_key], self._text[row.row_key] = kept, line
@@ -324,21 +323,30 @@ class ResultStore:
         if not self.split() and self._lines > len(self.done):
             self.compact()
 
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[Any]:
+        """The shard's append-only file open for rewriting under an exclusive lock, tried and never waited for
+        (None: no such file, or another process holds it)."""
+        try:
+            f = open(self.path, "r+", encoding="utf-8")  # noqa: SIM115
+        except FileNotFoundError:
+            yield None
+            return
+        with f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                yield None
+                return
+            yield f
+
     def split(self) -> bool:
         """Write the shard's rows as one file per benchmark (kept once in the blob store: equal rows, one file
         for every job that has them) and remove the append-only file. Done under the append-only file's
         exclusive lock, and only when it holds exactly what this store read and appended (False otherwise:
         another process of the same shard appends, and the file stays as it is)."""
-        try:
-            f = open(self.path, "r+", encoding="utf-8")  # noqa: SIM115
-        except FileNotFoundError:
-            return False
-        with f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return False
-            if os.fstat(f.fileno()).st_size != self._log_size:
+        with self._exclusive() as f:
+            if f is None or os.fstat(f.fileno()).st_size != self._log_size:
                 return False
             by_benchmark: dict[str, list[tuple[str, str, str, str]]] = {}
             for place in sorted(self.done):
@@ -362,14 +370,8 @@ class ResultStore:
         """Rewrite the shard file with the last row of each (benchmark, model, case, metric), in the order they
         were written, when it holds superseded rows; skipped (False) while another process holds the file. In
         place, under an exclusive lock: a process appending with the file open appends after the rewrite."""
-        try:
-            f = open(self.path, "r+", encoding="utf-8")  # noqa: SIM115
-        except FileNotFoundError:
-            return False
-        with f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+        with self._exclusive() as f:
+            if f is None:
                 return False
             lines = [ln for ln in f.read().splitlines() if ln.strip()]
             last: dict[tuple[str, str, str, str], int] = {}  # place -> its last line's index

@@ -139,6 +139,11 @@ class _Source:
     frames: Mapping[tuple[str, int | None], frozenset[int]] = field(default_factory=dict)
 
 
+def _drawn(opts: Mapping[str, Any]) -> dict[str, Any]:
+    """The report options that change what a section or page draws (not how its pictures are shipped)."""
+    return {k: v for k, v in opts.items() if k != "self_contained"}
+
+
 class _Sections:
     """Case sections cached in the store under the one key recipe: this package's code, the metrics'
     declarations, the report options, the case's rows (their content) and the content digest of every file
@@ -167,7 +172,7 @@ class _Sections:
             digests: Mapping[Any, str] | None = None) -> str:
         """``digests``: the result's row digests (each row hashed once per job), else computed here."""
         files = sorted({str(p) for r in rows for p in _row_files(r)})
-        drawn = {k: v for k, v in opts.items() if k != "self_contained"}  # how pictures are shipped: the page's
+        drawn = _drawn(opts)
         known = digests or {}
         return key_of(self.identity, {"rows": [known.get(r.row_key) or row_digest(r) for r in rows],
                                       "files": self.files_digest(files)},
@@ -181,7 +186,7 @@ class _Sections:
         rows = [r for cases in by_model.values() for rs in cases.values() for r in rs]
         files = sorted({str(p) for r in rows for p in _row_files(r)})
         known = digests or {}
-        drawn = {k: v for k, v in opts.items() if k != "self_contained"}
+        drawn = _drawn(opts)
         return key_of({**self.identity, "name": "report.page"},
                       {"rows": rows_digest(sorted(rows, key=lambda r: r.row_key), known or None),
                        "files": self.files_digest(files)},
@@ -209,7 +214,7 @@ class _Sections:
         figures of one row's files — cached under what it shows (``what``: names and paths; the content of
         ``files``), so a section whose values changed (a re-score) draws again only what changed.
         ``draw(imgs)`` renders it."""
-        drawn = {k: v for k, v in opts.items() if k != "self_contained"}
+        drawn = _drawn(opts)
         key = key_of(self.identity, {"files": self.files_digest(sorted(set(files)))}, {"piece": what, "opts": drawn})
         doc = self.store.get_json("report_sections", key)
         if doc is None or not all(blob_path(src.blobs, n).is_file() for n in doc["images"]):
@@ -283,7 +288,7 @@ def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str
             # re-score or a sweep's job did not change takes its page from the blob store, no section looked up
             key = sections.page_key(bench, by_bench[bench], reference, opts, result.row_digests)
             doc = linked_blob(page_path, "report_pages", key, store, src.blobs)
-            if doc is not None and all(blob_path(src.blobs, n).is_file() for n in doc["images"]):
+            if doc is not None and all(blob_path(src.blobs, name).is_file() for name in doc["images"]):
                 names.update(dict.fromkeys(doc["images"]))
                 pages.append(page_path)
                 continue
