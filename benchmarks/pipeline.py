@@ -197,8 +197,8 @@ def tables_digest(tables: Path) -> str:
     import hashlib
 
     h = hashlib.sha256()
-    for p in sorted(tables.iterdir()):
-        h.update(p.name.encode() + b"\0" + p.read_bytes())
+    for p in sorted(f for f in tables.rglob("*") if f.is_file()):  # a table written per benchmark is a folder
+        h.update(str(p.relative_to(tables)).encode() + b"\0" + p.read_bytes())
     return h.hexdigest()[:16]
 
 

@@ -4,7 +4,7 @@
     python scripts/readme_validity.py --check          # the documents match the snapshots in docs/figures/
 
 ``--write`` copies the run's ``tables/`` files the figures come from (``ranking.csv``: the ranked views'
-cells; ``validity.csv``, ``validity_gates.csv``; ``leaderboard.txt``: every view as ``view=full`` prints it)
+cells, which a run writes one file per benchmark, ``ranking/<benchmark>.csv``, joined here; ``validity.csv``, ``validity_gates.csv``; ``leaderboard.txt``: every view as ``view=full`` prints it)
 to ``docs/figures/`` and rewrites each generated block between its markers (``<!-- verdict:begin -->`` …):
 
 - README.md ``verdict``: MemoBench's compact view, as the console prints it;
@@ -19,11 +19,12 @@ run regenerates them.
 from __future__ import annotations
 
 import argparse
+import io
 import json
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -43,26 +44,26 @@ SNAPSHOTS = {"ranking.csv": FIGURES / "ranking_default.csv", "validity.csv": FIG
 VERDICT_BENCHMARK = "memobench"  # the README's first picture
 
 
-def read_views(path: Path) -> pd.DataFrame:
+def read_views(path: Any) -> pd.DataFrame:
     """A ``ranking.csv`` read back as the view cells it was written from (an empty backend stays empty)."""
     df = pd.read_csv(path)
     df["backend"] = df["backend"].fillna("")
     return df
 
 
-def render_verdict(path: Path) -> str:
+def render_verdict(path: Any) -> str:
     """One benchmark's compact view (title and table), as the console prints it."""
     views = read_views(path)
     return "```\n" + compact_text_of(views[views["benchmark"] == VERDICT_BENCHMARK], legend=False).strip("\n") \
         + "\n```\n"
 
 
-def render_compact(path: Path) -> str:
+def render_compact(path: Any) -> str:
     """Every benchmark's compact view and the legend under them, as the console prints them."""
     return "```\n" + compact_text_of(read_views(path)).strip("\n") + "\n```\n"
 
 
-def render_headlines(path: Path) -> str:
+def render_headlines(path: Any) -> str:
     """Markdown: per benchmark, each value of its ranked metric (not its protocol gate) against every
     counterfactual: on how many cases the oracle scores better; bold where that failure is the value's target."""
     from worldrecall.core.components import split_ref
@@ -113,7 +114,7 @@ def render_gates(df: pd.DataFrame) -> str:
 
 
 # block -> (the document holding it, the tables/ file it is rendered from, how)
-BLOCKS: dict[str, tuple[Path, str, Callable[[Path], str]]] = {
+BLOCKS: dict[str, tuple[Path, str, Callable[[Any], str]]] = {
     "verdict": (README, "ranking.csv", render_verdict),
     "headline-validity": (README, "validity.csv", render_headlines),
     "leaderboard": (VALIDITY_DOC, "ranking.csv", render_compact),
@@ -122,10 +123,23 @@ BLOCKS: dict[str, tuple[Path, str, Callable[[Path], str]]] = {
 }
 
 
+def run_file(tables: Path, table: str) -> bytes:
+    """A run's ``tables/`` file as one file: ``ranking.csv`` is written one file per benchmark
+    (``ranking/<benchmark>.csv``), read here as their concatenation (the header once), in benchmark order."""
+    whole = Path(tables) / table
+    if whole.is_file():
+        return whole.read_bytes()
+    parts = sorted((Path(tables) / whole.stem).glob(f"*{whole.suffix}"))
+    if not parts:
+        raise FileNotFoundError(f"{whole}: neither the file nor its per-benchmark folder {whole.stem}/ is there")
+    texts = [p.read_bytes() for p in parts]
+    return texts[0] + b"".join(t.split(b"\n", 1)[1] for t in texts[1:])
+
+
 def rendered(name: str, tables: Path | None = None) -> str:
     """A block rendered from its snapshot (or, with ``tables``, from a run's own ``tables/`` file)."""
     _, table, how = BLOCKS[name]
-    return how(SNAPSHOTS[table] if tables is None else Path(tables) / table)
+    return how(SNAPSHOTS[table] if tables is None else io.BytesIO(run_file(tables, table)))
 
 
 def block(text: str, name: str) -> str:
@@ -150,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.write:
         tables = a.results / "tables"
         for table, dst in SNAPSHOTS.items():
-            shutil.copyfile(tables / table, dst)
+            dst.write_bytes(run_file(tables, table))
         cfg = json.loads((a.results / "meta" / "resolved_config.json").read_text())
         manifest = json.loads((Path(cfg["suite"]["root"]) / "manifest.json").read_text())
         SUITE.write_text(f"suite {Path(cfg['suite']['root']).name} content sha256 {manifest['content_digest']}\n")

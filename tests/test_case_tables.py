@@ -1,6 +1,8 @@
 """The per-case table is written one file per benchmark (``tables/cases.<benchmark>.csv``), each kept in the
 blob store under the key of the rows it shows: a job whose rows of a benchmark were shown before links that
-file, a job whose rows changed writes it again, never an old one."""
+file, a job whose rows changed writes it again, never an old one. The aggregated tables of an aggregator that
+declares ``by_benchmark`` (``mean``, ``ranking`` …) are written the same way, one file per benchmark in a folder
+named for the table (``tables/ranking/memobench.csv``), and read back whole."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from types import SimpleNamespace
 
 from worldrecall.core.data import ScoreRow
 from worldrecall.core.tables import case_table
+from worldrecall.engine.cache.blobs import BlobStore
 from worldrecall.engine.sinks.files import case_parts
 
 
@@ -85,7 +88,7 @@ def test_the_submission_cases_are_split_and_shared_the_same_way(tmp_path):
 def test_an_output_written_before_with_the_same_bytes_is_that_file_again(tmp_path):
     """Tables, Markdown and submission documents go through ``write_shared``: the same bytes a job wrote before
     are one file on disk (a hard link to its blob), other bytes a new file, and the earlier one keeps its own."""
-    from worldrecall.engine.cache.blobs import BlobStore, write_shared
+    from worldrecall.engine.cache.blobs import write_shared
 
     blobs = BlobStore(tmp_path / "blobs")
     for folder in ("one", "two"):
@@ -96,3 +99,52 @@ def test_an_output_written_before_with_the_same_bytes_is_that_file_again(tmp_pat
     c = write_shared(tmp_path / "two" / "mean.csv", "model,mean\nx,0.75\n", blobs)  # a re-score in that folder
     assert c.read_text() == "model,mean\nx,0.75\n" and a.read_text() == "model,mean\nx,0.5\n"
     assert not os.path.samefile(a, c)
+
+
+def _tables_job(root: Path, folder: str, score: float) -> tuple[SimpleNamespace, dict[str, Path]]:
+    """One job's aggregated tables as the run writes them: ``mean`` and ``status`` (MeanAggregator declares
+    ``by_benchmark``), and a table of a benchmark's own aggregator (one file)."""
+    import pandas as pd
+
+    from worldrecall.engine.sinks.files import table_files
+    from worldrecall.plugins.stats.aggregators import MeanAggregator
+
+    rows = _rows(score)
+    parts = [MeanAggregator().aggregate([r for r in rows if r.benchmark == b], {}) for b in ("alpha", "beta")]
+    tables = {name: pd.concat([p[name] for p in parts], ignore_index=True) for name in ("mean", "status")}
+    tables["beta.extra"] = pd.DataFrame({"model": ["m1"], "x": [1.5]})
+    result = _result(root, folder, rows)
+    result.tables, result.config["aggregators"] = tables, ["mean"]
+    ctx = SimpleNamespace(host=SimpleNamespace(components={"aggregator": {"mean": MeanAggregator}}))
+    tdir = result.results_dir / "tables"
+    tdir.mkdir(parents=True)
+    (tdir / "mean.csv").write_text("the whole table of an earlier version\n")
+    paths = table_files(result, ctx, tdir, ".csv", lambda df: df.to_csv(index=False), BlobStore(root / "blobs"))
+    return result, {str(p.relative_to(tdir)): p for p in paths}
+
+
+def test_a_table_declared_by_benchmark_is_written_one_file_per_benchmark_and_read_back_whole(tmp_path):
+    import pandas as pd
+
+    from worldrecall.core.tables import read_tables
+
+    result, got = _tables_job(tmp_path, "one", 0.5)
+    assert sorted(got) == ["beta.extra.csv", "mean/alpha.csv", "mean/beta.csv", "status/alpha.csv",
+                           "status/beta.csv"]
+    tdir = result.results_dir / "tables"
+    assert not (tdir / "mean.csv").exists()  # no stale whole table beside its parts
+    assert set(pd.read_csv(got["mean/beta.csv"])["benchmark"]) == {"beta"}
+    back = read_tables(tdir)
+    for name in ("mean", "status"):  # the parts, in benchmark order, are the table the run held
+        assert back[name].to_csv(index=False) == result.tables[name].to_csv(index=False)
+        pd.testing.assert_frame_equal(back[name], result.tables[name], check_names=False)
+    assert back["beta.extra"].to_dict("list") == {"model": ["m1"], "x": [1.5]}
+
+
+def test_a_re_score_of_one_benchmark_links_the_other_benchmarks_table_parts(tmp_path):
+    _, first = _tables_job(tmp_path, "one", 0.5)
+    _, second = _tables_job(tmp_path, "two", 0.75)  # alpha's metric re-scored: beta's parts are the same bytes
+    assert os.path.samefile(first["mean/beta.csv"], second["mean/beta.csv"])
+    assert not os.path.samefile(first["mean/alpha.csv"], second["mean/alpha.csv"])
+    assert "alpha,m1,alpha.x,score,-,0.5,1" in first["mean/alpha.csv"].read_text()  # kept as it was
+    assert "alpha,m1,alpha.x,score,-,0.75,1" in second["mean/alpha.csv"].read_text()

@@ -53,7 +53,7 @@ def test_an_unchanged_rerun_leaves_every_output_untouched_and_says_so(tmp_path, 
     (results,) = (out / "results").iterdir()
     rec = json.loads((results / RECORD).read_text())
     listed = {f["path"] for f in rec["files"]}
-    assert {"tables/mean.csv", "tables/leaderboard.txt", "submission/aggregate.json", "report/index.html"} <= listed
+    assert {"tables/mean/toy.csv", "tables/leaderboard.txt", "submission/aggregate.json", "report/index.html"} <= listed
     assert run_plain(cfg, host=host) == 0
     said = capsys.readouterr().out
     assert said.count("outputs unchanged: ") == 1 and str(results) in said
@@ -69,7 +69,7 @@ def test_a_change_that_shapes_an_output_writes_the_outputs_again(tmp_path, host,
     cfg = toy_config(tmp_path, ds)
     assert run_plain(cfg, host=host) == 0
     (results,) = (tmp_path / "out" / "results").iterdir()
-    mean = results / "tables" / "mean.csv"
+    mean = results / "tables" / "mean" / "toy.csv"
     if change == "aggregator_params":
         cfg["aggregator_params"]["bootstrap"]["replicates"] = 100
     elif change == "report":
@@ -87,7 +87,7 @@ def test_a_change_that_shapes_an_output_writes_the_outputs_again(tmp_path, host,
     if change in ("deleted_table", "edited_table"):
         assert mean.read_text().count("\n\n") == 0 and mean.stat().st_size > 0  # written again, as computed
     rec = json.loads((results / RECORD).read_text())
-    assert {"path": "tables/mean.csv", "size": mean.stat().st_size, "mtime_ns": mean.stat().st_mtime_ns} in \
+    assert {"path": "tables/mean/toy.csv", "size": mean.stat().st_size, "mtime_ns": mean.stat().st_mtime_ns} in \
         rec["files"]
     assert run_plain(cfg, host=host) == 0
     assert "outputs unchanged" in capsys.readouterr().out  # and then the new outputs stand

@@ -74,7 +74,7 @@ def test_a_fresh_default_run_regenerates_the_block(default_run, name):
 @pytest.mark.slow
 @pytest.mark.parametrize("table", sorted(rv.SNAPSHOTS))
 def test_a_fresh_default_run_writes_the_snapshots(default_run, table):
-    assert rv.SNAPSHOTS[table].read_bytes() == (default_run.tables / table).read_bytes(), table
+    assert rv.SNAPSHOTS[table].read_bytes() == rv.run_file(default_run.tables, table), table
 
 
 @pytest.mark.slow

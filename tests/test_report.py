@@ -375,7 +375,7 @@ def test_a_crashing_output_is_reported_the_others_still_run_and_the_exit_code_sa
     assert "error: output report failed: RuntimeError: renderer exploded" in err
     results = next((tmp_path / "out" / "results").iterdir())
     # every other output is there: tables, the leaderboard (file and console), the submission bundle
-    assert (results / "tables" / "mean.csv").is_file() and (results / "tables" / "leaderboard.txt").is_file()
+    assert (results / "tables" / "mean" / "toy.csv").is_file() and (results / "tables" / "leaderboard.txt").is_file()
     assert (results / "submission" / "aggregate.json").is_file()
     assert re.search(r"(== toy|: toy)$", out, re.MULTILINE)  # the console's view of the benchmark
     assert not (results / "report" / "index.html").exists()

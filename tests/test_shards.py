@@ -19,7 +19,7 @@ def _overrides(out: Path, ds: dict) -> list[str]:
 
 
 def _tables(results: Path) -> dict[str, str]:
-    return {p.name: p.read_text() for p in sorted((results / "tables").glob("*.csv"))}
+    return {str(p.relative_to(results / "tables")): p.read_text() for p in sorted((results / "tables").rglob("*.csv"))}
 
 
 def _runs(out: Path) -> list:
@@ -72,7 +72,7 @@ def test_shard_multirun_reports_the_merge_not_the_shards(tmp_path, toy_host, cap
     for i in range(2):
         part = merged / "partial" / f"shard-{i:04d}-of-0002"
         assert (part / "PARTIAL.md").read_text().startswith(f"PARTIAL: shard {i + 1} of 2")
-        assert (part / "tables" / "mean.csv").exists()
+        assert (part / "tables" / "mean" / "toy.csv").exists()
     # the first shard's own tables saw only its cases (partial), never written over the merged ones
     first = (merged / "partial" / "shard-0000-of-0002" / "tables" / "cases.toy.csv").read_text()
     assert first.count("\n") < _tables(single)["cases.toy.csv"].count("\n")

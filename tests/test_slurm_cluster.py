@@ -60,7 +60,7 @@ def _wr(args: list[str], env: dict[str, str], timeout: float = 300) -> subproces
 
 
 def _tables(results: Path) -> dict[str, str]:
-    return {p.name: p.read_text() for p in sorted((results / "tables").glob("*.csv"))}
+    return {str(p.relative_to(results / "tables")): p.read_text() for p in sorted((results / "tables").rglob("*.csv"))}
 
 
 def _results_dir(out: Path) -> Path:

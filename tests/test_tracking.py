@@ -153,8 +153,10 @@ def test_one_run_per_benchmark_and_model_with_identical_keys_and_nan(tmp_path, c
     assert t0 - 0.5 <= parent.info.start_time / 1000 <= t0 + 1.5
     assert (parent.info.end_time - parent.info.start_time) / 1000 >= wall - 0.05
     arts = {a.path for a in client.list_artifacts(parent.info.run_id, "tables")}
-    assert "tables/cases.toy.csv" in arts and "tables/mean.csv" in arts and "tables/mean.md" in arts
-    md = Path(client.download_artifacts(parent.info.run_id, "tables/mean.md", str(tmp_path / "dl")))
+    assert "tables/cases.toy.csv" in arts and "tables/mean" in arts  # mean: one file per benchmark
+    arts = {a.path for a in client.list_artifacts(parent.info.run_id, "tables/mean")}
+    assert arts == {"tables/mean/toy.csv", "tables/mean/toy.md"}
+    md = Path(client.download_artifacts(parent.info.run_id, "tables/mean/toy.md", str(tmp_path / "dl")))
     lines = md.read_text().splitlines()
     assert lines[0].startswith("| benchmark | model |") and set(lines[1]) <= set("|:-")  # a real pipe table
     meta = {a.path for a in client.list_artifacts(parent.info.run_id, "meta")}

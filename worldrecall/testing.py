@@ -59,7 +59,8 @@ class PluginLoadError(AssertionError):
 class PluginRun:
     """What one ``worldrecall run`` left behind: exit code, results folder, tables, per-case rows, output.
 
-    ``tables`` maps each ``tables/<name>.csv`` to a DataFrame (``mean``, ``status``, views …), and ``cases`` to
+    ``tables`` maps each table to a DataFrame (``mean``, ``status``, ``ranking`` …: ``tables/<name>.csv``, or the
+    files of a table written per benchmark, ``tables/<name>/<benchmark>.csv``, concatenated), and ``cases`` to
     the per-case table of every benchmark (the run writes it per benchmark: ``cases.<benchmark>.csv``);
     ``rows`` are the per-case score rows (``rows-shard-*.jsonl``: benchmark, model, case_id, metric, status,
     reason, values, info …) in the order the run wrote them, each with its case's alignment in
@@ -195,16 +196,11 @@ def _collect(code: int, out: Path, stdout: str, stderr: str, args: tuple[str, ..
     tables: dict[str, pd.DataFrame] = {}
     rows: list[dict[str, Any]] = []
     if results_dir is not None:
-        for csv in sorted((results_dir / "tables").glob("*.csv")):
-            try:
-                tables[csv.stem] = pd.read_csv(csv)
-            except pd.errors.EmptyDataError:  # a table with no rows is written as an empty file
-                tables[csv.stem] = pd.DataFrame()
-        parts = [df for name, df in tables.items() if name.startswith("cases.")]
-        if parts:  # the per-case table, written one file per benchmark (cases.<benchmark>.csv): all of it
-            tables["cases"] = pd.concat(parts, ignore_index=True)
+        from worldrecall.core.tables import read_tables
         from worldrecall.engine.stages.row_store import read_row_dicts
 
+        # tables written one file per benchmark (cases.<benchmark>.csv, ranking/<benchmark>.csv) come back whole
+        tables = read_tables(results_dir / "tables")
         rows = read_row_dicts(results_dir)  # each row with its case's alignment, stored once per shard
     return PluginRun(code, results_dir, tables, rows, stdout, stderr, args)
 

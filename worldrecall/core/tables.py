@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 import pandas as pd
 
@@ -60,3 +61,27 @@ def status_counts(rows: Iterable[ScoreRow]) -> pd.DataFrame:
         if c not in out:
             out[c] = 0
     return out[["ok", "failed", "skipped"]].reset_index()
+
+
+def read_tables(tables_dir: Path) -> dict[str, pd.DataFrame]:
+    """A run's ``tables/`` read back whole: each ``<name>.csv``; each table written one file per benchmark
+    (a folder ``<name>/<benchmark>.csv``) as its parts concatenated in benchmark order, as the run held it; and
+    ``cases``, the per-case table (``cases.<benchmark>.csv``) whole. A file with no rows gives an empty frame."""
+    out: dict[str, pd.DataFrame] = {}
+    for csv in sorted(Path(tables_dir).glob("*.csv")):
+        out[csv.stem] = _read_csv(csv)
+    for folder in sorted(p for p in Path(tables_dir).iterdir() if p.is_dir()) if Path(tables_dir).is_dir() else []:
+        parts = [_read_csv(p) for p in sorted(folder.glob("*.csv"))]
+        if parts:
+            out[folder.name] = pd.concat(parts, ignore_index=True)
+    cases = [df for name, df in out.items() if name.startswith("cases.")]
+    if cases:
+        out["cases"] = pd.concat(cases, ignore_index=True)
+    return out
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:  # a table with no rows is written as an empty file
+        return pd.DataFrame()

@@ -15,6 +15,7 @@ from worldrecall.engine.sinks.base import SinkContext
 from worldrecall.engine.cache.blobs import BlobStore, stored_text, write_shared
 from worldrecall.engine.sinks.leaderboard_view import leaderboard_text
 from worldrecall.engine.sinks.pipe_table import pipe_table
+from worldrecall.engine.stages.aggregate import all_rows_aggregators
 from worldrecall.engine.stages.result import RunResult
 from worldrecall.engine.stages.row_digests import rows_digest
 
@@ -40,12 +41,39 @@ class TablesSink:
         # never rewritten in place (atomic, and only when changed): a file logged to MLflow earlier is a hard link;
         # a table some job wrote before with the same bytes is that file again (one copy on disk)
         blobs = BlobStore(Path(result.config["output_root"]) / "blobs")
-        paths = [write_shared(tdir / f"{name}.csv", df.to_csv(index=False), blobs)
-                 for name, df in result.tables.items() if hasattr(df, "to_csv")]
+        paths = table_files(result, ctx, tdir, ".csv", lambda df: df.to_csv(index=False), blobs)
         meta = result.results_dir / "meta"
         paths.append(json_dump(redact_tree(dict(result.config)), meta / "resolved_config.json"))
         paths.append(json_dump(ctx.host.manifest(), meta / "plugin_manifest.json"))
         return paths
+
+
+def by_benchmark_tables(result: RunResult, ctx: SinkContext) -> set[str]:
+    """The tables of the run's aggregators that declare ``by_benchmark`` (each the concatenation, in benchmark
+    order, of every benchmark's own table): written one file per benchmark (:func:`table_files`)."""
+    known = ctx.host.components["aggregator"]
+    return {table for name in all_rows_aggregators(result.config) if getattr(known.get(name), "by_benchmark", False)
+            for table in known[name].tables}
+
+
+def table_files(result: RunResult, ctx: SinkContext, tdir: Path, suffix: str, render: Callable[[Any], str],
+                blobs: BlobStore) -> list[Path]:
+    """Every aggregated table as ``render`` writes it (``suffix``: .csv, .md). A table declared by benchmark
+    (:func:`by_benchmark_tables`) is a folder, one file per benchmark (``ranking/memobench.csv``), so a
+    re-score or a sweep's job shares the unchanged benchmarks' files through the blob store and writes the
+    changed one only; read back whole with :func:`worldrecall.core.tables.read_tables`. Others are one file."""
+    split, paths = by_benchmark_tables(result, ctx), []
+    for name, df in result.tables.items():
+        if not hasattr(df, "to_csv"):
+            continue
+        if name in split and len(df) and "benchmark" in df.columns:
+            for bench, part in df.groupby("benchmark", sort=True, dropna=False):
+                paths.append(write_shared(tdir / name / f"{bench}{suffix}", render(part.reset_index(drop=True)),
+                                          blobs))
+            (tdir / f"{name}{suffix}").unlink(missing_ok=True)  # written whole by a version before the split
+        else:
+            paths.append(write_shared(tdir / f"{name}{suffix}", render(df), blobs))
+    return paths
 
 
 def case_parts(result: RunResult, tdir: Path) -> list[Path]:
@@ -98,8 +126,7 @@ class TableTextSink:
         tdir.mkdir(parents=True, exist_ok=True)
         blobs = BlobStore(Path(result.config["output_root"]) / "blobs")
         paths = case_parts(result, tdir)
-        paths += [write_shared(tdir / f"{name}.md", pipe_table(df), blobs)
-                  for name, df in result.tables.items() if hasattr(df, "to_csv")]
+        paths += table_files(result, ctx, tdir, ".md", pipe_table, blobs)
         paths.append(write_shared(tdir / "leaderboard.txt", leaderboard_text(result, ctx.host), blobs))
         return paths
 

@@ -4,7 +4,7 @@
 
 * ``aggregate.json`` — per declared benchmark its declaration (headline, ranking, gate) and each ranked view
   (camera-gated, all cases): per model its rank, rank label, case count and every cell with its mean, CI,
-  unit and direction — the same numbers as ``tables/ranking.csv`` and the printed leaderboard;
+  unit and direction — the same numbers as ``tables/ranking/<benchmark>.csv`` and the printed leaderboard;
 * ``cases.<benchmark>.jsonl`` — per benchmark, one line per score row (benchmark, model, case, metric, status,
   reason, values, strata, backend, metric version), sorted; a benchmark whose rows did not change since a
   job wrote them is that file again (a hard link to its blob), so a re-score adds only the parts it changed;

@@ -78,7 +78,6 @@ def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any
     that declares ``by_metric`` per metric within a benchmark, so a re-score job aggregates the changed metric.
     ``digests``: the rows' :func:`~worldrecall.engine.stages.row_digests.row_digests`, when the caller has them.
     """
-    suite = cfg["suite"]
     if per_benchmark is None:
         # what the run itself aggregated (`worldrecall aggregate` and a shard merge give the same tables)
         per_benchmark = {n: list(b.get("aggregators") or []) for n, b in enabled_benchmarks(cfg).items()}
@@ -86,13 +85,19 @@ def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any
         store = store_for(cfg)
     groups = _Groups(host, rows, cfg, store, row_digests(rows) if digests is None else digests)
     tables: dict[str, Any] = {}
-    for name in list(cfg["aggregators"] or []) + list(suite.get("aggregators") or []):
+    for name in all_rows_aggregators(cfg):
         tables.update(groups.run(name, "*"))
     for bench, names in per_benchmark.items():
         for name in names:
             for tname, df in groups.run(name, bench).items():
                 tables[tname if tname.startswith(bench) else f"{bench}.{tname}"] = df
     return tables
+
+
+def all_rows_aggregators(cfg: Mapping[str, Any]) -> list[str]:
+    """The aggregators run over every row of a run (the config's, then the suite's), in that order; each
+    benchmark's own aggregators are under ``benchmarks.<name>.aggregators``."""
+    return list(cfg.get("aggregators") or []) + list((cfg.get("suite") or {}).get("aggregators") or [])
 
 
 class _Groups:

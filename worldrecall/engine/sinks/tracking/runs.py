@@ -188,9 +188,15 @@ def results_digest(files: list[Path], rows: str = "") -> str:
     """Hash of the job's rows (``rows``: their content digest, :func:`job_rows_digest`) and tables (every CSV
     among ``files``): equal digests = the same numbers, case by case."""
     h = hashlib.sha256(rows.encode())
-    for p in sorted((Path(f) for f in files if Path(f).suffix == ".csv" and Path(f).exists()), key=lambda p: p.name):
-        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    for p in sorted((Path(f) for f in files if Path(f).suffix == ".csv" and Path(f).exists()), key=_table_name):
+        h.update(_table_name(p).encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()[:16]
+
+
+def _table_name(p: Path) -> str:
+    """A table file's name in its run: ``mean.csv``, or ``ranking/memobench.csv`` for a table written one file
+    per benchmark (:func:`worldrecall.engine.sinks.files.table_files`)."""
+    return p.name if p.parent.name == "tables" else f"{p.parent.name}/{p.name}"
 
 
 SUPERSEDED_BY, CURRENT = "worldrecall.superseded_by", "worldrecall.current"
@@ -324,6 +330,8 @@ def file_entries(files: list[Path], blobs: BlobStore, folders: Mapping[str, str]
             sub = (folders or _SUBFOLDER).get(p.suffix, "")
             # tables, the report and the index files are written whole (a new file each time): safe to hard-link
             link = sub in ("tables", "report", "cases")
+            if sub == "tables" and p.parent.parent.name == "tables":  # a table written one file per benchmark
+                sub = f"tables/{p.parent.name}"
         if not sub or not p.exists():
             continue
         _, blob = blobs.put(p, link=link)
