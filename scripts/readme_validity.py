@@ -4,8 +4,9 @@
     python scripts/readme_validity.py --check          # the documents match the snapshots in docs/figures/
 
 ``--write`` copies the run's ``tables/`` files the figures come from (``ranking.csv``: the ranked views'
-cells, which a run writes one file per benchmark, ``ranking/<benchmark>.csv``, joined here; ``validity.csv``, ``validity_gates.csv``; ``leaderboard.txt``: every view as ``view=full`` prints it)
-to ``docs/figures/`` and rewrites each generated block between its markers (``<!-- verdict:begin -->`` …):
+cells, which a run writes one file per benchmark, ``ranking/<benchmark>.csv``, joined here; ``validity.csv``,
+``validity_gates.csv``; ``leaderboard.txt``: every view as ``view=full`` prints it) to ``docs/figures/`` and
+rewrites each generated block between its markers (``<!-- verdict:begin -->`` …):
 
 - README.md ``verdict``: MemoBench's compact view, as the console prints it;
 - README.md ``headline-validity``: each benchmark's ranked value against every counterfactual;

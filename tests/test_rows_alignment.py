@@ -27,20 +27,22 @@ def test_a_cases_alignment_is_written_once_and_every_reader_restores_it(tmp_path
                ScoreRow("b", "m", "c2", "b.metric0", {"v": 0.0})]  # a row without an alignment
     kept = [store.append(r) for r in written]
     store.close()
-    [part] = rows_files(tmp_path)  # benchmark "b"'s rows
-    lines = [json.loads(x) for x in part.read_text().splitlines()]
+    parts = rows_files(tmp_path)  # one file per metric of benchmark "b"
+    assert len(parts) == 4
+    lines = [json.loads(x) for part in parts for x in part.read_text().splitlines()]
     assert all("alignment" not in d["info"] for d in lines)
     assert sum("alignment_ref" in d["info"] for d in lines) == 8
     stored = [json.loads(x) for x in store.alignments_path.read_text().splitlines()]
     assert len(stored) == 2 and stored[0]["alignment"] == ALIGN  # once per distinct alignment
-    assert part.stat().st_size + store.alignments_path.stat().st_size < \
+    assert sum(p.stat().st_size for p in parts) + store.alignments_path.stat().st_size < \
         sum(len(row_line(r)) + 1 for r in written) * 0.7
     # the rows as computed, as kept by the store, as read back, and as a plugin author's test reads them
-    assert row_digests(kept) == row_digests(written) == row_digests(read_rows([part]))
+    assert row_digests(kept) == row_digests(written) == row_digests(read_rows(parts))
     again = ResultStore(tmp_path)
     assert row_digests(again.done.values()) == row_digests(written)
     dicts = read_row_dicts(tmp_path)
-    assert [d["info"].get("alignment") for d in dicts] == [r.info.get("alignment") for r in written]
+    assert {(d["case_id"], d["metric"]): d["info"].get("alignment") for d in dicts} == \
+        {(r.case_id, r.metric): r.info.get("alignment") for r in written} and len(dicts) == len(written)
     assert all("alignment_ref" not in d["info"] for d in dicts)
 
 
@@ -56,9 +58,9 @@ def test_a_superseded_rows_alignment_goes_with_it_when_the_file_is_compacted(tmp
     store.close()
     stored = [json.loads(x) for x in store.alignments_path.read_text().splitlines()]
     assert [d["alignment"] for d in stored] == [new]
-    [part] = rows_files(tmp_path)
-    assert len(part.read_text().splitlines()) == 4
-    assert {r.info["alignment"]["info"]["h"] for r in read_rows([part])} == {21}
+    parts = rows_files(tmp_path)  # one per metric, one line each: the superseded rows are gone
+    assert [len(p.read_text().splitlines()) for p in parts] == [1, 1, 1, 1]
+    assert {r.info["alignment"]["info"]["h"] for r in read_rows(parts)} == {21}
 
 
 def test_a_rows_file_written_before_each_row_carried_its_alignment_reads_as_it_did(tmp_path):

@@ -63,7 +63,7 @@ class PluginRun:
     files of a table written per benchmark, ``tables/<name>/<benchmark>.csv``, concatenated), and ``cases`` to
     the per-case table of every benchmark (the run writes it per benchmark: ``cases.<benchmark>.csv``);
     ``rows`` are the per-case score rows (``rows-shard-*.jsonl``: benchmark, model, case_id, metric, status,
-    reason, values, info …) in the order the run wrote them, each with its case's alignment in
+    reason, values, info …) by file (a shard's rows, one file per metric) and place, each with its case's alignment in
     ``info["alignment"]`` (the rows file stores it once per shard, in ``alignments-shard-*.jsonl``; restored here
     as ``worldrecall.engine.stages.row_store.read_row_dicts`` does). ``results_dir`` is None when the run stopped before
     writing results (a config error: exit code 2, the reason on ``stderr``).
@@ -189,11 +189,9 @@ def _only_these_metrics(host: Any, metrics: Sequence[str]) -> list[str]:
 
 
 def _collect(code: int, out: Path, stdout: str, stderr: str, args: tuple[str, ...]) -> PluginRun:
-    import pandas as pd
-
     found = sorted(p for p in (out / "results").glob("*") if p.is_dir()) if (out / "results").is_dir() else []
     results_dir = found[-1] if found else None
-    tables: dict[str, pd.DataFrame] = {}
+    tables: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
     if results_dir is not None:
         from worldrecall.core.tables import read_tables

@@ -10,9 +10,9 @@ from typing import Any
 
 from worldrecall.core.tables import case_table
 from worldrecall.engine.cache import code_digest, key_of, library_versions, store_for
+from worldrecall.engine.cache.blobs import BlobStore, stored_text, write_shared
 from worldrecall.engine.redaction import redact_tree
 from worldrecall.engine.sinks.base import SinkContext
-from worldrecall.engine.cache.blobs import BlobStore, stored_text, write_shared
 from worldrecall.engine.sinks.leaderboard_view import leaderboard_text
 from worldrecall.engine.sinks.pipe_table import pipe_table
 from worldrecall.engine.stages.aggregate import all_rows_aggregators

@@ -18,10 +18,10 @@ an alignment line is written (and flushed) before the first row that refers to i
 (each row with its own copy) read as they always did.
 
 While a run writes, its shard's rows go to that append-only file. When the run closes its store, the rows are
-laid out by benchmark, ``rows-shard-0000-of-0001-<benchmark>.jsonl`` (one line per place, in (model, case,
-metric) order), and the append-only file is removed: each part is kept once in the output root's blob store, so
-a re-score or a sweep's job whose rows of a benchmark are those of an earlier job links that file instead of
-writing it again. A line holds what the row is, not how this run got it (:data:`CACHE_FLAGS`, which the cache
+laid out by metric, ``rows-shard-0000-of-0001-<benchmark>-<metric>.jsonl`` (one line per place, in (model,
+case) order), and the append-only file is removed: each part is kept once in the output root's blob store, so
+a re-score or a sweep's job whose rows of a metric are those of an earlier job (every metric but the one it
+re-scored) links that file instead of writing it again. A line holds what the row is, not how this run got it (:data:`CACHE_FLAGS`, which the cache
 log records), so equal rows are equal bytes whatever the cache held. Parts sort before their shard's append-only
 file: a run killed after its store was split once reads its parts, then the rows it appended since, which win.
 """
@@ -52,28 +52,35 @@ def shard_file(results_dir: Path, index: int, count: int) -> Path:
     return Path(results_dir) / f"rows-shard-{index:04d}-of-{count:04d}.jsonl"
 
 
-def part_file(rows_file: Path, benchmark: str) -> Path:
-    """The file of a shard's rows of one benchmark once its run is closed (see the module's docstring)."""
+def part_file(rows_file: Path, benchmark: str, metric: str) -> Path:
+    """The file of a shard's rows of one benchmark's metric once its run is closed (see the module's
+    docstring): ``rows-shard-0000-of-0001-<benchmark>-<metric>.jsonl``."""
     rows_file = Path(rows_file)
-    safe = benchmark if benchmark and all(c.isalnum() or c in "_." for c in benchmark) \
-        else "b" + hashlib.sha256(benchmark.encode()).hexdigest()[:16]  # never a path, whatever the plugin's name
-    return rows_file.with_name(f"{rows_file.stem}-{safe}.jsonl")
+    return rows_file.with_name(f"{rows_file.stem}-{_file_safe(benchmark)}-{_file_safe(metric)}.jsonl")
+
+
+def _file_safe(name: str) -> str:
+    """``name`` as a part of a file name: as it is when it is letters, digits, ``_`` and ``.``, else a digest of it
+    (never a path or a separator, whatever the plugin's name)."""
+    if name and all(c.isalnum() or c in "_." for c in name) and name.strip("."):
+        return name
+    return "h" + hashlib.sha256(name.encode()).hexdigest()[:16]
 
 
 def shard_parts(rows_file: Path) -> list[Path]:
-    """A shard's per-benchmark files on disk (not its append-only file), sorted."""
+    """A shard's per-metric files on disk (not its append-only file), sorted."""
     rows_file = Path(rows_file)
     return sorted(rows_file.parent.glob(f"{rows_file.stem}-*.jsonl"))
 
 
 def rows_files(results_dir: Path) -> list[Path]:
     """Every rows file of a results folder in the order they are read (a later line wins): by shard, each
-    shard's per-benchmark files, then its append-only file (name order gives exactly this)."""
+    shard's per-metric files, then its append-only file (name order gives exactly this)."""
     return sorted(Path(results_dir).glob("rows-shard-*.jsonl"))
 
 
 def shards_on_disk(results_dir: Path) -> int:
-    """How many shards wrote rows into the folder (each has an append-only file or its per-benchmark parts)."""
+    """How many shards wrote rows into the folder (each has an append-only file or its per-metric parts)."""
     return len({p.name[: len("rows-shard-0000-of-0000")] for p in rows_files(results_dir)})
 
 
@@ -201,7 +208,7 @@ class ResultStore:
     """Appends rows for one shard; knows which (case, metric) pairs are already final."""
 
     def __init__(self, results_dir: Path, index: int = 0, count: int = 1, blobs: BlobStore | None = None):
-        """``blobs``: the output root's blob store, where the per-benchmark files are kept once (None: each is
+        """``blobs``: the output root's blob store, where the per-metric files are kept once (None: each is
         a file of its own)."""
         self.dir = Path(results_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -306,7 +313,7 @@ class ResultStore:
 
     def close(self) -> None:
         """fsync and close the shard file (the runner calls this when a run's rows are all written), then lay its
-        rows out by benchmark (:meth:`split`); while another process appends to the same shard, drop the rows a
+        rows out by metric (:meth:`split`); while another process appends to the same shard, drop the rows a
         later row of the same place superseded instead (:meth:`compact`)."""
         if self._af is not None:
             self._af.flush()
@@ -341,20 +348,20 @@ class ResultStore:
             yield f
 
     def split(self) -> bool:
-        """Write the shard's rows as one file per benchmark (kept once in the blob store: equal rows, one file
-        for every job that has them) and remove the append-only file. Done under the append-only file's
+        """Write the shard's rows as one file per metric of each benchmark (kept once in the blob store: equal
+        rows, one file for every job that has them) and remove the append-only file. Done under the append-only file's
         exclusive lock, and only when it holds exactly what this store read and appended (False otherwise:
         another process of the same shard appends, and the file stays as it is)."""
         with self._exclusive() as f:
             if f is None or os.fstat(f.fileno()).st_size != self._log_size:
                 return False
-            by_benchmark: dict[str, list[tuple[str, str, str, str]]] = {}
-            for place in sorted(self.done):
-                by_benchmark.setdefault(place[0], []).append(place)
+            by_metric: dict[tuple[str, str], list[tuple[str, str, str, str]]] = {}
+            for place in sorted(self.done):  # (benchmark, model, case, metric)
+                by_metric.setdefault((place[0], place[3]), []).append(place)
             written = []
-            for benchmark, places in by_benchmark.items():
+            for (benchmark, metric), places in by_metric.items():
                 text = "".join(self._text[k] + "\n" for k in places)
-                path = part_file(self.path, benchmark)
+                path = part_file(self.path, benchmark, metric)
                 if self.blobs is not None:
                     write_shared(path, text, self.blobs)
                 else:
