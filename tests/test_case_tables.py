@@ -117,7 +117,7 @@ def _tables_job(root: Path, folder: str, score: float) -> tuple[SimpleNamespace,
     result.tables, result.config["aggregators"] = tables, ["mean"]
     ctx = SimpleNamespace(host=SimpleNamespace(components={"aggregator": {"mean": MeanAggregator}}))
     tdir = result.results_dir / "tables"
-    tdir.mkdir(parents=True)
+    tdir.mkdir(parents=True, exist_ok=True)
     (tdir / "mean.csv").write_text("the whole table of an earlier version\n")
     paths = table_files(result, ctx, tdir, ".csv", lambda df: df.to_csv(index=False), BlobStore(root / "blobs"))
     return result, {str(p.relative_to(tdir)): p for p in paths}
@@ -148,3 +148,12 @@ def test_a_re_score_of_one_benchmark_links_the_other_benchmarks_table_parts(tmp_
     assert not os.path.samefile(first["mean/alpha.csv"], second["mean/alpha.csv"])
     assert "alpha,m1,alpha.x,score,-,0.5,1" in first["mean/alpha.csv"].read_text()  # kept as it was
     assert "alpha,m1,alpha.x,score,-,0.75,1" in second["mean/alpha.csv"].read_text()
+
+
+def test_a_part_written_before_for_a_benchmark_no_longer_in_the_table_is_removed(tmp_path):
+    _, first = _tables_job(tmp_path, "one", 0.5)
+    stale = first["mean/alpha.csv"].with_name("gamma.csv")
+    stale.write_text("benchmark,model\ngamma,m1\n")  # a benchmark an earlier run of this folder had
+    _, again = _tables_job(tmp_path, "one", 0.5)
+    assert not stale.exists() and sorted(p.name for p in (tmp_path / "results/one/tables/mean").iterdir()) == \
+        ["alpha.csv", "beta.csv"]

@@ -99,3 +99,17 @@ def test_a_shard_another_process_appended_to_is_left_as_it_is(tmp_path):
     assert [p.name for p in rows_files(tmp_path)] == ["rows-shard-0000-of-0001.jsonl"]
     assert len(read_rows(rows_files(tmp_path))) == 5
 
+
+
+def test_a_part_of_another_layout_is_removed_when_the_shard_is_laid_out_again(tmp_path):
+    """A folder written when rows were one file per benchmark: its rows are read, and once the rerun's rows are
+    laid out per metric that file is gone (read after the new parts, its old rows would win)."""
+    old = tmp_path / "rows-shard-0000-of-0001-mb.jsonl"
+    _write(tmp_path, _rows("mb"), None)
+    (tmp_path / "rows-shard-0000-of-0001-mb-mb.metric.jsonl").rename(old)
+    store = ResultStore(tmp_path)
+    assert len(store.done) == 4  # the old layout reads as it did
+    store.append(ScoreRow("mb", "m0", "c0", "mb.metric", {"v": 7.0}, info={}))
+    store.close()
+    assert [p.name for p in rows_files(tmp_path)] == ["rows-shard-0000-of-0001-mb-mb.metric.jsonl"]
+    assert {(r.model, r.case_id): r.values["v"] for r in read_rows(rows_files(tmp_path))}[("m0", "c0")] == 7.0

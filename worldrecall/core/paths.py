@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 from pathlib import Path
 from stat import S_ISLNK
@@ -62,3 +63,11 @@ def _check_usable(path: str) -> None:
     except OSError as e:
         if e.errno not in (*_ABSENT, errno.ELOOP, errno.EBADF):
             raise
+
+
+def file_safe(name: str) -> str:
+    """``name`` as a part of a file name we write (a plugin's benchmark or metric name): as it is when it is
+    letters, digits, ``_`` and ``.``, else a digest of it (never a path or a separator, whatever the name)."""
+    if name and all(c.isalnum() or c in "_." for c in name) and name.strip("."):
+        return name
+    return "h" + hashlib.sha256(name.encode()).hexdigest()[:16]

@@ -67,10 +67,11 @@ def read_tables(tables_dir: Path) -> dict[str, pd.DataFrame]:
     """A run's ``tables/`` read back whole: each ``<name>.csv``; each table written one file per benchmark
     (a folder ``<name>/<benchmark>.csv``) as its parts concatenated in benchmark order, as the run held it; and
     ``cases``, the per-case table (``cases.<benchmark>.csv``) whole. A file with no rows gives an empty frame."""
-    out: dict[str, pd.DataFrame] = {}
-    for csv in sorted(Path(tables_dir).glob("*.csv")):
-        out[csv.stem] = _read_csv(csv)
-    for folder in sorted(p for p in Path(tables_dir).iterdir() if p.is_dir()) if Path(tables_dir).is_dir() else []:
+    tables_dir = Path(tables_dir)
+    if not tables_dir.is_dir():
+        return {}
+    out = {csv.stem: _read_csv(csv) for csv in sorted(tables_dir.glob("*.csv"))}
+    for folder in sorted(p for p in tables_dir.iterdir() if p.is_dir()):
         parts = [_read_csv(p) for p in sorted(folder.glob("*.csv"))]
         if parts:
             out[folder.name] = pd.concat(parts, ignore_index=True)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from worldrecall.core.paths import file_safe
 from worldrecall.core.tables import case_table
 from worldrecall.engine.cache import code_digest, key_of, library_versions, store_for
 from worldrecall.engine.cache.blobs import BlobStore, stored_text, write_shared
@@ -67,10 +68,14 @@ def table_files(result: RunResult, ctx: SinkContext, tdir: Path, suffix: str, re
         if not hasattr(df, "to_csv"):
             continue
         if name in split and len(df) and "benchmark" in df.columns:
-            for bench, part in df.groupby("benchmark", sort=True, dropna=False):
-                paths.append(write_shared(tdir / name / f"{bench}{suffix}", render(part.reset_index(drop=True)),
-                                          blobs))
-            (tdir / f"{name}{suffix}").unlink(missing_ok=True)  # written whole by a version before the split
+            parts = [write_shared(tdir / name / f"{file_safe(str(bench))}{suffix}",
+                                  render(part.reset_index(drop=True)), blobs)
+                     for bench, part in df.groupby("benchmark", sort=True, dropna=False)]
+            # written before and not now (whole by a version before the split; a benchmark no longer run here)
+            (tdir / f"{name}{suffix}").unlink(missing_ok=True)
+            for stale in set(parts[0].parent.glob(f"*{suffix}")) - set(parts):
+                stale.unlink()
+            paths += parts
         else:
             paths.append(write_shared(tdir / f"{name}{suffix}", render(df), blobs))
     return paths

@@ -21,8 +21,8 @@ While a run writes, its shard's rows go to that append-only file. When the run c
 laid out by metric, ``rows-shard-0000-of-0001-<benchmark>-<metric>.jsonl`` (one line per place, in (model,
 case) order), and the append-only file is removed: each part is kept once in the output root's blob store, so
 a re-score or a sweep's job whose rows of a metric are those of an earlier job (every metric but the one it
-re-scored) links that file instead of writing it again. A line holds what the row is, not how this run got it (:data:`CACHE_FLAGS`, which the cache
-log records), so equal rows are equal bytes whatever the cache held. Parts sort before their shard's append-only
+re-scored) links that file instead of writing it again. A line holds what the row is, not how this run got it
+(:data:`CACHE_FLAGS`, which the cache log records), so equal rows are equal bytes whatever the cache held. Parts sort before their shard's append-only
 file: a run killed after its store was split once reads its parts, then the rows it appended since, which win.
 """
 
@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from worldrecall.core.data import ScoreRow
+from worldrecall.core.paths import file_safe
 from worldrecall.core.results import json_default
 from worldrecall.engine.cache.blobs import BlobStore, write_if_changed, write_shared
 from worldrecall.engine.stages.row_digests import CACHE_FLAGS
@@ -56,15 +57,7 @@ def part_file(rows_file: Path, benchmark: str, metric: str) -> Path:
     """The file of a shard's rows of one benchmark's metric once its run is closed (see the module's
     docstring): ``rows-shard-0000-of-0001-<benchmark>-<metric>.jsonl``."""
     rows_file = Path(rows_file)
-    return rows_file.with_name(f"{rows_file.stem}-{_file_safe(benchmark)}-{_file_safe(metric)}.jsonl")
-
-
-def _file_safe(name: str) -> str:
-    """``name`` as a part of a file name: as it is when it is letters, digits, ``_`` and ``.``, else a digest of it
-    (never a path or a separator, whatever the plugin's name)."""
-    if name and all(c.isalnum() or c in "_." for c in name) and name.strip("."):
-        return name
-    return "h" + hashlib.sha256(name.encode()).hexdigest()[:16]
+    return rows_file.with_name(f"{rows_file.stem}-{file_safe(benchmark)}-{file_safe(metric)}.jsonl")
 
 
 def shard_parts(rows_file: Path) -> list[Path]:
@@ -367,6 +360,8 @@ class ResultStore:
                 else:
                     write_if_changed(path, text)
                 written.append(path)
+            for stale in set(self.parts) - set(written):  # read at start, its rows are in the new parts: a file of
+                stale.unlink(missing_ok=True)             # another layout (per benchmark) would be read after them
             self.parts = sorted(written)
             self._compact_alignments({m for t in self._text.values() for m in _ALIGNMENT_REF.findall(t)})
             self.path.unlink()
