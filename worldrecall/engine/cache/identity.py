@@ -14,8 +14,8 @@ optional roles and judges), read from the hub objects themselves, never from a l
 
 Identities are computed once per hub (per run), lazily, on first use; file digests go through
 :mod:`worldrecall.core.digests`, which trusts a file's state safely, so a multi-GB checkpoint is hashed once.
-:meth:`~worldrecall.engine.stages.pipeline.CasePipeline.measurement_ingredients` returns everything a
-measurement key is made of, as a dict (what ``cache explain`` prints).
+:meth:`~worldrecall.engine.stages.pipeline.CasePipeline.keyed` returns everything a measurement key is made
+of, as the JSON the key hashes (what ``cache explain`` prints).
 """
 
 from __future__ import annotations

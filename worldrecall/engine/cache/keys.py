@@ -35,6 +35,7 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 from functools import cache
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +56,26 @@ def key_and_ingredients(identity: Mapping[str, Any], inputs: Any = None, params:
     """The cache key and what it was built from: the canonical JSON the key hashes (identity, the inputs'
     digests, params: never an input's content), kept beside what a run computes for ``worldrecall cache
     explain``."""
-    text = json.dumps({"identity": identity, "inputs": inputs, "params": params}, sort_keys=True, default=str,
-                      separators=(",", ":"))
+    return key_of_encoded(canonical_json(identity), canonical_json(inputs), canonical_json(params))
+
+
+def key_of_encoded(identity: str, inputs: str, params: str) -> tuple[str, str]:
+    """:func:`key_and_ingredients` of its three parts already encoded by :func:`canonical_json` (or
+    :func:`object_json`): a caller computing thousands of keys encodes what they share once."""
+    text = object_json({"identity": identity, "inputs": inputs, "params": params})
     return hashlib.sha256(text.encode()).hexdigest(), text
+
+
+def canonical_json(value: Any) -> str:
+    """The JSON every key hashes: keys sorted, no spaces, what JSON cannot hold as its ``str``."""
+    return json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+
+
+def object_json(fields: Mapping[str, str]) -> str:
+    """:func:`canonical_json` of an object whose values are given encoded already (each by
+    :func:`canonical_json` or this function): the same text, character for character."""
+    # encode_basestring_ascii is what json.dumps does with a str (ensure_ascii), without its per-call set-up
+    return "{" + ",".join(f"{encode_basestring_ascii(k)}:{v}" for k, v in sorted(fields.items())) + "}"
 
 
 @cache

@@ -44,6 +44,7 @@ from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.results import json_default
 from worldrecall.core.video import VideoError, VideoPool
 from worldrecall.engine.cache import Store, component_identity, key_and_ingredients, key_of, named_files
+from worldrecall.engine.cache.keys import canonical_json, key_of_encoded, object_json
 from worldrecall.engine.cache.identity import received_identity
 from worldrecall.engine.stages.plan import BenchmarkPlan, skip_reason
 from worldrecall.registry.host import PluginHost
@@ -53,6 +54,17 @@ log = logging.getLogger(__name__)
 # the methods that turn a measurement into numbers: no alignment or measurement depends on them, so editing
 # them re-scores and never re-aligns or re-measures (left out of those keys' code digests)
 SCORING_METHODS = ("score", "verdict", "artifacts")
+
+
+@dataclass(frozen=True)
+class MetricKeyParts:
+    """The parts of a metric's measurement and score keys that every case shares, each encoded once by
+    :func:`~worldrecall.engine.cache.keys.canonical_json` (settling a run computes thousands of keys)."""
+
+    measurement_identity: str
+    measurement_params: Mapping[str, str]  # params and the received identities: all but the case's ``extra``
+    score_identity: str
+    score_params: str
 
 
 @dataclass
@@ -141,34 +153,41 @@ class CasePipeline:
         """The alignment key and its ingredients as the key hashed them (``worldrecall cache explain``)."""
         return key_and_ingredients(**self.alignment_ingredients(name, case, params, fp))
 
-    def measurement_ingredients(self, metric: Metric, case: Case, alignment_key: str, alignment: Alignment,
-                                fp: str | None = None) -> dict[str, Any]:
-        """Everything a measurement's key is made of (``key_of(**ingredients)``): the metric's identity without
-        its scoring code; its inputs (the case's content, the alignment's key, the files its params name); its
-        params, with the identities of the backends and judges its measure is handed."""
-        return {"identity": component_identity(metric, without=SCORING_METHODS),
-                "inputs": {"case": fp or case.fingerprint(), "alignment": alignment_key,
-                           "files": named_files(metric, metric.params)},
-                "params": {"params": metric.params, "extra": metric.cache_params(case, alignment),
-                           **received_identity(metric, self.hub, self.judges)}}
+    def key_parts(self, metric: Metric) -> MetricKeyParts:
+        """What a metric's measurement and score keys hold that is the same on every case (its identities, its
+        params with the identities of the backends and judges its measure is handed, its thresholds), encoded."""
+        return MetricKeyParts(
+            measurement_identity=canonical_json(component_identity(metric, without=SCORING_METHODS)),
+            measurement_params={"params": canonical_json(metric.params),
+                                **{k: canonical_json(v)
+                                   for k, v in received_identity(metric, self.hub, self.judges).items()}},
+            score_identity=canonical_json(component_identity(metric)),
+            score_params=canonical_json({"thresholds": metric.thresholds, "artifacts": self.write_artifacts}))
 
     def keys(self, metric: Metric, case: Case, alignment_key: str, alignment: Alignment,
-             fp: str | None = None) -> tuple[str, str]:
+             fp: str | None = None, parts: MetricKeyParts | None = None) -> tuple[str, str]:
         """(measurement key, score key) of one metric on one aligned case."""
-        (measurement, _), (score, _) = self.keyed(metric, case, alignment_key, alignment, fp)
+        (measurement, _), (score, _) = self.keyed(metric, case, alignment_key, alignment, fp, parts)
         return measurement, score
 
     def keyed(self, metric: Metric, case: Case, alignment_key: str, alignment: Alignment,
-              fp: str | None = None) -> tuple[tuple[str, str], tuple[str, str]]:
-        """((measurement key, its ingredients), (score key, its ingredients)) of one metric on one aligned case."""
-        measurement = key_and_ingredients(**self.measurement_ingredients(metric, case, alignment_key, alignment, fp))
-        return measurement, key_and_ingredients(**self.score_ingredients(metric, measurement[0]))
+              fp: str | None = None, parts: MetricKeyParts | None = None) -> tuple[tuple[str, str], tuple[str, str]]:
+        """((measurement key, its ingredients), (score key, its ingredients)) of one metric on one aligned case.
 
-    def score_ingredients(self, metric: Metric, measurement_key: str) -> dict[str, Any]:
-        """Everything a score's key is made of: the metric's whole identity, its measurement's key, its
-        thresholds and whether it writes per-case files."""
-        return {"identity": component_identity(metric), "inputs": {"measurement": measurement_key},
-                "params": {"thresholds": metric.thresholds, "artifacts": self.write_artifacts}}
+        A measurement's key holds the metric's identity without its scoring code; its inputs (the case's
+        content, the alignment's key, the files its params name); its params, what it adds for this case
+        (``cache_params``), and the identities of the backends and judges its measure is handed. A score's key
+        holds the metric's whole identity, the measurement's key, its thresholds and whether it writes per-case
+        files. ``parts``: :meth:`key_parts` of the metric, when the caller computes many keys of it."""
+        parts = parts or self.key_parts(metric)
+        inputs = {"case": fp or case.fingerprint(), "alignment": alignment_key,
+                  "files": named_files(metric, metric.params)}
+        params = object_json({**parts.measurement_params,
+                              "extra": canonical_json(metric.cache_params(case, alignment))})
+        measurement = key_of_encoded(parts.measurement_identity, canonical_json(inputs), params)
+        score = key_of_encoded(parts.score_identity, canonical_json({"measurement": measurement[0]}),
+                               parts.score_params)
+        return measurement, score
 
     def keep_ingredients(self, key: str, ingredients: str) -> None:
         """Store what ``key`` was built from beside its entry (``worldrecall cache explain`` reads it)."""
@@ -201,11 +220,13 @@ class CasePipeline:
                 out.append(row)
         return out
 
-    def settle(self, plan: BenchmarkPlan, case: Case, existing: Mapping[tuple[str, str, str, str], ScoreRow]
-               ) -> tuple[list[ScoreRow], set[str]]:
+    def settle(self, plan: BenchmarkPlan, case: Case, existing: Mapping[tuple[str, str, str, str], ScoreRow],
+               parts: dict[str, MetricKeyParts] | None = None) -> tuple[list[ScoreRow], set[str]]:
         """What this process can decide about a case without running an aligner or a metric (a parent that
         forks workers never does): rows whose key is unchanged are kept as they are (not returned), rows whose
-        score is in the cache are built now (returned), the other metrics are left (second item)."""
+        score is in the cache are built now (returned), the other metrics are left (second item). ``parts``:
+        each metric's :meth:`key_parts` so far, kept by the caller over a plan's cases (filled here)."""
+        parts = {} if parts is None else parts
         t0 = time.perf_counter()
         out: list[ScoreRow] = []
         left: set[str] = set()
@@ -228,7 +249,9 @@ class CasePipeline:
                 if alignment is None:
                     left.add(name)
                     continue
-                mkey, skey = self.keys(metric, case, akey, alignment, fp)
+                if name not in parts:
+                    parts[name] = self.key_parts(metric)
+                mkey, skey = self.keys(metric, case, akey, alignment, fp, parts[name])
                 row.warnings.extend(alignment.info.get("warnings", []))  # as :meth:`rows` does
                 row.info = {"alignment": alignment_json, "videos": video_paths(case),
                             "keys": {"alignment": akey, "measurement": mkey, "score": skey}}

@@ -31,7 +31,7 @@ from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.engine.stages.config import ResolvedConfig, resolve_config
 from worldrecall.engine.stages.executor import make_executor
 from worldrecall.engine.stages.name_checks import check_aggregator_paths, check_names, check_selection
-from worldrecall.engine.stages.pipeline import CasePipeline
+from worldrecall.engine.stages.pipeline import CasePipeline, MetricKeyParts
 from worldrecall.engine.stages.plan import (
     BenchmarkPlan,
     enable_metrics,
@@ -270,12 +270,13 @@ class Runner:
 
         groups: dict[str, list[Case | CaseError]] = {}
         left: dict[int, set[str]] = {}
+        parts: dict[str, MetricKeyParts] = {}  # each metric's key parts every case shares, encoded once
         for it in items:
             if isinstance(it, CaseError):
                 names = set(plan.metrics)  # its inputs cannot be read: no earlier row of it stands
             else:
                 # refresh / off: no row on disk stands, every row is computed again
-                rows, names = self.pipeline.settle(plan, it, rows_file.done if self.cache_mode == "use" else {})
+                rows, names = self.pipeline.settle(plan, it, rows_file.done if self.cache_mode == "use" else {}, parts)
                 emit(it, rows, done=not names)
             if names:
                 left[id(it)] = names
