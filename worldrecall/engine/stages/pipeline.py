@@ -44,8 +44,8 @@ from worldrecall.core.models import BackendUnavailable, ModelHub
 from worldrecall.core.results import json_default
 from worldrecall.core.video import VideoError, VideoPool
 from worldrecall.engine.cache import Store, component_identity, key_and_ingredients, key_of, named_files
-from worldrecall.engine.cache.keys import canonical_json, key_of_encoded, object_json
 from worldrecall.engine.cache.identity import received_identity
+from worldrecall.engine.cache.keys import canonical_json, key_of_encoded, object_json
 from worldrecall.engine.stages.plan import BenchmarkPlan, skip_reason
 from worldrecall.registry.host import PluginHost
 
