@@ -101,7 +101,8 @@ def test_an_output_written_before_with_the_same_bytes_is_that_file_again(tmp_pat
     assert not os.path.samefile(a, c)
 
 
-def _tables_job(root: Path, folder: str, score: float) -> tuple[SimpleNamespace, dict[str, Path]]:
+def _tables_job(root: Path, folder: str, score: float, empty: bool = False
+                ) -> tuple[SimpleNamespace, dict[str, Path]]:
     """One job's aggregated tables as the run writes them: ``mean`` and ``status`` (MeanAggregator declares
     ``by_benchmark``), and a table of a benchmark's own aggregator (one file)."""
     import pandas as pd
@@ -113,6 +114,8 @@ def _tables_job(root: Path, folder: str, score: float) -> tuple[SimpleNamespace,
     parts = [MeanAggregator().aggregate([r for r in rows if r.benchmark == b], {}) for b in ("alpha", "beta")]
     tables = {name: pd.concat([p[name] for p in parts], ignore_index=True) for name in ("mean", "status")}
     tables["beta.extra"] = pd.DataFrame({"model": ["m1"], "x": [1.5]})
+    if empty:  # every case of the job failed: its by-benchmark tables have no rows
+        tables = {name: df.iloc[0:0] for name, df in tables.items()}
     result = _result(root, folder, rows)
     result.tables, result.config["aggregators"] = tables, ["mean"]
     ctx = SimpleNamespace(host=SimpleNamespace(components={"aggregator": {"mean": MeanAggregator}}))
@@ -154,6 +157,15 @@ def test_a_part_written_before_for_a_benchmark_no_longer_in_the_table_is_removed
     _, first = _tables_job(tmp_path, "one", 0.5)
     stale = first["mean/alpha.csv"].with_name("gamma.csv")
     stale.write_text("benchmark,model\ngamma,m1\n")  # a benchmark an earlier run of this folder had
-    _, again = _tables_job(tmp_path, "one", 0.5)
+    _tables_job(tmp_path, "one", 0.5)
     assert not stale.exists() and sorted(p.name for p in (tmp_path / "results/one/tables/mean").iterdir()) == \
         ["alpha.csv", "beta.csv"]
+
+
+def test_an_empty_table_is_read_back_empty_not_as_the_parts_an_earlier_run_wrote(tmp_path):
+    from worldrecall.core.tables import read_tables
+
+    _tables_job(tmp_path, "one", 0.5)
+    result, got = _tables_job(tmp_path, "one", 0.5, empty=True)  # the same folder, rerun with nothing to show
+    assert "mean.csv" in got and not list((result.results_dir / "tables" / "mean").glob("*.csv"))
+    assert read_tables(result.results_dir / "tables")["mean"].empty

@@ -100,7 +100,6 @@ def test_a_shard_another_process_appended_to_is_left_as_it_is(tmp_path):
     assert len(read_rows(rows_files(tmp_path))) == 5
 
 
-
 def test_a_part_of_another_layout_is_removed_when_the_shard_is_laid_out_again(tmp_path):
     """A folder written when rows were one file per benchmark: its rows are read, and once the rerun's rows are
     laid out per metric that file is gone (read after the new parts, its old rows would win)."""

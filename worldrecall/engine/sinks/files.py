@@ -71,14 +71,20 @@ def table_files(result: RunResult, ctx: SinkContext, tdir: Path, suffix: str, re
             parts = [write_shared(tdir / name / f"{file_safe(str(bench))}{suffix}",
                                   render(part.reset_index(drop=True)), blobs)
                      for bench, part in df.groupby("benchmark", sort=True, dropna=False)]
-            # written before and not now (whole by a version before the split; a benchmark no longer run here)
-            (tdir / f"{name}{suffix}").unlink(missing_ok=True)
-            for stale in set(parts[0].parent.glob(f"*{suffix}")) - set(parts):
-                stale.unlink()
+            (tdir / f"{name}{suffix}").unlink(missing_ok=True)  # written whole by a version before the split
+            _remove_other_parts(tdir / name, suffix, parts)  # a benchmark no longer in the table
             paths += parts
         else:
             paths.append(write_shared(tdir / f"{name}{suffix}", render(df), blobs))
+            if name in split:  # empty now: parts an earlier run of this folder wrote would be read in its place
+                _remove_other_parts(tdir / name, suffix, [])
     return paths
+
+
+def _remove_other_parts(folder: Path, suffix: str, keep: list[Path]) -> None:
+    """Remove the ``suffix`` files of a by-benchmark table's folder that this job did not write."""
+    for stale in set(folder.glob(f"*{suffix}")) - set(keep):
+        stale.unlink(missing_ok=True)
 
 
 def case_parts(result: RunResult, tdir: Path) -> list[Path]:

@@ -22,8 +22,9 @@ laid out by metric, ``rows-shard-0000-of-0001-<benchmark>-<metric>.jsonl`` (one 
 case) order), and the append-only file is removed: each part is kept once in the output root's blob store, so
 a re-score or a sweep's job whose rows of a metric are those of an earlier job (every metric but the one it
 re-scored) links that file instead of writing it again. A line holds what the row is, not how this run got it
-(:data:`CACHE_FLAGS`, which the cache log records), so equal rows are equal bytes whatever the cache held. Parts sort before their shard's append-only
-file: a run killed after its store was split once reads its parts, then the rows it appended since, which win.
+(:data:`CACHE_FLAGS`, which the cache log records), so equal rows are equal bytes whatever the cache held. Parts
+sort before their shard's append-only file: a run killed after its store was split once reads its parts, then
+the rows it appended since, which win.
 """
 
 from __future__ import annotations
