@@ -96,6 +96,42 @@ def content_memo(path: Path | str, kind: str, compute: Callable[[], Any], persis
     return _FACTS[key][0]
 
 
+_CODE_IDENTITY: list[Callable[[str], str]] = []  # the engine's code digest (engine/cache/keys.py), once imported
+CODE_MARK = "@code:"  # in a fact's kind: kept under a code identity (dropped from the memo once unused)
+
+
+def provide_code_identity(digest: Callable[[str], str]) -> None:
+    """What :func:`code_memo` keys on: ``digest(module)``, the identity of a module's code and what it imports."""
+    _CODE_IDENTITY[:] = [digest]
+
+
+def code_memo(path: Path | str, kind: str, module: str, compute: Callable[[], Any],
+              libraries: tuple[str, ...] = ()) -> Any:
+    """:func:`content_memo` of a fact (plain JSON, checked) that code reads from a file: persisted between runs
+    under the file's content, the code of ``module`` and the installed versions of ``libraries``; in this process
+    only where no code identity is provided (the module used without the engine)."""
+    if not _CODE_IDENTITY:
+        return content_memo(path, kind, compute)
+    ident = json.dumps([_CODE_IDENTITY[0](module), [_version(lib) for lib in libraries]]).encode()
+
+    def plain() -> Any:
+        fact = compute()
+        if json.loads(json.dumps(fact)) != fact:  # a tuple, a NumPy number: would come back as something else
+            raise TypeError(f"{kind}: a persisted fact must be plain JSON")
+        return fact
+
+    return content_memo(path, f"{kind}{CODE_MARK}{hashlib.sha256(ident).hexdigest()[:16]}", plain, persist=True)
+
+
+def _version(library: str) -> str:
+    from importlib import metadata
+
+    try:
+        return f"{library}=={metadata.version(library)}"
+    except metadata.PackageNotFoundError:
+        return f"{library} not installed"
+
+
 def load_digest_memo(path: Path | str) -> None:
     """Reuse the digests and facts an earlier run kept in ``path`` (each digest valid while its file's state
     is unchanged); an unreadable or older-format memo is ignored. Starts what :func:`save_digest_memo` keeps."""
@@ -130,7 +166,8 @@ def save_digest_memo(path: Path | str) -> None:
             pass
     digests = {k for k in _MEMO["used"] | kept_loaded if k in _DIGESTS}
     values = {_DIGESTS[k] for k in digests}
-    facts = {k for k in _MEMO["facts_loaded"] if k[1] in values} | _MEMO["facts_used"]
+    # a fact kept under a code identity stays while it is used: changed code leaves its old entries behind
+    facts = {k for k in _MEMO["facts_loaded"] if k[1] in values and CODE_MARK not in k[0]} | _MEMO["facts_used"]
     if digests == _MEMO["loaded"] and facts == _MEMO["facts_loaded"]:
         return
     atomic_write_text(path, json.dumps({"format": 2, "digests": [[*k, _DIGESTS[k]] for k in sorted(digests)],

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-import pandas as pd
-
 from worldrecall.core.data import ScoreRow
+from worldrecall.core.lazy import pandas as pd  # imported on first use (core/lazy.py)
 
 LONG_COLUMNS = ["benchmark", "model", "case_id", "metric", "value_name", "value", "backend"]
 

@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import pandas as pd
+from worldrecall.core.lazy import pandas as pd  # imported on first use (core/lazy.py)
 
 
 def _cell(v: Any) -> Any:

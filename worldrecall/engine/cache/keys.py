@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from worldrecall.core.components import PathParam
-from worldrecall.core.digests import content_memo, file_digest
+from worldrecall.core.digests import content_memo, file_digest, provide_code_identity
 
 # the libraries whose results can differ between releases (kernels, defaults, resampling)
 LIBRARIES = {"numpy": "numpy", "scipy": "scipy", "pandas": "pandas", "opencv": "opencv-python-headless",
@@ -272,6 +272,9 @@ def code_digest(module: str, without: tuple[str, ...] = ()) -> str:
         if data is not None:  # files the package ships beside its code and reads (a bundled results table)
             h.update(f"\0data\0{file_digest(data)}".encode())
     return h.hexdigest()
+
+
+provide_code_identity(code_digest)  # a plugin's facts kept between runs are keyed on the same code identity
 
 
 def _package_data(module: str) -> Path | None:

@@ -23,9 +23,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from worldrecall.core.components import GATE_NOT_MEASURED
+from worldrecall.core.lazy import pandas as pd  # imported on first use (core/lazy.py)
 from worldrecall.engine.sinks.results_view import (
     column_rows,
     direction_label,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import pandas as pd
+from worldrecall.core.lazy import pandas as pd  # imported on first use (core/lazy.py)
 
 
 def _cell(v: Any, digits: int) -> str:

@@ -11,9 +11,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import pandas as pd
-
 from worldrecall.core.components import UndeclaredValue
+from worldrecall.core.lazy import pandas as pd  # imported on first use (core/lazy.py)
 
 SUMMARY_COLUMNS = ["benchmark", "model", "metric", "value", "mean", "ci_low", "ci_high", "n"]
 

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from worldrecall.core.atomic import atomic_write_text
 from worldrecall.core.data import finite_float
+from worldrecall.core.lazy import pandas as pd  # imported on first use (core/lazy.py)
 from worldrecall.engine.sinks.pipe_table import pipe_table
 from worldrecall.engine.sinks.results_view import direction_label, summary, unit_label, value_meta
 from worldrecall.engine.stages.shards import is_shard_key

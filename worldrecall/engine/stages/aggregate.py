@@ -13,10 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
-
 from worldrecall.core.components import Aggregator, UndeclaredValue
 from worldrecall.core.data import ScoreRow
+from worldrecall.core.lazy import pandas as pd  # imported on first use (core/lazy.py)
 from worldrecall.engine.cache import Store, component_identity, key_of, named_files, store_for
 from worldrecall.engine.cache.frames import decode_tables, encode_tables
 from worldrecall.engine.stages.name_checks import configured_aggregator_params

@@ -22,10 +22,10 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
-import pandas as pd
 
 from worldrecall.core.components import VIEW_CELL_COLUMNS, Aggregator, merge_typed
 from worldrecall.core.data import ScoreRow
+from worldrecall.core.lazy import pandas as pd  # imported on first use (core/lazy.py)
 from worldrecall.plugins.memobench.official_results import canonical_model, official_rows
 
 BENCHMARK = "memobench"

@@ -159,12 +159,11 @@ class MemoBenchLoader(Loader):
             log.warning("memobench: no %s.xlsx/.csv under %s; no synthetic clips", sheets.SYNTHETIC_SHEET, root)
             return []
         try:
-            table = sheets.read_table(sheet)
-            rows = sheets.parse_synthetic_sheet(table, sheet.name, opts["phase_row_checks"])
+            rows, marked = sheets.phase_sheet(sheet, "synthetic", opts["phase_row_checks"])
         except sheets.SheetError as e:  # the other split still loads; this one is one error row per model
             return [GTClip("synthetic", sheet.name, "", {"split": "synthetic"}, error=str(e), sheet_error=True)]
         skipped = [GTClip("synthetic", clip, "", {"split": "synthetic"}, declared_skip=True)
-                   for clip in sheets.skipped_clips(table) if clip not in rows]
+                   for clip in marked if clip not in rows]
         return [_guarded(self._synthetic_clip, "synthetic", row, "", data_root, root, row,
                          meta.get(row.clip_id), opts) for row in rows.values()] + skipped
 
@@ -256,8 +255,7 @@ class MemoBenchLoader(Loader):
             log.warning("memobench: no %s.xlsx/.csv under %s; no real clips", sheets.REAL_SHEET, root)
             return []
         try:
-            table = sheets.read_table(sheet)
-            rows = sheets.parse_real_sheet(table, sheet.name, opts["phase_row_checks"])
+            rows, _ = sheets.phase_sheet(sheet, "real", opts["phase_row_checks"])
         except sheets.SheetError as e:  # the other split still loads; this one is one error row per model
             return [GTClip("real", sheet.name, "real", {"split": "real"}, error=str(e), sheet_error=True)]
         selected: set[str] | None = None

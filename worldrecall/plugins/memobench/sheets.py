@@ -33,14 +33,14 @@ from __future__ import annotations
 import io
 import logging
 import struct
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from worldrecall.core.data import CaseFailure, one_line
-from worldrecall.core.digests import content_memo
+from worldrecall.core.digests import code_memo, content_memo
 from worldrecall.core.text import read_text
 
 log = logging.getLogger(__name__)
@@ -93,6 +93,53 @@ def read_table(path: Path) -> Any:
         return content_memo(path, "memobench.sheet", lambda: _read_table(path)).copy()
     except OSError:  # gone or unreadable: the reader says so in its own words
         return _read_table(path)
+
+
+def phase_sheet(path: Path, split: str, checks: str) -> tuple[dict[str, PhaseRow], list[str]]:
+    """A phase sheet's rows by clip (:func:`parse_synthetic_sheet`, or :func:`parse_real_sheet` for ``split``
+    "real") and the clips it marks skip (:func:`skipped_clips`); what the parsing logs is logged again on every
+    call. Kept between runs under the file's content, this module's code and the readers' versions
+    (:func:`~worldrecall.core.digests.code_memo`): a rerun neither reads the sheet nor imports pandas or openpyxl.
+    A sheet that cannot be read raises :class:`SheetError` every time (never kept)."""
+    path = Path(path)
+    parse = parse_real_sheet if split == "real" else parse_synthetic_sheet
+
+    def read() -> dict[str, Any]:
+        said: list[str] = []
+        with _HeldWarnings(said):
+            table = read_table(path)
+            rows = parse(table, path.name, checks)
+            skipped = skipped_clips(table)
+        return {"rows": [{**asdict(r), "warnings": list(r.warnings)} for r in rows.values()],
+                "skipped": skipped, "said": said}
+
+    try:
+        # the messages name the sheet by its file name: part of what is kept
+        fact = code_memo(path, f"memobench.phase_sheet.{split}.{checks}.{path.name}", __name__, read,
+                         libraries=("pandas", "openpyxl", "xlrd"))
+    except OSError:  # gone or unreadable: the reader says so in its own words
+        fact = read()
+    for line in fact["said"]:
+        log.warning("%s", line)
+    rows = [PhaseRow(**{**r, "warnings": tuple(r["warnings"])}) for r in fact["rows"]]
+    return {r.clip_id: r for r in rows}, list(fact["skipped"])
+
+
+class _HeldWarnings:
+    """Collects what this module logs at WARNING and above into a list instead of logging it."""
+
+    def __init__(self, into: list[str]) -> None:
+        self.into = into
+        self.handler = logging.Handler(logging.WARNING)
+        self.handler.emit = lambda record: into.append(record.getMessage())  # type: ignore[method-assign]
+
+    def __enter__(self) -> None:
+        self.propagate, log.propagate = log.propagate, False
+        log.addHandler(self.handler)
+
+    def __exit__(self, *exc: object) -> None:
+        log.removeHandler(self.handler)
+        log.propagate = self.propagate
 
 
 def _read_table(path: Path) -> Any:

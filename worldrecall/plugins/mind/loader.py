@@ -149,23 +149,28 @@ class MindLoader(Loader):
             return Case(BENCHMARK, case_id, model, video, strata=strata, annotations=annotations, sidecars=sidecars,
                         data_root=root)
         annotations["gt_clip"] = gt_dir.relative_to(root).as_posix() if root is not None else gt_dir.name
-        record = records.read_action_json(gt_dir / ACTION_FILE)
+        action_json = gt_dir / ACTION_FILE
+        facts = records.action_facts(action_json, opts["action_labels"])
         gt_video = gt_dir / VIDEO_FILE
         if not gt_video.is_file():
             raise CaseFailure(f"{gt_video}: GT video missing")
-        sidecars["action_json"] = record.path
+        sidecars["action_json"] = action_json
         if (gt_dir / IMAGES_FILE).is_file():
             sidecars["gt_images_txt"] = gt_dir / IMAGES_FILE
         gt_vipe = find_sidecar_dir(gt_video)
         if gt_vipe is not None:
             sidecars["gt_vipe"] = gt_vipe
-        annotations.update({"mark_time": record.mark_time, "total_time": record.total_time,
-                            "action_frames": len(record.frames)})
-        try:
-            annotations["actions"] = records.frame_labels(record, record.mark_time, ACTION_MAX_FRAMES,
-                                                          opts["action_labels"])
-        except CaseFailure as e:   # only the action metric reads the labels: it fails with this line
-            annotations["actions_error"] = str(e)
+        annotations.update({"mark_time": facts["mark_time"], "total_time": facts["total_time"],
+                            "action_frames": facts["n_frames"]})
+        if facts["labels"] is not None:
+            annotations["actions"] = facts["labels"]
+        else:  # only the action metric reads the labels: it fails with the line naming the frame
+            try:
+                record = records.read_action_json(action_json)
+                records.frame_labels(record, record.mark_time, ACTION_MAX_FRAMES, opts["action_labels"])
+                annotations["actions_error"] = f"{action_json}: changed while it was read; run again"
+            except CaseFailure as e:
+                annotations["actions_error"] = str(e)
         return Case(BENCHMARK, case_id, model, video, reference=self._video(request, gt_video), strata=strata,
                     annotations=annotations, sidecars=sidecars, data_root=root)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from worldrecall.core.data import CaseFailure
+from worldrecall.core.digests import code_memo
 from worldrecall.formats.safe_json import read_json
 
 PERSPECTIVES = ("1st_data", "3rd_data")
@@ -107,6 +108,31 @@ def frame_labels(record: ActionRecord, start: int | None = None, count: int = AC
     start = record.mark_time if start is None else int(start)
     end = min(start + int(count), len(record.frames))
     return [frame_label(record.frames[i], scheme, path=record.path, index=i) for i in range(start, end)]
+
+
+def action_facts(path: Path | str, scheme: str = "ternary") -> dict[str, Any]:
+    """What the loader takes from an ``action.json``: ``mark_time``, ``total_time``, ``n_frames`` and the labels of
+    the frames from ``mark_time`` on (:func:`frame_labels`; None when a frame's code is not an action code: read
+    the file for the message). Kept between runs under the file's content and this module's code
+    (:func:`~worldrecall.core.digests.code_memo`): every model's case of a clip reads the same GT file. A file
+    that cannot be read raises :class:`CaseFailure` every time (never kept)."""
+    path = Path(path)
+
+    def read() -> dict[str, Any]:
+        record = read_action_json(path)
+        try:
+            labels: list[str] | None = frame_labels(record, record.mark_time, ACTION_MAX_FRAMES, scheme)
+        except CaseFailure:  # its message names the file: said by the caller, from the file
+            labels = None
+        return {"mark_time": record.mark_time, "total_time": record.total_time, "n_frames": len(record.frames),
+                "labels": labels}
+
+    if not path.is_file():
+        return read()  # raises the missing file's one line
+    try:
+        return code_memo(path, f"mind.action_facts.{scheme}", __name__, read)
+    except OSError:  # gone or unreadable since: the reader says so in its own words
+        return read()
 
 
 def gt_clip_dir(data_root: Path, perspective: str, test_type: str, clip: str) -> Path:

@@ -18,10 +18,9 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-import pandas as pd
-
 from worldrecall.core.components import Aggregator
 from worldrecall.core.data import ScoreRow
+from worldrecall.core.lazy import pandas as pd  # imported on first use (core/lazy.py)
 
 BENCHMARK = "mind"
 # (metric, value) -> the release's Result.json name

@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from worldrecall.core.components import Aggregator
 from worldrecall.core.data import ScoreRow
+from worldrecall.core.lazy import pandas as pd  # imported on first use (core/lazy.py)
 from worldrecall.core.tables import long_frame, status_counts
 from worldrecall.plugins.stats.hierarchy import _level_keys, bootstrap_macro, macro_mean
 

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
-import pandas as pd
+
+from worldrecall.core.lazy import pandas as pd  # imported on first use (core/lazy.py)
 
 
 def _level_keys(df: pd.DataFrame, levels: Sequence[str]) -> list[np.ndarray]:

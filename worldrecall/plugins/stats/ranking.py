@@ -28,10 +28,10 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
-import pandas as pd
 
 from worldrecall.core.components import GATE_NOT_MEASURED, VIEW_COLUMNS, Aggregator, split_ref
 from worldrecall.core.data import ScoreRow, finite_float
+from worldrecall.core.lazy import pandas as pd  # imported on first use (core/lazy.py)
 from worldrecall.core.tables import backend_signature
 from worldrecall.plugins.stats.hierarchy import bootstrap_macro, macro_mean
 

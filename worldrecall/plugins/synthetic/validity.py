@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-import pandas as pd
 
 from worldrecall.core.components import Aggregator
 from worldrecall.core.data import ScoreRow, finite_float
+from worldrecall.core.lazy import pandas as pd  # imported on first use (core/lazy.py)
 from worldrecall.core.tables import backend_signature
 
 REFERENCE = "oracle"

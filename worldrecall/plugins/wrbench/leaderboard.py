@@ -15,10 +15,9 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-import pandas as pd
-
 from worldrecall.core.components import Aggregator, PathParam, merge_typed
 from worldrecall.core.data import ScoreRow
+from worldrecall.core.lazy import pandas as pd  # imported on first use (core/lazy.py)
 from worldrecall.plugins.wrbench import contract, table
 from worldrecall.plugins.wrbench.official_results import official_rows
 

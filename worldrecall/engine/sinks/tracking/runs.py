@@ -31,9 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from worldrecall.core.data import one_line
+from worldrecall.core.lazy import pandas as pd  # imported on first use (core/lazy.py)
 from worldrecall.core.tables import backend_signature
 from worldrecall.engine.cache.blobs import BlobStore, write_shared
 from worldrecall.engine.sinks.leaderboard_view import gate_not_measured
