@@ -6,7 +6,9 @@ wall time when they ran on a thread of the job's process: the outputs written me
 Here they run on another core. The job's process decides everything that needs the result and the plugins
 (:func:`~worldrecall.engine.sinks.tracking.runs.plan_job`, the files' blobs, the printed columns) and sends it
 as JSON lines; this process makes the runs (:func:`~worldrecall.engine.sinks.tracking.runs.open_planned`,
-:func:`~worldrecall.engine.sinks.tracking.runs.finish_job`) and answers one JSON line per job.
+:func:`~worldrecall.engine.sinks.tracking.runs.finish_job`) and answers one JSON line per job. A process that
+answered a job is kept for the next job of the same job process (:func:`release`): a sweep's jobs, which Hydra's
+basic launcher runs one after another in one process, import MLflow once, not once per job.
 
 A sweep's parent run is made and finished the same way, by a process of its own (``{"op": "sweep_open",
 "tcfg", "output_root", "name", "tags"}`` answered ``{"run_id"}``; ``{"op": "sweep_close", "run_id", "entries",
@@ -21,6 +23,7 @@ end of its input the process ends; a job opened and never finished (its process 
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import queue
@@ -101,28 +104,56 @@ class MlflowProcess:
 
 
 _EARLY: list[MlflowProcess] = []  # started as a job began (prefetch), taken by its MLflow sink
+# answered a job of this process and kept, its MLflow imported: the next job (a sweep's, run here) logs through it
+_IDLE: list[MlflowProcess] = []
 LAUNCHED: list[int] = []  # the pids of the MLflow processes this process started (what a job cost, said in tests)
 
 
 def prefetch(tcfg: Mapping[str, Any]) -> None:
-    """Start the MLflow process now, for a job that will track (``tracking.enabled``, ``tracking.prefetch``):
-    its import then overlaps the job's own work."""
-    close_early()  # one an earlier job of this process started and never used (it failed before logging)
+    """Have the MLflow process ready for a job that will track (``tracking.enabled``, ``tracking.prefetch``): one
+    an earlier job of this process used, else a new one, whose import then overlaps the job's own work."""
+    close_early()  # one an earlier job of this process took and never used (it failed before logging)
     if not (tcfg.get("enabled") and tcfg.get("prefetch", True)):
         return
-    proc = MlflowProcess()
+    proc = _idle() or MlflowProcess()
     proc.early = True
     _EARLY.append(proc)
 
 
 def take_process() -> MlflowProcess:
-    """The process :func:`prefetch` started for this job (while it runs), else a new one."""
+    """The process :func:`prefetch` readied for this job, else one an earlier job used, else a new one."""
     while _EARLY:
         proc = _EARLY.pop()
         if proc.proc.poll() is None:
             return proc
         proc.close()
-    return MlflowProcess()
+    return _idle() or MlflowProcess()
+
+
+def release(proc: MlflowProcess) -> None:
+    """A process whose job is answered (its runs committed): kept for this process's next job, and closed when
+    this process ends (:func:`close_all`). A sweep's jobs then pay MLflow's import once, not once per job."""
+    if proc.proc.poll() is None:
+        proc.early = False
+        _IDLE.append(proc)
+    else:
+        proc.close()
+
+
+def _idle() -> MlflowProcess | None:
+    while _IDLE:
+        proc = _IDLE.pop()
+        if proc.proc.poll() is None:
+            return proc
+        proc.close()
+    return None
+
+
+@atexit.register
+def close_all() -> None:
+    """End every MLflow process this process keeps (each finishes what it was sent, then exits)."""
+    while _EARLY or _IDLE:
+        (_EARLY or _IDLE).pop().close()
 
 
 SWEEPS: list[Any] = []  # the parent run of the sweep this process launches (:mod:`.sweep`), at most one
@@ -139,9 +170,9 @@ def pending_parent(sweep_dir: Any) -> Any:
 
 
 def close_early() -> None:
-    """End a process :func:`prefetch` started for a job that logs nothing after all."""
+    """Put back a process :func:`prefetch` readied for a job that logs nothing after all (:func:`release`)."""
     while _EARLY:
-        _EARLY.pop().close()
+        release(_EARLY.pop())
 
 
 # ---- the MLflow process's own side ------------------------------------------------------------------------
@@ -265,7 +296,7 @@ def serve(stdin: IO[str], out: IO[str]) -> int:
             job.open()
         else:
             answer = job.finish(msg) if job is not None else {"error": "finish without open"}
-            job = None
+            job, import_s = None, 0.0  # a later job of the same process (a sweep's) imports nothing
         if answer is not None:
             out.write(json.dumps(answer) + "\n")
             out.flush()

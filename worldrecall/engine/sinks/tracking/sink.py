@@ -130,6 +130,7 @@ class MlflowSink:
                 "plan_s": time.perf_counter() - t0, "prefetched": proc.early}
 
     def _end(self, result: RunResult, ctx: SinkContext, begun: dict[str, Any]) -> list[Path]:
+        from worldrecall.engine.sinks.tracking.process import release
         from worldrecall.engine.sinks.tracking.runs import file_entries
         from worldrecall.engine.sinks.tracking.tracker import ui_missing_module
         from worldrecall.engine.sinks.tracking.views import headline_keys
@@ -142,7 +143,8 @@ class MlflowSink:
         proc.send({"op": "finish", "entries": file_entries(_files(result, ctx), begun["blobs"]),
                    "benchmarks": list(result.benchmarks), "columns": columns, "ui_missing": ui_missing_module()})
         t_wait = time.perf_counter()
-        answer = proc.reply()
+        answer = proc.answer()
+        release(proc)  # kept for this process's next job (a sweep's)
         waited = time.perf_counter() - t_wait
         if "missing" in answer:
             print("warning: MLflow is not installed (pip install 'worldrecall[tracking]'); nothing tracked "
