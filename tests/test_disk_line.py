@@ -51,3 +51,83 @@ def test_a_hard_linked_file_is_counted_once_in_the_first_part_that_holds_it(tmp_
     assert got["mlflow"] >= 128 << 10
     line = disk_lines(root, sizes=got)[0]
     assert line.startswith(f"disk: {root} holds ") and "(artifacts 1.1 MB)" in line and "MLflow 0.1 MB" in line
+
+
+def _root_with_links(tmp_path: Path, pruned_to_mlflow: bool = False) -> Path:
+    """An output root with every kind of link a run leaves (and one a pruned blob store leaves)."""
+    root = tmp_path / "root"
+    for d in ("cache/artifacts", "cache/scores", "blobs", "results/r1/tables", "results/r2/tables",
+              "results/r1/report/assets", "mlartifacts/1/x", "hydra/2026-12-06/10-00-00/.hydra"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    art = root / "cache" / "artifacts" / "a.png"  # a per-case file, logged (a blob), shown in the report
+    art.write_bytes(os.urandom(300 << 10))
+    for link in ("blobs/a.png", "results/r1/report/assets/a.png", "mlartifacts/1/x/a.png"):
+        os.link(art, root / link)
+    table = root / "blobs" / "t.csv"  # a table shared by two results folders through the blob store
+    table.write_bytes(b"t" * (70 << 10))
+    for r in ("r1", "r2"):
+        os.link(table, root / "results" / r / "tables" / "t.csv")
+    pruned = root / "results" / "r1" / "tables" / "p.csv"  # its blob pruned: linked between results only
+    pruned.write_bytes(b"p" * (90 << 10))
+    os.link(pruned, root / "results" / "r2" / "tables" / "p.csv")
+    if pruned_to_mlflow:  # its blob pruned, logged to MLflow: du counts it under results, the early split under MLflow
+        m = root / "results" / "r2" / "tables" / "m.csv"
+        m.write_bytes(b"m" * (50 << 10))
+        os.link(m, root / "mlartifacts" / "1" / "x" / "m.csv")
+    (root / "cache" / "scores" / "s.json").write_bytes(b"s" * 5000)
+    (root / "cache" / "file_digests.json").write_bytes(b"d" * (20 << 10))
+    (root / "results" / "r1" / "rows.jsonl").write_bytes(b"r" * (40 << 10))
+    (root / "mlflow.db").write_bytes(b"y" * (128 << 10))
+    (root / "hydra" / "2026-12-06" / "10-00-00" / ".hydra" / "config.yaml").write_bytes(b"c" * 3000)
+    return root
+
+
+def test_the_size_measured_early_and_finished_at_the_end_is_what_du_counts_at_the_end(tmp_path):
+    from worldrecall.engine.sinks.disk import EarlyUsage
+
+    root = _root_with_links(tmp_path)
+    early = EarlyUsage(root)  # as an unchanged job begins
+    (root / "results" / "r1" / "meta").mkdir()
+    (root / "results" / "r1" / "meta" / "timing.json").write_bytes(b"t" * 9000)  # what it writes meanwhile
+    assert usage(root, early=early) == usage(root)
+    root2 = _root_with_links(tmp_path / "b", pruned_to_mlflow=True)
+    whole, split = usage(root2), usage(root2, early=EarlyUsage(root2))
+    assert sum(split.values()) == sum(whole.values())
+    assert {k: v for k, v in split.items() if k not in ("results", "mlflow")} == \
+        {k: v for k, v in whole.items() if k not in ("results", "mlflow")}
+
+
+def test_an_early_measure_of_another_set_of_parts_is_not_used(tmp_path):
+    from worldrecall.engine.sinks.disk import EarlyUsage
+
+    root = _root_with_links(tmp_path)
+    early = EarlyUsage(root)
+    (root / "cache" / "judge_answers").mkdir()  # a kind that appeared meanwhile: measure all again
+    (root / "cache" / "judge_answers" / "a.json").write_bytes(b"j" * (30 << 10))
+    assert usage(root, early=early) == usage(root)  # measured whole: the early parts are not the parts now
+    assert early.sizes([]) is None  # and read once
+    assert usage(root, early=EarlyUsage(root)) == usage(root)
+
+
+def test_an_unchanged_rerun_prints_the_size_a_whole_count_gives_after_it(tmp_path, capsys, monkeypatch):
+    from worldrecall.engine.sinks import disk
+
+    used = []
+    real = disk.EarlyUsage.sizes
+
+    def spy(self, parts):
+        got = real(self, parts)
+        used.append(got is not None)
+        return got
+
+    monkeypatch.setattr(disk.EarlyUsage, "sizes", spy)
+    host = load_plugins(extra=[toy_plugin], fresh=True)
+    ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
+    cfg = toy_config(tmp_path, ds)
+    assert run_plain(cfg, host=host) == 0
+    assert used == []  # a first run: no record, measured whole at its end
+    capsys.readouterr()
+    assert run_plain(cfg, host=host) == 0
+    printed = capsys.readouterr().out
+    assert "outputs unchanged" in printed and used == [True]
+    assert printed.strip().splitlines()[-2] == disk_lines(tmp_path / "out")[0]

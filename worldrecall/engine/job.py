@@ -16,6 +16,7 @@ from typing import Any
 
 from worldrecall.core.components import ConfigTypeError
 from worldrecall.engine.sinks import SinkContext, job_sinks, merge_sinks, shard_sinks, write_sinks
+from worldrecall.engine.sinks.disk import DiskSink, EarlyUsage, start_usage
 from worldrecall.engine.sinks.tracking.process import prefetch as prefetch_tracking
 from worldrecall.engine.sinks.unchanged import OutputsCheck
 from worldrecall.engine.stages.aggregate import aggregate_rows
@@ -67,6 +68,9 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
         outputs = OutputsCheck(overrides or ()) if tracks and sweep_dir is None else None
         runner = Runner(cfg, host, outputs_due=(lambda: prefetch_tracking(cfg["tracking"])) if tracks else None,
                         outputs=outputs)
+        # a job that may turn out unchanged writes nothing but its timing and logs: the output root's size (its last
+        # line) is measured beside its settling, its end measuring only the few parts it writes (sinks/disk.py)
+        early = start_usage(cfg) if outputs is not None and outputs.has_record(runner.results_dir) else None
         result = runner.run()
     except ResultsNotWritable as e:
         print(f"error: {e}", file=sys.stderr)
@@ -80,21 +84,23 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
         if result.config["shard"]["count"] > 1:
             return shard_job(result, ctx)
         if result.unchanged is not None:
-            return unchanged_job(result, ctx)
+            return unchanged_job(result, ctx, early)
         return write_sinks(result, ctx, job_sinks(host))
     finally:
+        if early is not None:
+            early.discard()  # used, or the job wrote its outputs after all: measured whole at its end
         runner.save_digest_memo()  # again: the outputs' keys read code digests too
 
 
-def unchanged_job(result: RunResult, ctx: SinkContext) -> int:
-    """A job whose outputs would be written again unchanged: its timing, one line, and the disk line."""
-    from worldrecall.engine.sinks.disk import DiskSink
+def unchanged_job(result: RunResult, ctx: SinkContext, early: EarlyUsage | None = None) -> int:
+    """A job whose outputs would be written again unchanged: its timing, one line, and the disk line (``early``:
+    the parts it never writes, measured as it began)."""
     from worldrecall.engine.sinks.files import TimingSink
     from worldrecall.engine.sinks.unchanged import unchanged_line
 
     code = write_sinks(result, ctx, [TimingSink()])
     print(unchanged_line(result, result.unchanged or {}))
-    write_sinks(result, ctx, [DiskSink()])
+    write_sinks(result, ctx, [DiskSink(early)])
     return code
 
 
