@@ -131,3 +131,38 @@ def test_an_unchanged_rerun_prints_the_size_a_whole_count_gives_after_it(tmp_pat
     printed = capsys.readouterr().out
     assert "outputs unchanged" in printed and used == [True]
     assert printed.strip().splitlines()[-2] == disk_lines(tmp_path / "out")[0]
+
+
+def test_a_job_that_logs_to_mlflow_measures_while_mlflow_logs_and_prints_what_a_whole_count_gives(tmp_path, capsys,
+                                                                                                  monkeypatch):
+    import pytest
+
+    pytest.importorskip("mlflow")
+    from worldrecall.engine.sinks import disk
+
+    started = []
+    real = disk.start_usage
+
+    def spy(cfg, settled=disk._unwritten):
+        started.append(settled.__name__)
+        return real(cfg, settled)
+
+    whole = []
+    real_lines = disk.disk_lines
+
+    def lines(output_root, cache_dir=None, sizes=None, early=None):
+        got = real_lines(output_root, cache_dir, sizes, early)
+        whole.append((early is not None, got[0], real_lines(output_root, cache_dir)[0]))  # du of all, now
+        return got
+
+    monkeypatch.setattr(disk, "start_usage", spy)
+    monkeypatch.setattr(disk, "disk_lines", lines)
+    host = load_plugins(extra=[toy_plugin], fresh=True)
+    ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
+    cfg = toy_config(tmp_path, ds, tracking={"enabled": True})
+    assert run_plain(cfg, host=host) == 0
+    printed = capsys.readouterr().out
+    assert started == ["_written_out"]  # while MLflow logged the job's files
+    assert (tmp_path / "out" / "mlflow.db").exists() and "MLflow " in printed
+    ((used, line, at_the_end),) = whole
+    assert used and line == at_the_end and line in printed

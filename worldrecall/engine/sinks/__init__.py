@@ -37,8 +37,9 @@ def _files(host: Any, mlflow: MlflowSink | None = None) -> list[Sink]:
 def job_sinks(host: Any = None) -> list[Sink]:
     """A job's outputs: files (MLflow's runs made in the MLflow process meanwhile), MLflow's files, the outputs' record,
     then the console (which prints the MLflow link) and the output root's size by part with how to trim it."""
-    mlflow = MlflowSink()
-    return [*_files(host, mlflow), mlflow, OutputsRecordSink(), ConsoleSink(), DiskSink()]
+    disk = DiskSink()
+    mlflow = MlflowSink(while_waiting=disk.start)  # the disk line's measure runs while MLflow logs the files
+    return [*_files(host, mlflow), mlflow, OutputsRecordSink(), ConsoleSink(), disk]
 
 
 def shard_sinks(host: Any = None) -> list[Sink]:

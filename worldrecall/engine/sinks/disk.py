@@ -147,18 +147,28 @@ def _unwritten(name: str, path: Path) -> bool:
     return (name.startswith("cache/") and path.is_dir()) or name in ("blobs", "mlflow")
 
 
-class EarlyUsage:
-    """``du`` of the parts :func:`_unwritten` names — nearly all of an output root's files —, started as a job that
-    may turn out unchanged begins, so it runs beside the job's loading and settling on another core (0.4-0.7 s
-    for a default run's 140,000 files) instead of after them; the job's end measures the rest
-    (:func:`usage`). A job that writes its outputs after all drops it (:meth:`discard`) and measures all."""
+def _written_out(name: str, path: Path) -> bool:
+    """A part a job no longer writes once its outputs are written and handed to MLflow (whose process still
+    writes its store, and the job its records in the results): the cache's kinds and the blob store."""
+    return (name.startswith("cache/") and path.is_dir()) or name == "blobs"
 
-    def __init__(self, output_root: Path, cache_dir: Path | None = None):
+
+class EarlyUsage:
+    """``du`` of the parts a job writes no more — nearly all of an output root's files —, started while the job
+    still works, on another core (0.4-0.7 s for a default run's 140,000 files), instead of after it; the job's end
+    measures the rest (:func:`usage`). Started as a job that may turn out unchanged begins (:func:`_unwritten`; one
+    that writes its outputs after all drops it, :meth:`discard`), or as a job's MLflow process logs its files
+    (:func:`_written_out`, :meth:`DiskSink.start`)."""
+
+    def __init__(self, output_root: Path, cache_dir: Path | None = None, settled: Any = _unwritten):
+        """``settled(part name, path)``: whether the job writes nothing more in that part (:func:`_unwritten`;
+        :func:`_written_out` once its outputs are written, while MLflow logs them)."""
         import shutil
         import subprocess
 
         root = Path(output_root)
-        self.paths = [p for n, p in _parts(root, Path(cache_dir) if cache_dir else root / "cache") if _unwritten(n, p)]
+        self.settled = settled
+        self.paths = [p for n, p in _parts(root, Path(cache_dir) if cache_dir else root / "cache") if settled(n, p)]
         exe = shutil.which("du")
         self.proc = None
         if exe is not None and self.paths:
@@ -173,7 +183,7 @@ class EarlyUsage:
         ``parts`` now (else None: measure all)."""
         import subprocess
 
-        if self.proc is None or [p for n, p in parts if _unwritten(n, p)] != self.paths:
+        if self.proc is None or [p for n, p in parts if self.settled(n, p)] != self.paths:
             self.discard()
             return None
         try:
@@ -230,21 +240,28 @@ class DiskSink:
     name = "disk"
 
     def __init__(self, early: EarlyUsage | None = None) -> None:
-        self.early = early  # an unchanged job's (:class:`EarlyUsage`)
+        self.early = early  # an unchanged job's (:class:`EarlyUsage`), or started by :meth:`start`
+
+    def start(self, result: RunResult, ctx: SinkContext) -> None:
+        """Measure the parts the job writes no more while its MLflow process logs its files (the job waits for
+        that answer; called then by the MLflow sink)."""
+        if ctx.sweep_dir is None and self.early is None:
+            self.early = start_usage(result.config, _written_out)
 
     def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
+        early, self.early = self.early, None
         if ctx.sweep_dir is not None:
             return []
-        print_disk(result.config, self.early)
+        print_disk(result.config, early)
         return []
 
 
-def start_usage(cfg: Mapping[str, Any]) -> EarlyUsage | None:
+def start_usage(cfg: Mapping[str, Any], settled: Any = _unwritten) -> EarlyUsage | None:
     """:class:`EarlyUsage` of the config's output root, or None where it cannot be had (never an error)."""
     try:
         root = Path(cfg["output_root"])
         cache = cfg.get("cache_dir") if hasattr(cfg, "get") else None
-        return EarlyUsage(root, Path(cache) if cache else root / "cache")
+        return EarlyUsage(root, Path(cache) if cache else root / "cache", settled)
     except Exception:  # noqa: BLE001  (a summary line: never an error of the run)
         return None
 

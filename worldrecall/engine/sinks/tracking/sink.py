@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,8 +75,11 @@ class MlflowSink:
 
     name = "mlflow"
 
-    def __init__(self, run_name: str | None = None, rows_digest: str | None = None) -> None:
-        self.run_name, self.rows_digest = run_name, rows_digest
+    def __init__(self, run_name: str | None = None, rows_digest: str | None = None,
+                 while_waiting: Callable[[RunResult, SinkContext], None] | None = None) -> None:
+        """``while_waiting``: called once the job's files are handed to the MLflow process, before its answer is
+        waited for (the disk line's measure starts then: ``sinks/disk.py``)."""
+        self.run_name, self.rows_digest, self.while_waiting = run_name, rows_digest, while_waiting
 
     def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
         begun = self.__dict__.pop("_begun", None)  # by MlflowStartSink, before the other outputs
@@ -142,6 +146,8 @@ class MlflowSink:
         columns = {b: headline_keys(ctx.host, b, result.rows) for b in result.benchmarks}
         proc.send({"op": "finish", "entries": file_entries(_files(result, ctx), begun["blobs"]),
                    "benchmarks": list(result.benchmarks), "columns": columns, "ui_missing": ui_missing_module()})
+        if self.while_waiting is not None:
+            self.while_waiting(result, ctx)
         t_wait = time.perf_counter()
         answer = proc.answer()
         release(proc)  # kept for this process's next job (a sweep's)
