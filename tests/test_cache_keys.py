@@ -321,7 +321,10 @@ mods = sorted({(c if isinstance(c, type) else type(c)).__module__ for comps in h
 before = set(sys.modules)
 for m in mods:
     keys.code_digest(m)
-print(sorted(set(sys.modules) - before))
+import sysconfig
+stdlib = sysconfig.get_paths()["stdlib"]  # the digest's own needs (sysconfig: where wheels are installed) aside
+print(sorted(m for m in set(sys.modules) - before
+             if not (getattr(sys.modules[m], "__file__", None) or "").startswith(stdlib)))
 lazy = "worldrecall.plugins.synthetic.heatmap"  # imported inside a function of the validity aggregator
 print(lazy in keys._closure("worldrecall.plugins.synthetic.validity") and lazy not in sys.modules)
 """
