@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
 
 from worldrecall.core import digests
@@ -111,3 +112,34 @@ def test_digest_memo_keeps_what_its_runs_use_not_all_the_process_knows(tmp_path:
     digests.save_digest_memo(memo)
     names = {Path(rec[0]).name for rec in json.loads(memo.read_text())["digests"]}
     assert names == {"mine.bin"}
+
+
+def test_what_forked_workers_hashed_is_kept_in_the_runs_memo(tmp_path: Path) -> None:
+    """A cold run's workers hash files and read facts its parent never looks at (a metric's code, files its
+    measure reads): they hand them to the parent, whose memo is the one saved, so the next run reads none of them
+    again and leaves the memo as it is. `worldrecall run` as typed, with 2 workers, on a tiny built-in suite."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "out"
+    others = ["visual_quality", "motion_smoothness", "obj_identity", "geo3d", "ors", "camera_controllability",
+              "image_reward", "gt_revisit_sim", "camera_gate", "vqa"]
+    cmd = [sys.executable, "-m", "worldrecall.engine.cli", "run", f"output_root={out}", "tracking=none",
+           "progress=false", "report.enabled=false", "only=[memobench]", "models_only=[oracle,frozen_camera]",
+           "suite.params.n_cases=2", "suite.params.width=96", "suite.params.height=72", "suite.params.gt_frames=24",
+           "suite.params.gen_frames=20", "workers=2", "aggregator_params.bootstrap.replicates=20",
+           "aggregator_params.paired.replicates=20", *[f"++benchmarks.memobench.metrics.{m}.enabled=false" for m in others]]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    build = [c for c in cmd if not c.startswith(("only=", "models_only="))] + ["only=[]", "allow_empty=true"]
+    built = subprocess.run(build, capture_output=True, text=True, timeout=900, cwd=repo, env=env, check=False)
+    assert built.returncode == 0, built.stderr[-3000:]
+    time.sleep(digests.RACY_S + 0.1)  # the suite's files past the window in which a digest is never kept
+    memo = out / "cache" / "file_digests.json"
+    runs = []
+    for _ in range(2):
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=repo, env=env, check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs.append(memo.read_bytes())
+    assert runs[1] == runs[0]

@@ -167,8 +167,9 @@ def test_core_stays_small(layer):
     # 1,995 before folder listings without a Path per file and the by_metric declaration (re-score cost);
     # 2,042 before declared inputs (MissingInput: what `worldrecall check` and per-case skips read), issue 43's
     # CaseSkip, Metric.row_info and the "gate not measured" label, and the identities keys are built from;
-    # 2,143 before lazy imports (a rerun without pandas) and facts kept under a code identity (code_memo)
-    assert lines < 2215, f"{layer}/ has {lines} lines; it is the contract and should stay small"
+    # 2,143 before lazy imports (a rerun without pandas), facts kept under a code identity (code_memo) and the
+    # digests forked workers hand their parent (learned/adopt)
+    assert lines < 2240, f"{layer}/ has {lines} lines; it is the contract and should stay small"
 
 
 def _engine_part(module: str) -> str:

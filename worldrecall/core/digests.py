@@ -27,7 +27,8 @@ _DIGESTS: dict[tuple[str, int, int, int, int, int], str] = {}  # (path, dev, ino
 _FACTS: dict[tuple[str, str], tuple[Any, bool]] = {}  # (kind, content digest) -> (fact, persist)
 # the memo file holds what the runs on its output root use, not all this process knows (a test session, a
 # notebook scoring several roots): the entries read from it, and those looked up since
-_MEMO: dict[str, set] = {"loaded": set(), "used": set(), "facts_loaded": set(), "facts_used": set()}
+_MEMO: dict[str, set] = {"loaded": set(), "used": set(), "facts_loaded": set(), "facts_used": set(),
+                         "new": set(), "new_facts": set()}  # new: computed here since the last learned()
 
 
 def file_digest(path: Path | str) -> str:
@@ -65,6 +66,7 @@ def _digest_of(abspath: str, st: os.stat_result) -> str:
     if not _racy(st):  # a file that may still change within its timestamp's tick is never trusted by state
         _DIGESTS[key] = digest
         _MEMO["used"].add(key)
+        _MEMO["new"].add(key)
     return digest
 
 
@@ -91,9 +93,33 @@ def content_memo(path: Path | str, kind: str, compute: Callable[[], Any], persis
     key = (kind, file_digest(path))
     if key not in _FACTS:
         _FACTS[key] = (compute(), persist)
+        if persist:
+            _MEMO["new_facts"].add(key)
     if _FACTS[key][1]:
         _MEMO["facts_used"].add(key)
     return _FACTS[key][0]
+
+
+def learned() -> dict[str, list]:
+    """The digests and kept facts this process computed since the last call: what a forked worker hands its
+    parent (:func:`adopt`), whose memo is the one saved — the next run then reads none of those files again."""
+    out = {"digests": [[*k, _DIGESTS[k]] for k in _MEMO["new"] if k in _DIGESTS],
+           "facts": [[*k, _FACTS[k][0]] for k in _MEMO["new_facts"] if k in _FACTS]}
+    _MEMO["new"].clear()
+    _MEMO["new_facts"].clear()
+    return out
+
+
+def adopt(got: dict[str, list]) -> None:
+    """Take what a worker :func:`learned` as if this process had looked it up (each digest is of a file state)."""
+    for rec in got.get("digests", []):
+        key = (str(rec[0]), *(int(x) for x in rec[1:6]))
+        _DIGESTS.setdefault(key, str(rec[6]))
+        _MEMO["used"].add(key)
+    for rec in got.get("facts", []):
+        key = (str(rec[0]), str(rec[1]))
+        _FACTS.setdefault(key, (rec[2], True))
+        _MEMO["facts_used"].add(key)
 
 
 _CODE_IDENTITY: list[Callable[[str], str]] = []  # the engine's code digest (engine/cache/keys.py), once imported

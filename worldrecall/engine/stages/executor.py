@@ -27,6 +27,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Protocol
 
 from worldrecall.core.data import Case, CaseError, ScoreRow
+from worldrecall.core.digests import adopt, learned
 from worldrecall.core.results import json_default
 
 log = logging.getLogger(__name__)
@@ -129,6 +130,7 @@ class ForkExecutor:
                         w.next_item = msg["i"] + 1
                     elif msg["t"] == "done":
                         counters.merge(msg["counters"])
+                        adopt(msg.get("memo") or {})  # the worker's digests and facts: kept in this run's memo
                         assign(w)
         finally:
             for w in live.values():
@@ -212,6 +214,7 @@ def _worker_main(conn: Connection, groups: Sequence[Sequence[Item]], work: Work,
         die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     one_thread_per_process()
+    learned()  # what the parent computed before the fork is its own already
     if on_start is not None:
         on_start(slot)
     while True:
@@ -227,7 +230,8 @@ def _worker_main(conn: Connection, groups: Sequence[Sequence[Item]], work: Work,
             rows = work(groups[g][i])
             conn.send_bytes(json.dumps({"t": "rows", "i": i, "rows": [r.to_json() for r in rows]},
                                        default=json_default, allow_nan=True).encode())
-        conn.send_bytes(json.dumps({"t": "done", "counters": counters.snapshot()}).encode())
+        conn.send_bytes(json.dumps({"t": "done", "counters": counters.snapshot(), "memo": learned()},
+                                   default=json_default).encode())
 
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
