@@ -107,6 +107,10 @@ def test_a_fact_kept_under_code_must_be_plain_json(tmp_path, monkeypatch):
     monkeypatch.setattr(digests, "_FACTS", {})
     with pytest.raises(TypeError, match="plain JSON"):
         digests.code_memo(f, "test.tuple", __name__, lambda: {"a": (1, 2)})
+    with pytest.raises(TypeError, match="plain JSON"):
+        digests.code_memo(f, "test.numpy", __name__, lambda: {"a": __import__("numpy").int64(3)})
+    got = digests.code_memo(f, "test.nan", __name__, lambda: {"a": [float("nan"), 1, "x", None, True]})
+    assert got["a"][1:] == [1, "x", None, True]  # NaN reads back from JSON: kept
 
 
 def _action(path: Path, codes: list[tuple], mark: int = 1) -> Path:

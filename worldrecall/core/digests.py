@@ -142,11 +142,20 @@ def code_memo(path: Path | str, kind: str, module: str, compute: Callable[[], An
 
     def plain() -> Any:
         fact = compute()
-        if json.loads(json.dumps(fact)) != fact:  # a tuple, a NumPy number: would come back as something else
+        if not _plain(fact):  # a tuple, a NumPy number: would come back from the memo as something else
             raise TypeError(f"{kind}: a persisted fact must be plain JSON")
         return fact
 
     return content_memo(path, f"{kind}{CODE_MARK}{hashlib.sha256(ident).hexdigest()[:16]}", plain, persist=True)
+
+
+def _plain(x: Any) -> bool:
+    """Whether ``x`` reads back from JSON as itself: dicts with str keys, lists, str, int, float (NaN too), bool, None."""
+    if isinstance(x, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in x.items())
+    if isinstance(x, list):
+        return all(_plain(v) for v in x)
+    return x is None or type(x) in (str, int, float, bool)
 
 
 def _version(library: str) -> str:
