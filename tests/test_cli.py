@@ -57,6 +57,34 @@ def test_threshold_multirun_rescored_from_cache_parent_and_children(tmp_path, to
     assert "sweep summary: 3 jobs over tolerance (5.0, 40.0, 100.0)" in out
 
 
+def test_a_sweep_job_logs_only_the_benchmarks_its_swept_value_changes(tmp_path, toy_host, capsys):
+    """A job whose swept value leaves a benchmark's numbers as an earlier job of the sweep logged them points to
+    that job's runs (tag worldrecall.same_as.<benchmark>) instead of logging them again; a value that changes
+    them logs them."""
+    import mlflow
+
+    ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
+    # "bad" drifts by ~37.5 and ~56: tolerances 100 and 200 give the same numbers, 10 other ones
+    code = hydra_run(["-m", *_toy_overrides(tmp_path, ds),
+                      "benchmarks.toy.metrics.brightness.thresholds.tolerance=100.0,200.0,10.0"])
+    assert code == 0
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{(tmp_path / 'out').resolve() / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("worldrecall").experiment_id])
+    jobs = {r.info.run_name.rpartition("=")[2]: r for r in runs if r.data.tags.get("worldrecall.kind") == "job"}
+    kids = {v: sorted(r.data.params["model"] for r in runs if r.data.tags.get("mlflow.parentRunId") == j.info.run_id)
+            for v, j in jobs.items()}
+    assert kids == {"100.0": ["bad", "good"], "200.0": [], "10.0": ["bad", "good"]}
+    assert jobs["200.0"].data.tags["worldrecall.same_as.toy"] == jobs["100.0"].info.run_id
+    assert "worldrecall.logged.toy" not in jobs["200.0"].data.tags
+    assert jobs["10.0"].data.tags["worldrecall.logged.toy"] != jobs["100.0"].data.tags["worldrecall.logged.toy"]
+    assert jobs["200.0"].data.metrics == jobs["100.0"].data.metrics | {"wall_s": jobs["200.0"].data.metrics["wall_s"]}
+    out = capsys.readouterr().out
+    assert out.count("MLflow: toy as job 'brightness.thresholds.tolerance=100.0' of this sweep logged them") == 1
+    records = [json.loads(p.read_text()) for p in (tmp_path / "out" / "results").glob("*/meta/tracking.json")]
+    assert sorted((r["unchanged"] for r in records), key=len) == [
+        {}, {}, {"toy": "brightness.thresholds.tolerance=100.0"}]
+
+
 def test_runs_in_the_same_second_get_distinct_dirs(tmp_path, toy_host):
     ds = make_dataset(tmp_path, {"good": [0]})
     for _ in range(2):

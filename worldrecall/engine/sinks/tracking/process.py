@@ -223,12 +223,14 @@ class _Job:
             return {"reused_record": self.early, "log_s": time.perf_counter() - self.t0}
         try:
             opened, parent = self.opened, self.msg["plan"]["parent"]
+            unchanged = {} if isinstance(opened, tuple) else opened.unchanged
             run_id, reused = opened if isinstance(opened, tuple) else finish_job(self.tracker, opened, msg["entries"])
             ui = self.tracker.ui_command(run_id if parent is None else None, msg["benchmarks"], msg["columns"],
                                          missing=msg.get("ui_missing"))
         except Exception as e:  # noqa: BLE001
             return {"error": f"{type(e).__name__}: {e}"}
         return {"run_id": run_id, "reused": reused, "ui": ui, "uri": self.tracker.uri, "import_s": self.import_s,
+                "unchanged": unchanged,
                 "setup_s": self.tracker.setup_s, "log_s": time.perf_counter() - self.t0 - self.tracker.setup_s}
 
     def abandon(self) -> None:

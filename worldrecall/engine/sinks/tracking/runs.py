@@ -7,6 +7,9 @@
     sweep:       sweep parent (hydra callback)       sweep summary (table + plots across swept values)
                  └─ job "<override>"                 headline numbers, config, tables, report
                     └─ "<model> · <benchmark> · <override>"
+                 a benchmark whose runs an earlier job of the same sweep logged with the same content (the
+                 swept key does not reach it) is not logged again: the job's tag
+                 ``worldrecall.same_as.<benchmark>`` names the job that holds those runs
 
 A benchmark that prints its own leaderboard (MemoBench) also gets that leaderboard's cells as
 ``leaderboard.<column label>`` at the printed scale (see :func:`leaderboard_metrics`).
@@ -27,7 +30,7 @@ import os
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -224,10 +227,48 @@ def job_metrics(result: Any, host: Any) -> dict[str, Any]:
 @dataclass
 class OpenJob:
     """A job whose runs exist (with their metrics, params, tags and per-case files) and whose own files are
-    still to be logged (:func:`finish_job`)."""
+    still to be logged (:func:`finish_job`). ``unchanged``: benchmark -> the name of the earlier job of the
+    sweep that holds its (benchmark, model) runs (not logged again by this job)."""
 
     job: str
     earlier: list[Any]
+    unchanged: dict[str, str] = field(default_factory=dict)
+
+
+LOGGED, SAME_AS = "worldrecall.logged", "worldrecall.same_as"  # job tags: <prefix>.<benchmark>
+# provenance tags that differ between the jobs of one sweep whatever their numbers
+_PER_JOB_TAGS = ("worldrecall.results_dir", "worldrecall.overrides")
+
+
+def benchmark_contents(children: list[Mapping[str, Any]], job_tags: Mapping[str, str]) -> dict[str, str]:
+    """Per benchmark, a digest of everything its (benchmark, model) runs hold apart from the job they sit in:
+    each run's metrics (NaN included), params and own tags, its per-case index, and the job's provenance
+    (code, inputs, backends, packages). Left out: what names the job — the swept values (``override.*``
+    params, the run name), the config hash, the results folder. Two jobs with equal digests would log the same
+    runs for that benchmark."""
+    shared = {k: v for k, v in job_tags.items() if k not in _PER_JOB_TAGS}
+    per: dict[str, list[Any]] = {}
+    for c in children:
+        params = {k: v for k, v in c["params"].items() if not k.startswith("override.") and k != "config_hash"}
+        tags = {k: v for k, v in c["tags"].items() if k not in job_tags and k != "worldrecall.config_hash"}
+        per.setdefault(str(params["benchmark"]), []).append(
+            [params, tags, c["metrics"], Path(c["cases"]["blob"]).name if c["cases"] else None])
+    return {bench: hashlib.sha256(json.dumps([shared, runs], sort_keys=True).encode()).hexdigest()[:16]
+            for bench, runs in per.items()}
+
+
+def logged_in_sweep(tracker: Any, parent: str, contents: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """benchmark -> (run id, name) of the first finished job under the sweep's ``parent`` that logged that
+    benchmark's runs with the same content digest (:func:`benchmark_contents`)."""
+    jobs = tracker.search(f"tags.`mlflow.parentRunId` = '{parent}' and tags.`worldrecall.kind` = 'job'")
+    found: dict[str, tuple[str, str]] = {}
+    for run in sorted(jobs, key=lambda r: (r.info.start_time or 0, r.info.run_id)):
+        if run.info.status != "FINISHED":
+            continue
+        for bench, digest in contents.items():
+            if bench not in found and run.data.tags.get(f"{LOGGED}.{bench}") == digest:
+                found[bench] = (run.info.run_id, run.info.run_name)
+    return found
 
 
 def plan_job(result: Any, plain: Mapping[str, Any], host: Any, files: list[Path], overrides: list[str],
@@ -276,7 +317,7 @@ def plan_job(result: Any, plain: Mapping[str, Any], host: Any, files: list[Path]
                              "config_hash": chash, **over}})
     return {"config_hash": chash, "results_digest": digest, "parent": parent, "run_name": run_name,
             "start": start, "end": end, "tags": job_tags_all, "metrics": head, "params": dict(params),
-            "children": children}
+            "children": children, "contents": benchmark_contents(children, job_tags) if parent else {}}
 
 
 def open_planned(tracker: Any, plan: Mapping[str, Any]) -> tuple[str, bool] | OpenJob:
@@ -293,23 +334,29 @@ def open_planned(tracker: Any, plan: Mapping[str, Any]) -> tuple[str, bool] | Op
             tracker.set_tags(run.info.run_id, {"worldrecall.reused_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
             return run.info.run_id, True
     start, end = plan["start"], plan["end"]
+    # a sweep's job logs a benchmark's runs only if no earlier job of the sweep logged the same ones
+    contents = plan.get("contents") or {}
+    same = logged_in_sweep(tracker, parent, contents) if parent and contents else {}
+    tags = {**plan["tags"], **{f"{LOGGED}.{b}": d for b, d in contents.items() if b not in same},
+            **{f"{SAME_AS}.{b}": run_id for b, (run_id, _) in same.items()}}
     # the job's run, then its (benchmark, model) runs, through MLflow's public client
-    job = tracker.start_run(plan["run_name"], parent_id=parent, start_time=start, tags=plan["tags"])
+    job = tracker.start_run(plan["run_name"], parent_id=parent, start_time=start, tags=tags)
     try:
         tracker.log_batch(job, metrics=plan["metrics"], params=plan["params"])
         ids = []
-        for c in plan["children"]:
+        children = [c for c in plan["children"] if c["params"].get("benchmark") not in same]
+        for c in children:
             child = tracker.start_run(c["name"], parent_id=job, start_time=start, tags=c["tags"])
             tracker.log_batch(child, metrics=c["metrics"], params=c["params"])
             tracker.end_run(child, "FINISHED", end_time=end)
             ids.append(child)
-        for c, child in zip(plan["children"], ids):
+        for c, child in zip(children, ids):
             if c["cases"]:
                 tracker.log_blob(child, c["cases"])
     except Exception:
         tracker.end_run(job, "FAILED")
         raise
-    return OpenJob(job, earlier)
+    return OpenJob(job, earlier, {b: name for b, (_, name) in sorted(same.items())})
 
 
 _SUBFOLDER = {".csv": "tables", ".md": "tables", ".json": "meta", ".png": "plots", ".html": "report"}

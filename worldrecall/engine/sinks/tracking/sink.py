@@ -175,6 +175,14 @@ class MlflowSink:
         if answer["reused"]:
             ctx.notes.append(f"MLflow: same config and same numbers as run {run_id}; nothing logged again (that "
                              "run is reused)")
+        unchanged = answer.get("unchanged") or {}
+        by_job: dict[str, list[str]] = {}
+        for bench, job in unchanged.items():
+            by_job.setdefault(job, []).append(bench)
+        for job, benches in by_job.items():
+            ctx.notes.append(f"MLflow: {', '.join(benches)} as job '{job}' of this sweep logged them (the swept "
+                             "values do not change them): their (benchmark, model) runs are not logged again "
+                             "(tag worldrecall.same_as.<benchmark>)")
         ctx.notes.append(answer["ui"])
         # what was logged, for a later rerun (reuse.py); measured after logging, so not logged itself.
         # mlflow_s: the MLflow process's import, store setup and logging (on another core); job_s: what this
@@ -184,7 +192,7 @@ class MlflowSink:
                              "job_s": round(here, 4), "waited_s": round(waited, 4), "prefetched": begun["prefetched"],
                              "run_id": run_id, "reused": answer["reused"], "parent": parent, "uri": answer["uri"],
                              "config_hash": result.provenance.config_hash, "results_digest": begun["digest"],
-                             "ui": answer["ui"]})
+                             "ui": answer["ui"], "unchanged": unchanged})
         return [meta]
 
 
