@@ -79,10 +79,11 @@ def test_a_sweep_job_logs_only_the_benchmarks_its_swept_value_changes(tmp_path, 
     assert jobs["10.0"].data.tags["worldrecall.logged.toy"] != jobs["100.0"].data.tags["worldrecall.logged.toy"]
     assert jobs["200.0"].data.metrics == jobs["100.0"].data.metrics | {"wall_s": jobs["200.0"].data.metrics["wall_s"]}
     out = capsys.readouterr().out
-    assert out.count("MLflow: toy as job 'brightness.thresholds.tolerance=100.0' of this sweep logged them") == 1
+    held = jobs["100.0"].info.run_id
+    assert out.count(f"MLflow: toy came out as run {held[:8]} ('brightness.thresholds.tolerance=100.0') logged") == 1
     records = [json.loads(p.read_text()) for p in (tmp_path / "out" / "results").glob("*/meta/tracking.json")]
     assert sorted((r["unchanged"] for r in records), key=len) == [
-        {}, {}, {"toy": "brightness.thresholds.tolerance=100.0"}]
+        {}, {}, {"toy": [held, "brightness.thresholds.tolerance=100.0"]}]
 
 
 def test_runs_in_the_same_second_get_distinct_dirs(tmp_path, toy_host):

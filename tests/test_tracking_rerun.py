@@ -116,6 +116,45 @@ def test_rerun_with_other_numbers_supersedes_the_earlier_runs(tmp_path, toy_host
             assert r.data.tags["worldrecall.current"] == "true"
 
 
+def test_a_rescore_points_to_the_runs_of_a_benchmark_it_did_not_change(tmp_path, toy_host, capsys):
+    """Another config whose numbers for a benchmark are those a current run logged (a threshold no case
+    crosses) logs no (benchmark, model) runs for it: its run points to them (worldrecall.same_as.<benchmark>),
+    and its printed link opens them. When the run that holds them is superseded, the runs pointed to stay
+    current; a benchmark nobody points to is superseded as before."""
+    key = "benchmarks.toy.metrics.brightness.thresholds.tolerance"
+    ds = make_dataset(tmp_path, {"good": [0, 1], "bad": [40, 60]})
+    video = Path(ds["generations"]) / "bad" / "c1.mp4"
+    good_bytes = video.read_bytes()
+    video.write_bytes(b"not a video")  # a failed case: fixed before the third run, so its numbers change
+    assert main([*_args(tmp_path, ds), f"{key}=100.0"]) == 0
+    (first,) = _tops(_runs(tmp_path))
+    capsys.readouterr()
+    assert main([*_args(tmp_path, ds), f"{key}=200.0"]) == 0  # bad's one case drifts ~37.5: stable at both
+    out = capsys.readouterr().out
+    runs = _runs(tmp_path)
+    (second,) = [r for r in _tops(runs) if r.info.run_id != first.info.run_id]
+    kids = lambda run: sorted(r.data.params["model"] for r in runs  # noqa: E731
+                              if r.data.tags.get("mlflow.parentRunId") == run.info.run_id)
+    assert kids(first) == ["bad", "good"] and kids(second) == []
+    assert second.data.tags["worldrecall.same_as.toy"] == first.info.run_id
+    assert f"MLflow: toy came out as run {first.info.run_id[:8]} (" in out
+    link = next(x for x in out.splitlines() if x.startswith("  toy: ")).split(": ", 1)[1]
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{(tmp_path / 'out').resolve() / 'mlflow.db'}")
+    view = json.loads(client.get_experiment_by_name("worldrecall").tags[
+        "mlflow.sharedViewState." + re.search(r"viewStateShareKey=(\w+)", link).group(1)])
+    assert view["searchFilter"].startswith(f"tags.mlflow.parentRunId = '{first.info.run_id}'")
+    video.write_bytes(good_bytes)
+    assert main([*_args(tmp_path, ds), f"{key}=100.0"]) == 0  # the first config again, with other numbers
+    runs = _runs(tmp_path)
+    by_id = {r.info.run_id: r for r in runs}
+    assert by_id[first.info.run_id].data.tags["worldrecall.current"] == "false"  # superseded by the third run
+    held = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == first.info.run_id]
+    assert len(held) == 2 and all(r.data.tags["worldrecall.current"] == "true" and
+                                  "worldrecall.superseded_by" not in r.data.tags for r in held)  # the second's
+    third = [r for r in _tops(runs) if r.info.run_id not in (first.info.run_id, second.info.run_id)]
+    assert len(third) == 1 and kids(third[0]) == ["bad", "good"]  # its own numbers: logged
+
+
 def test_printed_ui_command_uses_the_venv_and_starts_the_ui(tmp_path, toy_host, capsys):
     ds = make_dataset(tmp_path, {"good": [0], "bad": [40]})
     assert main(_args(tmp_path, ds)) == 0

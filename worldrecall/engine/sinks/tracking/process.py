@@ -226,7 +226,8 @@ class _Job:
             unchanged = {} if isinstance(opened, tuple) else opened.unchanged
             run_id, reused = opened if isinstance(opened, tuple) else finish_job(self.tracker, opened, msg["entries"])
             ui = self.tracker.ui_command(run_id if parent is None else None, msg["benchmarks"], msg["columns"],
-                                         missing=msg.get("ui_missing"))
+                                         missing=msg.get("ui_missing"),
+                                         holders={b: held[0] for b, held in unchanged.items()})
         except Exception as e:  # noqa: BLE001
             return {"error": f"{type(e).__name__}: {e}"}
         return {"run_id": run_id, "reused": reused, "ui": ui, "uri": self.tracker.uri, "import_s": self.import_s,

@@ -7,9 +7,9 @@
     sweep:       sweep parent (hydra callback)       sweep summary (table + plots across swept values)
                  └─ job "<override>"                 headline numbers, config, tables, report
                     └─ "<model> · <benchmark> · <override>"
-                 a benchmark whose runs an earlier job of the same sweep logged with the same content (the
-                 swept key does not reach it) is not logged again: the job's tag
-                 ``worldrecall.same_as.<benchmark>`` names the job that holds those runs
+    either way, a benchmark whose (benchmark, model) runs a current run already logged with the same content
+    (a re-score's or a sweep's value that does not reach it) is not logged again: the job's tag
+    ``worldrecall.same_as.<benchmark>`` names the run that holds them (:func:`holders`)
 
 A benchmark that prints its own leaderboard (MemoBench) also gets that leaderboard's cells as
 ``leaderboard.<column label>`` at the printed scale (see :func:`leaderboard_metrics`).
@@ -212,11 +212,19 @@ def earlier_invocations(tracker: Any, chash: str) -> list[Any]:
 
 
 def supersede(tracker: Any, runs: list[Any], by: str) -> None:
-    """Tag earlier invocations and their per-model children as superseded by run ``by`` (kept, not deleted)."""
+    """Tag earlier invocations and their per-model children as superseded by run ``by`` (kept, not deleted).
+    A benchmark's children that a current run still points to (``worldrecall.same_as.<benchmark>``: the same
+    numbers, not logged again there) stay current."""
     for run in runs:
-        children = tracker.search(f"tags.`mlflow.parentRunId` = '{run.info.run_id}'")
-        for r in [run, *children]:
-            tracker.set_tags(r.info.run_id, {SUPERSEDED_BY: by, CURRENT: "false"})
+        rid = run.info.run_id
+        held = {k[len(LOGGED) + 1:] for k in run.data.tags if k.startswith(LOGGED + ".")}
+        held = {b for b in held if tracker.search(f"tags.`{SAME_AS}.{b}` = '{rid}' and tags.`{CURRENT}` = 'true'",
+                                                  max_results=1)}
+        children = tracker.search(f"tags.`mlflow.parentRunId` = '{rid}'")
+        tracker.set_tags(rid, {SUPERSEDED_BY: by, CURRENT: "false"})
+        for r in children:
+            if r.data.params.get("benchmark") not in held:
+                tracker.set_tags(r.info.run_id, {SUPERSEDED_BY: by, CURRENT: "false"})
 
 
 def job_metrics(result: Any, host: Any) -> dict[str, Any]:
@@ -227,12 +235,12 @@ def job_metrics(result: Any, host: Any) -> dict[str, Any]:
 @dataclass
 class OpenJob:
     """A job whose runs exist (with their metrics, params, tags and per-case files) and whose own files are
-    still to be logged (:func:`finish_job`). ``unchanged``: benchmark -> the name of the earlier job of the
-    sweep that holds its (benchmark, model) runs (not logged again by this job)."""
+    still to be logged (:func:`finish_job`). ``unchanged``: benchmark -> [run id, name] of the earlier run that
+    holds its (benchmark, model) runs with the same content (not logged again by this job)."""
 
     job: str
     earlier: list[Any]
-    unchanged: dict[str, str] = field(default_factory=dict)
+    unchanged: dict[str, list[str]] = field(default_factory=dict)
 
 
 LOGGED, SAME_AS = "worldrecall.logged", "worldrecall.same_as"  # job tags: <prefix>.<benchmark>
@@ -257,17 +265,16 @@ def benchmark_contents(children: list[Mapping[str, Any]], job_tags: Mapping[str,
             for bench, runs in per.items()}
 
 
-def logged_in_sweep(tracker: Any, parent: str, contents: Mapping[str, str]) -> dict[str, tuple[str, str]]:
-    """benchmark -> (run id, name) of the first finished job under the sweep's ``parent`` that logged that
-    benchmark's runs with the same content digest (:func:`benchmark_contents`)."""
-    jobs = tracker.search(f"tags.`mlflow.parentRunId` = '{parent}' and tags.`worldrecall.kind` = 'job'")
+def holders(tracker: Any, contents: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """benchmark -> (run id, name) of the first finished, current job or invocation of the experiment that logged
+    that benchmark's runs with the same content digest (:func:`benchmark_contents`): one search per benchmark."""
     found: dict[str, tuple[str, str]] = {}
-    for run in sorted(jobs, key=lambda r: (r.info.start_time or 0, r.info.run_id)):
-        if run.info.status != "FINISHED":
-            continue
-        for bench, digest in contents.items():
-            if bench not in found and run.data.tags.get(f"{LOGGED}.{bench}") == digest:
-                found[bench] = (run.info.run_id, run.info.run_name)
+    for bench, digest in sorted(contents.items()):
+        runs = [r for r in tracker.search(f"tags.`{LOGGED}.{bench}` = '{digest}' and tags.`{CURRENT}` = 'true'")
+                if r.info.status == "FINISHED"]
+        if runs:
+            first = min(runs, key=lambda r: (r.info.start_time or 0, r.info.run_id))
+            found[bench] = (first.info.run_id, first.info.run_name)
     return found
 
 
@@ -317,7 +324,7 @@ def plan_job(result: Any, plain: Mapping[str, Any], host: Any, files: list[Path]
                              "config_hash": chash, **over}})
     return {"config_hash": chash, "results_digest": digest, "parent": parent, "run_name": run_name,
             "start": start, "end": end, "tags": job_tags_all, "metrics": head, "params": dict(params),
-            "children": children, "contents": benchmark_contents(children, job_tags) if parent else {}}
+            "children": children, "contents": benchmark_contents(children, job_tags)}
 
 
 def open_planned(tracker: Any, plan: Mapping[str, Any]) -> tuple[str, bool] | OpenJob:
@@ -334,9 +341,10 @@ def open_planned(tracker: Any, plan: Mapping[str, Any]) -> tuple[str, bool] | Op
             tracker.set_tags(run.info.run_id, {"worldrecall.reused_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
             return run.info.run_id, True
     start, end = plan["start"], plan["end"]
-    # a sweep's job logs a benchmark's runs only if no earlier job of the sweep logged the same ones
+    # a benchmark's runs are logged only if no current run of the experiment holds the same ones (a sweep's
+    # other jobs, a re-score's earlier run: the benchmarks the changed value does not reach)
     contents = plan.get("contents") or {}
-    same = logged_in_sweep(tracker, parent, contents) if parent and contents else {}
+    same = holders(tracker, contents) if contents else {}
     tags = {**plan["tags"], **{f"{LOGGED}.{b}": d for b, d in contents.items() if b not in same},
             **{f"{SAME_AS}.{b}": run_id for b, (run_id, _) in same.items()}}
     # the job's run, then its (benchmark, model) runs, through MLflow's public client
@@ -356,7 +364,7 @@ def open_planned(tracker: Any, plan: Mapping[str, Any]) -> tuple[str, bool] | Op
     except Exception:
         tracker.end_run(job, "FAILED")
         raise
-    return OpenJob(job, earlier, {b: name for b, (_, name) in sorted(same.items())})
+    return OpenJob(job, earlier, {b: list(held) for b, held in sorted(same.items())})
 
 
 _SUBFOLDER = {".csv": "tables", ".md": "tables", ".json": "meta", ".png": "plots", ".html": "report"}

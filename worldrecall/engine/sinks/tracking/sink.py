@@ -176,12 +176,12 @@ class MlflowSink:
             ctx.notes.append(f"MLflow: same config and same numbers as run {run_id}; nothing logged again (that "
                              "run is reused)")
         unchanged = answer.get("unchanged") or {}
-        by_job: dict[str, list[str]] = {}
-        for bench, job in unchanged.items():
-            by_job.setdefault(job, []).append(bench)
-        for job, benches in by_job.items():
-            ctx.notes.append(f"MLflow: {', '.join(benches)} as job '{job}' of this sweep logged them (the swept "
-                             "values do not change them): their (benchmark, model) runs are not logged again "
+        by_run: dict[tuple[str, str], list[str]] = {}
+        for bench, (held_by, held_name) in unchanged.items():
+            by_run.setdefault((held_by, held_name), []).append(bench)
+        for (held_by, held_name), benches in by_run.items():
+            ctx.notes.append(f"MLflow: {', '.join(benches)} came out as run {held_by[:8]} ('{held_name}') logged "
+                             "them: their (benchmark, model) runs are not logged again; this run points to them "
                              "(tag worldrecall.same_as.<benchmark>)")
         ctx.notes.append(answer["ui"])
         # what was logged, for a later rerun (reuse.py); measured after logging, so not logged itself.

@@ -312,7 +312,8 @@ class Tracker:
         return keys
 
     def ui_command(self, parent_run: str | None = None, benchmarks: Sequence[str] = (),
-                   columns: Mapping[str, Sequence[str]] | None = None, missing: str | None = None) -> str:
+                   columns: Mapping[str, Sequence[str]] | None = None, missing: str | None = None,
+                   holders: Mapping[str, str] | None = None) -> str:
         """The line to start the UI (this environment's own ``mlflow``), and the address of the runs view.
 
         The command names the venv's executable, so it works without activating the venv; where the UI's
@@ -321,6 +322,8 @@ class Tracker:
         the browser's storage) rather than from the experiment-kind tag, so the printed link names it.
         ``columns``: per benchmark, the metric keys its link shows (its headline; see ``views.headline_keys``).
         ``missing``: what :func:`ui_missing_module` said in the job's own process (default: ask here).
+        ``holders``: benchmark -> the run whose per-model runs of that benchmark this run points to (the same
+        numbers, logged once: ``runs.holders``); its link opens those.
         """
         lines = []
         missing = ui_missing_module() if missing is None else missing
@@ -331,7 +334,8 @@ class Tracker:
         lines.append("then open (one run per benchmark x model; select runs -> Compare):")
         lines.append(f"  {self.runs_view()}")
         shown = list(benchmarks) if parent_run else []
-        keys = self.share_views([_view_state(parent_run, b, (columns or {}).get(b, ["rank"])) for b in shown])
+        keys = self.share_views([_view_state((holders or {}).get(b, parent_run), b, (columns or {}).get(b, ["rank"]))
+                                 for b in shown])
         if shown:
             lines.append("this run's models by rank, per benchmark:")
         for bench, key in zip(shown, keys):  # every benchmark's view stored at once
