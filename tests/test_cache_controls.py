@@ -8,6 +8,7 @@ logs each measurement it computes, so a test can count what a run computed again
 from __future__ import annotations
 
 import json
+import gzip
 import os
 import subprocess
 import sys
@@ -393,3 +394,31 @@ def test_a_skip_decided_while_measuring_is_kept_under_the_measurement_key(world)
     # other params, another measurement key: all four cases are measured, and the bad ones now score
     fourth = _run(world)
     assert _measured(world) == 9 and fourth[("bad", "c1")]["status"] == "ok"
+
+
+def test_a_rescore_links_the_cache_log_keys_of_the_metrics_it_did_not_change(tmp_path):
+    """The log's keys are kept one part per metric through the blob store: a job that changed one metric's keys
+    writes that part and links the others to the earlier job's bytes; the log reads back with every row's keys."""
+    from worldrecall.core.data import ScoreRow
+    from worldrecall.engine.cache.explain import keys_dir, write_log
+
+    def rows(score_key: str) -> list[ScoreRow]:
+        out = []
+        for metric, key in (("b.x", score_key), ("b.y", "y" * 64)):
+            for case in ("c1", "c2"):
+                r = ScoreRow("b", "m", case, metric, {"v": 1.0}, key=f"{key[:60]}{case}",
+                             info={"keys": {"alignment": "a" * 64, "measurement": "m" * 64, "score": key}})
+                out.append(r)
+        return out
+
+    first, second = (write_log(tmp_path / "results" / name, 0, 1, rs, {r.row_key for r in rs}, {}, "use")
+                     for name, rs in (("one", rows("1" * 64)), ("two", rows("2" * 64))))
+    parts = {p.name: p for p in keys_dir(first).iterdir()}, {p.name: p for p in keys_dir(second).iterdir()}
+    assert sorted(parts[0]) == sorted(parts[1]) == ["b.x.json.gz", "b.y.json.gz"]
+    assert os.path.samefile(parts[0]["b.y.json.gz"], parts[1]["b.y.json.gz"])  # unchanged: one file on disk
+    assert not os.path.samefile(parts[0]["b.x.json.gz"], parts[1]["b.x.json.gz"])
+    for log, score in ((first, "1" * 64), (second, "2" * 64)):
+        doc = read_log(log)
+        assert {(tuple(e["place"]), e["key"], e["keys"]["score"]) for e in doc["rows"]} == {
+            (r.row_key, r.key, r.info["keys"]["score"]) for r in rows(score)}
+    assert b"2" * 64 not in gzip.decompress(second.read_bytes())  # the per-run part holds no key

@@ -73,10 +73,10 @@ class BlobStore:
         return d, dst
 
 
-def write_if_changed(path: Path, text: str) -> Path:
-    """Write ``text`` atomically unless the file already holds exactly these bytes (then keep its inode, so
-    the blob store and MLflow's hard links to it stay the only copy)."""
-    data = text.encode("utf-8")
+def write_if_changed(path: Path, text: str | bytes) -> Path:
+    """Write ``text`` (UTF-8, or bytes as they are) atomically unless the file already holds exactly these bytes
+    (then keep its inode, so the blob store and MLflow's hard links to it stay the only copy)."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
     try:
         if path.stat().st_size == len(data) and path.read_bytes() == data:
             return path
@@ -113,16 +113,16 @@ def _place(blob: Path, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def write_shared(path: Path, text: str, blobs: BlobStore) -> Path:
+def write_shared(path: Path, text: str | bytes, blobs: BlobStore) -> Path:
     """Write ``text`` to ``path`` as :func:`write_if_changed` does, but keep its bytes once in ``blobs``: a text
     some job wrote before (an unchanged benchmark's table in a re-score or a sweep's job) is a hard link to that
     blob, a new one is written and linked into the blob store."""
-    data = text.encode("utf-8")
+    data = text.encode("utf-8") if isinstance(text, str) else text
     blob = blobs.path_for(hashlib.sha256(data).hexdigest(), path.suffix.lower())
     if blob.is_file() and blob.stat().st_size == len(data):
         _place(blob, path)
         return path
-    write_if_changed(path, text)
+    write_if_changed(path, data)
     blobs.put(path, link=True)  # written atomically, never in place: safe to share
     return path
 

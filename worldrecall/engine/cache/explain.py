@@ -4,7 +4,9 @@ Every run records, beside its rows, each row's keys (alignment, measurement, sco
 from disk, score or measurement read from the store, computed) and the keys of the row that stood at the same
 place before it — the same results folder's, else the most recent one of another run in the output root
 (``<results>/meta/cache_log.json.gz``: gzipped JSON, a quarter of its size, since its keys and reasons were a
-results folder's largest file after the rows; logs written before as ``cache_log.json`` are read too). What
+results folder's largest file after the rows; logs written before as ``cache_log.json`` are read too). The keys
+are most of it and change with the metric a job re-scores, so they are kept per metric in ``meta/cache_keys/``
+through the blob store: a re-score links the parts it did not change (:func:`read_log` joins them back). What
 each key was built from is stored beside the entry it names, in the store's ``ingredients`` kind (the canonical JSON the key hashed: identities, digests, params). ``explain``
 reads the newest log, prints each named row's ingredients and, for a row that was computed, which
 ingredients differ from the previous row's.
@@ -22,6 +24,8 @@ from typing import Any
 
 from worldrecall.core.atomic import atomic_write
 from worldrecall.core.data import ScoreRow
+from worldrecall.core.paths import file_safe
+from worldrecall.engine.cache.blobs import BlobStore, write_shared
 
 STAGES = ("alignment", "measurement", "score")
 OUTCOMES = {
@@ -49,10 +53,29 @@ def log_files(folder: Path, pattern: str = "cache_log*") -> list[Path]:
     return sorted([*Path(folder).glob(pattern + ".json.gz"), *Path(folder).glob(pattern + ".json")])
 
 
+def keys_dir(path: Path) -> Path:
+    """The folder of a log's key parts: ``meta/cache_keys/`` beside ``cache_log.json.gz`` (a shard's:
+    ``cache_keys-shard-<i>-of-<n>/``), one ``<metric>.json.gz`` per metric."""
+    return path.with_name(path.name[: -len(".json.gz")].replace("cache_log", "cache_keys", 1))
+
+
 def read_log(path: Path) -> dict:
-    """A cache log's document (gzipped or, written before, plain JSON)."""
-    data = Path(path).read_bytes()
-    return json.loads(gzip.decompress(data) if path.name.endswith(".gz") else data)
+    """A cache log's document (gzipped or, written before, plain JSON), each row with its keys (``key``,
+    ``keys``) from the log's key parts. A part that cannot be read leaves its rows without keys."""
+    path = Path(path)
+    data = path.read_bytes()
+    doc = json.loads(gzip.decompress(data) if path.name.endswith(".gz") else data)
+    if "keys" in doc:  # written since the keys moved to parts: join them back
+        known: dict[tuple[str, ...], tuple[str, dict]] = {}
+        for part in sorted((path.parent / str(doc["keys"])).glob("*.json.gz")):
+            try:
+                for place, key, keys in json.loads(gzip.decompress(part.read_bytes()))["rows"]:
+                    known[tuple(place)] = (key, keys)
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        for e in doc.get("rows", []):
+            e["key"], e["keys"] = known.get(tuple(e["place"]), ("", {}))
+    return doc
 
 
 def _logs(output_root: Path, exclude: Path | None = None) -> list[tuple[float, Path, dict]]:
@@ -115,7 +138,7 @@ def write_log(results_dir: Path, index: int, count: int, rows: Iterable[ScoreRow
     """Record this run's rows: keys, outcome, and the previous row's keys where this run wrote a row."""
     path = log_path(results_dir, index, count)
     elsewhere: dict[tuple[str, ...], dict] | None = None
-    entries = []
+    entries, parts = [], {}
     for r in rows:
         info = r.info or {}
         prev = None
@@ -134,14 +157,30 @@ def write_log(results_dir: Path, index: int, count: int, rows: Iterable[ScoreRow
             # most rows of a re-score or a sweep job: the previous row's keys are this row's, said once
             prev = {"from": prev["from"], "status": prev["status"], "same_keys": True}
         entries.append({"place": list(r.row_key), "status": r.status, "outcome": _outcome(r, r.row_key in written),
-                        "alignment_hit": bool(info.get("alignment_hit")), "key": r.key,
-                        "keys": keys, "reason": r.reason, "previous": prev})
-    doc = {"finished_at": time.time(), "mode": mode, "results_dir": str(results_dir), "rows": entries}
+                        "alignment_hit": bool(info.get("alignment_hit")), "reason": r.reason, "previous": prev})
+        parts.setdefault(r.metric, []).append([list(r.row_key), r.key, keys])
+    _write_key_parts(keys_dir(path), parts, BlobStore(Path(results_dir).parents[1] / "blobs"))
+    doc = {"finished_at": time.time(), "mode": mode, "results_dir": str(results_dir),
+           "keys": keys_dir(path).name, "rows": entries}
     data = gzip.compress(json.dumps(doc, separators=(",", ":")).encode("utf-8"), compresslevel=1, mtime=0)
     atomic_write(path, lambda f: f.write(data))
     os.chmod(path, 0o644)  # readable like the other meta files (a temp file is created 0600)
     path.with_name(path.name[: -len(".gz")]).unlink(missing_ok=True)  # this folder's log as written before
     return path
+
+
+def _write_key_parts(folder: Path, parts: Mapping[str, list], blobs: BlobStore) -> None:
+    """The rows' keys, one file per metric (place order), through the blob store: the keys are most of a log
+    (random hex does not compress) and a re-score or a sweep's job changes one metric's, so the parts of the
+    others are links to the blobs an earlier job wrote. The per-run part (outcomes, previous rows) stays small."""
+    written = []
+    for metric, rows in sorted(parts.items()):
+        text = json.dumps({"metric": metric, "rows": sorted(rows, key=lambda e: e[0])}, separators=(",", ":"),
+                          sort_keys=True)
+        written.append(write_shared(folder / f"{file_safe(metric)}.json.gz",
+                                    gzip.compress(text.encode("utf-8"), compresslevel=1, mtime=0), blobs))
+    for stale in set(folder.glob("*.json.gz")) - set(written):  # a metric this run no longer has
+        stale.unlink(missing_ok=True)
 
 
 def _select(entries: list[dict], names: Sequence[str]) -> list[dict]:
