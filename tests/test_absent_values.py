@@ -87,7 +87,7 @@ def test_values_null_on_every_scored_row_are_listed_once():
             ScoreRow("b", "y", "c1", "b.m", {"score": 0.7, "dyn": None, "diag": None}),
             ScoreRow("b", "z", "c1", "b.m", {}, status="failed")]
     assert all_null_values(rows, {"b.m": M}) == [
-        "b.m: dyn null on every one of the 2 scored b rows (per case: tables/cases.b.csv)"]  # diag: a diagnostic
+        "b.m: dyn null on every one of the 2 scored b rows (per case: tables/cases/b/b.m.csv)"]  # diag: a diagnostic
     rows[1].values["dyn"] = 0.1
     assert all_null_values(rows, {"b.m": M}) == []
     rows[1].values["dyn"] = None

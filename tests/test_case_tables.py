@@ -1,8 +1,9 @@
-"""The per-case table is written one file per benchmark (``tables/cases.<benchmark>.csv``), each kept in the
-blob store under the key of the rows it shows: a job whose rows of a benchmark were shown before links that
-file, a job whose rows changed writes it again, never an old one. The aggregated tables of an aggregator that
-declares ``by_benchmark`` (``mean``, ``ranking`` …) are written the same way, one file per benchmark in a folder
-named for the table (``tables/ranking/memobench.csv``), and read back whole."""
+"""The per-case table is written one file per metric (``tables/cases/<benchmark>/<metric>.csv``), each kept in
+the blob store under the key of the rows it shows: a job whose rows of a metric were shown before links that
+file, a job whose rows changed writes it again, never an old one; the submission's per-case rows likewise
+(``submission/cases/<benchmark>/<metric>.jsonl``). The aggregated tables of an aggregator that declares
+``by_benchmark`` (``mean``, ``ranking`` …) are written one file per benchmark in a folder named for the table
+(``tables/ranking/memobench.csv``). Both read back whole (``read_tables``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from worldrecall.core.data import ScoreRow
-from worldrecall.core.tables import case_table
+from worldrecall.core.tables import case_table, read_tables
 from worldrecall.engine.cache.blobs import BlobStore
 from worldrecall.engine.sinks.files import case_parts
 
@@ -20,6 +21,7 @@ from worldrecall.engine.sinks.files import case_parts
 def _rows(score: float) -> list[ScoreRow]:
     return [ScoreRow("alpha", "m1", "c1", "alpha.x", {"score": score}, strata={"split": "a"}),
             ScoreRow("alpha", "m2", "c1", "alpha.x", {"score": 0.25}, strata={"split": "a"}),
+            ScoreRow("alpha", "m1", "c1", "alpha.z", {"tau": 2.0}, strata={"split": "a"}),
             ScoreRow("beta", "m1", "c1", "beta.y", {"dist": 3, "n": 2}),
             ScoreRow("beta", "m1", "c2", "beta.y", {}, status="failed", reason="measure: boom")]
 
@@ -35,27 +37,36 @@ def _write(root: Path, folder: str, rows: list[ScoreRow]) -> dict[str, Path]:
     tdir = result.results_dir / "tables"
     tdir.mkdir(parents=True)
     (tdir / "cases.csv").write_text("the whole table of an earlier version\n")
-    return {p.name: p for p in case_parts(result, tdir)}
+    (tdir / "cases.alpha.csv").write_text("a benchmark's whole table of an earlier version\n")
+    return {str(p.relative_to(tdir / "cases")): p for p in case_parts(result, tdir)}
 
 
-def test_each_benchmark_has_its_own_case_table_with_its_own_columns(tmp_path):
+def test_each_metric_has_its_own_case_table_with_its_own_columns(tmp_path):
     rows = _rows(0.5)
     got = _write(tmp_path, "one", rows)
-    assert sorted(got) == ["cases.alpha.csv", "cases.beta.csv"]
-    assert not (tmp_path / "results" / "one" / "tables" / "cases.csv").exists()  # no stale whole table
-    assert got["cases.alpha.csv"].read_text() == case_table(rows[:2]).to_csv(index=False)
-    beta = got["cases.beta.csv"].read_text().splitlines()
+    assert sorted(got) == ["alpha/alpha.x.csv", "alpha/alpha.z.csv", "beta/beta.y.csv"]
+    tdir = tmp_path / "results" / "one" / "tables"
+    assert not (tdir / "cases.csv").exists() and not (tdir / "cases.alpha.csv").exists()  # no stale whole table
+    assert got["alpha/alpha.x.csv"].read_text() == case_table(rows[:2]).to_csv(index=False)
+    beta = got["beta/beta.y.csv"].read_text().splitlines()
     assert beta[0] == "benchmark,model,case_id,metric,status,reason,backend,metric_version,value.dist,value.n"
     assert beta[2] == "beta,m1,c2,beta.y,failed,measure: boom,-,,,"  # alpha's strata and values are not here
+    # read back whole: every row once, in the table's order (benchmark, model, case, metric), each cell as written
+    whole = read_tables(tdir)
+    assert [tuple(r) for r in whole["cases"][["benchmark", "model", "case_id", "metric"]].values] == [
+        r.row_key for r in sorted(rows, key=lambda r: r.row_key)]
+    assert whole["cases"]["value.tau"].tolist()[1] == 2.0 and whole["cases"]["value.score"].tolist()[2] == 0.25
+    assert len(whole["cases.alpha"]) == 3 and len(whole["cases.beta"]) == 2
 
 
-def test_a_benchmark_whose_rows_did_not_change_is_linked_and_a_changed_one_written_again(tmp_path):
+def test_a_metric_whose_rows_did_not_change_is_linked_and_a_changed_one_written_again(tmp_path):
     first = _write(tmp_path, "one", _rows(0.5))
-    second = _write(tmp_path, "two", _rows(0.75))  # a re-score of alpha's metric: beta's rows are the same
-    assert os.path.samefile(first["cases.beta.csv"], second["cases.beta.csv"])  # one file on disk, linked
-    assert not os.path.samefile(first["cases.alpha.csv"], second["cases.alpha.csv"])
-    assert "0.75" in second["cases.alpha.csv"].read_text() and "0.75" not in first["cases.alpha.csv"].read_text()
-    assert first["cases.alpha.csv"].read_text() == case_table(_rows(0.5)[:2]).to_csv(index=False)  # kept as it was
+    second = _write(tmp_path, "two", _rows(0.75))  # a re-score of alpha.x: alpha.z's and beta's rows are the same
+    assert os.path.samefile(first["beta/beta.y.csv"], second["beta/beta.y.csv"])  # one file on disk, linked
+    assert os.path.samefile(first["alpha/alpha.z.csv"], second["alpha/alpha.z.csv"])  # same benchmark, other metric
+    assert not os.path.samefile(first["alpha/alpha.x.csv"], second["alpha/alpha.x.csv"])
+    assert "0.75" in second["alpha/alpha.x.csv"].read_text() and "0.75" not in first["alpha/alpha.x.csv"].read_text()
+    assert first["alpha/alpha.x.csv"].read_text() == case_table(_rows(0.5)[:2]).to_csv(index=False)  # kept as it was
     # the same rows again (a rerun in a new folder): every file is the one written before
     third = _write(tmp_path, "three", _rows(0.5))
     assert all(os.path.samefile(first[n], third[n]) for n in first)
@@ -66,7 +77,19 @@ def test_a_removed_blob_is_written_again_not_missed(tmp_path):
     for blob in (tmp_path / "blobs").rglob("*.csv"):
         blob.unlink()
     second = _write(tmp_path, "two", _rows(0.5))
-    assert second["cases.beta.csv"].read_text() == first["cases.beta.csv"].read_text()
+    assert second["beta/beta.y.csv"].read_text() == first["beta/beta.y.csv"].read_text()
+
+
+def test_a_metric_gone_from_the_rows_leaves_no_part_behind(tmp_path):
+    result = _result(tmp_path, "one", _rows(0.5))
+    tdir = result.results_dir / "tables"
+    tdir.mkdir(parents=True)
+    case_parts(result, tdir)
+    result.rows = [r for r in result.rows if r.metric != "alpha.z"]  # the same folder, written again without it
+    assert sorted(str(p.relative_to(tdir)) for p in case_parts(result, tdir)) == [
+        "cases/alpha/alpha.x.csv", "cases/beta/beta.y.csv"]
+    assert sorted(str(p.relative_to(tdir)) for p in tdir.rglob("*.csv")) == [
+        "cases/alpha/alpha.x.csv", "cases/beta/beta.y.csv"]
 
 
 def test_the_submission_cases_are_split_and_shared_the_same_way(tmp_path):
@@ -76,12 +99,15 @@ def test_the_submission_cases_are_split_and_shared_the_same_way(tmp_path):
         result = _result(tmp_path, folder, _rows(score))
         out = result.results_dir / "submission"
         out.mkdir(parents=True)
-        return {p.name: p for p in case_files(result, out)}
+        (out / "cases.alpha.jsonl").write_text("{}\n")  # a benchmark's whole file, from an earlier version
+        return {str(p.relative_to(out)): p for p in case_files(result, out)}
 
     first, second = write("one", 0.5), write("two", 0.75)
-    assert sorted(first) == ["cases.alpha.jsonl", "cases.beta.jsonl"]
-    assert os.path.samefile(first["cases.beta.jsonl"], second["cases.beta.jsonl"])
-    lines = [json.loads(x) for x in second["cases.alpha.jsonl"].read_text().splitlines()]
+    assert sorted(first) == ["cases/alpha/alpha.x.jsonl", "cases/alpha/alpha.z.jsonl", "cases/beta/beta.y.jsonl"]
+    assert not (tmp_path / "results" / "one" / "submission" / "cases.alpha.jsonl").exists()
+    assert os.path.samefile(first["cases/beta/beta.y.jsonl"], second["cases/beta/beta.y.jsonl"])
+    assert os.path.samefile(first["cases/alpha/alpha.z.jsonl"], second["cases/alpha/alpha.z.jsonl"])
+    lines = [json.loads(x) for x in second["cases/alpha/alpha.x.jsonl"].read_text().splitlines()]
     assert [(d["model"], d["values"]["score"]) for d in lines] == [("m1", 0.75), ("m2", 0.25)]
 
 

@@ -63,7 +63,7 @@ def test_discovered_run_and_logged(installed, tmp_path):
     assert "colour_shift" in child.data.metrics  # the plugin metric's primary value, as for every model
     parent = client.get_run(child.data.tags["mlflow.parentRunId"])
     assert parent.data.params["benchmarks.memobench.metrics.colour_shift.thresholds.max_shift"] == "30.0"
-    cases = next((out_root / "results").glob("*/tables/cases.memobench.csv")).read_text()
+    cases = next((out_root / "results").glob("*/tables/cases/memobench/memobench.colour_shift.csv")).read_text()
     assert "memobench.colour_shift" in cases
 
 

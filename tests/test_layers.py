@@ -168,8 +168,9 @@ def test_core_stays_small(layer):
     # 2,042 before declared inputs (MissingInput: what `worldrecall check` and per-case skips read), issue 43's
     # CaseSkip, Metric.row_info and the "gate not measured" label, and the identities keys are built from;
     # 2,143 before lazy imports (a rerun without pandas), facts kept under a code identity (code_memo) and the
-    # digests forked workers hand their parent (learned/adopt)
-    assert lines < 2240, f"{layer}/ has {lines} lines; it is the contract and should stay small"
+    # digests forked workers hand their parent (learned/adopt); 2,240 before read_tables read the per-case
+    # table back from its per-metric parts (tables/cases/<benchmark>/<metric>.csv)
+    assert lines < 2260, f"{layer}/ has {lines} lines; it is the contract and should stay small"
 
 
 def _engine_part(module: str) -> str:

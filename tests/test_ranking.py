@@ -166,8 +166,9 @@ def test_submission_bundle_round_trips_and_equals_the_tables(tmp_path):
     tables = aggregate_rows(host, rows, cfg)
     result = build_result(tmp_path, rows, tables, resolve_config(cfg), host.plugins.values())
     paths = SubmissionSink().write(result, SinkContext(host))
-    assert sorted(p.name for p in paths) == ["aggregate.json", "cases.toybench.jsonl", "provenance.json",
-                                             "schema.json"]
+    assert sorted(str(p.relative_to(tmp_path / "submission")) for p in paths) == [
+        "aggregate.json", "cases/toybench/toybench.gate.jsonl", "cases/toybench/toybench.recall.jsonl",
+        "provenance.json", "schema.json"]
     doc = json.loads((tmp_path / "submission" / "aggregate.json").read_text())
     jsonschema.validate(doc, SCHEMA)
     toy = doc["benchmarks"]["toybench"]
@@ -180,7 +181,8 @@ def test_submission_bundle_round_trips_and_equals_the_tables(tmp_path):
     cell = gated["models"][0]["cells"]["recall:recall"]
     assert gated["models"][0]["model"] == "oracle" and cell["mean"] == want == pytest.approx(0.85)
     assert gated["models"][1]["rank_label"] == "✗" and gated["models"][1]["rank"] is None
-    lines = (tmp_path / "submission" / "cases.toybench.jsonl").read_text().splitlines()
+    lines = [x for m in ("gate", "recall") for x in
+             (tmp_path / "submission" / "cases" / "toybench" / f"toybench.{m}.jsonl").read_text().splitlines()]
     assert len(lines) == len(rows) and json.loads(lines[0])["benchmark"] == "toybench"
     prov = json.loads((tmp_path / "submission" / "provenance.json").read_text())
     assert prov["config_hash"] == config_hash(resolve_config(cfg)) and prov["plugins"]["stats"]["version"]

@@ -74,8 +74,8 @@ def test_shard_multirun_reports_the_merge_not_the_shards(tmp_path, toy_host, cap
         assert (part / "PARTIAL.md").read_text().startswith(f"PARTIAL: shard {i + 1} of 2")
         assert (part / "tables" / "mean" / "toy.csv").exists()
     # the first shard's own tables saw only its cases (partial), never written over the merged ones
-    first = (merged / "partial" / "shard-0000-of-0002" / "tables" / "cases.toy.csv").read_text()
-    assert first.count("\n") < _tables(single)["cases.toy.csv"].count("\n")
+    first = (merged / "partial" / "shard-0000-of-0002" / "tables" / "cases" / "toy" / "toy.brightness.csv").read_text()
+    assert first.count("\n") < _tables(single)["cases/toy/toy.brightness.csv"].count("\n")
     runs = _runs(out)
     top = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     assert [r.data.tags["worldrecall.kind"] for r in top] == ["sweep"]

@@ -32,9 +32,9 @@ def test_example_plugin_rows(worldrecall_run):
         assert r["values"]["score"] == pytest.approx(max(0.0, 1.0 - r["values"]["shift"] / 30.0))
     shift = {r["model"]: r["values"]["shift"] for r in rows}
     assert shift["oracle"] < shift["appearance_drift"]  # the drifting model comes back in other colours
-    cases = run.tables["cases"]  # every benchmark's per-case table (written one file per benchmark)
+    cases = run.tables["cases"]  # every benchmark's per-case table (written one file per metric)
     assert len(cases[cases["metric"] == "memobench.colour_shift"]) == 2
-    assert run.results_dir is not None and (run.results_dir / "tables" / "cases.memobench.csv").is_file()
+    assert run.results_dir is not None and (run.results_dir / "tables" / "cases" / "memobench" / "memobench.colour_shift.csv").is_file()
 
 
 class Broken(Metric):

@@ -153,7 +153,9 @@ def test_one_run_per_benchmark_and_model_with_identical_keys_and_nan(tmp_path, c
     assert t0 - 0.5 <= parent.info.start_time / 1000 <= t0 + 1.5
     assert (parent.info.end_time - parent.info.start_time) / 1000 >= wall - 0.05
     arts = {a.path for a in client.list_artifacts(parent.info.run_id, "tables")}
-    assert "tables/cases.toy.csv" in arts and "tables/mean" in arts  # mean: one file per benchmark
+    assert "tables/cases" in arts and "tables/mean" in arts  # mean: one file per benchmark; cases: per metric
+    arts = {a.path for a in client.list_artifacts(parent.info.run_id, "tables/cases/toy")}
+    assert "tables/cases/toy/toy.brightness.csv" in arts
     arts = {a.path for a in client.list_artifacts(parent.info.run_id, "tables/mean")}
     assert arts == {"tables/mean/toy.csv", "tables/mean/toy.md"}
     md = Path(client.download_artifacts(parent.info.run_id, "tables/mean/toy.md", str(tmp_path / "dl")))

@@ -66,8 +66,8 @@ def test_a_run_logs_through_the_real_client_in_the_mlflow_process(tmp_path, pref
     assert child["bad · toy"].data.metrics["brightness"] == 0.0
     # the job's files, logged as links to their blobs (tables, meta)
     art = Path(client.get_run(meta["run_id"]).info.artifact_uri.replace("file://", ""))
-    written = next((out / "results").glob("*/tables/cases.toy.csv"))
-    assert (art / "tables" / "cases.toy.csv").read_bytes() == written.read_bytes()
+    written = next((out / "results").glob("*/tables/cases/toy/toy.brightness.csv"))
+    assert (art / "tables" / "cases" / "toy" / "toy.brightness.csv").read_bytes() == written.read_bytes()
 
 
 FORKED = RUN.replace("with contextlib", """import os
@@ -104,7 +104,7 @@ def test_without_mlflow_installed_the_job_says_so_once_and_writes_everything_els
     assert res.returncode == 0, res.stderr[-3000:]
     assert json.loads(res.stdout.splitlines()[-1])["rc"] == 0
     assert res.stderr.count("warning: MLflow is not installed") == 1, res.stderr[-3000:]
-    assert next((out / "results").glob("*/tables/cases.toy.csv")).stat().st_size > 0
+    assert next((out / "results").glob("*/tables/cases/toy/toy.brightness.csv")).stat().st_size > 0
     assert not list((out / "results").glob("*/meta/tracking.json")) and not (out / "mlflow.db").exists()
 
 

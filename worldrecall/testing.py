@@ -61,7 +61,8 @@ class PluginRun:
 
     ``tables`` maps each table to a DataFrame (``mean``, ``status``, ``ranking`` …: ``tables/<name>.csv``, or the
     files of a table written per benchmark, ``tables/<name>/<benchmark>.csv``, concatenated), and ``cases`` to
-    the per-case table of every benchmark (the run writes it per benchmark: ``cases.<benchmark>.csv``);
+    the per-case table of every benchmark (the run writes it per metric: ``cases/<benchmark>/<metric>.csv``;
+    ``cases.<benchmark>``: one benchmark's);
     ``rows`` are the per-case score rows (``rows-shard-*.jsonl``: benchmark, model, case_id, metric, status,
     reason, values, info …) by file (a shard's rows, one file per metric) and place, each with its case's alignment in
     ``info["alignment"]`` (the rows file stores it once per shard, in ``alignments-shard-*.jsonl``; restored here
@@ -197,7 +198,8 @@ def _collect(code: int, out: Path, stdout: str, stderr: str, args: tuple[str, ..
         from worldrecall.core.tables import read_tables
         from worldrecall.engine.stages.row_store import read_row_dicts
 
-        # tables written one file per benchmark (cases.<benchmark>.csv, ranking/<benchmark>.csv) come back whole
+        # tables written one file per metric or benchmark (cases/<benchmark>/<metric>.csv, ranking/<benchmark>.csv)
+        # come back whole
         tables = read_tables(results_dir / "tables")
         rows = read_row_dicts(results_dir)  # each row with its case's alignment, stored once per shard
     return PluginRun(code, results_dir, tables, rows, stdout, stderr, args)

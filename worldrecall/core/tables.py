@@ -65,19 +65,33 @@ def status_counts(rows: Iterable[ScoreRow]) -> pd.DataFrame:
 def read_tables(tables_dir: Path) -> dict[str, pd.DataFrame]:
     """A run's ``tables/`` read back whole: each ``<name>.csv``; each table written one file per benchmark
     (a folder ``<name>/<benchmark>.csv``) as its parts concatenated in benchmark order, as the run held it; and
-    ``cases``, the per-case table (``cases.<benchmark>.csv``) whole. A file with no rows gives an empty frame."""
+    the per-case table, written one file per metric (``cases/<benchmark>/<metric>.csv``), as ``cases`` (every
+    row, sorted by benchmark, model, case, metric) and ``cases.<benchmark>``. A file with no rows gives an
+    empty frame. A results folder of an earlier version (``cases.<benchmark>.csv``) reads the same way."""
     tables_dir = Path(tables_dir)
     if not tables_dir.is_dir():
         return {}
     out = {csv.stem: _read_csv(csv) for csv in sorted(tables_dir.glob("*.csv"))}
-    for folder in sorted(p for p in tables_dir.iterdir() if p.is_dir()):
+    for folder in sorted(p for p in tables_dir.iterdir() if p.is_dir() and p.name != "cases"):
         parts = [_read_csv(p) for p in sorted(folder.glob("*.csv"))]
         if parts:
             out[folder.name] = pd.concat(parts, ignore_index=True)
+    for bench in sorted(p for p in (tables_dir / "cases").glob("*") if p.is_dir()):
+        parts = [df for df in map(_read_csv, sorted(bench.glob("*.csv"))) if len(df.columns)]
+        if parts:
+            out[f"cases.{bench.name}"] = _case_order(pd.concat(parts, ignore_index=True))
     cases = [df for name, df in out.items() if name.startswith("cases.")]
     if cases:
-        out["cases"] = pd.concat(cases, ignore_index=True)
+        out["cases"] = _case_order(pd.concat(cases, ignore_index=True))
     return out
+
+
+def _case_order(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows in the per-case table's order (benchmark, model, case, metric), as :func:`case_table` sorts them."""
+    keys = ["benchmark", "model", "case_id", "metric"]
+    if not len(df) or not set(keys) <= set(df.columns):
+        return df
+    return df.sort_values(keys, kind="stable").reset_index(drop=True)
 
 
 def _read_csv(path: Path) -> pd.DataFrame:

@@ -88,36 +88,39 @@ def _remove_other_parts(folder: Path, suffix: str, keep: list[Path]) -> None:
 
 
 def case_parts(result: RunResult, tdir: Path) -> list[Path]:
-    """``tables/cases.<benchmark>.csv``: each benchmark's per-case table (one line per row: status, reason,
-    values; its own columns), shared as :func:`benchmark_files` shares a part."""
-    return benchmark_files(result, tdir / "cases.csv", _case_part_identity(),
-                           lambda rows: case_table(rows).to_csv(index=False))
+    """``tables/cases/<benchmark>/<metric>.csv``: the per-case table (one line per row: status, reason, values;
+    the metric's own columns), one file per metric, shared as :func:`metric_files` shares a part."""
+    return metric_files(result, tdir / "cases", ".csv", _case_part_identity(),
+                        lambda rows: case_table(rows).to_csv(index=False))
 
 
-def benchmark_files(result: RunResult, whole: Path, identity: Mapping[str, Any],
-                    render: Callable[[list[Any]], str]) -> list[Path]:
-    """One file per benchmark in place of ``whole`` (``cases.csv`` -> ``cases.<benchmark>.csv``): ``render`` of the
-    benchmark's rows, kept in the blob store under the key of those rows and ``identity`` (what renders them;
-    :func:`stored_text`), so a job whose rows of a benchmark were written before (a re-score of another
-    benchmark's metric, a sweep's job) links that file instead of writing it again. ``whole``, written by a
-    version before the split, is removed."""
+def metric_files(result: RunResult, folder: Path, suffix: str, identity: Mapping[str, Any],
+                 render: Callable[[list[Any]], str]) -> list[Path]:
+    """One file per (benchmark, metric), ``<folder>/<benchmark>/<metric><suffix>``: ``render`` of those rows, kept
+    in the blob store under the key of the rows and ``identity`` (what renders them; :func:`stored_text`), so a
+    job whose rows of a metric were written before (a re-score of another metric, a sweep's job) links that file
+    instead of writing it again. Parts this job did not write, and the whole-benchmark files an earlier version
+    wrote beside the folder (``cases.<benchmark>.csv``), are removed."""
     cfg = result.config
     store, blobs = store_for(cfg), BlobStore(Path(cfg["output_root"]) / "blobs")
     paths = []
-    for bench, rows in rows_by_benchmark(result.rows).items():
+    for (bench, metric), rows in rows_by_metric(result.rows).items():
         key = key_of(identity, {"rows": rows_digest(rows, result.row_digests or None)})
-        paths.append(stored_text(whole.with_name(f"{whole.stem}.{bench}{whole.suffix}"), "case_tables", key,
+        paths.append(stored_text(folder / file_safe(bench) / f"{file_safe(metric)}{suffix}", "case_tables", key,
                                  lambda rows=rows: render(rows), store, blobs))
-    whole.unlink(missing_ok=True)
+    for stale in set(folder.glob(f"*/*{suffix}")) - set(paths):
+        stale.unlink(missing_ok=True)
+    for old in [folder.with_suffix(suffix), *folder.parent.glob(f"{folder.name}.*{suffix}")]:
+        old.unlink(missing_ok=True)
     return paths
 
 
-def rows_by_benchmark(rows: list[Any]) -> dict[str, list[Any]]:
-    """Benchmark (sorted) -> its rows sorted by (benchmark, model, case, metric): a part's digest and text do not
-    depend on the order the rows came in."""
-    out: dict[str, list[Any]] = {}
+def rows_by_metric(rows: list[Any]) -> dict[tuple[str, str], list[Any]]:
+    """(benchmark, metric), sorted -> its rows sorted by (benchmark, model, case, metric): a part's digest and text
+    do not depend on the order the rows came in."""
+    out: dict[tuple[str, str], list[Any]] = {}
     for r in sorted(rows, key=lambda r: r.row_key):
-        out.setdefault(r.benchmark, []).append(r)
+        out.setdefault((r.benchmark, r.metric), []).append(r)
     return dict(sorted(out.items()))
 
 
@@ -127,7 +130,7 @@ def _case_part_identity() -> dict[str, Any]:
 
 
 class TableTextSink:
-    """``tables/``: ``cases.<benchmark>.csv`` (:func:`case_parts`), every aggregated table as Markdown, and
+    """``tables/``: ``cases/<benchmark>/<metric>.csv`` (:func:`case_parts`), every aggregated table as Markdown, and
     ``leaderboard.txt`` (what the console prints)."""
 
     name = "table_text"

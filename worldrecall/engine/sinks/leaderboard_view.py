@@ -180,7 +180,7 @@ def _generic_view(result: Any, host: Any, bench: str, models: set[str],
     note = ("n/a = not applicable on every case of that model (e.g. Scene Memory F1 when the camera never left "
             "and returned); [a, b] = 95% bootstrap CI; ↑ higher is better, ↓ lower is better, · diagnostic.")
     if df.shape[1] <= 1:
-        note = (f"no scores: every case failed or was skipped (reasons: tables/cases.{bench}.csv, "
+        note = (f"no scores: every case failed or was skipped (reasons: tables/cases/{bench}/, "
                 f"tables/status/{bench}.md)")
     title = (f"{bench} · other metrics (in no ranked view; mean of each metric's primary value)" if exclude
              else f"{bench} · mean of each metric's primary value")

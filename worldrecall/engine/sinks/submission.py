@@ -5,9 +5,9 @@
 * ``aggregate.json`` — per declared benchmark its declaration (headline, ranking, gate) and each ranked view
   (camera-gated, all cases): per model its rank, rank label, case count and every cell with its mean, CI,
   unit and direction — the same numbers as ``tables/ranking/<benchmark>.csv`` and the printed leaderboard;
-* ``cases.<benchmark>.jsonl`` — per benchmark, one line per score row (benchmark, model, case, metric, status,
-  reason, values, strata, backend, metric version), sorted; a benchmark whose rows did not change since a
-  job wrote them is that file again (a hard link to its blob), so a re-score adds only the parts it changed;
+* ``cases/<benchmark>/<metric>.jsonl`` — per metric, one line per score row (benchmark, model, case, metric,
+  status, reason, values, strata, backend, metric version), sorted; a metric whose rows did not change since a
+  job wrote them is that file again (a hard link to its blob), so a re-score adds only the metric it changed;
 * ``provenance.json`` — worldrecall's version and git commit, every plugin's version, the backends, the
   config hash, the input manifest hash (the cases scored) and, for a built-in suite, its content digest;
 * ``schema.json`` — the JSON schema ``aggregate.json`` follows (checked by the tests).
@@ -27,7 +27,7 @@ import numpy as np
 from worldrecall.engine.cache import code_digest
 from worldrecall.engine.sinks.base import SinkContext
 from worldrecall.engine.cache.blobs import BlobStore, write_shared
-from worldrecall.engine.sinks.files import benchmark_files
+from worldrecall.engine.sinks.files import metric_files
 from worldrecall.engine.sinks.results_view import missing, tables_of_kind
 from worldrecall.engine.stages.result import RunResult
 
@@ -164,15 +164,16 @@ def provenance_doc(result: RunResult) -> dict[str, Any]:
 
 
 def cases_lines(rows: list[Any]) -> str:
-    """``cases.<benchmark>.jsonl``: the rows (sorted by the caller), one JSON object per line."""
+    """A ``cases/<benchmark>/<metric>.jsonl`` part: the rows (sorted by the caller), one JSON object per line."""
     keys = ("benchmark", "model", "case_id", "metric", "status", "reason", "values", "strata", "backend",
             "metric_version", "warnings")
     return "".join(json.dumps({k: getattr(r, k) for k in keys}, sort_keys=True, default=str) + "\n" for r in rows)
 
 
 def case_files(result: Any, out: Path) -> list[Path]:
-    """One ``cases.<benchmark>.jsonl`` per benchmark, shared as :func:`~.files.benchmark_files` shares a part."""
-    return benchmark_files(result, out / "cases.jsonl", {"name": "submission.cases", "code": code_digest(__name__)},
+    """``cases/<benchmark>/<metric>.jsonl``, one file per metric, shared as :func:`~.files.metric_files` shares a
+    part."""
+    return metric_files(result, out / "cases", ".jsonl", {"name": "submission.cases", "code": code_digest(__name__)},
                            cases_lines)
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from worldrecall.core.data import ScoreRow
+from worldrecall.core.paths import file_safe
 
 
 def all_null_values(rows: Iterable[ScoreRow], metrics: Mapping[str, Any], announced: Iterable[str] = ()) -> list[str]:
@@ -29,7 +30,7 @@ def all_null_values(rows: Iterable[ScoreRow], metrics: Mapping[str, Any], announ
                 and cls is not None and cls.value_meta(k).higher_is_better is not None]
         if null:
             lines.append(f"{metric}: {', '.join(null)} null on every one of the {len(rs)} scored {bench} rows "
-                         f"(per case: tables/cases.{bench}.csv)")
+                         f"(per case: tables/cases/{bench}/{file_safe(metric)}.csv)")
     return lines
 
 
@@ -60,7 +61,7 @@ def unmeasured_headlines(rows: Iterable[ScoreRow], benchmarks: Mapping[str, Any]
             parts = [s.strip() for v in verdicts for s in v.split(";")]
             why = next((s for s in parts if any(s.startswith(v) for v, _ in pairs)), verdicts[0] if verdicts else "")
             why = why or next((r.reason for r in rs if r.status != "ok" and r.reason), "")
-            why = why or ("no case ran it" if not rs else f"null on every case (per case: tables/cases.{bench}.csv)")
+            why = why or ("no case ran it" if not rs else f"null on every case (per case: tables/cases/{bench}/{file_safe(metric)}.csv)")
             lines.append(f"  {bench} {', '.join(names)}: {why}")
     if not lines:
         return ""

@@ -196,9 +196,12 @@ def results_digest(files: list[Path], rows: str = "") -> str:
 
 
 def _table_name(p: Path) -> str:
-    """A table file's name in its run: ``mean.csv``, or ``ranking/memobench.csv`` for a table written one file
-    per benchmark (:func:`worldrecall.engine.sinks.files.table_files`)."""
-    return p.name if p.parent.name == "tables" else f"{p.parent.name}/{p.name}"
+    """A table file's name in its run, relative to its ``tables/`` folder: ``mean.csv``, ``ranking/memobench.csv``
+    (a table written one file per benchmark, :func:`worldrecall.engine.sinks.files.table_files`), or
+    ``cases/memobench/memobench.ors.csv`` (the per-case table, one file per metric)."""
+    parts = Path(p).parts
+    at = len(parts) - 1 - parts[::-1].index("tables") if "tables" in parts else len(parts) - 2
+    return "/".join(parts[at + 1:])
 
 
 SUPERSEDED_BY, CURRENT = "worldrecall.superseded_by", "worldrecall.current"
@@ -384,8 +387,8 @@ def file_entries(files: list[Path], blobs: BlobStore, folders: Mapping[str, str]
             sub = (folders or _SUBFOLDER).get(p.suffix, "")
             # tables, the report and the index files are written whole (a new file each time): safe to hard-link
             link = sub in ("tables", "report", "cases")
-            if sub == "tables" and p.parent.parent.name == "tables":  # a table written one file per benchmark
-                sub = f"tables/{p.parent.name}"
+            if sub == "tables":  # a table written one file per benchmark or metric: its folders under tables/
+                sub = "/".join(["tables", *Path(_table_name(p)).parent.parts])
         if not sub or not p.exists():
             continue
         _, blob = blobs.put(p, link=link)
