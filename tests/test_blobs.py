@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from worldrecall.engine.cache import blobs
 
 
@@ -27,3 +30,39 @@ def test_the_case_index_stores_each_per_case_file_once_and_again_when_it_changes
     (out / changed["blob"]).unlink()  # its blob is gone: stored again
     again = runs.case_index(result, blobs.BlobStore(out / "blobs"), out)[("b", "m")][0]
     assert again == changed and (out / again["blob"]).read_text() == "[1, 2, 3]"
+
+
+def test_a_plot_is_placed_through_the_blob_store_and_a_redraw_never_changes_an_earlier_one(tmp_path):
+    """An aggregator draws into a folder of its own (here in place, as ``Path.write_bytes`` does); the plots sink
+    places each figure under ``plots/`` as a link to its blob, so equal figures of two jobs are one file and the
+    report links it; a later, different drawing in the same results folder leaves the earlier bytes intact."""
+    import hashlib
+    from types import SimpleNamespace
+
+    from worldrecall.engine.sinks.base import SinkContext
+    from worldrecall.engine.sinks.plots import PlotsSink
+
+    class Pic:
+        data = b"\x89PNG first"
+
+        def plots(self, tables, out_dir):
+            (out_dir / "fig.png").write_bytes(self.data)
+            return [out_dir / "fig.png"]
+
+    host = SimpleNamespace(components={"aggregator": {"pic": Pic}})
+
+    def job(folder: str) -> Path:
+        result = SimpleNamespace(results_dir=tmp_path / "results" / folder, tables={},
+                                 config={"output_root": str(tmp_path)})
+        [p] = PlotsSink().write(result, SinkContext(host))
+        assert not list(result.results_dir.glob(".plots-*"))  # the drawing folder is gone
+        return p
+
+    one, two = job("one"), job("two")
+    blob = tmp_path / "blobs" / "sha256" / hashlib.sha256(Pic.data).hexdigest()[:2]
+    [blob] = list(blob.iterdir())
+    assert one == tmp_path / "results" / "one" / "plots" / "fig.png"
+    assert os.path.samefile(one, two) and os.path.samefile(one, blob)  # one file on disk
+    Pic.data = b"\x89PNG second"
+    assert job("one").read_bytes() == b"\x89PNG second"
+    assert blob.read_bytes() == two.read_bytes() == b"\x89PNG first"  # the earlier figure kept its bytes

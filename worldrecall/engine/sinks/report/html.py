@@ -250,7 +250,7 @@ def _leaderboard_and_figures(result: Any, host: Any, figures: list[Path], src: _
     if figs:
         body.append('<h2 id="figures">Figures</h2>')
         for f in figs:
-            fig_names.append(src.blobs.put(f)[0] + ".png")  # a copy: an aggregator may redraw its plot in place
+            fig_names.append(src.blobs.put(f)[0] + ".png")  # the plots sink placed it there already: found
             body.append(f'<figure class="fig" id="fig-{esc(f.stem)}"><figcaption>{esc(f.name)}</figcaption>'
                         f'<img alt="{esc(f.stem)}" src="{_src(src.blobs, fig_names[-1], inline)}"></figure>')
     return body, fig_names
