@@ -3,6 +3,8 @@ benchmark-partitioned aggregation gives the tables of aggregating all rows at on
 
 from __future__ import annotations
 
+import json
+
 from typing import Any, ClassVar
 
 import pandas as pd
@@ -11,7 +13,7 @@ import pytest
 from worldrecall import Aggregator, Metric, Value, hookimpl
 from worldrecall.core.data import ScoreRow
 from worldrecall.engine.cache import Store
-from worldrecall.engine.cache.frames import decode_tables, encode_tables
+from worldrecall.engine.cache.frames import decode_tables, encode_tables, pack_tables
 from worldrecall.engine.stages import aggregate as aggregate_stage
 from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.registry.host import load_plugins
@@ -143,10 +145,21 @@ def test_partitioned_equals_whole(host, tmp_path):
 def test_a_damaged_entry_is_recomputed(host, tmp_path):
     _run(host, _rows(), _cfg(tmp_path))
     for p in (tmp_path / "cache" / "aggregates").rglob("*.json"):  # bench_b's entry holds 0.25: tampered
-        p.write_text(p.read_text().replace("0.25", "0.3"))
+        doc = json.loads(p.read_text())  # {"digest", "entry"}: the entry's tables are stored deflated
+        text = json.dumps({n: t for n, t in decode_raw(doc["entry"]).items()}).replace("0.25", "0.3")
+        doc["entry"] = pack_tables(json.loads(text))  # the digest left as it was
+        p.write_text(json.dumps(doc))
     tables, calls, _ = _run(host, _rows(), _cfg(tmp_path))  # read from the files: the damaged one recomputed
     assert calls == [("toy_total", ("bench_b",))]
     assert list(tables["toy_total"]["total"]) == [0.5, 0.5, 0.25, 0.25]
+
+
+def decode_raw(entry: dict) -> dict:
+    """A stored table set's JSON (packed or plain), before it becomes frames."""
+    import base64
+    import zlib
+
+    return json.loads(zlib.decompress(base64.b64decode(entry["data"]))) if entry.get("format") else entry
 
 
 def test_a_table_json_cannot_carry_exactly_is_not_cached(tmp_path):
@@ -169,13 +182,27 @@ def test_a_table_json_cannot_carry_exactly_is_not_cached(tmp_path):
 def test_the_cache_keeps_a_table_only_where_it_reads_back_exactly(tmp_path, frame, kept):
     enc = encode_tables({"t": frame})
     assert (enc is not None) == kept
-    if kept:
-        Store(tmp_path).put_json("aggregates", "ef" * 32, enc)
-        back = decode_tables(Store(tmp_path).get_json("aggregates", "ef" * 32))
-    if kept:
+    if not kept:
+        return
+    # stored packed (deflated, as the aggregation stage stores them) or plain (as written before): the same frame
+    for key, doc in (("ef" * 32, pack_tables(enc)), ("ab" * 32, enc)):
+        Store(tmp_path).put_json("aggregates", key, doc)
+        back = decode_tables(Store(tmp_path).get_json("aggregates", key))
         pd.testing.assert_frame_equal(back["t"], frame, check_exact=True)
         assert [str(t) for t in back["t"].dtypes] == [str(t) for t in frame.dtypes]
         assert back["t"].to_csv(index=False) == frame.to_csv(index=False)
+
+
+def test_a_stored_table_set_is_deflated():
+    """A by-benchmark table set is hundreds of KB of JSON per re-score or sweep job: stored deflated."""
+    import json
+
+    frame = pd.DataFrame({"model": [f"m{i % 8}" for i in range(4000)], "metric": ["bench.score"] * 4000,
+                          "mean": [round(i / 7, 4) for i in range(4000)]})
+    enc = encode_tables({"mean": frame})
+    packed = pack_tables(enc)
+    assert packed["format"] == "zlib+json" and len(json.dumps(packed)) * 3 < len(json.dumps(enc))
+    pd.testing.assert_frame_equal(decode_tables(packed)["mean"], frame, check_exact=True)
 
 
 def test_stats_aggregators_partition_exactly(tmp_path):

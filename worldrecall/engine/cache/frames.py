@@ -3,7 +3,9 @@ the CSV the tables sink writes), so a table the format cannot carry is simply co
 
 from __future__ import annotations
 
+import base64
 import json
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -91,5 +93,18 @@ def encode_tables(tables: dict[str, Any]) -> dict[str, Any] | None:
     return enc
 
 
+PACKED = "zlib+json"  # a stored document's "format": its tables' JSON, deflated (a table is never a string)
+
+
+def pack_tables(enc: dict[str, Any]) -> dict[str, Any]:
+    """:func:`encode_tables`' JSON as the store keeps it: deflated and base64 text (a by-benchmark table set is a
+    few hundred KB of JSON, 5-10 times that of its deflated form; every re-score and sweep job stores new ones)."""
+    text = json.dumps(enc, sort_keys=True, allow_nan=True, separators=(",", ":"))
+    return {"format": PACKED, "data": base64.b64encode(zlib.compress(text.encode("utf-8"), 6)).decode("ascii")}
+
+
 def decode_tables(doc: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    """The tables of a stored document: packed (:func:`pack_tables`) or, as written before, plain."""
+    if doc.get("format") == PACKED:
+        doc = json.loads(zlib.decompress(base64.b64decode(doc["data"])))
     return {name: _decode(t) for name, t in doc.items()}

@@ -17,7 +17,7 @@ from worldrecall.core.components import Aggregator, UndeclaredValue
 from worldrecall.core.data import ScoreRow
 from worldrecall.core.lazy import pandas as pd  # imported on first use (core/lazy.py)
 from worldrecall.engine.cache import Store, component_identity, key_of, named_files, store_for
-from worldrecall.engine.cache.frames import decode_tables, encode_tables
+from worldrecall.engine.cache.frames import decode_tables, encode_tables, pack_tables
 from worldrecall.engine.stages.name_checks import configured_aggregator_params
 from worldrecall.engine.stages.plan import enabled_benchmarks
 from worldrecall.engine.stages.row_digests import row_digests, rows_digest
@@ -147,7 +147,7 @@ class _Groups:
         got = agg.aggregate(self.rows_of(key), p)
         enc = encode_tables(got)
         if enc is not None:  # a table the JSON form cannot carry exactly is computed every time
-            self.store.put_json("aggregates", entry, enc)
+            self.store.put_json("aggregates", entry, pack_tables(enc))
         return got
 
     def one_benchmark(self, name: str, agg: Aggregator, p: dict[str, Any], bench: str) -> dict[str, Any]:
@@ -166,7 +166,7 @@ class _Groups:
         out = self._assemble(name, agg, p, bench, per, order)
         enc = encode_tables(out)
         if enc is not None:
-            self.store.put_json("aggregates", entry, enc)
+            self.store.put_json("aggregates", entry, pack_tables(enc))
         return out
 
     def _assemble(self, name: str, agg: Aggregator, p: dict[str, Any], bench: str,

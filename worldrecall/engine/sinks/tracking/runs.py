@@ -28,6 +28,7 @@ import json
 import math
 import os
 import re
+import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from typing import Any
 
 from worldrecall.core.data import one_line
 from worldrecall.core.lazy import pandas as pd  # imported on first use (core/lazy.py)
+from worldrecall.core.paths import file_safe
 from worldrecall.core.tables import backend_signature
 from worldrecall.engine.cache.blobs import BlobStore, write_shared
 from worldrecall.engine.sinks.leaderboard_view import gate_not_measured
@@ -306,16 +308,20 @@ def plan_job(result: Any, plain: Mapping[str, Any], host: Any, files: list[Path]
     unmeasured = gate_not_measured(pd.concat(list(tables_of_kind(host, result.tables, "view").values()) or
                                              [pd.DataFrame()], ignore_index=True))
     index = case_index(result, blobs, blobs.root.parent)
+    index_dir = result.results_dir / "mlflow_index"
+    for old in (d for d in (index_dir.iterdir() if index_dir.is_dir() else ()) if d.is_dir()):
+        shutil.rmtree(old, ignore_errors=True)  # <benchmark>/<model>/index.json, as an earlier version wrote them
     children = []
     for (bench, model), model_metrics in sorted(metrics["models"].items()):
         backends = sorted(backends_of.get((bench, model), set()) - {"-"})
         entries = index.get((bench, model))
         cases = None
         if entries:
-            idx = result.results_dir / "mlflow_index" / bench / model / "index.json"
+            # one folder for every run's index (a folder per run was 4 KB each on disk, 45 a job)
+            idx = index_dir / f"{file_safe(bench)}--{file_safe(model)}.json"  # file_safe names hold no "--"
             idx.parent.mkdir(parents=True, exist_ok=True)
             write_shared(idx, json.dumps({"blob_root": str(blobs.root.parent), "files": entries}, indent=1), blobs)
-            cases = file_entries([idx], blobs, {".json": "cases"})[0]
+            cases = {**file_entries([idx], blobs, {".json": "cases"})[0], "name": "index.json"}
         children.append({"name": f"{model} · {bench}" + (f" · {label}" if label else ""),
                          "tags": {**job_tags, "worldrecall.kind": "model", "worldrecall.config_hash": chash,
                                   CURRENT: "true", **({"worldrecall.camera_gate": one_line(
