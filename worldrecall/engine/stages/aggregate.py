@@ -17,7 +17,7 @@ from worldrecall.core.components import Aggregator, UndeclaredValue
 from worldrecall.core.data import ScoreRow
 from worldrecall.core.lazy import pandas as pd  # imported on first use (core/lazy.py)
 from worldrecall.engine.cache import Store, component_identity, key_of, named_files, store_for
-from worldrecall.engine.cache.frames import decode_tables, encode_tables, pack_tables
+from worldrecall.engine.cache.frames import PACKED, decode_tables, encode_tables, pack_tables
 from worldrecall.engine.stages.name_checks import configured_aggregator_params
 from worldrecall.engine.stages.plan import enabled_benchmarks
 from worldrecall.engine.stages.row_digests import row_digests, rows_digest
@@ -139,8 +139,10 @@ class _Groups:
         return self._digests[key]
 
     def cached(self, name: str, agg: Aggregator, p: dict[str, Any], key: Any) -> dict[str, Any]:
-        entry = key_of(component_identity(agg), {"rows": self.digest(key), "files": named_files(agg, p)},
-                       json.loads(json.dumps(p, sort_keys=True, default=str)))
+        # the stored form is in the key: a version that stored them plain never reads a packed entry, nor this
+        # one a plain one
+        entry = key_of(component_identity(agg), {"rows": self.digest(key), "files": named_files(agg, p),
+                                                 "stored": PACKED}, json.loads(json.dumps(p, sort_keys=True, default=str)))
         doc = self.store.get_json("aggregates", entry)
         if doc is not None:
             return decode_tables(doc)
@@ -158,7 +160,7 @@ class _Groups:
         # the benchmark's tables as assembled from its metrics' parts, kept under the benchmark's rows: a job
         # that re-scored another benchmark (or nothing) reads them as one entry, not one per metric
         entry = key_of(component_identity(agg), {"rows": self.digest(bench), "files": named_files(agg, p),
-                                                 "assembled": "by_metric"},
+                                                 "assembled": "by_metric", "stored": PACKED},
                        json.loads(json.dumps(p, sort_keys=True, default=str)))
         doc = self.store.get_json("aggregates", entry)
         if doc is not None:
