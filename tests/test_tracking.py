@@ -227,3 +227,25 @@ def test_parallel_jobs_on_one_sqlite_store_do_not_fail(tmp_path):
     client = mlflow.tracking.MlflowClient(uri)
     runs = client.search_runs([client.get_experiment_by_name("par").experiment_id])
     assert len(runs) == 8 and all(len(r.data.metrics) == 50 for r in runs)
+
+
+def test_a_benchmarks_content_digest_leaves_out_only_what_names_the_job():
+    """Two jobs log the same runs for a benchmark exactly when its digest is equal: the swept values, config hash
+    and results folder do not count, a number, a param, a run's own tag or the provenance do; a benchmark name
+    MLflow's tag keys and filters cannot carry is never pointed to (always logged)."""
+    from worldrecall.engine.sinks.tracking.runs import benchmark_contents
+
+    def child(bench="b", value=0.5, **params):
+        return {"params": {"benchmark": bench, "model": "m", "config_hash": "c1", **params}, "metrics": {"x": value},
+                "tags": {"worldrecall.version": "1", "worldrecall.config_hash": "c1"}, "cases": None}
+
+    job = {"worldrecall.version": "1", "worldrecall.results_dir": "/r/1", "worldrecall.overrides": "a=1"}
+    base = benchmark_contents([child(**{"override.t": "1"})], job)
+    other_job = {**job, "worldrecall.results_dir": "/r/2", "worldrecall.overrides": "a=2"}
+    renamed = child(**{"override.t": "2"})
+    renamed["params"]["config_hash"] = renamed["tags"]["worldrecall.config_hash"] = "c2"
+    assert benchmark_contents([renamed], other_job) == base
+    assert benchmark_contents([child(value=0.6, **{"override.t": "1"})], job) != base
+    assert benchmark_contents([child(backends="x", **{"override.t": "1"})], job) != base
+    assert benchmark_contents([child(**{"override.t": "1"})], {**job, "worldrecall.git_commit": "abc"}) != base
+    assert benchmark_contents([child(bench="odd`name'"), child(bench="ok-1.x")], job).keys() == {"ok-1.x"}

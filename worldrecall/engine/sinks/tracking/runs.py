@@ -251,6 +251,7 @@ class OpenJob:
 LOGGED, SAME_AS = "worldrecall.logged", "worldrecall.same_as"  # job tags: <prefix>.<benchmark>
 # provenance tags that differ between the jobs of one sweep whatever their numbers
 _PER_JOB_TAGS = ("worldrecall.results_dir", "worldrecall.overrides")
+_TAG_SAFE = re.compile(r"[A-Za-z0-9_.\-]+")  # a benchmark name that can end a tag key and sit in a search filter
 
 
 def benchmark_contents(children: list[Mapping[str, Any]], job_tags: Mapping[str, str]) -> dict[str, str]:
@@ -262,6 +263,8 @@ def benchmark_contents(children: list[Mapping[str, Any]], job_tags: Mapping[str,
     shared = {k: v for k, v in job_tags.items() if k not in _PER_JOB_TAGS}
     per: dict[str, list[Any]] = {}
     for c in children:
+        if not _TAG_SAFE.fullmatch(str(c["params"]["benchmark"])):
+            continue  # a name MLflow's tag keys and filters cannot carry as it is: its runs are always logged
         params = {k: v for k, v in c["params"].items() if not k.startswith("override.") and k != "config_hash"}
         tags = {k: v for k, v in c["tags"].items() if k not in job_tags and k != "worldrecall.config_hash"}
         per.setdefault(str(params["benchmark"]), []).append(
