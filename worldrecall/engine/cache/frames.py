@@ -104,7 +104,9 @@ def pack_tables(enc: dict[str, Any]) -> dict[str, Any]:
 
 
 def decode_tables(doc: dict[str, Any]) -> dict[str, pd.DataFrame]:
-    """The tables of a stored document: packed (:func:`pack_tables`) or, as written before, plain."""
+    """The tables of a document: packed as the store keeps them (:func:`pack_tables`), or plain (what
+    :func:`encode_tables` returns). Entries stored plain by an earlier version are never looked up: the stored
+    form is part of their key."""
     if doc.get("format") == PACKED:
         doc = json.loads(zlib.decompress(base64.b64decode(doc["data"])))
     return {name: _decode(t) for name, t in doc.items()}

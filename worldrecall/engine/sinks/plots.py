@@ -27,9 +27,9 @@ class PlotsSink:
         pdir = result.results_dir / "plots"
         blobs = BlobStore(Path(result.config["output_root"]) / "blobs")
         out: list[Path] = []
+        result.results_dir.mkdir(parents=True, exist_ok=True)  # the drawing folders are made inside it
         for name, agg in (getattr(ctx.host, "components", {}) or {}).get("aggregator", {}).items():
             inst = agg() if isinstance(agg, type) else agg
-            result.results_dir.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(prefix=".plots-", dir=result.results_dir) as tmp:
                 try:
                     drawn = [Path(p) for p in inst.plots(result.tables, Path(tmp))]

@@ -223,8 +223,10 @@ class _Job:
             return {"reused_record": self.early, "log_s": time.perf_counter() - self.t0}
         try:
             opened, parent = self.opened, self.msg["plan"]["parent"]
-            unchanged = {} if isinstance(opened, tuple) else opened.unchanged
-            run_id, reused = opened if isinstance(opened, tuple) else finish_job(self.tracker, opened, msg["entries"])
+            if isinstance(opened, tuple):  # an earlier run reused: nothing was logged
+                (run_id, reused), unchanged = opened, {}
+            else:
+                (run_id, reused), unchanged = finish_job(self.tracker, opened, msg["entries"]), opened.unchanged
             ui = self.tracker.ui_command(run_id if parent is None else None, msg["benchmarks"], msg["columns"],
                                          missing=msg.get("ui_missing"),
                                          holders={b: held[0] for b, held in unchanged.items()})
