@@ -422,3 +422,40 @@ def test_a_rescore_links_the_cache_log_keys_of_the_metrics_it_did_not_change(tmp
         assert {(tuple(e["place"]), e["key"], e["keys"]["score"]) for e in doc["rows"]} == {
             (r.row_key, r.key, r.info["keys"]["score"]) for r in rows(score)}
     assert b"2" * 64 not in gzip.decompress(second.read_bytes())  # the per-run part holds no key
+
+
+def test_a_new_results_folder_takes_an_earlier_folders_rows_only_under_the_same_key(world):
+    """A config that changes no row's key but writes a new results folder (here ``models_only``, listing every
+    model) takes the newest finished folder's rows as they are, byte for byte, without the score or the
+    measurement the cache held for them; a case whose input changed is measured again, never taken."""
+    import shutil
+
+    first = _run(world)
+    assert _measured(world) == 4
+    old_dir = next((world["out"] / "results").iterdir())
+    old_lines = {tuple(json.loads(ln)[k] for k in ("model", "case_id")): ln
+                 for f in old_dir.glob("rows-shard-*.jsonl") for ln in f.read_text().splitlines()}
+    for kind in ("scores", "measurements", "skips"):  # rows can no longer come from the cache
+        shutil.rmtree(world["out"] / "cache" / kind, ignore_errors=True)
+    _video(world["tmp"] / "gen" / "good" / "c0.mp4", 7)  # one input changed: its row's key is new
+
+    second = _run(world, "models_only=[bad,good]")
+    assert _measured(world) == 5  # the changed case only
+    new_dir = next(p for p in (world["out"] / "results").iterdir() if p != old_dir)
+    new_lines = {tuple(json.loads(ln)[k] for k in ("model", "case_id")): ln
+                 for f in new_dir.glob("rows-shard-*.jsonl") for ln in f.read_text().splitlines()}
+    assert sorted(new_lines) == sorted(old_lines) and len(new_lines) == 4
+    for place in new_lines:
+        if place == ("good", "c0"):
+            assert new_lines[place] != old_lines[place]
+            assert second[place]["key"] != first[place]["key"] and second[place]["status"] == "ok"
+        else:
+            assert new_lines[place] == old_lines[place]  # the earlier row, as it was written
+    outcomes = {tuple(e["place"][1:3]): e["outcome"] for e in read_log(new_dir / "meta" / "cache_log.json.gz")["rows"]}
+    assert outcomes == {("good", "c0"): "computed", ("good", "c1"): "score", ("bad", "c0"): "score",
+                        ("bad", "c1"): "score"}
+    # the same rows read back through the library's reader (the alignment restored from this folder's file)
+    from worldrecall.engine.stages.row_store import read_rows, rows_files
+
+    assert [r.to_json() for r in read_rows(rows_files(new_dir)) if r.model == "bad"] == \
+        [r.to_json() for r in read_rows(rows_files(old_dir)) if r.model == "bad"]

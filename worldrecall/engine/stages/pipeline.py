@@ -221,11 +221,14 @@ class CasePipeline:
         return out
 
     def settle(self, plan: BenchmarkPlan, case: Case, existing: Mapping[tuple[str, str, str, str], ScoreRow],
-               parts: dict[str, MetricKeyParts] | None = None) -> tuple[list[ScoreRow], set[str]]:
+               parts: dict[str, MetricKeyParts] | None = None,
+               earlier: Mapping[tuple[str, str, str, str], ScoreRow] | None = None) -> tuple[list[ScoreRow], set[str]]:
         """What this process can decide about a case without running an aligner or a metric (a parent that
-        forks workers never does): rows whose key is unchanged are kept as they are (not returned), rows whose
-        score is in the cache are built now (returned), the other metrics are left (second item). ``parts``:
-        each metric's :meth:`key_parts` so far, kept by the caller over a plan's cases (filled here)."""
+        forks workers never does): rows whose key is unchanged are kept as they are (not returned), rows that
+        ``earlier`` (another results folder's rows, by place) holds under the same key are returned as they are
+        there, rows whose score is in the cache are built now (returned), the other metrics are left (second
+        item). ``parts``: each metric's :meth:`key_parts` so far, kept by the caller over a plan's cases (filled
+        here)."""
         parts = {} if parts is None else parts
         t0 = time.perf_counter()
         out: list[ScoreRow] = []
@@ -258,6 +261,10 @@ class CasePipeline:
                 row.key = self.row_key(skey, row, plan.absent.get(name))
                 if _kept(existing, row) is not None:
                     continue  # the row on disk was computed under this very key
+                adopted = _kept(earlier, row) if earlier is not None else None
+                if adopted is not None:  # so was that folder's: the same row, its score not read again
+                    out.append(adopted)
+                    continue
                 if self._decided_before(row, skey, mkey, plan.absent.get(name)):
                     out.append(row)
                 else:

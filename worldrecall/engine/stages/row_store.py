@@ -37,6 +37,7 @@ import os
 import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -198,6 +199,91 @@ def _iter_file(p: Path, alignments: Mapping[str, Any] | None = None) -> Iterator
             continue  # a line torn by a crash mid-write; its case is simply recomputed
 
 
+def _read_shard(path: Path, parts: list[Path]) -> tuple[dict[str, Any], dict[tuple[str, str, str, str], ScoreRow],
+                                                       dict[tuple[str, str, str, str], str], int]:
+    """A shard's alignments, its rows by place as read back and their lines, and how many lines were read
+    (the per-metric ``parts`` first: the append-only file at ``path`` holds newer rows)."""
+    alignments = read_alignments([alignments_file(path)])
+    done: dict[tuple[str, str, str, str], ScoreRow] = {}
+    text: dict[tuple[str, str, str, str], str] = {}
+    n = 0
+    for f in [*parts, path]:
+        for line in _lines(f):
+            try:
+                r = parse_line(line, alignments)
+            except (json.JSONDecodeError, TypeError, KeyError):
+                continue  # a line torn by a crash mid-write; its case is simply recomputed
+            done[r.row_key], text[r.row_key] = r, line
+            n += 1
+    return alignments, done, text, n
+
+
+class EarlierRows(Mapping):
+    """The rows of the newest other finished results folder of the output root, same shard (read, never
+    written): where a new results folder (a re-score, a sweep's job) computes a row's key and finds that folder's
+    row of the same place under the same key, it takes that row and its line as they are, as a rerun keeps its
+    own (:meth:`ResultStore.adopt`), instead of reading the row's score from the cache and writing it anew.
+
+    Finished: its run wrote its cache log (after its rows were final). Which folder it is decides only how fast,
+    never what: a row is taken only under the key computed now, and equal keys are equal rows."""
+
+    def __init__(self, results_dir: Path, index: int, count: int, log_name: str):
+        """``log_name``: the file under ``meta/`` a finished run of this shard has written. Nothing is read until
+        a row is asked for (a rerun that keeps its own rows never reads another folder)."""
+        self._args = (Path(results_dir), index, count, log_name)
+        self.dir: Path | None = None
+        self._rows: dict[tuple[str, str, str, str], ScoreRow] | None = None
+        self._text: dict[tuple[str, str, str, str], str] = {}
+        self.alignments: dict[str, Any] = {}
+        self._alignment_text: dict[str, str] = {}
+
+    @property
+    def rows(self) -> dict[tuple[str, str, str, str], ScoreRow]:
+        """That folder's rows by place (those whose alignment it still holds), read on first use."""
+        if self._rows is None:
+            results_dir, index, count, log_name = self._args
+            newest: tuple[int, Path] | None = None
+            for log in results_dir.parent.glob(f"*/meta/{log_name}"):
+                folder = log.parents[1]
+                try:
+                    stamp = log.stat().st_mtime_ns
+                except OSError:
+                    continue
+                if folder != results_dir and (newest is None or stamp > newest[0]):
+                    newest = (stamp, folder)
+            self._rows = {}
+            if newest is not None:
+                self.dir = newest[1]
+                path = shard_file(self.dir, index, count)
+                self.alignments, rows, self._text, _ = _read_shard(path, shard_parts(path))
+                # a row whose alignment that folder lost reads back without it: not the row it was
+                self._rows = {k: r for k, r in rows.items()
+                              if not (isinstance(r.info, dict) and "alignment_ref" in r.info)}
+        return self._rows
+
+    def __getitem__(self, place: tuple[str, str, str, str]) -> ScoreRow:
+        return self.rows[place]
+
+    def __iter__(self) -> Iterator[tuple[str, str, str, str]]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def holds(self, row: ScoreRow) -> bool:
+        """Whether ``row`` is this folder's row of its place (one that :meth:`ResultStore.adopt` takes)."""
+        return self._rows is not None and self._rows.get(row.row_key) is row
+
+    def line(self, row: ScoreRow) -> str:
+        return self._text[row.row_key]
+
+    def alignment_line(self, ref: str) -> str | None:
+        """The canonical JSON of the alignment ``ref`` names (None when its folder lost it)."""
+        if ref not in self._alignment_text and ref in self.alignments:
+            self._alignment_text[ref] = _canonical(self.alignments[ref])
+        return self._alignment_text.get(ref)
+
+
 class ResultStore:
     """Appends rows for one shard; knows which (case, metric) pairs are already final."""
 
@@ -211,19 +297,10 @@ class ResultStore:
         self.blobs = blobs
         self._repair_tail(self.path)
         self._repair_tail(self.alignments_path)
-        self.alignments: dict[str, Any] = read_alignments([self.alignments_path])  # ref -> alignment (this shard's)
-        self.done: dict[tuple[str, str, str, str], ScoreRow] = {}
-        self._text: dict[tuple[str, str, str, str], str] = {}  # place -> its line (what a part file holds)
-        self._lines = 0  # lines read and appended: more than rows kept when some were superseded
         self.parts = shard_parts(self.path)
-        for f in [*self.parts, self.path]:  # parts first: the append-only file's rows are newer
-            for line in _lines(f):
-                try:
-                    r = parse_line(line, self.alignments)
-                except (json.JSONDecodeError, TypeError, KeyError):
-                    continue  # a line torn by a crash mid-write; its case is simply recomputed
-                self.done[r.row_key], self._text[r.row_key] = r, line
-                self._lines += 1
+        # ref -> alignment (this shard's); place -> row as read back, and its line (what a part file holds);
+        # lines read and appended: more than rows kept when some were superseded
+        self.alignments, self.done, self._text, self._lines = _read_shard(self.path, self.parts)
         self._log_size = self.path.stat().st_size if self.path.exists() else 0  # what this store knows is there
         self._f: Any = None
         self._af: Any = None
@@ -249,6 +326,33 @@ class ResultStore:
         if al is not None and al[0] not in self.alignments:
             self._append_alignment(*al)
         line = _canonical(_without_run_flags(d))
+        self._write_line(line, flush)
+        kept = parse_line(line, self.alignments)
+        flags = {k: row.info[k] for k in CACHE_FLAGS if isinstance(row.info, dict) and k in row.info}
+        if flags:  # how this run got it, for this run's cache log (not in the file)
+            kept.info = {**kept.info, **flags}
+        self.done[row.row_key], self._text[row.row_key] = kept, line
+        return kept
+
+    def adopt(self, row: ScoreRow, earlier: EarlierRows, flush: bool = True) -> ScoreRow:
+        """Append ``row``, a row of ``earlier`` (:meth:`EarlierRows.holds`), as its line there: the bytes
+        :meth:`append` would write for it (canonical, its alignment by reference, written here first when this
+        shard lacks it), without encoding the row again or reading it back."""
+        line = earlier.line(row)
+        found = _ALIGNMENT_REF.search(line)
+        ref = found.group(1) if found else None
+        if ref is not None and ref not in self.alignments:
+            text = earlier.alignment_line(ref)
+            if text is None:  # its alignment is gone from that folder: written as any row is
+                return self.append(row, flush)
+            self._append_alignment(ref, text)
+        self._write_line(line, flush)
+        # how this run got it, for this run's cache log (not in the file): its score was known under its key
+        kept = replace(row, info={**row.info, "cache_hit": True, "score_cache_hit": True})
+        self.done[row.row_key], self._text[row.row_key] = kept, line
+        return kept
+
+    def _write_line(self, line: str, flush: bool) -> None:
         if self._f is None:
             self._f = open(self.path, "a", encoding="utf-8")  # noqa: SIM115  (kept open across appends)
         fcntl.flock(self._f, fcntl.LOCK_SH)
@@ -260,13 +364,7 @@ class ResultStore:
         if flush:
             self.flush()
         self._log_size += len(line.encode("utf-8")) + 1
-        kept = parse_line(line, self.alignments)
-        flags = {k: row.info[k] for k in CACHE_FLAGS if isinstance(row.info, dict) and k in row.info}
-        if flags:  # how this run got it, for this run's cache log (not in the file)
-            kept.info = {**kept.info, **flags}
-        self.done[row.row_key], self._text[row.row_key] = kept, line
         self._lines += 1
-        return kept
 
     def _split(self, row: ScoreRow) -> tuple[dict[str, Any], tuple[str, str] | None]:
         """:func:`split_alignment` of the row; a case's rows hold one alignment object (settled together), whose

@@ -24,6 +24,7 @@ from worldrecall.core.digests import load_digest_memo, save_digest_memo
 from worldrecall.core.video import VideoPool
 from worldrecall.engine.cache import VideoFacts, store_for
 from worldrecall.engine.cache.blobs import BlobStore
+from worldrecall.engine.cache.explain import log_path
 from worldrecall.engine.cache.identity import IdentifiedJudgeHub, IdentifiedModelHub
 from worldrecall.engine.cache.keys import refresh_code_digests
 from worldrecall.engine.stages.absence import all_null_values, unmeasured_headlines
@@ -45,7 +46,7 @@ from worldrecall.engine.stages.progress import progress_bar
 from worldrecall.engine.stages.readiness import readiness, run_lines
 from worldrecall.engine.stages.result import RunResult, build_result
 from worldrecall.engine.stages.row_digests import row_digests
-from worldrecall.engine.stages.row_store import ResultStore, read_rows, rows_files
+from worldrecall.engine.stages.row_store import EarlierRows, ResultStore, read_rows, rows_files
 from worldrecall.registry.host import PluginHost
 
 log = logging.getLogger(__name__)
@@ -115,8 +116,12 @@ class Runner:
         rows_file = ResultStore(self.results_dir, self.shard_index, self.shard_count,
                                 blobs=BlobStore(Path(self.cfg["output_root"]) / "blobs"))
         before = dict(rows_file.done)  # what `cache explain` compares this run's keys with
+        # a re-score's or a sweep job's new folder takes the rows another folder has under the same keys
+        earlier = EarlierRows(self.results_dir, self.shard_index, self.shard_count,
+                              log_path(self.results_dir, self.shard_index, self.shard_count).name) \
+            if self.cache_mode == "use" else None
         try:
-            jobs = [self.prepare(plan, rows_file, items[plan.name]) for plan in plans]
+            jobs = [self.prepare(plan, rows_file, items[plan.name], earlier) for plan in plans]
             # when every row left needs a score only (a sweep's re-score job), this process scores them: forking
             # workers costs more than the scoring. Decided for the whole job, so no worker of this job is forked
             # after this process ran a metric's score; scoring here runs as a worker would (one thread for torch,
@@ -246,16 +251,21 @@ class Runner:
         self.timing["load"] += time.perf_counter() - t0
         return items
 
-    def prepare(self, plan: BenchmarkPlan, rows_file: ResultStore, items: list[Case | CaseError]) -> _Job:
-        """Settle every case here (:meth:`CasePipeline.settle`: rows unchanged on disk are kept, rows whose
-        score is cached are appended) and leave the rest, in groups of a clip's cases, to the executor."""
+    def prepare(self, plan: BenchmarkPlan, rows_file: ResultStore, items: list[Case | CaseError],
+                earlier: EarlierRows | None = None) -> _Job:
+        """Settle every case here (:meth:`CasePipeline.settle`: rows unchanged on disk are kept, rows ``earlier``
+        holds under the same key are adopted, rows whose score is cached are appended) and leave the rest, in
+        groups of a clip's cases, to the executor."""
         bar = progress_bar(len(items), plan.name, enabled=self.cfg["progress"])
 
         def emit(item: Case | CaseError, rows: list[ScoreRow], done: bool = True) -> None:
             for row in rows:
                 self.appended.add(row.row_key)
                 try:
-                    rows_file.append(row, flush=False)
+                    if earlier is not None and earlier.holds(row):
+                        rows_file.adopt(row, earlier, flush=False)
+                    else:
+                        rows_file.append(row, flush=False)
                 except OSError as e:
                     raise ResultsNotWritable(
                         f"cannot append results to {rows_file.path}: {e.strerror or e}; the rows written so far "
@@ -276,7 +286,8 @@ class Runner:
                 names = set(plan.metrics)  # its inputs cannot be read: no earlier row of it stands
             else:
                 # refresh / off: no row on disk stands, every row is computed again
-                rows, names = self.pipeline.settle(plan, it, rows_file.done if self.cache_mode == "use" else {}, parts)
+                rows, names = self.pipeline.settle(plan, it, rows_file.done if self.cache_mode == "use" else {}, parts,
+                                                   earlier)
                 emit(it, rows, done=not names)
             if names:
                 left[id(it)] = names
