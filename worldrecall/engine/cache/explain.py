@@ -119,6 +119,13 @@ def _latest_elsewhere(output_root: Path, exclude: Path, needed: set[tuple[str, .
     return found
 
 
+def _from_rows(name: str, rows: Mapping[tuple[str, str, str, str], ScoreRow],
+               needed: set[tuple[str, ...]]) -> dict[tuple[str, ...], dict]:
+    """:func:`_latest_elsewhere`'s entries, from a run's rows rather than its log."""
+    return {tuple(p): {"from": name, "key": r.key, "status": r.status, "keys": (r.info or {}).get("keys") or {}}
+            for p, r in rows.items() if tuple(p) in needed}
+
+
 def _outcome(row: ScoreRow, written: bool) -> str:
     info = row.info or {}
     if not written:
@@ -134,8 +141,10 @@ def _outcome(row: ScoreRow, written: bool) -> str:
 
 def write_log(results_dir: Path, index: int, count: int, rows: Iterable[ScoreRow],
               written: set[tuple[str, str, str, str]], before: Mapping[tuple[str, str, str, str], ScoreRow],
-              mode: str) -> Path:
-    """Record this run's rows: keys, outcome, and the previous row's keys where this run wrote a row."""
+              mode: str, newest: tuple[str, Mapping[tuple[str, str, str, str], ScoreRow]] | None = None) -> Path:
+    """Record this run's rows: keys, outcome, and the previous row's keys where this run wrote a row.
+    ``newest``: (folder name, its rows by place) of the newest other run, when the caller has read them: the
+    rows :func:`_latest_elsewhere` would find first, taken as they are (the others are looked up)."""
     path = log_path(results_dir, index, count)
     elsewhere: dict[tuple[str, ...], dict] | None = None
     entries, parts = [], {}
@@ -150,7 +159,9 @@ def write_log(results_dir: Path, index: int, count: int, rows: Iterable[ScoreRow
             else:  # a new place in this results folder: the last row another run had there
                 if elsewhere is None:
                     needed = {tuple(x.row_key) for x in rows if x.row_key in written and x.row_key not in before}
-                    elsewhere = _latest_elsewhere(Path(results_dir).parents[1], path, needed)
+                    elsewhere = _from_rows(*newest, needed) if newest is not None else {}
+                    if len(elsewhere) < len(needed):
+                        elsewhere.update(_latest_elsewhere(Path(results_dir).parents[1], path, needed - set(elsewhere)))
                 prev = elsewhere.get(tuple(r.row_key))
         keys = info.get("keys") or {}
         if prev is not None and prev.get("key") == r.key and prev.get("keys") == keys:

@@ -135,7 +135,7 @@ class Runner:
             except OSError:
                 pass  # the write error itself is what the run reports
         rows = rows_file.all_rows()
-        self.log_keys(rows, before)
+        self.log_keys(rows, before, earlier)
         for msg in all_null_values(rows, self.host.metrics, [k for p in plans for k in p.absent]):
             log.warning(msg)
         block = unmeasured_headlines(rows, self.host.benchmarks)  # once: which headlines need what
@@ -213,14 +213,17 @@ class Runner:
                         {m for p in plans for m in p.models})
         return plans, items
 
-    def log_keys(self, rows: list[ScoreRow], before: Mapping[tuple[str, str, str, str], ScoreRow]) -> None:
+    def log_keys(self, rows: list[ScoreRow], before: Mapping[tuple[str, str, str, str], ScoreRow],
+                 earlier: EarlierRows | None = None) -> None:
         """Record each row's keys and how this run obtained it, for ``worldrecall cache explain`` (a log
-        that cannot be written costs the explanation, never the run)."""
+        that cannot be written costs the explanation, never the run). ``earlier``: the newest other folder's
+        rows, when this run read them (the log's previous rows, not read again from that run's log)."""
         from worldrecall.engine.cache.explain import write_log
 
+        newest = (earlier.dir.name, earlier.rows) if earlier is not None and earlier.dir is not None else None
         try:
             write_log(self.results_dir, self.shard_index, self.shard_count, rows, self.appended, before,
-                      self.cache_mode)
+                      self.cache_mode, newest)
         except OSError as e:
             log.warning("could not record the cache log for `worldrecall cache explain`: %s", e)
 
