@@ -66,3 +66,50 @@ def test_a_plot_is_placed_through_the_blob_store_and_a_redraw_never_changes_an_e
     Pic.data = b"\x89PNG second"
     assert job("one").read_bytes() == b"\x89PNG second"
     assert blob.read_bytes() == two.read_bytes() == b"\x89PNG first"  # the earlier figure kept its bytes
+
+
+def test_an_aggregator_that_declares_its_tables_is_drawn_once_per_their_content(tmp_path):
+    """``plots_from``: a job whose declared tables are those of an earlier job links that job's figure (the
+    cache's ``figures`` entry names its blob) instead of drawing it; another table, or a lost blob, draws again."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from worldrecall.engine.sinks.base import SinkContext
+    from worldrecall.engine.sinks.plots import PlotsSink
+
+    drawn: list[str] = []
+
+    class Bars:
+        plots_from = ("t",)
+
+        def plots(self, tables, out_dir):
+            text = tables["t"].to_csv(index=False)  # the figure shows its table
+            drawn.append(text)
+            (out_dir / "sub").mkdir()
+            (out_dir / "sub" / "bars.png").write_bytes(b"\x89PNG " + text.encode())
+            return [out_dir / "sub" / "bars.png"]
+
+    host = SimpleNamespace(components={"aggregator": {"bars": Bars}})
+    config = {"output_root": str(tmp_path), "cache_dir": str(tmp_path / "cache"), "cache": {"mode": "use"}}
+
+    def job(folder: str, values: list[float]) -> Path:
+        tables = {"t": pd.DataFrame({"v": values}), "other": pd.DataFrame({"x": [len(drawn)]})}
+        result = SimpleNamespace(results_dir=tmp_path / "results" / folder, tables=tables, config=config)
+        [p] = PlotsSink().write(result, SinkContext(host))
+        assert p == result.results_dir / "plots" / "sub" / "bars.png"
+        return p
+
+    one = job("one", [1.0, 2.0])
+    two = job("two", [1.0, 2.0])  # another table changed, not the declared one: linked
+    assert len(drawn) == 1 and os.path.samefile(one, two) and two.read_bytes() == b"\x89PNG v\n1.0\n2.0\n"
+    three = job("three", [1.0, 3.0])
+    assert len(drawn) == 2 and three.read_bytes() == b"\x89PNG v\n1.0\n3.0\n"
+    for blob in (tmp_path / "blobs").rglob("*"):  # the blobs are gone (a prune): drawn again, never a dangling link
+        if blob.is_file():
+            blob.unlink()
+    four = job("four", [1.0, 2.0])
+    assert len(drawn) == 3 and four.read_bytes() == one.read_bytes()
+    config["cache"] = {"mode": "off"}
+    job("five", [1.0, 2.0])
+    assert len(drawn) == 4  # the cache off: drawn every time

@@ -321,6 +321,10 @@ class Aggregator:
     # metric's rows alone, stably sorted by these columns (the order the whole would come out in); the engine
     # may then aggregate (and cache) each metric separately: a re-score of one metric aggregates that metric
     by_metric: ClassVar[Mapping[str, Sequence[str]] | None] = None
+    # the tables ``plots`` reads: declared, the engine keeps the figures under those tables' content and this
+    # class's identity, and a job whose tables they are (a re-score of another metric, a sweep's job) links
+    # them instead of drawing them again; None: drawn by every job
+    plots_from: ClassVar[Sequence[str] | None] = None
 
     def aggregate(self, rows: list[ScoreRow], params: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         """Return named tables."""

@@ -133,11 +133,16 @@ def linked_blob(path: Path, kind: str, key: str, store: Any, blobs: BlobStore) -
     doc = store.get_json(kind, key)
     if not isinstance(doc, dict) or "sha256" not in doc:
         return None
-    blob = blobs.path_for(str(doc["sha256"]), path.suffix.lower())
+    return doc if place_blob(str(doc["sha256"]), path, blobs) else None
+
+
+def place_blob(digest: str, path: Path, blobs: BlobStore) -> bool:
+    """Make ``path`` a link to the blob of ``digest`` (of ``path``'s suffix) when it is there; whether it was."""
+    blob = blobs.path_for(digest, path.suffix.lower())
     if not blob.is_file():
-        return None
+        return False
     _place(blob, path)
-    return doc
+    return True
 
 
 def stored_text(path: Path, kind: str, key: str, render: Callable[[], str], store: Any, blobs: BlobStore) -> Path:

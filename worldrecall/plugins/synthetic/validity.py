@@ -236,6 +236,8 @@ class ValidityMatrix(Aggregator):
     uses_value_meta: ClassVar[bool] = True  # each value's direction, as its metric declares it
     uses_benchmarks: ClassVar[bool] = True  # each benchmark's declared camera gate (gate neutrality rows)
 
+    plots_from = ("validity",)
+
     def plots(self, tables: Mapping[str, pd.DataFrame], out_dir: Path) -> list[Path]:
         """The validity heat-map (``validity.png``) when the run has a validity table."""
         df = tables.get("validity")
