@@ -74,3 +74,21 @@ def test_a_rows_file_written_before_each_row_carried_its_alignment_reads_as_it_d
     store.close()
     rows = read_rows(rows_files(tmp_path))
     assert len(rows) == 5 and all(r.info["alignment"] == ALIGN for r in rows)
+
+
+def test_a_rows_digest_hashes_its_alignment_once_per_object_and_follows_its_content():
+    """A case's rows share one alignment object: :func:`row_digests` hashes it once; the digests equal those of
+    rows holding equal copies, each row's alone, and change with the alignment's content."""
+    import copy
+
+    from worldrecall.engine.stages.row_digests import row_digest
+
+    shared = _rows("c0", copy.deepcopy(ALIGN))
+    copies = [ScoreRow(r.benchmark, r.model, r.case_id, r.metric, dict(r.values),
+                       info={**r.info, "alignment": copy.deepcopy(ALIGN)}) for r in shared]
+    assert row_digests(shared) == row_digests(copies) == {r.row_key: row_digest(r) for r in copies}
+    moved = _rows("c0", {**ALIGN, "phases": {**ALIGN["phases"], "R": [59, 71]}})
+    assert all(row_digests(moved)[k] != d for k, d in row_digests(shared).items())
+    bare = [ScoreRow(r.benchmark, r.model, r.case_id, r.metric, dict(r.values), info={"k": r.info["k"]})
+            for r in shared]
+    assert all(row_digests(bare)[k] != d for k, d in row_digests(shared).items())

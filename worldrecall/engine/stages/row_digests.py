@@ -29,16 +29,30 @@ def row_content(r: ScoreRow) -> dict[str, Any]:
     return d
 
 
-def row_digest(r: ScoreRow) -> str:
-    """sha256 of :func:`row_content`."""
-    blob = json.dumps(row_content(r), sort_keys=True, allow_nan=True, default=json_default)
-    return hashlib.sha256(blob.encode()).hexdigest()
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, allow_nan=True, default=json_default)
+
+
+def row_digest(r: ScoreRow, alignments: dict[int, tuple[Any, str]] | None = None) -> str:
+    """sha256 of :func:`row_content`, its alignment (``info["alignment"]``) by its own sha256. ``alignments``:
+    the digests of the alignment objects hashed so far (by identity, each kept with its object), shared over
+    the rows of a call: a case's rows hold one alignment object, hashed once rather than once per row."""
+    d = row_content(r)
+    info = d.get("info")
+    al = info.get("alignment") if isinstance(info, dict) else None
+    if isinstance(al, dict):
+        seen = alignments if alignments is not None else {}
+        if id(al) not in seen:
+            seen[id(al)] = (al, hashlib.sha256(_canonical(al).encode()).hexdigest())
+        d["info"] = {**info, "alignment": {"sha256": seen[id(al)][1]}}
+    return hashlib.sha256(_canonical(d).encode()).hexdigest()
 
 
 def row_digests(rows: Iterable[ScoreRow]) -> dict[tuple[str, str, str, str], str]:
     """Each row's :func:`row_digest` by its (benchmark, model, case, metric): computed once per result, read
     by the aggregation and the report (each row is unique under that key in a result)."""
-    return {r.row_key: row_digest(r) for r in rows}
+    alignments: dict[int, tuple[Any, str]] = {}
+    return {r.row_key: row_digest(r, alignments) for r in rows}
 
 
 def rows_digest(rows: Iterable[ScoreRow], known: Mapping[tuple[str, str, str, str], str] | None = None) -> str:
