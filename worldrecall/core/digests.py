@@ -29,6 +29,9 @@ _FACTS: dict[tuple[str, str], tuple[Any, bool]] = {}  # (kind, content digest) -
 # notebook scoring several roots): the entries read from it, and those looked up since
 _MEMO: dict[str, set] = {"loaded": set(), "used": set(), "facts_loaded": set(), "facts_used": set(),
                          "new": set(), "new_facts": set()}  # new: computed here since the last learned()
+# the memo's journal as loaded and appended by this process: its lines, and whether the memo it adds to was read
+_JOURNAL: dict[str, Any] = {"lines": 0, "memo": False}
+COMPACT_AT = 2000  # journal lines below which the memo is never rewritten (a quarter of its entries above)
 
 
 def file_digest(path: Path | str) -> str:
@@ -167,31 +170,76 @@ def _version(library: str) -> str:
         return f"{library} not installed"
 
 
+def journal_path(path: Path | str) -> Path:
+    """The file beside the memo ``path`` that the digests and facts learnt since its last rewrite are appended
+    to (``file_digests.json`` -> ``file_digests.learnt.jsonl``)."""
+    return Path(path).with_suffix(".learnt.jsonl")
+
+
 def load_digest_memo(path: Path | str) -> None:
-    """Reuse the digests and facts an earlier run kept in ``path`` (each digest valid while its file's state
-    is unchanged); an unreadable or older-format memo is ignored. Starts what :func:`save_digest_memo` keeps."""
+    """Reuse the digests and facts an earlier run kept in ``path`` and its journal (each digest valid while its
+    file's state is unchanged); an unreadable or older-format memo is ignored, a torn journal line skipped.
+    Starts what :func:`save_digest_memo` keeps."""
     for entries in _MEMO.values():
         entries.clear()
+    _JOURNAL.update(lines=0, memo=False)
+    records: list[tuple[str, Any]] = []
     try:
         doc = json.loads(Path(path).read_text())
-        if doc.get("format") != 2:
-            return
-        for rec in doc["digests"]:
-            key = (str(rec[0]), *(int(x) for x in rec[1:6]))
-            _DIGESTS[key] = str(rec[6])
-            _MEMO["loaded"].add(key)
-        for rec in doc["facts"]:
-            key = (str(rec[0]), str(rec[1]))
-            _FACTS.setdefault(key, (rec[2], True))
-            _MEMO["facts_loaded"].add(key)
-    except (OSError, ValueError, TypeError, IndexError, KeyError, AttributeError):
+        if doc.get("format") == 2:
+            records = [("d", rec) for rec in doc["digests"]] + [("f", rec) for rec in doc["facts"]]
+            _JOURNAL["memo"] = True
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
         pass
+    try:
+        with open(journal_path(path), encoding="utf-8") as f:
+            for line in f:
+                try:
+                    kind, rec = json.loads(line)
+                except (ValueError, TypeError):
+                    continue  # torn by a crash mid-write: that entry is hashed again
+                records.append((kind, rec))
+                _JOURNAL["lines"] += 1
+    except OSError:
+        pass
+    for kind, rec in records:
+        try:
+            if kind == "d":
+                key = (str(rec[0]), *(int(x) for x in rec[1:6]))
+                _DIGESTS[key] = str(rec[6])
+                _MEMO["loaded"].add(key)
+            elif kind == "f":
+                fact = (str(rec[0]), str(rec[1]))
+                _FACTS.setdefault(fact, (rec[2], True))
+                _MEMO["facts_loaded"].add(fact)
+        except (ValueError, TypeError, IndexError):
+            continue
 
 
 def save_digest_memo(path: Path | str) -> None:
-    """Write the memo, when it changed: the digests looked up since :func:`load_digest_memo`, and those read
-    from it whose file is still in the same state (a removed or rewritten file's entry is dropped); the facts
-    looked up, and those kept of a file whose digest is kept."""
+    """Keep what this process learnt since :func:`load_digest_memo`: the digests and facts it looked up that the
+    memo lacks are appended to its journal (:func:`journal_path`), so a run that learnt a few never rewrites
+    what the memo holds; nothing learnt, nothing written. Without a memo to add to, or once the journal holds
+    more than a quarter of the memo's entries (:data:`COMPACT_AT` at least), the memo is rewritten instead, the journal folded in: the
+    digests looked up, and those kept whose file is still in the same state (a removed or rewritten file's
+    entry is dropped then); the facts looked up, and those kept of a file whose digest is kept."""
+    new = {k for k in _MEMO["used"] - _MEMO["loaded"] if k in _DIGESTS}
+    new_facts = {k for k in _MEMO["facts_used"] - _MEMO["facts_loaded"] if k in _FACTS}
+    if not new and not new_facts:
+        return
+    size = _JOURNAL["lines"] + len(new) + len(new_facts)
+    if _JOURNAL["memo"] and size <= max(COMPACT_AT, len(_MEMO["loaded"]) // 4):
+        lines = [json.dumps(["d", [*k, _DIGESTS[k]]]) for k in sorted(new)]
+        lines += [json.dumps(["f", [*k, _FACTS[k][0]]]) for k in sorted(new_facts)]
+        try:
+            with open(journal_path(path), "a", encoding="utf-8") as f:
+                f.write("".join(line + "\n" for line in lines))  # one write: appends of two runs never interleave
+        except OSError:
+            return  # a memo that cannot be kept costs time on the next run, never results
+        _MEMO["loaded"] |= new
+        _MEMO["facts_loaded"] |= new_facts
+        _JOURNAL["lines"] += len(lines)
+        return
     kept_loaded = set()
     for key in _MEMO["loaded"] - _MEMO["used"]:
         try:
@@ -203,8 +251,8 @@ def save_digest_memo(path: Path | str) -> None:
     values = {_DIGESTS[k] for k in digests}
     # a fact kept under a code identity stays while it is used: changed code leaves its old entries behind
     facts = {k for k in _MEMO["facts_loaded"] if k[1] in values and CODE_MARK not in k[0]} | _MEMO["facts_used"]
-    if digests == _MEMO["loaded"] and facts == _MEMO["facts_loaded"]:
-        return
     atomic_write_text(path, json.dumps({"format": 2, "digests": [[*k, _DIGESTS[k]] for k in sorted(digests)],
                                         "facts": [[*k, _FACTS[k][0]] for k in sorted(facts)]}))
+    journal_path(path).unlink(missing_ok=True)  # folded in
     _MEMO["loaded"], _MEMO["facts_loaded"] = digests, facts
+    _JOURNAL.update(lines=0, memo=True)
