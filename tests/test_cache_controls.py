@@ -128,9 +128,9 @@ def _cli(world: dict, *args: str, code: int = 0) -> subprocess.CompletedProcess:
     return proc
 
 
-def _run(world: dict, *extra: str) -> dict[tuple[str, str], dict]:
-    _cli(world, "run", f"output_root={world['out']}", "suite=none", "only=[ctl]", "workers=1", "progress=false",
-         "tracking=none", "report.enabled=false", "aggregators=[mean]", "+benchmarks.ctl.loader=ctl",
+def _run(world: dict, *extra: str, workers: int = 1) -> dict[tuple[str, str], dict]:
+    _cli(world, "run", f"output_root={world['out']}", "suite=none", "only=[ctl]", f"workers={workers}",
+         "progress=false", "tracking=none", "report.enabled=false", "aggregators=[mean]", "+benchmarks.ctl.loader=ctl",
          "+benchmarks.ctl.aligner=ctl.split", f"+benchmarks.ctl.generations={world['tmp'] / 'gen'}",
          "+benchmarks.ctl.metrics={drift:{}}", *extra)
     rows = {}
@@ -424,10 +424,12 @@ def test_a_rescore_links_the_cache_log_keys_of_the_metrics_it_did_not_change(tmp
     assert b"2" * 64 not in gzip.decompress(second.read_bytes())  # the per-run part holds no key
 
 
-def test_a_new_results_folder_takes_an_earlier_folders_rows_only_under_the_same_key(world):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_new_results_folder_takes_an_earlier_folders_rows_only_under_the_same_key(world, workers):
     """A config that changes no row's key but writes a new results folder (here ``models_only``, listing every
     model) takes the newest finished folder's rows as they are, byte for byte, without the score or the
-    measurement the cache held for them; a case whose input changed is measured again, never taken."""
+    measurement the cache held for them; the cases whose input changed are measured again (in two forked
+    workers with ``workers=2``), never taken."""
     import shutil
 
     first = _run(world)
@@ -437,25 +439,27 @@ def test_a_new_results_folder_takes_an_earlier_folders_rows_only_under_the_same_
                  for f in old_dir.glob("rows-shard-*.jsonl") for ln in f.read_text().splitlines()}
     for kind in ("scores", "measurements", "skips"):  # rows can no longer come from the cache
         shutil.rmtree(world["out"] / "cache" / kind, ignore_errors=True)
-    _video(world["tmp"] / "gen" / "good" / "c0.mp4", 7)  # one input changed: its row's key is new
+    changed = {("good", "c0"): 7, ("bad", "c1"): 9}
+    for (model, case), delta in changed.items():  # these inputs changed: their rows' keys are new
+        _video(world["tmp"] / "gen" / model / f"{case}.mp4", delta)
 
-    second = _run(world, "models_only=[bad,good]")
-    assert _measured(world) == 5  # the changed case only
+    second = _run(world, "models_only=[bad,good]", workers=workers)
+    assert _measured(world) == 6  # the changed cases only
     new_dir = next(p for p in (world["out"] / "results").iterdir() if p != old_dir)
     new_lines = {tuple(json.loads(ln)[k] for k in ("model", "case_id")): ln
                  for f in new_dir.glob("rows-shard-*.jsonl") for ln in f.read_text().splitlines()}
     assert sorted(new_lines) == sorted(old_lines) and len(new_lines) == 4
     for place in new_lines:
-        if place == ("good", "c0"):
+        if place in changed:
             assert new_lines[place] != old_lines[place]
             assert second[place]["key"] != first[place]["key"] and second[place]["status"] == "ok"
         else:
             assert new_lines[place] == old_lines[place]  # the earlier row, as it was written
     outcomes = {tuple(e["place"][1:3]): e["outcome"] for e in read_log(new_dir / "meta" / "cache_log.json.gz")["rows"]}
     assert outcomes == {("good", "c0"): "computed", ("good", "c1"): "score", ("bad", "c0"): "score",
-                        ("bad", "c1"): "score"}
+                        ("bad", "c1"): "computed"}
     # the same rows read back through the library's reader (the alignment restored from this folder's file)
     from worldrecall.engine.stages.row_store import read_rows, rows_files
 
-    assert [r.to_json() for r in read_rows(rows_files(new_dir)) if r.model == "bad"] == \
-        [r.to_json() for r in read_rows(rows_files(old_dir)) if r.model == "bad"]
+    assert [r.to_json() for r in read_rows(rows_files(new_dir)) if (r.model, r.case_id) not in changed] == \
+        [r.to_json() for r in read_rows(rows_files(old_dir)) if (r.model, r.case_id) not in changed]

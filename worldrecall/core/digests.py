@@ -220,9 +220,10 @@ def save_digest_memo(path: Path | str) -> None:
     """Keep what this process learnt since :func:`load_digest_memo`: the digests and facts it looked up that the
     memo lacks are appended to its journal (:func:`journal_path`), so a run that learnt a few never rewrites
     what the memo holds; nothing learnt, nothing written. Without a memo to add to, or once the journal holds
-    more than a quarter of the memo's entries (:data:`COMPACT_AT` at least), the memo is rewritten instead, the journal folded in: the
-    digests looked up, and those kept whose file is still in the same state (a removed or rewritten file's
-    entry is dropped then); the facts looked up, and those kept of a file whose digest is kept."""
+    more than a quarter of the memo's entries (:data:`COMPACT_AT` at least), the memo is rewritten instead,
+    the journal folded in: the digests looked up, and those kept whose file is still in the same state (a
+    removed or rewritten file's entry is dropped then); the facts looked up, and those kept of a file whose
+    digest is kept."""
     new = {k for k in _MEMO["used"] - _MEMO["loaded"] if k in _DIGESTS}
     new_facts = {k for k in _MEMO["facts_used"] - _MEMO["facts_loaded"] if k in _FACTS}
     if not new and not new_facts:

@@ -2,8 +2,8 @@
 
 A *kind* is a folder under ``cache_dir`` (the store's ``alignments``, ``measurements``, ``scores`` … and the
 judges' ``judge_answers``), the file digests kept between runs (``file_digests.json`` and its journal) and the
-output root's blob store (``blobs``). Entries are files; an entry's mtime is when it was last written or read (the store sets
-it on every read from disk), so a prune removes the least recently used first. Pruned one file at a time:
+output root's blob store (``blobs``). Entries are files; an entry's mtime is when it was last written or read
+(the store sets it on every read from disk), so a prune removes the least recently used first. Pruned one file at a time:
 the content-addressed kinds (each file one entry under its key, or one blob under its digest). Kinds that are
 not (a built suite's folder, per-case artifact folders, the digests file) are removed whole by ``clear`` only.
 Removing anything here costs time on the next run, never results: a missing entry is computed again.
@@ -44,7 +44,8 @@ KINDS = {
 }
 # kinds laid out one entry per file under its key (or digest): pruned file by file
 PRUNABLE = {"alignments", "measurements", "scores", "input_notes", "skips", "ingredients", "aggregates",
-            "case_tables", "figures", "report_pages", "report_sections", "report_thumbs", "video_facts", "judge_answers", "blobs"}
+            "case_tables", "figures", "report_pages", "report_sections", "report_thumbs", "video_facts",
+            "judge_answers", "blobs"}
 
 
 @dataclass

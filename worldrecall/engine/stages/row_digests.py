@@ -29,7 +29,8 @@ def row_content(r: ScoreRow) -> dict[str, Any]:
     return d
 
 
-def _canonical(obj: Any) -> str:
+def canonical(obj: Any) -> str:
+    """A row's JSON as a rows file holds it and its digest hashes: keys sorted, NaN kept."""
     return json.dumps(obj, sort_keys=True, allow_nan=True, default=json_default)
 
 
@@ -43,9 +44,9 @@ def row_digest(r: ScoreRow, alignments: dict[int, tuple[Any, str]] | None = None
     if isinstance(al, dict):
         seen = alignments if alignments is not None else {}
         if id(al) not in seen:
-            seen[id(al)] = (al, hashlib.sha256(_canonical(al).encode()).hexdigest())
+            seen[id(al)] = (al, hashlib.sha256(canonical(al).encode()).hexdigest())
         d["info"] = {**info, "alignment": {"sha256": seen[id(al)][1]}}
-    return hashlib.sha256(_canonical(d).encode()).hexdigest()
+    return hashlib.sha256(canonical(d).encode()).hexdigest()
 
 
 def row_digests(rows: Iterable[ScoreRow]) -> dict[tuple[str, str, str, str], str]:

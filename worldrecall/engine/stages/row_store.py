@@ -43,9 +43,9 @@ from typing import Any
 
 from worldrecall.core.data import ScoreRow
 from worldrecall.core.paths import file_safe
-from worldrecall.core.results import json_default
 from worldrecall.engine.cache.blobs import BlobStore, write_if_changed, write_shared
-from worldrecall.engine.stages.row_digests import CACHE_FLAGS
+from worldrecall.engine.cache.explain import log_path
+from worldrecall.engine.stages.row_digests import CACHE_FLAGS, canonical
 
 SYNC_EVERY_S = 1.0
 _ALIGNMENT_REF = re.compile(r'"alignment_ref": "([0-9a-f]+)"')  # in a canonical line (see split_alignment)
@@ -85,10 +85,6 @@ def alignments_file(rows_file: Path) -> Path:
     return rows_file.with_name(rows_file.name.replace("rows-shard-", "alignments-shard-", 1))
 
 
-def _canonical(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, allow_nan=True, default=json_default)
-
-
 def split_alignment(d: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, str] | None]:
     """A row's JSON with its alignment replaced by ``alignment_ref``, and (ref, the alignment's JSON) — or the
     row unchanged and None when it has no alignment. ``d`` itself is not changed."""
@@ -96,7 +92,7 @@ def split_alignment(d: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, str] 
     al = info.get("alignment") if isinstance(info, dict) else None
     if not isinstance(al, dict):
         return d, None
-    text = _canonical(al)
+    text = canonical(al)
     ref = hashlib.sha256(text.encode()).hexdigest()[:32]
     return {**d, "info": {**{k: v for k, v in info.items() if k != "alignment"}, "alignment_ref": ref}}, (ref, text)
 
@@ -126,7 +122,7 @@ def _without_run_flags(d: dict[str, Any]) -> dict[str, Any]:
 def row_line(row: ScoreRow) -> str:
     """The row's line in a shard file (without the newline), its alignment in full (see :func:`split_alignment`
     for the line a :class:`ResultStore` writes)."""
-    return _canonical(row.to_json())
+    return canonical(row.to_json())
 
 
 def parse_line(line: str, alignments: Mapping[str, Any] | None = None) -> ScoreRow:
@@ -227,10 +223,9 @@ class EarlierRows(Mapping):
     Finished: its run wrote its cache log (after its rows were final). Which folder it is decides only how fast,
     never what: a row is taken only under the key computed now, and equal keys are equal rows."""
 
-    def __init__(self, results_dir: Path, index: int, count: int, log_name: str):
-        """``log_name``: the file under ``meta/`` a finished run of this shard has written. Nothing is read until
-        a row is asked for (a rerun that keeps its own rows never reads another folder)."""
-        self._args = (Path(results_dir), index, count, log_name)
+    def __init__(self, results_dir: Path, index: int, count: int):
+        """Nothing is read until a row is asked for (a rerun that keeps its own rows never reads another folder)."""
+        self._args = (Path(results_dir), index, count)
         self.dir: Path | None = None
         self._rows: dict[tuple[str, str, str, str], ScoreRow] | None = None
         self._text: dict[tuple[str, str, str, str], str] = {}
@@ -241,9 +236,9 @@ class EarlierRows(Mapping):
     def rows(self) -> dict[tuple[str, str, str, str], ScoreRow]:
         """That folder's rows by place (those whose alignment it still holds), read on first use."""
         if self._rows is None:
-            results_dir, index, count, log_name = self._args
+            results_dir, index, count = self._args
             newest: tuple[int, Path] | None = None
-            for log in results_dir.parent.glob(f"*/meta/{log_name}"):
+            for log in results_dir.parent.glob(f"*/meta/{log_path(results_dir, index, count).name}"):
                 folder = log.parents[1]
                 try:
                     stamp = log.stat().st_mtime_ns
@@ -280,7 +275,7 @@ class EarlierRows(Mapping):
     def alignment_line(self, ref: str) -> str | None:
         """The canonical JSON of the alignment ``ref`` names (None when its folder lost it)."""
         if ref not in self._alignment_text and ref in self.alignments:
-            self._alignment_text[ref] = _canonical(self.alignments[ref])
+            self._alignment_text[ref] = canonical(self.alignments[ref])
         return self._alignment_text.get(ref)
 
 
@@ -325,7 +320,7 @@ class ResultStore:
         d, al = self._split(row)
         if al is not None and al[0] not in self.alignments:
             self._append_alignment(*al)
-        line = _canonical(_without_run_flags(d))
+        line = canonical(_without_run_flags(d))
         self._write_line(line, flush)
         kept = parse_line(line, self.alignments)
         flags = {k: row.info[k] for k in CACHE_FLAGS if isinstance(row.info, dict) and k in row.info}
@@ -502,7 +497,7 @@ class ResultStore:
         on_disk = read_alignments([self.alignments_path])
         if set(on_disk) <= refs:
             return
-        text = "".join('{"alignment": ' + _canonical(al) + ', "ref": "' + ref + '"}\n'
+        text = "".join('{"alignment": ' + canonical(al) + ', "ref": "' + ref + '"}\n'
                        for ref, al in on_disk.items() if ref in refs)
         tmp = self.alignments_path.with_name(self.alignments_path.name + f".tmp{os.getpid()}")
         with open(tmp, "w", encoding="utf-8") as t:

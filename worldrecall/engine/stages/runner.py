@@ -24,7 +24,6 @@ from worldrecall.core.digests import load_digest_memo, save_digest_memo
 from worldrecall.core.video import VideoPool
 from worldrecall.engine.cache import VideoFacts, store_for
 from worldrecall.engine.cache.blobs import BlobStore
-from worldrecall.engine.cache.explain import log_path
 from worldrecall.engine.cache.identity import IdentifiedJudgeHub, IdentifiedModelHub
 from worldrecall.engine.cache.keys import refresh_code_digests
 from worldrecall.engine.stages.absence import all_null_values, unmeasured_headlines
@@ -117,9 +116,8 @@ class Runner:
                                 blobs=BlobStore(Path(self.cfg["output_root"]) / "blobs"))
         before = dict(rows_file.done)  # what `cache explain` compares this run's keys with
         # a re-score's or a sweep job's new folder takes the rows another folder has under the same keys
-        earlier = EarlierRows(self.results_dir, self.shard_index, self.shard_count,
-                              log_path(self.results_dir, self.shard_index, self.shard_count).name) \
-            if self.cache_mode == "use" else None
+        earlier = EarlierRows(self.results_dir, self.shard_index, self.shard_count) if self.cache_mode == "use" \
+            else None
         try:
             jobs = [self.prepare(plan, rows_file, items[plan.name], earlier) for plan in plans]
             # when every row left needs a score only (a sweep's re-score job), this process scores them: forking
