@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -97,6 +98,65 @@ def test_the_size_measured_early_and_finished_at_the_end_is_what_du_counts_at_th
         {k: v for k, v in whole.items() if k not in ("results", "mlflow")}
 
 
+def test_the_end_walks_only_the_jobs_own_folders_and_what_is_still_written(tmp_path):
+    """Given the job's own folders (its results folder, its Hydra folder), every other results folder and Hydra
+    folder is in the early ``du``: the end walks what the job writes, not every earlier job's files; what it
+    writes meanwhile (new files, links to blobs and to an earlier folder's file) is counted as a whole count
+    at the end counts it, for a job that may be unchanged and for one whose MLflow process still logs."""
+    from worldrecall.engine.sinks.disk import EarlyUsage, _unwritten, _written_out
+
+    for settled in (_unwritten, _written_out):
+        root = _root_with_links(tmp_path / settled.__name__)
+        for i in range(3, 8):  # earlier jobs' folders
+            (root / "results" / f"r{i}").mkdir()
+            (root / "results" / f"r{i}" / "rows.jsonl").write_bytes(b"e" * (10 << 10))
+        (root / "hydra" / "2026-12-06" / "09-00-00").mkdir()
+        own = (root / "results" / "r1", root / "hydra" / "2026-12-06" / "10-00-00")
+        since = None
+        if settled is _written_out:  # MLflow logs the job's new runs: runs older than the job are measured early
+            time.sleep(1.2)
+            since = time.time()
+            (root / "mlartifacts" / "2").mkdir()  # a run the job's MLflow process made
+        early = EarlyUsage(root, settled=settled, own=own, since=since)
+        assert root / "results" / "r2" in early.paths and root / "hydra" / "2026-12-06" / "09-00-00" in early.paths
+        assert set(early.late) >= set(own) and not any(p.is_relative_to(root / "results" / "r2") for p in early.late)
+        assert root / "mlartifacts" not in early.late
+        assert root / ("mlartifacts/1" if settled is _written_out else "mlartifacts") in early.paths
+        if settled is _written_out:
+            assert root / "mlartifacts" / "2" in early.late
+            os.link(root / "blobs" / "t.csv", root / "mlartifacts" / "2" / "t.csv")  # logged from a blob
+            (root / "mlartifacts" / "3").mkdir()  # another run made after the early du began
+            (root / "mlartifacts" / "3" / "m.json").write_bytes(b"j" * 6000)
+        (root / "results" / "r1" / "meta").mkdir()
+        (root / "results" / "r1" / "meta" / "outputs.json").write_bytes(b"o" * 7000)
+        os.link(root / "blobs" / "t.csv", root / "results" / "r1" / "t2.csv")  # a link to a measured blob
+        os.link(root / "results" / "r3" / "rows.jsonl", root / "results" / "r1" / "r3.jsonl")  # to an early folder
+        (root / "hydra" / "2026-12-06" / "10-00-00" / "job.log").write_bytes(b"l" * 3000)
+        read = []
+        sizes = early.sizes
+        early.sizes = lambda parts: read.append(sizes(parts)) or read[-1]  # type: ignore[method-assign]
+        assert usage(root, early=early) == usage(root)
+        assert read and read[0] is not None  # the early measure was used, not a whole count
+
+
+def test_a_folder_that_appears_beside_the_jobs_own_is_measured_whole(tmp_path):
+    """Another job's results folder written meanwhile is not in the early ``du``'s list: the early measure is
+    not used (a whole count instead), so the line still counts it."""
+    from worldrecall.engine.sinks.disk import EarlyUsage, _parts
+
+    root = _root_with_links(tmp_path)
+    own = (root / "results" / "r1",)
+    unused = EarlyUsage(root, own=own)
+    (root / "results" / "r9").mkdir()
+    (root / "results" / "r9" / "rows.jsonl").write_bytes(b"n" * (60 << 10))
+    assert unused.sizes(_parts(root, root / "cache")) is None
+    early = EarlyUsage(root, own=own)
+    (root / "results" / "r10").mkdir()
+    (root / "results" / "r10" / "rows.jsonl").write_bytes(b"m" * (30 << 10))
+    assert usage(root, early=early) == usage(root)
+    assert usage(root, early=EarlyUsage(root, own=own)) == usage(root)  # nothing appeared: used, the same
+
+
 def test_an_early_measure_of_another_set_of_parts_is_not_used(tmp_path):
     from worldrecall.engine.sinks.disk import EarlyUsage
 
@@ -143,9 +203,9 @@ def test_a_job_that_logs_to_mlflow_measures_while_mlflow_logs_and_prints_what_a_
     started = []
     real = disk.start_usage
 
-    def spy(cfg, settled=disk._unwritten):
+    def spy(cfg, settled=disk._unwritten, own=(), since=None):
         started.append(settled.__name__)
-        return real(cfg, settled)
+        return real(cfg, settled, own, since)
 
     whole = []
     real_lines = disk.disk_lines

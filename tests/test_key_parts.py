@@ -95,3 +95,28 @@ def test_a_threshold_changes_the_score_key_only(tmp_path, pipeline):
     metric.thresholds = {**metric.thresholds, "area_min": 0.004}
     after = pipeline.keys(metric, case, "a" * 64, alignment, parts=pipeline.key_parts(metric))
     assert before[0] == after[0] and before[1] != after[1]
+
+
+def test_alignment_keys_from_shared_parts_are_those_of_the_whole_structure(tmp_path, pipeline):
+    """An aligner's identity, params and named files are encoded once per plan (``KeyParts``); the key and the
+    text ``cache explain`` shows are those of encoding everything per case (every aligner, two cases)."""
+    from worldrecall.engine.stages.pipeline import KeyParts
+
+    first = _case(tmp_path)
+    path = tmp_path / "other.mp4"
+    write_video(path, np.full((12, 32, 48, 3), 30, np.uint8), fps=8)
+    second = Case("memobench", "clip", "m", VideoPool().get(path), prompt="a red chair",
+                  annotations={"h_gt": 30, "r_gt": 60, "G": 90, "G_source": "test"})
+    names = sorted(pipeline.host.components["aligner"])
+    assert names  # not an empty loop
+    parts = KeyParts()
+    keys = set()
+    for name in names:
+        for case in (first, second):
+            fp = case.fingerprint()
+            whole = key_and_ingredients(**pipeline.alignment_ingredients(name, case, {}, fp))
+            assert pipeline.alignment_keyed(name, case, {}, fp, parts) == whole, name
+            assert pipeline.alignment_keyed(name, case, {}, None, parts) == whole, name
+            keys.add(whole[0])
+    assert len(parts.aligners) == len(names)
+    assert len(keys) == 2 * len(names)  # each case and each aligner its own key

@@ -70,7 +70,8 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
                         outputs=outputs)
         # a job that may turn out unchanged writes nothing but its timing and logs: the output root's size (its last
         # line) is measured beside its settling, its end measuring only the few parts it writes (sinks/disk.py)
-        early = start_usage(cfg) if outputs is not None and outputs.has_record(runner.results_dir) else None
+        early = start_usage(cfg, own=(runner.results_dir, job_dir)) \
+            if outputs is not None and outputs.has_record(runner.results_dir) else None
         result = runner.run()
     except ResultsNotWritable as e:
         print(f"error: {e}", file=sys.stderr)

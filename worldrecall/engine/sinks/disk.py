@@ -11,7 +11,7 @@ entries first; results are never touched) and ``worldrecall cache clear --kind <
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from stat import S_ISDIR
 from typing import Any
@@ -123,19 +123,26 @@ def _du(paths: list[Path]) -> list[int] | None:
 
 def usage(output_root: Path, cache_dir: Path | None = None, early: EarlyUsage | None = None) -> dict[str, int]:
     """Bytes by part of an output root (see the module's docstring); parts that hold nothing are left out.
-    ``early``: the parts a job whose outputs were unchanged never wrote, measured as it began."""
+    ``early``: what a job never writes (or writes no more), measured while it worked; only the rest is walked."""
     root = Path(output_root)
     parts = _parts(root, Path(cache_dir) if cache_dir is not None else root / "cache")
     known = early.sizes(parts) if early is not None else None
+    out: dict[str, int] = {}
     if known is not None:
-        rest = _walk_rest([p for _, p in parts if p not in known])
-        sizes = [known[p] if p in known else rest[p] for _, p in parts]
-    else:
-        sizes = _du([p for _, p in parts])
+        assert early is not None
+        rest = _walk_rest(list(early.late))
+        for path, n in [*known.items(), *rest.items()]:
+            out[early.owner[path]] = out.get(early.owner[path], 0) + n
+        for path in early.dirs:  # the folders on the way down to the job's own ones: their own entry only
+            try:
+                out[early.owner[path]] = out.get(early.owner[path], 0) + os.lstat(path).st_blocks * 512
+            except OSError:
+                pass
+        return {k: v for k, v in out.items() if v}
+    sizes = _du([p for _, p in parts])
     if sizes is None:
         seen: set[tuple[int, int]] = set()
         sizes = [_walk(p, seen) for _, p in parts]
-    out: dict[str, int] = {}
     for (name, _), n in zip(parts, sizes):
         out[name] = out.get(name, 0) + n
     return {k: v for k, v in out.items() if v}
@@ -153,22 +160,85 @@ def _written_out(name: str, path: Path) -> bool:
     return (name.startswith("cache/") and path.is_dir()) or name == "blobs"
 
 
+class _Split:
+    """Which paths of an output root an early ``du`` measures (``early``), which its end walks (``late``: what the
+    job may still write), and the folders counted by their own entry only (``dirs``: the way down to a folder of
+    the job's own, split into what they hold); ``owner``: each path's part."""
+
+    def __init__(self, parts: list[tuple[str, Path]], settled: Any, own: tuple[Path, ...],
+                 since: float | None = None) -> None:
+        self.early: list[Path] = []
+        self.late: list[Path] = []
+        self.dirs: list[Path] = []
+        self.owner: dict[Path, str] = {}
+        for name, path in parts:
+            if settled(name, path):
+                self._add(self.early, path, name)
+            elif own and name in ("results", "other"):  # nothing of the job's there but its own folders
+                self._folder(path, name, own)
+            elif since is not None and name == "mlflow" and path.is_dir() and not path.is_symlink():
+                self._runs(path, name, since)
+            else:
+                self._add(self.late, path, name)
+
+    def _runs(self, path: Path, name: str, since: float) -> None:
+        """MLflow's artifact folder: a run's folder unchanged since before the job began (its change time: a
+        folder's changes when an entry is added or removed in it) is measured early; MLflow writes the job's
+        runs, new folders, meanwhile. A second of slack for file systems whose clock ticks coarsely."""
+        self._add(self.dirs, path, name)
+        try:
+            children = sorted(os.listdir(path))
+        except OSError:
+            return
+        for child in children:
+            try:
+                old = os.lstat(path / child).st_ctime < since - 1.0
+            except OSError:
+                continue
+            self._add(self.early if old else self.late, path / child, name)
+
+    def _add(self, where: list[Path], path: Path, name: str) -> None:
+        where.append(path)
+        self.owner[path] = name
+
+    def _folder(self, path: Path, name: str, own: tuple[Path, ...]) -> None:
+        if path in own:
+            self._add(self.late, path, name)
+        elif not any(path in o.parents for o in own):
+            self._add(self.early, path, name)
+        else:
+            self._add(self.dirs, path, name)
+            try:
+                children = sorted(os.listdir(path))
+            except OSError:
+                return
+            for child in children:
+                self._folder(path / child, name, own)
+
+
 class EarlyUsage:
     """``du`` of the parts a job writes no more — nearly all of an output root's files —, started while the job
     still works, on another core (0.4-0.7 s for a default run's 140,000 files), instead of after it; the job's end
     measures the rest (:func:`usage`). Started as a job that may turn out unchanged begins (:func:`_unwritten`; one
     that writes its outputs after all drops it, :meth:`discard`), or as a job's MLflow process logs its files
-    (:func:`_written_out`, :meth:`DiskSink.start`)."""
+    (:func:`_written_out`, :meth:`DiskSink.start`). ``own``: the folders the job writes in the results and the
+    rest (its results folder, its Hydra folder); given, every other folder there is measured early too, so the
+    end walks what this job wrote, not every earlier job's results (each re-score adds ~2,000 files)."""
 
-    def __init__(self, output_root: Path, cache_dir: Path | None = None, settled: Any = _unwritten):
+    def __init__(self, output_root: Path, cache_dir: Path | None = None, settled: Any = _unwritten,
+                 own: Iterable[Path | str | None] = (), since: float | None = None):
         """``settled(part name, path)``: whether the job writes nothing more in that part (:func:`_unwritten`;
-        :func:`_written_out` once its outputs are written, while MLflow logs them)."""
+        :func:`_written_out` once its outputs are written, while MLflow logs them). ``since``: when the job
+        began (epoch seconds): MLflow's runs older than that are measured early too."""
         import shutil
         import subprocess
 
-        root = Path(output_root)
-        self.settled = settled
-        self.paths = [p for n, p in _parts(root, Path(cache_dir) if cache_dir else root / "cache") if settled(n, p)]
+        root = _absolute(Path(output_root))
+        self.cache_dir = _absolute(Path(cache_dir)) if cache_dir else root / "cache"
+        self.settled, self.since = settled, since
+        self.own = tuple(_absolute(Path(p)) for p in own if p)
+        self.split = _Split(_parts(root, self.cache_dir), settled, self.own, since)
+        self.paths = self.split.early
         exe = shutil.which("du")
         self.proc = None
         if exe is not None and self.paths:
@@ -178,14 +248,28 @@ class EarlyUsage:
             except OSError:
                 self.proc = None
 
+    @property
+    def late(self) -> list[Path]:
+        return self.split.late
+
+    @property
+    def dirs(self) -> list[Path]:
+        return self.split.dirs
+
+    @property
+    def owner(self) -> dict[Path, str]:
+        return self.split.owner
+
     def sizes(self, parts: list[tuple[str, Path]]) -> dict[Path, int] | None:
-        """Path -> bytes of the early parts, when ``du`` answered for each and they are the unwritten parts of
-        ``parts`` now (else None: measure all)."""
+        """Path -> bytes of the early paths, when ``du`` answered for each and they are still what the root
+        splits into now (else None: measure all; a part or a folder that appeared or went meanwhile)."""
         import subprocess
 
-        if self.proc is None or [p for n, p in parts if self.settled(n, p)] != self.paths:
+        now = _Split([(n, _absolute(p)) for n, p in parts], self.settled, self.own, self.since)
+        if self.proc is None or now.early != self.paths:
             self.discard()
             return None
+        self.split = now  # what is left to walk now: MLflow's runs made meanwhile among it
         try:
             out, _ = self.proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
@@ -207,6 +291,10 @@ class EarlyUsage:
                 self.proc.kill()
             self.proc.communicate()
             self.proc = None
+
+
+def _absolute(path: Path) -> Path:
+    return Path(os.path.abspath(path))
 
 
 def _mb(n: int) -> str:
@@ -246,7 +334,8 @@ class DiskSink:
         """Measure the parts the job writes no more while its MLflow process logs its files (the job waits for
         that answer; called then by the MLflow sink)."""
         if ctx.sweep_dir is None and self.early is None:
-            self.early = start_usage(result.config, _written_out)
+            self.early = start_usage(result.config, _written_out, own=(result.results_dir, ctx.job_dir),
+                                     since=result.started_at)
 
     def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
         early, self.early = self.early, None
@@ -256,12 +345,13 @@ class DiskSink:
         return []
 
 
-def start_usage(cfg: Mapping[str, Any], settled: Any = _unwritten) -> EarlyUsage | None:
+def start_usage(cfg: Mapping[str, Any], settled: Any = _unwritten, own: Iterable[Path | str | None] = (),
+                since: float | None = None) -> EarlyUsage | None:
     """:class:`EarlyUsage` of the config's output root, or None where it cannot be had (never an error)."""
     try:
         root = Path(cfg["output_root"])
         cache = cfg.get("cache_dir") if hasattr(cfg, "get") else None
-        return EarlyUsage(root, Path(cache) if cache else root / "cache", settled)
+        return EarlyUsage(root, Path(cache) if cache else root / "cache", settled, own, since)
     except Exception:  # noqa: BLE001  (a summary line: never an error of the run)
         return None
 

@@ -23,7 +23,7 @@ import logging
 import os
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,26 @@ class MetricKeyParts:
     measurement_params: Mapping[str, str]  # params and the received identities: all but the case's ``extra``
     score_identity: str
     score_params: str
+    files: str = ""  # the digests of the files its params name (an input of every case's measurement)
+
+
+@dataclass(frozen=True)
+class AlignerKeyParts:
+    """The parts of an aligner's alignment keys that every case of a plan shares (its identity, the files its
+    params name, its params), each encoded once by :func:`~worldrecall.engine.cache.keys.canonical_json`."""
+
+    identity: str
+    files: str
+    params: str
+
+
+@dataclass
+class KeyParts:
+    """Each metric's and aligner's shared key parts, filled as a plan's cases are settled (one job: a file its
+    params name is digested once, not once per case)."""
+
+    metrics: dict[str, MetricKeyParts] = field(default_factory=dict)
+    aligners: dict[tuple[str, str], AlignerKeyParts] = field(default_factory=dict)
 
 
 @dataclass
@@ -148,10 +168,20 @@ class CasePipeline:
         """``fp``: the case's fingerprint when the caller has it (each costs a walk of its sidecar folders)."""
         return self.alignment_keyed(name, case, params, fp)[0]
 
-    def alignment_keyed(self, name: str, case: Case, params: Mapping[str, Any], fp: str | None = None
-                        ) -> tuple[str, str]:
-        """The alignment key and its ingredients as the key hashed them (``worldrecall cache explain``)."""
-        return key_and_ingredients(**self.alignment_ingredients(name, case, params, fp))
+    def alignment_keyed(self, name: str, case: Case, params: Mapping[str, Any], fp: str | None = None,
+                        parts: KeyParts | None = None) -> tuple[str, str]:
+        """The alignment key and its ingredients as the key hashed them (``worldrecall cache explain``).
+        ``parts``: the plan's shared key parts so far (the aligner's are encoded once, kept there)."""
+        if parts is None:
+            return key_and_ingredients(**self.alignment_ingredients(name, case, params, fp))
+        shared = parts.aligners.get((name, canonical_json(params)))
+        if shared is None:
+            whole = self.alignment_ingredients(name, case, params, "")
+            shared = AlignerKeyParts(canonical_json(whole["identity"]),
+                                     canonical_json(whole["inputs"]["files"]), canonical_json(whole["params"]))
+            parts.aligners[(name, canonical_json(params))] = shared
+        inputs = object_json({"case": canonical_json(fp or case.fingerprint()), "files": shared.files})
+        return key_of_encoded(shared.identity, inputs, shared.params)
 
     def key_parts(self, metric: Metric) -> MetricKeyParts:
         """What a metric's measurement and score keys hold that is the same on every case (its identities, its
@@ -162,7 +192,8 @@ class CasePipeline:
                                 **{k: canonical_json(v)
                                    for k, v in received_identity(metric, self.hub, self.judges).items()}},
             score_identity=canonical_json(component_identity(metric)),
-            score_params=canonical_json({"thresholds": metric.thresholds, "artifacts": self.write_artifacts}))
+            score_params=canonical_json({"thresholds": metric.thresholds, "artifacts": self.write_artifacts}),
+            files=canonical_json(named_files(metric, metric.params)))
 
     def keys(self, metric: Metric, case: Case, alignment_key: str, alignment: Alignment,
              fp: str | None = None, parts: MetricKeyParts | None = None) -> tuple[str, str]:
@@ -180,11 +211,11 @@ class CasePipeline:
         holds the metric's whole identity, the measurement's key, its thresholds and whether it writes per-case
         files. ``parts``: :meth:`key_parts` of the metric, when the caller computes many keys of it."""
         parts = parts or self.key_parts(metric)
-        inputs = {"case": fp or case.fingerprint(), "alignment": alignment_key,
-                  "files": named_files(metric, metric.params)}
+        inputs = object_json({"case": canonical_json(fp or case.fingerprint()),
+                              "alignment": canonical_json(alignment_key), "files": parts.files})
         params = object_json({**parts.measurement_params,
                               "extra": canonical_json(metric.cache_params(case, alignment))})
-        measurement = key_of_encoded(parts.measurement_identity, canonical_json(inputs), params)
+        measurement = key_of_encoded(parts.measurement_identity, inputs, params)
         score = key_of_encoded(parts.score_identity, canonical_json({"measurement": measurement[0]}),
                                parts.score_params)
         return measurement, score
@@ -221,18 +252,20 @@ class CasePipeline:
         return out
 
     def settle(self, plan: BenchmarkPlan, case: Case, existing: Mapping[tuple[str, str, str, str], ScoreRow],
-               parts: dict[str, MetricKeyParts] | None = None,
-               earlier: Mapping[tuple[str, str, str, str], ScoreRow] | None = None) -> tuple[list[ScoreRow], set[str]]:
+               parts: KeyParts | None = None,
+               earlier: Mapping[tuple[str, str, str, str], ScoreRow] | None = None
+               ) -> tuple[list[ScoreRow], dict[str, str]]:
         """What this process can decide about a case without running an aligner or a metric (a parent that
         forks workers never does): rows whose key is unchanged are kept as they are (not returned), rows that
         ``earlier`` (another results folder's rows, by place) holds under the same key are returned as they are
         there, rows whose score is in the cache are built now (returned), the other metrics are left (second
-        item). ``parts``: each metric's :meth:`key_parts` so far, kept by the caller over a plan's cases (filled
+        item: each with its measurement key, ``""`` where its alignment is not cached: :meth:`measured` reads
+        them). ``parts``: the plan's shared key parts so far, kept by the caller over its cases (filled
         here)."""
-        parts = {} if parts is None else parts
+        parts = KeyParts() if parts is None else parts
         t0 = time.perf_counter()
         out: list[ScoreRow] = []
-        left: set[str] = set()
+        left: dict[str, str] = {}
         try:
             fp = case.fingerprint()
             alignments: dict[str, tuple[str, Alignment | None, dict[str, Any] | None]] = {}
@@ -244,17 +277,18 @@ class CasePipeline:
                     continue
                 aligner = plan.aligner_for(metric)
                 if aligner not in alignments:
-                    akey = self.alignment_key(aligner, case, plan.params_for(aligner), fp) if aligner else ""
+                    akey = self.alignment_keyed(aligner, case, plan.params_for(aligner), fp, parts)[0] \
+                        if aligner else ""
                     got = self._stored_alignment(akey) if aligner else Alignment()
                     # one JSON object for the case's rows: the rows file stores it once (row_store)
                     alignments[aligner] = (akey, got, got.to_json() if got is not None else None)
                 akey, alignment, alignment_json = alignments[aligner]
                 if alignment is None:
-                    left.add(name)
+                    left[name] = ""
                     continue
-                if name not in parts:
-                    parts[name] = self.key_parts(metric)
-                mkey, skey = self.keys(metric, case, akey, alignment, fp, parts[name])
+                if name not in parts.metrics:
+                    parts.metrics[name] = self.key_parts(metric)
+                mkey, skey = self.keys(metric, case, akey, alignment, fp, parts.metrics[name])
                 row.warnings.extend(alignment.info.get("warnings", []))  # as :meth:`rows` does
                 row.info = {"alignment": alignment_json, "videos": video_paths(case),
                             "keys": {"alignment": akey, "measurement": mkey, "score": skey}}
@@ -268,10 +302,10 @@ class CasePipeline:
                 if self._decided_before(row, skey, mkey, plan.absent.get(name)):
                     out.append(row)
                 else:
-                    left.add(name)
+                    left[name] = mkey
         except Exception:
             log.debug("settling %s failed", case.key, exc_info=True)
-            return [], set(plan.metrics)
+            return [], dict.fromkeys(plan.metrics, "")
         finally:
             self._tick("settle", t0)
         return out, left
@@ -356,7 +390,8 @@ class CasePipeline:
         row.warnings.extend(w for w in skip.get("warnings") or [] if w not in row.warnings)
         row.info["cache_hit"] = True
 
-    def rows(self, plan: BenchmarkPlan, item: Case | CaseError, names: set[str] | None = None) -> list[ScoreRow]:
+    def rows(self, plan: BenchmarkPlan, item: Case | CaseError,
+             names: Collection[str] | None = None) -> list[ScoreRow]:
         """The rows of one case for the metrics in ``names`` (default: all), in metric order."""
         if isinstance(item, CaseError):
             return self.failure_rows(plan, item, item.stage, item.reason, names)
@@ -511,22 +546,10 @@ class CasePipeline:
             row.warnings.extend(w for w in case.warnings[len(before):] if w not in row.warnings)
             case.warnings[:] = before
 
-    def measured(self, plan: BenchmarkPlan, case: Case, names: set[str]) -> bool:
-        """Whether every metric in ``names`` needs a score only (its alignment and measurement are cached)."""
-        try:
-            for name in names:
-                metric = plan.metrics[name]
-                aligner = plan.aligner_for(metric)
-                akey = self.alignment_key(aligner, case, plan.params_for(aligner)) if aligner else ""
-                alignment = self._stored_alignment(akey) if aligner else Alignment()
-                if alignment is None:
-                    return False
-                mkey, _ = self.keys(metric, case, akey, alignment)
-                if not self.store.has("measurements", mkey, ".safetensors"):
-                    return False
-        except Exception:  # noqa: BLE001 - anything odd: let a worker find out (and say) what it is
-            return False
-        return True
+    def measured(self, left: Mapping[str, str]) -> bool:
+        """Whether every metric :meth:`settle` left needs a score only: its alignment was cached (it gave a
+        measurement key) and so is its measurement."""
+        return all(mkey and self.store.has("measurements", mkey, ".safetensors") for mkey in left.values())
 
     def _input_notes(self, mkey: str, case: Case, before: list[str], hit: bool) -> list[str]:
         """The reader notes of this measurement: new on ``case.warnings`` when it was computed (then kept

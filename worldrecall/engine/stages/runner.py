@@ -31,7 +31,7 @@ from worldrecall.engine.stages.aggregate import aggregate_rows
 from worldrecall.engine.stages.config import ResolvedConfig, resolve_config
 from worldrecall.engine.stages.executor import make_executor
 from worldrecall.engine.stages.name_checks import check_aggregator_paths, check_names, check_selection
-from worldrecall.engine.stages.pipeline import CasePipeline, MetricKeyParts
+from worldrecall.engine.stages.pipeline import CasePipeline, KeyParts
 from worldrecall.engine.stages.plan import (
     BenchmarkPlan,
     enable_metrics,
@@ -280,11 +280,11 @@ class Runner:
                 bar.update(1)
 
         groups: dict[str, list[Case | CaseError]] = {}
-        left: dict[int, set[str]] = {}
-        parts: dict[str, MetricKeyParts] = {}  # each metric's key parts every case shares, encoded once
+        left: dict[int, dict[str, str]] = {}  # the metrics left of each case, with their measurement keys
+        parts = KeyParts()  # the key parts every case of the plan shares, encoded once
         for it in items:
             if isinstance(it, CaseError):
-                names = set(plan.metrics)  # its inputs cannot be read: no earlier row of it stands
+                names = dict.fromkeys(plan.metrics, "")  # its inputs cannot be read: no earlier row stands
             else:
                 # refresh / off: no row on disk stands, every row is computed again
                 rows, names = self.pipeline.settle(plan, it, rows_file.done if self.cache_mode == "use" else {}, parts,
@@ -294,7 +294,7 @@ class Runner:
                 left[id(it)] = names
                 groups.setdefault(it.case_id, []).append(it)
         todo = list(groups.values())
-        scores_only = all(isinstance(it, CaseError) or self.pipeline.measured(plan, it, left[id(it)])
+        scores_only = all(isinstance(it, CaseError) or self.pipeline.measured(left[id(it)])
                           for g in todo for it in g)
         return _Job(plan, todo, left, emit, bar, scores_only)
 
@@ -370,7 +370,7 @@ class _Job:
 
     plan: BenchmarkPlan
     todo: list[list[Case | CaseError]]
-    left: dict[int, set[str]]  # id(case) -> the metrics a worker must score
+    left: dict[int, dict[str, str]]  # id(case) -> the metrics a worker must score, with their measurement keys
     emit: Any
     bar: Any
     scores_only: bool  # every row left needs a score only (alignment and measurement cached)

@@ -22,13 +22,20 @@ class DisFlow:
     """OpenCV DIS optical flow."""
 
     def __init__(self, options: Options):
-        import cv2
-
         preset = str(options["preset"])
         if preset not in PRESETS:
             raise ValueError(f"{NAME}: preset must be one of {sorted(PRESETS)}, got {preset!r}")
         self.opts = options
-        self.dis = cv2.DISOpticalFlow_create(PRESETS[preset])
+        self.preset = PRESETS[preset]
+        self._dis: Any = None  # made on first use: a job that only checks the backend exists imports no OpenCV
+
+    @property
+    def dis(self) -> Any:
+        if self._dis is None:
+            import cv2
+
+            self._dis = cv2.DISOpticalFlow_create(self.preset)
+        return self._dis
 
     def flow(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]], *, case: Any = None,
              indices: Sequence[tuple[int, int]] | None = None) -> list[np.ndarray]:

@@ -24,19 +24,24 @@ class SiftMatches:
     """The local_features role with OpenCV SIFT + brute-force ratio-test matching."""
 
     def __init__(self, options: Options):
-        import cv2
-
         ratio = float(options["ratio"])
         if not 0.0 < ratio <= 1.0:
             raise ValueError(f"{NAME}: ratio must be in (0, 1], got {ratio}")
         self.opts, self.ratio = options, ratio
-        self.sift = cv2.SIFT_create()  # detectAndCompute keeps no state between images
-        self.matcher = cv2.BFMatcher(cv2.NORM_L2)
+        self._cv: tuple[Any, Any] | None = None  # made on first use: checking the backend exists imports no OpenCV
+
+    def _tools(self) -> tuple[Any, Any]:
+        """SIFT (detectAndCompute keeps no state between images) and the brute-force L2 matcher."""
+        if self._cv is None:
+            import cv2
+
+            self._cv = (cv2.SIFT_create(), cv2.BFMatcher(cv2.NORM_L2))
+        return self._cv
 
     def _features(self, frame: np.ndarray) -> tuple[Any, np.ndarray | None]:
         import cv2
 
-        return self.sift.detectAndCompute(cv2.cvtColor(check_rgb(frame), cv2.COLOR_RGB2GRAY), None)
+        return self._tools()[0].detectAndCompute(cv2.cvtColor(check_rgb(frame), cv2.COLOR_RGB2GRAY), None)
 
     def _match_one(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ka, da = self._features(a)
@@ -45,7 +50,7 @@ class SiftMatches:
         if da is None or db is None or len(ka) < 2 or len(kb) < 2:
             return empty, empty.copy()
         found: list[tuple[float, int, int]] = []
-        for m in self.matcher.knnMatch(da, db, k=2):
+        for m in self._tools()[1].knnMatch(da, db, k=2):
             if len(m) < 2:
                 continue
             best, second = m
