@@ -299,6 +299,26 @@ def test_a_changed_row_redraws_its_own_section_only(tmp_path, monkeypatch):
         html._Sections(_source(tmp_path).store, host).key("m", "c0", rows("c0", 0.75), {**opts, "self_contained": True})
 
 
+def test_section_keys_from_parts_encoded_once_are_those_of_the_whole_structure(tmp_path):
+    """A section's key encodes the metrics' declarations once per report, not once per section: the key is the
+    one of encoding identity, inputs and params whole, for the real plugins' declarations."""
+    from worldrecall.core.data import ScoreRow
+    from worldrecall.engine.cache.keys import key_of
+    from worldrecall.engine.sinks.report import html
+    from worldrecall.engine.stages.row_digests import row_digest
+    from worldrecall.registry.host import load_plugins
+
+    host = load_plugins()
+    _, opts, _ = _sections_world(tmp_path)
+    sections = html._Sections(_source(tmp_path).store, host)
+    assert len(sections.base["metrics"]) >= 30  # every metric's declaration is in it
+    for model, cid, values in (("m", "c0", {"ors": 0.5}), ("oracle", "c é", {"ors": None, "x": 1})):
+        rows = [ScoreRow("memobench", model, cid, "memobench.ors", values)]
+        whole = key_of(sections.identity, {"rows": [row_digest(r) for r in rows], "files": []},
+                       {**sections.base, "model": model, "case": cid, "opts": html._drawn(opts)})
+        assert sections.key(model, cid, rows, opts) == whole
+
+
 def test_a_cached_section_names_its_pictures_and_a_missing_blob_draws_it_again(tmp_path, monkeypatch):
     """A section in the store holds its text and the names of its pictures (small: no picture bytes); each
     picture is one blob. A later process reads the section back with its pictures; a blob cleaned up makes it

@@ -35,6 +35,7 @@ import numpy as np
 
 from worldrecall.engine.cache import Store, code_digest, inputs_digest, key_of, store_for
 from worldrecall.engine.cache.blobs import BlobStore, link_or_copy, linked_blob, write_shared
+from worldrecall.engine.cache.keys import canonical_json, key_of_encoded, object_json
 from worldrecall.engine.sinks.leaderboard_view import compact_frames, compact_legend, leaderboard_views
 from worldrecall.engine.sinks.report.images import (
     MIME,
@@ -156,6 +157,9 @@ class _Sections:
                 for n, c in sorted(getattr(host, "metrics", {}).items())}
         self.identity = {"name": "report.section", "code": code_digest(__name__)}
         self.base = {"metrics": decl, "heads": _headline_values(host)}
+        # encoded once (every metric's declaration): a re-score keys ~200 sections and their pieces
+        self._identity = canonical_json(self.identity)
+        self._base = {k: canonical_json(v) for k, v in self.base.items()}
         self._files: dict[str, list[str]] = {}  # path -> [path, digest], looked up once per report
 
     def files_digest(self, files: Iterable[str]) -> list[list[str]]:
@@ -174,9 +178,10 @@ class _Sections:
         files = sorted({str(p) for r in rows for p in _row_files(r)})
         drawn = _drawn(opts)
         known = digests or {}
-        return key_of(self.identity, {"rows": [known.get(r.row_key) or row_digest(r) for r in rows],
-                                      "files": self.files_digest(files)},
-                      {**self.base, "model": model, "case": cid, "opts": drawn})
+        inputs = {"rows": [known.get(r.row_key) or row_digest(r) for r in rows], "files": self.files_digest(files)}
+        params = {**self._base, "model": canonical_json(model), "case": canonical_json(cid),
+                  "opts": canonical_json(drawn)}
+        return key_of_encoded(self._identity, canonical_json(inputs), object_json(params))[0]
 
     def page_key(self, bench: str, by_model: Mapping[str, Mapping[str, list[Any]]], reference: str,
                  opts: Mapping[str, Any], digests: Mapping[Any, str] | None = None) -> str:
@@ -215,7 +220,8 @@ class _Sections:
         ``files``), so a section whose values changed (a re-score) draws again only what changed.
         ``draw(imgs)`` renders it."""
         drawn = _drawn(opts)
-        key = key_of(self.identity, {"files": self.files_digest(sorted(set(files)))}, {"piece": what, "opts": drawn})
+        key = key_of_encoded(self._identity, canonical_json({"files": self.files_digest(sorted(set(files)))}),
+                             canonical_json({"piece": what, "opts": drawn}))[0]
         doc = self.store.get_json("report_sections", key)
         if doc is None or not all(blob_path(src.blobs, n).is_file() for n in doc["images"]):
             local = _Images()
