@@ -119,6 +119,45 @@ def test_report_shows_leaderboard_phases_frames_and_values(tmp_path, capsys):
     assert sorted(p.name for p in (report.parent / "assets").iterdir()) == sorted(name for _, name in rules)
 
 
+def test_case_pages_drawn_beside_the_aggregation_are_those_the_sink_draws(tmp_path, monkeypatch):
+    """A job's report draws its benchmarks' pages of cases in a forked copy of the job while it aggregates
+    (``ReportSink.begin``, ``sinks/beside.py``): the report is byte for byte the one drawn by the sink itself
+    (no fork), and a copy that fails leaves the sink to draw them, the same way."""
+    from worldrecall.engine.sinks import beside
+    from worldrecall.engine.sinks.report import html
+
+    answers: list[bool] = []
+    real_join = beside.Beside.join
+
+    def join(self):
+        got = real_join(self)
+        answers.append(got is not None)
+        return got
+
+    monkeypatch.setattr(beside.Beside, "join", join)
+
+    def report_in(name: str) -> str:
+        folder = tmp_path / name
+        folder.mkdir()
+        _, text = _toy_report(folder)
+        return re.sub(r"results/[0-9a-f]{16}", "results/<key>", text.replace(str(folder), "<root>"))
+
+    forked = report_in("forked")
+    assert answers == [True]  # drawn by the copy, taken by the sink
+    parent, real = os.getpid(), html.case_pages
+
+    def fails_in_the_copy(*a, **k):
+        if os.getpid() != parent:
+            raise RuntimeError("the copy cannot draw")
+        return real(*a, **k)
+
+    monkeypatch.setattr(html, "case_pages", fails_in_the_copy)
+    assert report_in("copy_failed") == forked and answers == [True, False]
+    monkeypatch.setattr(beside, "can_fork", lambda: False)
+    assert report_in("here") == forked and answers == [True, False]  # no copy: drawn by the sink
+    assert '<a href="cases.toy.html">toy</a>' in forked and 'id="case-good-c0"' in forked
+
+
 def test_report_thumbnails_and_sections_come_from_the_store(tmp_path, monkeypatch):
     """A later process drawing the same rows reads every section and thumbnail from the store: no frame is
     read, no section drawn, and the page is the same."""

@@ -66,8 +66,10 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
         tracks = cfg["shard"]["count"] <= 1
         # a plain job (not a shard, not a sweep's job) records its outputs' key and skips them when unchanged
         outputs = OutputsCheck(overrides or ()) if tracks and sweep_dir is None else None
+        sinks = job_sinks(host) if tracks else []
+        begin = [s.begin for s in sinks if hasattr(s, "begin")]  # what a sink starts once the rows are final
         runner = Runner(cfg, host, outputs_due=(lambda: prefetch_tracking(cfg["tracking"])) if tracks else None,
-                        outputs=outputs)
+                        outputs=outputs, before_aggregate=(lambda r: [b(r, host) for b in begin]) if begin else None)
         # a job that may turn out unchanged writes nothing but its timing and logs: the output root's size (its last
         # line) is measured beside its settling, its end measuring only the few parts it writes (sinks/disk.py)
         early = start_usage(cfg, own=(runner.results_dir, job_dir)) \
@@ -86,7 +88,7 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
             return shard_job(result, ctx)
         if result.unchanged is not None:
             return unchanged_job(result, ctx, early)
-        return write_sinks(result, ctx, job_sinks(host))
+        return write_sinks(result, ctx, sinks)
     finally:
         if early is not None:
             early.discard()  # used, or the job wrote its outputs after all: measured whole at its end

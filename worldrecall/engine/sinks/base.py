@@ -46,7 +46,9 @@ class SinkContext:
 
 class Sink(Protocol):
     """One output of a run: a ``name`` and ``write(result, ctx) -> list[Path]`` (the files it wrote; empty for
-    the console or MLflow). Plugins add their own through the ``register_sinks`` hook."""
+    the console or MLflow). Plugins add their own through the ``register_sinks`` hook. A sink may also have
+    ``begin(result, host)``: called once the rows are final, before the aggregation (``result`` has no tables
+    yet), to start what needs the rows only beside it (the report's case pages: ``sinks/beside.py``)."""
 
     name: str
 

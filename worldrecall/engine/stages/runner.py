@@ -59,14 +59,17 @@ class Runner:
     """Runs every enabled benchmark of a config (a plain dict; missing keys take the schema's defaults)."""
 
     def __init__(self, cfg: Mapping[str, Any], host: PluginHost,
-                 outputs_due: Callable[[], None] | None = None, outputs: Any = None):
+                 outputs_due: Callable[[], None] | None = None, outputs: Any = None,
+                 before_aggregate: Callable[[RunResult], None] | None = None):
         """``outputs_due``: called once it is known that the job writes outputs (MLflow's process starts then):
         as it begins, unless its outputs may turn out unchanged; then once the outputs check found a change.
         ``outputs``: given by a job that records its outputs' key (``engine/sinks/unchanged.py``'s
         :class:`OutputsCheck`): the result then carries it, and is marked ``unchanged`` (not aggregated) when the
-        outputs on disk match it."""
+        outputs on disk match it. ``before_aggregate(result)``: called with the result (its rows final, no tables
+        yet) before the aggregation of a job that writes outputs: what needs the rows only starts beside it."""
         self.outputs_due = outputs_due
         self.outputs = outputs
+        self.before_aggregate = before_aggregate
         cfg = resolve_config(cfg)  # a no-op for the job's config, which is resolved already
         self.results_dir = Path(cfg["output_root"]) / "results" / run_key(cfg)  # the config as written
         self.cfg = cfg = ResolvedConfig(enable_metrics(cfg, host))  # metrics=[name, …] joins each to its benchmark
@@ -153,6 +156,8 @@ class Runner:
                 return replace(result, **self._totals())
             if self.outputs_due is not None and deferred:  # outputs to write after all: now
                 self.outputs_due()
+        if self.before_aggregate is not None:
+            self.before_aggregate(result)
         tables = aggregate_rows(self.host, rows, self.cfg, per_benchmark, store=self.store, digests=digests)
         self.timing["aggregate"] += time.perf_counter() - t0
         if self.outputs is None:  # a job saves it once, after its outputs (their keys read digests too)

@@ -262,62 +262,43 @@ def _leaderboard_and_figures(result: Any, host: Any, figures: list[Path], src: _
     return body, fig_names
 
 
-def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str, Any]) -> Path:
+def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str, Any],
+                 pages: Mapping[str, list[str]] | None = None) -> Path:
     """Write the report of ``result`` to ``<results_dir>/report/index.html`` (its pictures in ``assets/`` beside
-    it unless ``report.self_contained``) and return its path."""
+    it unless ``report.self_contained``) and return its path. ``pages``: what :func:`case_pages` returned for
+    this result (drawn beforehand, beside the aggregation); else they are drawn here."""
     plain = resolve_config(plain)  # the schema holds the report options' defaults
     opts = plain["report"]
     inline = bool(opts["self_contained"])
     store = store_for(plain)
-    by_bench: dict[str, dict[str, dict[str, list[Any]]]] = {}
-    for r in result.rows:
-        by_bench.setdefault(r.benchmark, {}).setdefault(r.model, {}).setdefault(r.case_id, []).append(r)
-    groups = [rs for models in by_bench.values() for cases in models.values() for rs in cases.values()]
+    by_bench = _by_bench(result)
     imgs = _Images()
     sections = _Sections(store, host)
-    src = _Source(store, BlobStore(Path(plain["output_root"]) / "blobs"),
-                  _frames_shown(groups, opts, lambda f: sections.files_digest([f])[0][1]))
+    # the frames each case section shows are looked up by whoever draws the sections (case_pages, unless inline)
+    src = _source_of(result, plain, store, sections) if inline else \
+        _Source(store, BlobStore(Path(plain["output_root"]) / "blobs"))
     body, fig_names = _leaderboard_and_figures(result, host, figures, src, inline)
     body.append('<h2 id="cases">Cases</h2>')
-    reference = str(((plain.get("aggregator_params") or {}).get("paired") or {}).get("reference") or "")
     report_dir = Path(result.results_dir) / "report"
     report_dir.mkdir(parents=True, exist_ok=True)
-    pages: list[Path] = []
     names: dict[str, None] = dict.fromkeys(fig_names)
-    for bench in sorted(by_bench):
-        n = sum(len(c) for c in by_bench[bench].values())
-        if not inline:
-            page_path = report_dir / f"cases.{bench}.html"
-            body.append(f'<p><a href="{esc(page_path.name)}">{esc(bench)}</a>: {len(by_bench[bench])} models, '
-                        f"{n} model × case sections</p>")
-            # the page as a whole, under what every section of it is drawn from: a benchmark whose rows a
-            # re-score or a sweep's job did not change takes its page from the blob store, no section looked up
-            key = sections.page_key(bench, by_bench[bench], reference, opts, result.row_digests)
-            doc = linked_blob(page_path, "report_pages", key, store, src.blobs)
-            if doc is not None and all(blob_path(src.blobs, name).is_file() for name in doc["images"]):
-                names.update(dict.fromkeys(doc["images"]))
-                pages.append(page_path)
-                continue
-        # the page's own picture classes: a page stays the same bytes while its sections do
-        page_imgs = imgs if inline else _Images()
-        cases_html, failed = _bench_cases(by_bench[bench], reference, sections, host, page_imgs, src, opts, result)
-        if inline:
+    if inline:
+        for bench in sorted(by_bench):
+            cases_html, _ = _bench_cases(by_bench[bench], _reference(plain), sections, host, imgs, src, opts, result)
             body.append(f'<h3 id="cases-{esc(bench)}">{esc(bench)}</h3>{CASES_NOTE}{cases_html}')
-            continue
-        names.update(page_imgs.names)
-        page = _page(f"worldrecall report · {bench}", page_imgs.css(src.blobs, inline),
-                     # nothing of the job's own (its folder): the page is the same file for every job it fits
-                     '<p class=note><a href="index.html">back to the report</a></p>'
-                     f"<h1>{esc(bench)}: cases</h1>{CASES_NOTE}{cases_html}")
-        pages.append(write_shared(page_path, page, src.blobs))
-        if not failed:  # a section that could not be drawn is tried again next time, like the section itself
-            store.put_json("report_pages", key, {"sha256": src.blobs.digest(page_path),
-                                                 "images": list(page_imgs.names)})
-    if not inline:
+        kept: list[Path] = []
+    else:
+        made = pages if pages is not None else case_pages(result, host, plain)
+        for bench in sorted(by_bench):
+            n = sum(len(c) for c in by_bench[bench].values())
+            body.append(f'<p><a href="cases.{esc(bench)}.html">{esc(bench)}</a>: {len(by_bench[bench])} models, '
+                        f"{n} model × case sections</p>")
+        names.update(dict.fromkeys(made["images"]))
+        kept = [Path(p) for p in made["pages"]]
         body.append("<p class=note>Each benchmark's cases are on a page of their own, so a re-score or a sweep's job "
                     "writes again only the pages of the benchmarks whose rows changed.</p>")
     for old in report_dir.glob("cases.*.html"):  # a benchmark no longer in the result, or inlined now
-        if old not in pages:
+        if old not in kept:
             old.unlink()
     out = report_dir / "index.html"
     _link_assets(report_dir, src.blobs, [] if inline else list(names))
@@ -325,6 +306,64 @@ def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str
     write_shared(out, _page("worldrecall report", imgs.css(src.blobs, inline) if inline else "", "\n".join(body)),
                  src.blobs)
     return out
+
+
+def case_pages(result: Any, host: Any, plain: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Write each benchmark's page of cases (``report/cases.<benchmark>.html``; not with ``report.self_contained``)
+    and return their paths (``pages``) and the pictures they show (``images``, in order). They need the rows only,
+    not the tables: a job draws them beside its aggregation (``ReportSink.begin``)."""
+    plain = resolve_config(plain)
+    opts = plain["report"]
+    store = store_for(plain)
+    by_bench = _by_bench(result)
+    sections = _Sections(store, host)
+    src = _source_of(result, plain, store, sections)
+    reference = _reference(plain)
+    report_dir = Path(result.results_dir) / "report"
+    report_dir.mkdir(parents=True, exist_ok=True)
+    pages: list[str] = []
+    names: dict[str, None] = {}
+    for bench in sorted(by_bench):
+        page_path = report_dir / f"cases.{bench}.html"
+        # the page as a whole, under what every section of it is drawn from: a benchmark whose rows a re-score or
+        # a sweep's job did not change takes its page from the blob store, no section looked up
+        key = sections.page_key(bench, by_bench[bench], reference, opts, result.row_digests)
+        doc = linked_blob(page_path, "report_pages", key, store, src.blobs)
+        if doc is not None and all(blob_path(src.blobs, name).is_file() for name in doc["images"]):
+            names.update(dict.fromkeys(doc["images"]))
+            pages.append(str(page_path))
+            continue
+        page_imgs = _Images()  # the page's own picture classes: a page stays the same bytes while its sections do
+        cases_html, failed = _bench_cases(by_bench[bench], reference, sections, host, page_imgs, src, opts, result)
+        names.update(page_imgs.names)
+        page = _page(f"worldrecall report · {bench}", page_imgs.css(src.blobs, False),
+                     # nothing of the job's own (its folder): the page is the same file for every job it fits
+                     '<p class=note><a href="index.html">back to the report</a></p>'
+                     f"<h1>{esc(bench)}: cases</h1>{CASES_NOTE}{cases_html}")
+        pages.append(str(write_shared(page_path, page, src.blobs)))
+        if not failed:  # a section that could not be drawn is tried again next time, like the section itself
+            store.put_json("report_pages", key, {"sha256": src.blobs.digest(page_path),
+                                                 "images": list(page_imgs.names)})
+    return {"pages": pages, "images": list(names)}
+
+
+def _by_bench(result: Any) -> dict[str, dict[str, dict[str, list[Any]]]]:
+    """benchmark -> model -> case -> its rows."""
+    by_bench: dict[str, dict[str, dict[str, list[Any]]]] = {}
+    for r in result.rows:
+        by_bench.setdefault(r.benchmark, {}).setdefault(r.model, {}).setdefault(r.case_id, []).append(r)
+    return by_bench
+
+
+def _source_of(result: Any, plain: Mapping[str, Any], store: Store, sections: _Sections) -> _Source:
+    groups = [rs for models in _by_bench(result).values() for cases in models.values() for rs in cases.values()]
+    return _Source(store, BlobStore(Path(plain["output_root"]) / "blobs"),
+                   _frames_shown(groups, plain["report"], lambda f: sections.files_digest([f])[0][1]))
+
+
+def _reference(plain: Mapping[str, Any]) -> str:
+    """The model every other is compared with (the paired aggregator's), shown first."""
+    return str(((plain.get("aggregator_params") or {}).get("paired") or {}).get("reference") or "")
 
 
 CASES_NOTE = ("<p class=note>Per model and case: the alignment's phases on the generated video's frame axis (V "
