@@ -46,9 +46,13 @@ class Beside:
     def join(self) -> Any | None:
         """The value ``work()`` returned, or None when the copy raised or ended without an answer (then the
         caller does the work itself; the reason is in the debug log)."""
-        with os.fdopen(self.read, "rb") as f:
-            data = f.read()
-        _, status = os.waitpid(self.pid, 0)
+        try:
+            with os.fdopen(self.read, "rb") as f:
+                data = f.read()
+            _, status = os.waitpid(self.pid, 0)
+        except OSError as e:
+            log.debug("the forked copy's answer could not be read: %s", e)
+            return None
         try:
             doc = json.loads(data)
         except ValueError:

@@ -31,7 +31,10 @@ class ReportSink:
         from worldrecall.engine.sinks.report.html import case_pages
 
         if can_fork():
-            self._early = (Beside(lambda: case_pages(result, host, result.config)), result.rows)
+            try:
+                self._early = (Beside(lambda: case_pages(result, host, result.config)), result.rows)
+            except OSError:  # no process or pipe to be had now: write() draws them, as without fork
+                self._early = None
 
     def write(self, result: RunResult, ctx: SinkContext) -> list[Path]:
         early, self._early = self._early, None
