@@ -35,7 +35,13 @@ class Beside:
         for stream in (sys.stdout, sys.stderr):  # nothing buffered here is written twice
             stream.flush()
         pool = OpenCVPoolStopped()  # a copied OpenCV pool without its threads would hang the copy
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # no process to be had: the caller does the work itself
+            pool.restore()
+            os.close(read)
+            os.close(write)
+            raise
         if pid == 0:
             os.close(read)
             _child(work, write)  # never returns
