@@ -68,8 +68,13 @@ def run_plain(plain: Mapping[str, Any], job_dir: Path | None = None, overrides: 
         outputs = OutputsCheck(overrides or ()) if tracks and sweep_dir is None else None
         sinks = job_sinks(host) if tracks else []
         begin = [s.begin for s in sinks if hasattr(s, "begin")]  # what a sink starts once the rows are final
+
+        def begin_sinks(result: Any) -> None:
+            for start in begin:
+                start(result, host)
+
         runner = Runner(cfg, host, outputs_due=(lambda: prefetch_tracking(cfg["tracking"])) if tracks else None,
-                        outputs=outputs, before_aggregate=(lambda r: [b(r, host) for b in begin]) if begin else None)
+                        outputs=outputs, before_aggregate=begin_sinks if begin else None)
         # a job that may turn out unchanged writes nothing but its timing and logs: the output root's size (its last
         # line) is measured beside its settling, its end measuring only the few parts it writes (sinks/disk.py)
         early = start_usage(cfg, own=(runner.results_dir, job_dir)) \

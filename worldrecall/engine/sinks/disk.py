@@ -186,11 +186,7 @@ class _Split:
         folder's changes when an entry is added or removed in it) is measured early; MLflow writes the job's
         runs, new folders, meanwhile. A second of slack for file systems whose clock ticks coarsely."""
         self._add(self.dirs, path, name)
-        try:
-            children = sorted(os.listdir(path))
-        except OSError:
-            return
-        for child in children:
+        for child in _listing(path):
             try:
                 old = os.lstat(path / child).st_ctime < since - 1.0
             except OSError:
@@ -208,12 +204,16 @@ class _Split:
             self._add(self.early, path, name)
         else:
             self._add(self.dirs, path, name)
-            try:
-                children = sorted(os.listdir(path))
-            except OSError:
-                return
-            for child in children:
+            for child in _listing(path):
                 self._folder(path / child, name, own)
+
+
+def _listing(path: Path) -> list[str]:
+    """The names in a folder, sorted (none where it cannot be read)."""
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
 
 
 class EarlyUsage:

@@ -273,16 +273,16 @@ def write_report(result: Any, host: Any, figures: list[Path], plain: Mapping[str
     store = store_for(plain)
     by_bench = _by_bench(result)
     imgs = _Images()
-    sections = _Sections(store, host)
-    # the frames each case section shows are looked up by whoever draws the sections (case_pages, unless inline)
-    src = _source_of(result, plain, store, sections) if inline else \
+    # the sections and the frames they show are for whoever draws them: here when inline, else case_pages
+    sections = _Sections(store, host) if inline else None
+    src = _source_of(by_bench, plain, store, sections) if sections is not None else \
         _Source(store, BlobStore(Path(plain["output_root"]) / "blobs"))
     body, fig_names = _leaderboard_and_figures(result, host, figures, src, inline)
     body.append('<h2 id="cases">Cases</h2>')
     report_dir = Path(result.results_dir) / "report"
     report_dir.mkdir(parents=True, exist_ok=True)
     names: dict[str, None] = dict.fromkeys(fig_names)
-    if inline:
+    if sections is not None:
         for bench in sorted(by_bench):
             cases_html, _ = _bench_cases(by_bench[bench], _reference(plain), sections, host, imgs, src, opts, result)
             body.append(f'<h3 id="cases-{esc(bench)}">{esc(bench)}</h3>{CASES_NOTE}{cases_html}')
@@ -317,7 +317,7 @@ def case_pages(result: Any, host: Any, plain: Mapping[str, Any]) -> dict[str, li
     store = store_for(plain)
     by_bench = _by_bench(result)
     sections = _Sections(store, host)
-    src = _source_of(result, plain, store, sections)
+    src = _source_of(by_bench, plain, store, sections)
     reference = _reference(plain)
     report_dir = Path(result.results_dir) / "report"
     report_dir.mkdir(parents=True, exist_ok=True)
@@ -355,8 +355,9 @@ def _by_bench(result: Any) -> dict[str, dict[str, dict[str, list[Any]]]]:
     return by_bench
 
 
-def _source_of(result: Any, plain: Mapping[str, Any], store: Store, sections: _Sections) -> _Source:
-    groups = [rs for models in _by_bench(result).values() for cases in models.values() for rs in cases.values()]
+def _source_of(by_bench: Mapping[str, Mapping[str, Mapping[str, list[Any]]]], plain: Mapping[str, Any],
+               store: Store, sections: _Sections) -> _Source:
+    groups = [rs for models in by_bench.values() for cases in models.values() for rs in cases.values()]
     return _Source(store, BlobStore(Path(plain["output_root"]) / "blobs"),
                    _frames_shown(groups, plain["report"], lambda f: sections.files_digest([f])[0][1]))
 
