@@ -193,6 +193,31 @@ def test_the_cache_keeps_a_table_only_where_it_reads_back_exactly(tmp_path, fram
         assert back["t"].to_csv(index=False) == frame.to_csv(index=False)
 
 
+@pytest.mark.parametrize("dtype, cells", [
+    ("float64", [1.0, 2, float("nan"), -0.0, 1e308, float("inf")]),  # ints in a float column: floats
+    ("float64", [None, 0.5]),  # a missing cell: NaN
+    ("float64", [True, 0.5]), ("float64", ["1.5", 2.0]),  # not plain numbers: what the Series makes of them
+    ("int64", [1, -2, 2**62]), ("int64", [1.0, 2.0]), ("int64", [True, 3]),
+    ("str", ["a", None, "é|,\n", ""]), ("str", []), ("object", [[1, 2], [3, 4]]), ("object", ["a", 1, None]),
+    ("bool", [True, False]), ("Int64", [1, None]), ("float64", []),
+])
+def test_a_stored_column_decodes_as_a_series_of_its_dtype_would(dtype, cells):
+    """The decoder builds numbers and strings without a Series per column: the frame equals the one a Series
+    per column gives (values, dtypes, Python types of object cells, index), or both refuse the cells alike."""
+    doc = {"columns": ["c", "k"], "dtypes": [dtype, "int64"], "data": [cells, list(range(len(cells)))]}
+    try:
+        want = pd.DataFrame({"c": pd.Series(cells, dtype=dtype), "k": pd.Series(range(len(cells)), dtype="int64")})
+    except (TypeError, ValueError) as e:
+        with pytest.raises(type(e)):
+            decode_tables({"t": doc})
+        return
+    got = decode_tables({"t": doc})["t"]
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert [str(t) for t in got.dtypes] == [str(t) for t in want.dtypes]
+    assert [type(v) for v in got["c"]] == [type(v) for v in want["c"]]
+    assert type(got.index) is type(want.index) and got.to_csv(index=False) == want.to_csv(index=False)
+
+
 def test_a_stored_table_set_is_deflated():
     """A by-benchmark table set is hundreds of KB of JSON per re-score or sweep job: stored deflated."""
     import json
