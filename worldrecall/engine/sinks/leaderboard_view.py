@@ -61,12 +61,14 @@ def leaderboard_views(result: Any, host: Any) -> list[tuple[str, pd.DataFrame, s
     views = _records(_concat(tables_of_kind(host, result.tables, "view")))
     cells = _records(_concat(tables_of_kind(host, result.tables, "view_columns")))
     out: list[tuple[str, pd.DataFrame, str]] = []
-    models: dict[str, set[str]] = {}  # benchmark -> its models (every view lists each, scored or not)
+    rows: dict[str, list[Any]] = {}  # benchmark -> its rows (every view lists each model, scored or not)
     for r in result.rows:
-        models.setdefault(r.benchmark, set()).add(r.model)
-    for bench in sorted(models):
+        rows.setdefault(r.benchmark, []).append(r)
+    means = summary(host, result.tables) if rows else None  # every benchmark's generic view reads it: once
+    for bench in sorted(rows):
+        models = {r.model for r in rows[bench]}
         mine = [c for c in views if c["benchmark"] == bench]
-        covered = _covered([r for r in result.rows if r.benchmark == bench], host.benchmarks.get(bench))
+        covered = _covered(rows[bench], host.benchmarks.get(bench))
         shown: set[str] = set()
         groups: dict[tuple[Any, Any], list[dict[str, Any]]] = {}  # (order, backend) -> its cells, as groupby
         for c in mine:
@@ -79,11 +81,11 @@ def leaderboard_views(result: Any, host: Any) -> list[tuple[str, pd.DataFrame, s
             out.append(_declared_view(v, extra, several, covered))
             shown |= {c["metric"] for c in v + extra if not missing(c["metric"])}
         if mine:
-            rest = _generic_view(result, host, bench, models[bench], exclude=shown)
+            rest = _generic_view(means, host, bench, models, exclude=shown)
             if rest[1].shape[1] > 1:
                 out.append(rest)
         else:
-            out.append(_generic_view(result, host, bench, models[bench]))
+            out.append(_generic_view(means, host, bench, models))
     return out
 
 
@@ -157,10 +159,10 @@ def _cases(cell: dict[str, Any], covered: dict[tuple[str, str], set[str]] | None
     return n if nv >= n else f"{nv}/{n}"
 
 
-def _generic_view(result: Any, host: Any, bench: str, models: set[str],
+def _generic_view(means: pd.DataFrame, host: Any, bench: str, models: set[str],
                   exclude: set[str] | None = None) -> tuple[str, pd.DataFrame, str]:
-    s = summary(host, result.tables)
-    s = s[(s["benchmark"] == bench) & ~s["metric"].isin(exclude or set())]
+    """``means``: the run's :func:`~worldrecall.engine.sinks.results_view.summary`."""
+    s = means[(means["benchmark"] == bench) & ~means["metric"].isin(exclude or set())]
     prim = {n: getattr(c, "primary", "") for n, c in host.metrics.items()}
     s = s[[prim.get(m) == v for m, v in zip(s["metric"], s["value"])]]
     recs: dict[str, dict[str, Any]] = {}

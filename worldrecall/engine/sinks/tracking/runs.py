@@ -66,9 +66,10 @@ def override_label(overrides: list[str]) -> str:
     return " ".join(out)
 
 
-def per_model_metrics(result: Any, host: Any) -> dict[tuple[str, str], dict[str, float]]:
-    """(benchmark, model) -> metrics; every model of a benchmark gets the same keys (NaN where n/a)."""
-    s = summary(host, result.tables)
+def per_model_metrics(result: Any, host: Any, means: Any = None) -> dict[tuple[str, str], dict[str, float]]:
+    """(benchmark, model) -> metrics; every model of a benchmark gets the same keys (NaN where n/a). ``means``:
+    the result's :func:`~worldrecall.engine.sinks.results_view.summary`, when the caller has it."""
+    s = summary(host, result.tables) if means is None else means
     per: dict[tuple[str, str], dict[str, float]] = {}
     keys: dict[str, set[str]] = {}
     for bench, model, metric, value, mean, lo, hi in column_rows(s, "benchmark", "model", "metric", "value", "mean",
@@ -136,14 +137,15 @@ def mlflow_key(label: str) -> str:
     return re.sub(r"_+", "_", key) or "value"
 
 
-def headline_metrics(result: Any, host: Any) -> tuple[dict[str, float], dict[str, str]]:
-    """The invocation's headline: run counts and, per benchmark x primary metric, the best model's mean."""
+def headline_metrics(result: Any, host: Any, means: Any = None) -> tuple[dict[str, float], dict[str, str]]:
+    """The invocation's headline: run counts and, per benchmark x primary metric, the best model's mean.
+    ``means``: as :func:`per_model_metrics` takes it."""
     m: dict[str, float] = {"n_cases": float(result.n_cases), "n_failed_cases": float(result.n_failed_cases),
                            "failure_rate": float(result.failure_rate)}
     if "total" in result.timing:
         m["wall_s"] = float(result.timing["total"])
     tags: dict[str, str] = {}
-    s = summary(host, result.tables)
+    s = summary(host, result.tables) if means is None else means
     # (benchmark, metric, value) -> its rows' (model, mean), in the summary's order; groups in sorted order and
     # NaN keys left out, as ``groupby`` visits them (a few hundred groups a job: no sub-frame per group)
     groups: dict[tuple[Any, Any, Any], list[tuple[Any, float]]] = {}
@@ -234,7 +236,8 @@ def supersede(tracker: Any, runs: list[Any], by: str) -> None:
 
 def job_metrics(result: Any, host: Any) -> dict[str, Any]:
     """What a job logs that depends on its result only: the headline and each model's metrics."""
-    return {"headline": headline_metrics(result, host), "models": per_model_metrics(result, host)}
+    means = summary(host, result.tables)  # both read it: computed once
+    return {"headline": headline_metrics(result, host, means), "models": per_model_metrics(result, host, means)}
 
 
 @dataclass
