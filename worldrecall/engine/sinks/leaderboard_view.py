@@ -64,7 +64,9 @@ def leaderboard_views(result: Any, host: Any) -> list[tuple[str, pd.DataFrame, s
     rows: dict[str, list[Any]] = {}  # benchmark -> its rows (every view lists each model, scored or not)
     for r in result.rows:
         rows.setdefault(r.benchmark, []).append(r)
-    means = summary(host, result.tables) if rows else None  # every benchmark's generic view reads it: once
+    if not rows:
+        return out
+    means = summary(host, result.tables)  # every benchmark's generic view reads it: once
     for bench in sorted(rows):
         models = {r.model for r in rows[bench]}
         mine = [c for c in views if c["benchmark"] == bench]
