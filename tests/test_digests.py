@@ -37,6 +37,32 @@ def test_folder_digest_equals_the_rglob_definition(tmp_path: Path) -> None:
     assert not any(rel[0] == "dir_link" for rel in files) and ("file_link",) in files
 
 
+def test_tree_files_lists_what_os_walk_lists(tmp_path: Path) -> None:
+    """The same files, paths (the memo's keys) and states as ``os.walk`` with a stat per file: dangling links
+    and linked folders left out, a linked file in."""
+    import os
+    from stat import S_ISREG
+
+    _tree(tmp_path)
+    (tmp_path / "a" / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "deep" / "er" / "to_file").symlink_to(tmp_path / "a-c")
+    root = str(tmp_path)
+    want = []
+    for folder, _, names in os.walk(root):
+        rel = tuple(folder[len(root) + 1:].split(os.sep)) if folder != root else ()
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            if S_ISREG(st.st_mode):
+                want.append(((*rel, name), path, (st.st_ino, st.st_size, st.st_mtime_ns)))
+    got = [(rel, path, (st.st_ino, st.st_size, st.st_mtime_ns)) for rel, path, st in digests._tree_files(root)]
+    assert got == sorted(want, key=lambda t: t[0])
+    assert ("deep", "er", "to_file") in [g[0] for g in got] and ("a", "dangling") not in [g[0] for g in got]
+
+
 def test_folder_digest_follows_an_edit(tmp_path: Path) -> None:
     _tree(tmp_path)
     before = digests.file_digest(tmp_path)

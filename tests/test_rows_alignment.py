@@ -92,3 +92,54 @@ def test_a_rows_digest_hashes_its_alignment_once_per_object_and_follows_its_cont
     bare = [ScoreRow(r.benchmark, r.model, r.case_id, r.metric, dict(r.values), info={"k": r.info["k"]})
             for r in shared]
     assert all(row_digests(bare)[k] != d for k, d in row_digests(shared).items())
+
+
+def test_row_digests_kept_by_line_are_the_digests_and_are_read_back(tmp_path, monkeypatch):
+    """A row's digest kept under the sha256 of its line (``cache/row_digests.json``) equals the digest of the row
+    itself; the next store over the same file digests no row again, nor writes the file; another line, another
+    code, or a row whose alignment its folder lost is digested again."""
+    from worldrecall.engine.stages import row_digests as rd
+
+    store = ResultStore(tmp_path / "res")
+    written = [*_rows("c0", ALIGN), *_rows("c1", {**ALIGN, "info": {"h": 20}}),
+               ScoreRow("b", "m", "c2", "b.metric0", {"v": float("nan")}, status="failed", reason="x")]
+    for r in written:
+        store.append(r)
+    store.close()
+    memo_path = tmp_path / "cache" / "row_digests.json"
+    plain = row_digests(written)
+
+    store = ResultStore(tmp_path / "res")
+    rows = sorted(store.done.values(), key=lambda r: r.row_key)
+    known = rd.LineDigests(memo_path, "code-1")
+    assert row_digests(rows, store.lines_of(rows), known) == plain
+    known.save()
+    assert len(json.loads(memo_path.read_text())["digests"]) == len(written)
+
+    calls = []
+    real = rd.row_digest
+    monkeypatch.setattr(rd, "row_digest", lambda r, a=None: calls.append(r.row_key) or real(r, a))
+    stamp = memo_path.stat().st_mtime_ns
+    store = ResultStore(tmp_path / "res")
+    rows = sorted(store.done.values(), key=lambda r: r.row_key)
+    known = rd.LineDigests(memo_path, "code-1")
+    assert row_digests(rows, store.lines_of(rows), known) == plain and calls == []
+    known.save()
+    assert memo_path.stat().st_mtime_ns == stamp  # nothing new: not written
+
+    # other code: nothing read; a line that is not the one digested: its own digest
+    assert row_digests(rows, store.lines_of(rows), rd.LineDigests(memo_path, "code-2")) == plain
+    assert len(calls) == len(written)
+    calls.clear()
+    lines = store.lines_of(rows)
+    first = rows[0]
+    lines[first.row_key] = lines[first.row_key].replace('"v": 1.0', '"v": 1.5')
+    got = row_digests(rows, lines, rd.LineDigests(memo_path, "code-1"))
+    assert got == plain and calls == [first.row_key]  # the row itself is digested, under the line it has
+
+    # rows not held by the store as they are (another object, a lost alignment) are never looked up by line
+    calls.clear()
+    lost = ScoreRow(**{**rows[1].to_json(), "info": {"alignment_ref": "0" * 32}})
+    assert store.lines_of([lost]) == {}
+    got = row_digests([lost], {lost.row_key: store.lines_of(rows)[lost.row_key]}, rd.LineDigests(memo_path, "code-1"))
+    assert got == {lost.row_key: real(lost)} and calls == [lost.row_key]

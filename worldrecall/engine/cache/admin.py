@@ -1,8 +1,8 @@
 """What an output root's cache holds, and removing it: ``worldrecall cache info | clear | prune``.
 
 A *kind* is a folder under ``cache_dir`` (the store's ``alignments``, ``measurements``, ``scores`` … and the
-judges' ``judge_answers``), the file digests kept between runs (``file_digests.json`` and its journal) and the
-output root's blob store (``blobs``). Entries are files; an entry's mtime is when it was last written or read
+judges' ``judge_answers``), the file digests kept between runs (``file_digests.json`` and its journal), the
+score rows' digests kept between jobs (``row_digests.json``) and the output root's blob store (``blobs``). Entries are files; an entry's mtime is when it was last written or read
 (the store sets it on every read from disk), so a prune removes the least recently used first. Pruned one file at a time:
 the content-addressed kinds (each file one entry under its key, or one blob under its digest). Kinds that are
 not (a built suite's folder, per-case artifact folders, the digests file) are removed whole by ``clear`` only.
@@ -40,6 +40,7 @@ KINDS = {
     "synthetic": "built synthetic suite",
     "file_digests.json": "input file digests kept between runs",
     "file_digests.learnt.jsonl": "input file digests learnt since file_digests.json was last written",
+    "row_digests.json": "score rows' content digests by the line they were read from, kept between jobs",
     "blobs": "output root's blob store (logged files)",
 }
 # kinds laid out one entry per file under its key (or digest): pruned file by file

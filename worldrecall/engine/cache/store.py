@@ -33,8 +33,11 @@ LRU_ENTRIES = 4096
 MODES = ("use", "refresh", "off")
 
 
+_JSON = json.JSONEncoder(sort_keys=True, allow_nan=True, separators=(",", ":"))  # one, not one an entry
+
+
 def _json_text(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, allow_nan=True, separators=(",", ":"))
+    return _JSON.encode(value)
 
 
 def split_measurement(m: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 # the methods that turn a measurement into numbers: no alignment or measurement depends on them, so editing
 # them re-scores and never re-aligns or re-measures (left out of those keys' code digests)
 SCORING_METHODS = ("score", "verdict", "artifacts")
+_ROW_REST = json.JSONEncoder(sort_keys=True, default=str)  # a row key's JSON part: one encoder, not one a row
 
 
 @dataclass(frozen=True)
@@ -229,8 +230,7 @@ class CasePipeline:
     def row_key(score_key: str, row: ScoreRow, absent: str | None = None) -> str:
         """A row's key: its score's key and what the row carries besides what the score gives (taken before
         the score fills it: what the score adds is determined by its key)."""
-        rest = json.dumps([row.strata, row.warnings, row.backend, row.info.get("videos"), absent], sort_keys=True,
-                          default=str)
+        rest = _ROW_REST.encode([row.strata, row.warnings, row.backend, row.info.get("videos"), absent])
         return hashlib.sha256(f"{score_key}\0{rest}".encode()).hexdigest()
 
     # -- rows -----------------------------------------------------------------------------------

@@ -506,6 +506,12 @@ class ResultStore:
             os.fsync(t.fileno())
         os.replace(tmp, self.alignments_path)
 
+    def lines_of(self, rows: Iterable[ScoreRow]) -> dict[tuple[str, str, str, str], str]:
+        """The line each of ``rows`` was read back from, for the rows this store holds as they are (those of
+        :meth:`all_rows` that came from this shard): what their digests are a function of."""
+        return {r.row_key: self._text[r.row_key] for r in rows
+                if self.done.get(r.row_key) is r and r.row_key in self._text}
+
     def all_rows(self) -> list[ScoreRow]:
         """Every shard's rows as written: this shard's as kept (each read back from its line when it was
         read or appended), the other shards' read from their files."""

@@ -8,6 +8,7 @@ code last (see :func:`worldrecall.engine.stages.aggregate.outcome`).
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import logging
 import os
@@ -44,7 +45,7 @@ from worldrecall.engine.stages.plan import (
 from worldrecall.engine.stages.progress import progress_bar
 from worldrecall.engine.stages.readiness import readiness, run_lines
 from worldrecall.engine.stages.result import RunResult, build_result
-from worldrecall.engine.stages.row_digests import row_digests
+from worldrecall.engine.stages.row_digests import LineDigests, row_digests
 from worldrecall.engine.stages.row_store import EarlierRows, ResultStore, read_rows, rows_files
 from worldrecall.registry.host import PluginHost
 
@@ -143,7 +144,11 @@ class Runner:
         if block:
             log.warning(block)
         t0 = time.perf_counter()
-        digests = row_digests(rows)  # once: the aggregation's keys, the outputs' key and the report's read them
+        # once: the aggregation's keys, the outputs' key and the report's read them
+        known = self.line_digests()
+        digests = row_digests(rows, rows_file.lines_of(rows), known)
+        if known is not None:
+            known.save()
         per_benchmark = {p.name: p.aggregators for p in plans}
         backends = {r: self.hub.selection.get(r, "") for p in plans for m in p.metrics.values() for r in m.models}
         result = build_result(self.results_dir, rows, {}, self.cfg, self.host.plugins.values(), None,
@@ -164,6 +169,19 @@ class Runner:
             self.save_digest_memo()  # after the aggregation: its keys read code digests too
         self.timing["total"] = time.perf_counter() - t_start
         return replace(result, tables=dict(tables), **self._totals())
+
+    def line_digests(self) -> LineDigests | None:
+        """The row digests earlier jobs of this output root computed, by line (None with the cache off or
+        refreshed: every digest is computed again)."""
+        if self.cache_mode != "use":
+            return None
+        from worldrecall.engine.cache import code_digest
+
+        code = hashlib.sha256(" ".join(code_digest(m) for m in ("worldrecall.engine.stages.row_digests",
+                                                               "worldrecall.engine.stages.row_store")).encode())
+        name = "row_digests.json" if self.shard_count <= 1 else \
+            f"row_digests-shard-{self.shard_index:04d}-of-{self.shard_count:04d}.json"
+        return LineDigests(Path(self.cfg["cache_dir"]) / name, code.hexdigest())
 
     def _may_be_unchanged(self) -> bool:
         """Whether this job's outputs may turn out unchanged (it records them and its results folder has a
