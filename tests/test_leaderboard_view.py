@@ -113,6 +113,31 @@ def test_pipe_table_is_real_markdown():
                                         "| a\\|b | 0.123 | True |\n| c |  | False |\n")
 
 
+def test_pipe_rows_render_each_cell_as_the_row_by_row_definition():
+    """Column by column, the same text as :func:`_cell` of each value of ``itertuples``: numpy floats (NaN, inf,
+    large and tiny numbers, ties the rounding decides), ints, and extension columns whose values are numpy
+    scalars (``Float64`` yields np.float64, whose round() differs from a Python float's)."""
+    import numpy as np
+
+    from worldrecall.engine.sinks.pipe_table import _cell, pipe_rows
+
+    df = pd.DataFrame({
+        "f": [77.97375, float("nan"), 1e7, 1e-5, 0.0, -0.0, float("inf"), 0.9625, 29.797349999999998, 5e-5],
+        "i": np.arange(10, dtype=np.int64) * -3, "u": np.arange(10, dtype=np.uint8), "b": [True, False] * 5,
+        "o": [None, "a|b", "x\ny", 1.5, float("nan"), 3, pd.NA, "  sp  ", (1, 2), np.float64(2.5)],
+        "s": pd.array(["a", None, "b|c", "d e", "", "f", "g", None, "h", "i"], dtype="string"),
+        "I": pd.array([1, None, 3, 4, 5, 6, 7, 8, 9, 10], dtype="Int64"),
+        "F": pd.array([77.97375, None, 0.9625, 30.5735, 5, 6, 7, 8, 9, float("nan")], dtype="Float64"),
+        "dt": pd.date_range("2020-01-01", periods=10), "c": pd.Categorical(list("abcabcabca")),
+    })
+    for digits in (3, 4, 6):
+        want = ["| " + " | ".join(_cell(v, digits) for v in row) + " |" for row in df.itertuples(index=False)]
+        assert pipe_rows(df, digits) == want
+    # 77.97375 is 77.97374999… as a float: Python's round() gives ...37, numpy's (scaled, then even) ...38
+    assert pipe_rows(df, 4)[0] == "| 77.9737 | 0 | 0 | True |  | a | 1 | 77.9738 | 2020-01-01 00:00:00 | a |"
+    assert pipe_rows(df.iloc[:0]) == [] and pipe_rows(pd.DataFrame(index=range(2))) == ["|  |", "|  |"]
+
+
 def test_cases_column_says_how_many_cases_the_mean_covers(tmp_path):
     """Issue 43: ``cases`` said 10 where the mean covered 3. A model whose headline has a value on fewer cases
     than it has shows ``n/N``; a model with a value everywhere keeps its plain count."""
