@@ -195,3 +195,82 @@ def test_an_empty_table_is_read_back_empty_not_as_the_parts_an_earlier_run_wrote
     result, got = _tables_job(tmp_path, "one", 0.5, empty=True)  # the same folder, rerun with nothing to show
     assert "mean.csv" in got and not list((result.results_dir / "tables" / "mean").glob("*.csv"))
     assert read_tables(result.results_dir / "tables")["mean"].empty
+
+
+def _parts_job(root: Path, folder: str, tables: dict, part_keys: dict, calls: list) -> dict[str, Path]:
+    """``table_files`` as the tables sink calls it (a renderer named), counting what it renders."""
+    from worldrecall.engine.sinks.files import _csv, _renderer, table_files
+    from worldrecall.plugins.stats.aggregators import MeanAggregator
+
+    result = _result(root, folder, [])
+    result.tables, result.table_parts, result.config["aggregators"] = tables, part_keys, ["mean"]
+    ctx = SimpleNamespace(host=SimpleNamespace(components={"aggregator": {"mean": MeanAggregator}}))
+    tdir = result.results_dir / "tables"
+    tdir.mkdir(parents=True, exist_ok=True)
+
+    def render(df):
+        calls.append(sorted(set(df["benchmark"])))
+        return _csv(df)
+
+    paths = table_files(result, ctx, tdir, ".csv", render, BlobStore(root / "blobs"),
+                        _renderer("csv", "worldrecall.engine.sinks.files"))
+    return {str(p.relative_to(tdir)): p for p in paths}
+
+
+def test_a_benchmarks_table_part_keyed_by_the_aggregation_is_rendered_once(tmp_path):
+    """The aggregation keys each benchmark's part of a ``by_benchmark`` table (``part_keys``); the tables sink keeps
+    a part's file under that key and the whole table's dtypes: a job that re-scored alpha renders alpha's file only,
+    the same bytes as rendering every part; one where alpha's part changed a shared column's dtype (ints that are
+    floats once alpha has a missing value) renders beta's again, as it now reads."""
+    import pandas as pd
+
+    from worldrecall.engine.stages.aggregate import aggregate_rows
+    from worldrecall.registry.host import load_plugins
+
+    host = load_plugins(fresh=True)
+    cfg = {"output_root": str(tmp_path), "cache_dir": str(tmp_path / "cache"), "cache": {"mode": "use"},
+           "aggregators": ["mean"], "suite": {}, "aggregator_params": {}, "benchmarks": {}}
+    keys: dict = {}
+    tables = aggregate_rows(host, _rows(0.5), cfg, {}, part_keys=keys)
+    assert set(keys["mean"]) == {"alpha", "beta"} and all(len(k) == 64 for k in keys["mean"].values())
+    again: dict = {}
+    aggregate_rows(host, _rows(0.75), cfg, {}, part_keys=again)
+    assert again["mean"]["beta"] == keys["mean"]["beta"] and again["mean"]["alpha"] != keys["mean"]["alpha"]
+
+    calls: list = []
+    first = _parts_job(tmp_path, "one", tables, keys, calls)
+    assert calls.count(["alpha"]) == 2 and calls.count(["beta"]) == 2  # mean and status, each part once
+    calls.clear()
+    tables2 = aggregate_rows(host, _rows(0.75), cfg, {})
+    second = _parts_job(tmp_path, "two", tables2, again, calls)
+    assert ["beta"] not in calls and calls.count(["alpha"]) == 2
+    for name, path in second.items():  # what rendering every part writes
+        part = name.split("/")[1][: -len(".csv")]
+        whole = tables2[name.split("/")[0]]
+        assert path.read_text() == whole[whole["benchmark"] == part].reset_index(drop=True).to_csv(index=False)
+    assert os.path.samefile(first["mean/beta.csv"], second["mean/beta.csv"])
+
+    # alpha's part now has a missing count: the concatenated column is float, and beta's "2" reads "2.0"
+    ints = {"alpha": pd.DataFrame({"benchmark": ["alpha"], "n": [1]}), "beta": pd.DataFrame({"benchmark": ["beta"],
+                                                                                               "n": [2]})}
+    kk = {"mean": {"alpha": "a" * 64, "beta": "b" * 64}}
+    calls.clear()
+    got = _parts_job(tmp_path, "three", {"mean": pd.concat(list(ints.values()), ignore_index=True)}, kk, calls)
+    assert got["mean/beta.csv"].read_text() == "benchmark,n\nbeta,2\n"
+    gap = pd.DataFrame({"benchmark": ["alpha", "alpha"], "n": [1, None]})
+    got = _parts_job(tmp_path, "four", {"mean": pd.concat([gap, ints["beta"]], ignore_index=True)},
+                     {"mean": {"alpha": "c" * 64, "beta": "b" * 64}}, calls)
+    assert got["mean/beta.csv"].read_text() == "benchmark,n\nbeta,2.0\n"
+
+
+def test_a_table_part_holding_another_benchmarks_rows_is_not_keyed(tmp_path):
+    """A ``by_benchmark`` aggregator whose table for alpha holds a row naming beta: the file cut for beta is not
+    beta's part alone, so that table gets no part keys (rendered as it reads, every time)."""
+    import pandas as pd
+
+    from worldrecall.engine.stages import aggregate as agg_mod
+
+    assert agg_mod._of_benchmark(pd.DataFrame({"benchmark": ["alpha"]}), "alpha")
+    assert not agg_mod._of_benchmark(pd.DataFrame({"benchmark": ["alpha", "beta"]}), "alpha")
+    assert not agg_mod._of_benchmark(pd.DataFrame({"model": ["m"]}), "alpha")
+    assert agg_mod._of_benchmark(pd.DataFrame({"benchmark": []}), "alpha")  # an empty part cuts no file

@@ -185,8 +185,10 @@ def merge_job(results_dir: Path, cfg: Mapping[str, Any], host: PluginHost, job_d
     digest = rows_digest(results_dir)
     rows = load_rows(results_dir)
     digests = row_digests(rows)
-    tables = aggregate_rows(host, rows, cfg, digests=digests)
-    result = build_result(Path(results_dir), rows, tables, cfg, host.plugins.values(), row_digests=digests)
+    part_keys: dict[str, dict[str, str]] = {}
+    tables = aggregate_rows(host, rows, cfg, digests=digests, part_keys=part_keys)
+    result = replace(build_result(Path(results_dir), rows, tables, cfg, host.plugins.values(), row_digests=digests),
+                     table_parts=part_keys)
     count = cfg["shard"]["count"]
     name = f"merged · {count} shards" if sweep_dir is not None and count > 1 else None
     n_files = shards_on_disk(results_dir)

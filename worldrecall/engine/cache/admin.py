@@ -31,6 +31,7 @@ KINDS = {
     "report_sections": "rendered report section",
     "report_pages": "a benchmark's report page of a set of rows (its file in the blob store, the pictures it shows)",
     "case_tables": "a benchmark's per-case table of a set of rows (its file in the blob store)",
+    "table_parts": "a benchmark's file of a table written one file per benchmark (its file in the blob store)",
     "figures": "an aggregator's figures of the tables they show (their files in the blob store)",
     "report_thumbs": "report thumbnail",
     "video_facts": "video frame count and size",
@@ -45,7 +46,7 @@ KINDS = {
 }
 # kinds laid out one entry per file under its key (or digest): pruned file by file
 PRUNABLE = {"alignments", "measurements", "scores", "input_notes", "skips", "ingredients", "aggregates",
-            "case_tables", "figures", "report_pages", "report_sections", "report_thumbs", "video_facts",
+            "case_tables", "table_parts", "figures", "report_pages", "report_sections", "report_thumbs", "video_facts",
             "judge_answers", "blobs"}
 
 

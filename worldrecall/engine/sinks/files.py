@@ -42,7 +42,7 @@ class TablesSink:
         # never rewritten in place (atomic, and only when changed): a file logged to MLflow earlier is a hard link;
         # a table some job wrote before with the same bytes is that file again (one copy on disk)
         blobs = BlobStore(Path(result.config["output_root"]) / "blobs")
-        paths = table_files(result, ctx, tdir, ".csv", lambda df: df.to_csv(index=False), blobs)
+        paths = table_files(result, ctx, tdir, ".csv", _csv, blobs, _renderer("csv", "worldrecall.engine.sinks.files"))
         meta = result.results_dir / "meta"
         paths.append(json_dump(redact_tree(dict(result.config)), meta / "resolved_config.json"))
         paths.append(json_dump(ctx.host.manifest(), meta / "plugin_manifest.json"))
@@ -57,20 +57,44 @@ def by_benchmark_tables(result: RunResult, ctx: SinkContext) -> set[str]:
             for table in known[name].tables}
 
 
+def _csv(df: Any) -> str:
+    return df.to_csv(index=False)
+
+
+def _renderer(kind: str, module: str) -> dict[str, Any]:
+    """What renders a table's file: the code that cuts and renders it, and pandas (which holds its values)."""
+    return {"name": f"tables.{kind}", "code": [code_digest("worldrecall.engine.sinks.files"), code_digest(module)],
+            "libraries": library_versions()}
+
+
 def table_files(result: RunResult, ctx: SinkContext, tdir: Path, suffix: str, render: Callable[[Any], str],
-                blobs: BlobStore) -> list[Path]:
+                blobs: BlobStore, renderer: Mapping[str, Any] | None = None) -> list[Path]:
     """Every aggregated table as ``render`` writes it (``suffix``: .csv, .md). A table declared by benchmark
     (:func:`by_benchmark_tables`) is a folder, one file per benchmark (``ranking/memobench.csv``), so a
     re-score or a sweep's job shares the unchanged benchmarks' files through the blob store and writes the
-    changed one only; read back whole with :func:`worldrecall.core.tables.read_tables`. Others are one file."""
+    changed one only; read back whole with :func:`worldrecall.core.tables.read_tables`. Others are one file.
+
+    ``renderer``: what ``render`` is (:func:`_renderer`). Given, a benchmark's file whose part the aggregation
+    keyed (``result.table_parts``) is kept in the cache under that key, the whole table's columns and dtypes
+    (what its part's values were cast to) and the renderer: a job that changed other benchmarks only links it."""
     split, paths = by_benchmark_tables(result, ctx), []
+    store = store_for(result.config) if renderer is not None else None
     for name, df in result.tables.items():
         if not hasattr(df, "to_csv"):
             continue
         if name in split and len(df) and "benchmark" in df.columns:
-            parts = [write_shared(tdir / name / f"{file_safe(str(bench))}{suffix}",
-                                  render(part.reset_index(drop=True)), blobs)
-                     for bench, part in df.groupby("benchmark", sort=True, dropna=False)]
+            keys = (getattr(result, "table_parts", None) or {}).get(name) if store is not None else None
+            columns = [[str(c), str(t)] for c, t in df.dtypes.items()] if keys else []
+            parts = []
+            for bench, part in df.groupby("benchmark", sort=True, dropna=False):
+                path = tdir / name / f"{file_safe(str(bench))}{suffix}"
+                key = keys.get(bench) if keys and isinstance(bench, str) else None
+                if key:
+                    assert store is not None and renderer is not None
+                    parts.append(stored_text(path, "table_parts", key_of(renderer, {"part": key, "columns": columns}),
+                                             lambda part=part: render(part.reset_index(drop=True)), store, blobs))
+                else:
+                    parts.append(write_shared(path, render(part.reset_index(drop=True)), blobs))
             (tdir / f"{name}{suffix}").unlink(missing_ok=True)  # written whole by a version before the split
             _remove_other_parts(tdir / name, suffix, parts)  # a benchmark no longer in the table
             paths += parts
@@ -140,7 +164,8 @@ class TableTextSink:
         tdir.mkdir(parents=True, exist_ok=True)
         blobs = BlobStore(Path(result.config["output_root"]) / "blobs")
         paths = case_parts(result, tdir)
-        paths += table_files(result, ctx, tdir, ".md", pipe_table, blobs)
+        paths += table_files(result, ctx, tdir, ".md", pipe_table, blobs,
+                             _renderer("md", "worldrecall.engine.sinks.pipe_table"))
         paths.append(write_shared(tdir / "leaderboard.txt", leaderboard_text(result, ctx.host), blobs))
         return paths
 

@@ -68,7 +68,8 @@ def value_meta(host: PluginHost, rows: Iterable[ScoreRow]) -> dict[str, dict[str
 
 def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any],
                    per_benchmark: Mapping[str, list[str]] | None = None, store: Store | None = None,
-                   digests: Mapping[tuple[str, str, str, str], str] | None = None) -> dict[str, Any]:
+                   digests: Mapping[tuple[str, str, str, str], str] | None = None,
+                   part_keys: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
     """Run the global, suite and per-benchmark aggregators; returns every table by name.
 
     Tables are cached (``store``; default: the config's cache folder) under the key of the rows they reduce
@@ -76,6 +77,9 @@ def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any
     ``by_benchmark`` is run (and cached) per benchmark and its tables concatenated in benchmark order, and one
     that declares ``by_metric`` per metric within a benchmark, so a re-score job aggregates the changed metric.
     ``digests``: the rows' :func:`~worldrecall.engine.stages.row_digests.row_digests`, when the caller has them.
+    ``part_keys``: filled with, per table of a ``by_benchmark`` aggregator, each benchmark's key of the tables its
+    part was cut from (only where every row of a part names that benchmark): a sink that writes such a table one
+    file per benchmark renders an unchanged benchmark's file once (``engine/sinks/files.py``).
     """
     if per_benchmark is None:
         # what the run itself aggregated (`worldrecall aggregate` and a shard merge give the same tables)
@@ -90,6 +94,8 @@ def aggregate_rows(host: PluginHost, rows: list[ScoreRow], cfg: Mapping[str, Any
         for name in names:
             for tname, df in groups.run(name, bench).items():
                 tables[tname if tname.startswith(bench) else f"{bench}.{tname}"] = df
+    if part_keys is not None:
+        part_keys.update(groups.part_keys)
     return tables
 
 
@@ -117,6 +123,8 @@ class _Groups:
         self._metrics: dict[str, dict[str, list[ScoreRow]]] = {}  # benchmark -> metric -> rows, in row order
         self._digests: dict[Any, str] = {}
         self.row_digests = digests
+        self.entries: dict[tuple[str, Any], str] = {}  # (aggregator, group) -> the key of the tables it gave
+        self.part_keys: dict[str, dict[str, str]] = {}  # by_benchmark table -> benchmark -> key of its part
 
     def rows_of(self, key: Any) -> list[ScoreRow]:
         if key == "*":
@@ -143,6 +151,7 @@ class _Groups:
         # one a plain one
         entry = key_of(component_identity(agg), {"rows": self.digest(key), "files": named_files(agg, p),
                                                  "stored": PACKED}, json.loads(json.dumps(p, sort_keys=True, default=str)))
+        self.entries[(name, key)] = entry
         doc = self.store.get_json("aggregates", entry)
         if doc is not None:
             return decode_tables(doc)
@@ -162,6 +171,7 @@ class _Groups:
         entry = key_of(component_identity(agg), {"rows": self.digest(bench), "files": named_files(agg, p),
                                                  "assembled": "by_metric", "stored": PACKED},
                        json.loads(json.dumps(p, sort_keys=True, default=str)))
+        self.entries[(name, bench)] = entry
         doc = self.store.get_json("aggregates", entry)
         if doc is not None:
             return decode_tables(doc)
@@ -195,15 +205,26 @@ class _Groups:
         if bench != "*":
             return self.one_benchmark(name, agg, p, bench)
         by_benchmark = getattr(agg, "by_benchmark", False)
-        if by_benchmark and len(self.subsets) == 1:
-            return self.one_benchmark(name, agg, p, next(iter(self.subsets)))
         if not by_benchmark or not self.subsets:
             return self.cached(name, agg, p, "*")
         parts: dict[str, list[Any]] = {}
+        keys: dict[str, dict[str, str | None]] = {}
         for b in sorted(self.subsets):
             for tname, df in self.one_benchmark(name, agg, p, b).items():
                 parts.setdefault(tname, []).append(df)
+                keys.setdefault(tname, {})[b] = self.entries[(name, b)] if _of_benchmark(df, b) else None
+        for tname, of in keys.items():
+            if all(of.values()):
+                self.part_keys[tname] = {b: str(k) for b, k in of.items()}
+        if len(self.subsets) == 1:
+            return {tname: frames[0] for tname, frames in parts.items()}
         return {tname: _concat(frames) for tname, frames in parts.items()}
+
+
+def _of_benchmark(df: Any, bench: str) -> bool:
+    """Whether every row of a benchmark's table names that benchmark (its part of the concatenated table is then
+    exactly its rows)."""
+    return "benchmark" in getattr(df, "columns", ()) and bool((df["benchmark"] == bench).all())
 
 
 def _concat(frames: list[Any]) -> Any:

@@ -38,6 +38,9 @@ class RunResult:
     # each row's content digest by (benchmark, model, case, metric) (``row_digests.row_digests``): the keys of
     # what sinks cache (report sections) read it instead of hashing every row again
     row_digests: Mapping[tuple[str, str, str, str], str] = field(default_factory=dict)
+    # per table a ``by_benchmark`` aggregator wrote, each benchmark's key of the tables its part was cut from
+    # (``aggregate_rows``'s ``part_keys``): a sink writing one file per benchmark renders a known part once
+    table_parts: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # the content key of the outputs (engine/sinks/unchanged.py); "" when the job does not record one
     outputs_key: str = ""
     # the record of the earlier job whose outputs this result would write again unchanged: then nothing was

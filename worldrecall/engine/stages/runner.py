@@ -163,12 +163,14 @@ class Runner:
                 self.outputs_due()
         if self.before_aggregate is not None:
             self.before_aggregate(result)
-        tables = aggregate_rows(self.host, rows, self.cfg, per_benchmark, store=self.store, digests=digests)
+        part_keys: dict[str, dict[str, str]] = {}
+        tables = aggregate_rows(self.host, rows, self.cfg, per_benchmark, store=self.store, digests=digests,
+                                part_keys=part_keys)
         self.timing["aggregate"] += time.perf_counter() - t0
         if self.outputs is None:  # a job saves it once, after its outputs (their keys read digests too)
             self.save_digest_memo()  # after the aggregation: its keys read code digests too
         self.timing["total"] = time.perf_counter() - t_start
-        return replace(result, tables=dict(tables), **self._totals())
+        return replace(result, tables=dict(tables), table_parts=part_keys, **self._totals())
 
     def line_digests(self) -> LineDigests | None:
         """The row digests earlier jobs of this output root computed, by line (None with the cache off or
