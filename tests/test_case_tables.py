@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -78,6 +79,25 @@ def test_a_removed_blob_is_written_again_not_missed(tmp_path):
         blob.unlink()
     second = _write(tmp_path, "two", _rows(0.5))
     assert second["beta/beta.y.csv"].read_text() == first["beta/beta.y.csv"].read_text()
+
+
+def test_an_output_edited_in_place_never_comes_back_through_its_blob(tmp_path):
+    """A per-case table is a hard link to its blob: editing it in place edits the blob. The next job with the same
+    rows renders it again (the blob is no longer as its entry recorded it) and puts the rendered bytes back in the
+    blob store, a same-size edit included; the job after links the repaired blob."""
+    first = _write(tmp_path, "one", _rows(0.5))
+    want = first["beta/beta.y.csv"].read_text()
+    for edit in (want + "# a note\n", want.replace("3", "4")):  # longer, then the same size
+        assert len(edit) != len(want) or edit != want
+        time.sleep(0.05)  # a later edit than the write, on a file system whose clock ticks coarsely too
+        with open(first["beta/beta.y.csv"], "w") as f:  # in place: the same inode as the blob
+            f.write(edit)
+        again = _write(tmp_path, "two" if edit.endswith("\n# a note\n") else "three", _rows(0.5))
+        assert again["beta/beta.y.csv"].read_text() == want
+        blob = next(p for p in (tmp_path / "blobs").rglob("*.csv") if os.path.samefile(p, again["beta/beta.y.csv"]))
+        assert blob.read_text() == want
+    last = _write(tmp_path, "four", _rows(0.5))
+    assert last["beta/beta.y.csv"].read_text() == want and os.path.samefile(last["beta/beta.y.csv"], blob)
 
 
 def test_a_metric_gone_from_the_rows_leaves_no_part_behind(tmp_path):

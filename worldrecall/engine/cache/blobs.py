@@ -127,12 +127,22 @@ def write_shared(path: Path, text: str | bytes, blobs: BlobStore) -> Path:
     return path
 
 
-def linked_blob(path: Path, kind: str, key: str, store: Any, blobs: BlobStore) -> dict | None:
+def linked_blob(path: Path, kind: str, key: str, store: Any, blobs: BlobStore, *, checked: bool = False
+                ) -> dict | None:
     """When the cache's ``kind`` entry for ``key`` names a blob that is there (``{"sha256": …}``, and whatever
-    else its writer kept), ``path`` becomes a link to it and the entry is returned; else None (nothing done)."""
+    else its writer kept), ``path`` becomes a link to it and the entry is returned; else None (nothing done).
+    ``checked``: only a blob whose size and modification time are those the entry recorded (``size``,
+    ``mtime_ns``): an output edited in place edits the blob it links to, which then holds other bytes."""
     doc = store.get_json(kind, key)
     if not isinstance(doc, dict) or "sha256" not in doc:
         return None
+    if checked:
+        try:
+            st = blobs.path_for(str(doc["sha256"]), path.suffix.lower()).stat()
+        except OSError:
+            return None
+        if st.st_size != doc.get("size") or st.st_mtime_ns != doc.get("mtime_ns"):
+            return None
     return doc if place_blob(str(doc["sha256"]), path, blobs) else None
 
 
@@ -148,10 +158,24 @@ def place_blob(digest: str, path: Path, blobs: BlobStore) -> bool:
 def stored_text(path: Path, kind: str, key: str, render: Callable[[], str], store: Any, blobs: BlobStore) -> Path:
     """Place at ``path`` the text ``render`` gives for ``key`` (what it is drawn from: the rows it shows and the
     code that draws it): as a hard link to the blob written for that key before (the cache's ``kind`` entry
-    names its digest), else rendered, written and kept for the next job. An output part whose inputs a re-score
-    or a sweep's job did not change then costs neither time nor bytes; a missing blob or entry is rendered."""
-    if linked_blob(path, kind, key, store, blobs) is not None:
+    names its digest, size and modification time), else rendered, written and kept for the next job. An output
+    part whose inputs a re-score or a sweep's job did not change then costs neither time nor bytes; a missing
+    blob or entry, or a blob no longer as it was written (its output edited in place), is rendered again."""
+    if linked_blob(path, kind, key, store, blobs, checked=True) is not None:
         return path
-    write_shared(path, render(), blobs)
-    store.put_json(kind, key, {"sha256": blobs.digest(path)})
+    data = render().encode("utf-8")
+    write_shared(path, data, blobs)
+    digest = hashlib.sha256(data).hexdigest()
+    blob = blobs.path_for(digest, path.suffix.lower())
+    try:
+        same = blob.read_bytes() == data
+    except OSError:
+        same = False
+    if not same:  # the blob of these bytes holds others (edited in place through a link): these bytes again
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(blob, lambda f: f.write(data))
+        blob.chmod(0o666 & ~_UMASK)
+        _place(blob, path)
+    st = blob.stat()
+    store.put_json(kind, key, {"sha256": digest, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
     return path
