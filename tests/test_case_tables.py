@@ -7,6 +7,7 @@ file, a job whose rows changed writes it again, never an old one; the submission
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -98,6 +99,44 @@ def test_an_output_edited_in_place_never_comes_back_through_its_blob(tmp_path):
         assert blob.read_text() == want
     last = _write(tmp_path, "four", _rows(0.5))
     assert last["beta/beta.y.csv"].read_text() == want and os.path.samefile(last["beta/beta.y.csv"], blob)
+
+
+def test_a_shared_output_edited_in_place_keeping_its_size_is_not_written_again_as_edited(tmp_path):
+    """``write_shared`` places a blob only when it holds the very bytes (not only as many): a table edited in place
+    (the same size) edited its blob; the next job that writes the table's bytes gets them, and the blob is put
+    back. A figure kept for a later job (``plots._linked``) is linked only while its blob is as written."""
+    from worldrecall.engine.cache.blobs import written_state, write_shared
+    from worldrecall.engine.sinks.plots import _linked
+
+    blobs = BlobStore(tmp_path / "blobs")
+    text = "model,mean\nx,0.5\n"
+    a = write_shared(tmp_path / "one" / "mean.csv", text, blobs)
+    time.sleep(0.05)
+    with open(a, "w") as f:  # in place, the same size: the blob it is a link to now says 0.6
+        f.write(text.replace("0.5", "0.6"))
+    b = write_shared(tmp_path / "two" / "mean.csv", text, blobs)
+    assert b.read_text() == text and not os.path.samefile(a, b)
+    blob = blobs.path_for(hashlib.sha256(text.encode()).hexdigest(), ".csv")
+    assert blob.read_text() == text and os.path.samefile(blob, b)  # the blob holds its bytes again
+    c = write_shared(tmp_path / "three" / "mean.csv", text, blobs)
+    assert os.path.samefile(c, blob)
+
+    class Store:
+        def __init__(self, doc):
+            self.doc = doc
+
+        def get_json(self, kind, key):
+            return self.doc
+
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    pdir = tmp_path / "plots"
+    assert _linked(Store({"files": [["m.csv", digest, written_state(blob)]]}), "k", pdir, blobs) == [pdir / "m.csv"]
+    assert _linked(Store({"files": [["m.csv", digest]]}), "k", pdir, blobs) is None  # no state kept: drawn again
+    time.sleep(0.05)
+    state = written_state(blob)
+    with open(blob, "a") as f:
+        f.write("edited\n")
+    assert _linked(Store({"files": [["n.csv", digest, state]]}), "k", pdir, blobs) is None
 
 
 def test_a_metric_gone_from_the_rows_leaves_no_part_behind(tmp_path):

@@ -119,11 +119,16 @@ def write_shared(path: Path, text: str | bytes, blobs: BlobStore) -> Path:
     blob, a new one is written and linked into the blob store."""
     data = text.encode("utf-8") if isinstance(text, str) else text
     blob = blobs.path_for(hashlib.sha256(data).hexdigest(), path.suffix.lower())
-    if blob.is_file() and blob.stat().st_size == len(data):
+    held = blob.is_file()
+    # its bytes compared, not only its size: an output edited in place edited the blob it is a link to
+    if held and blob.stat().st_size == len(data) and blob.read_bytes() == data:
         _place(blob, path)
         return path
     write_if_changed(path, data)
-    blobs.put(path, link=True)  # written atomically, never in place: safe to share
+    if held:  # the blob named for these bytes holds others: this file, written atomically, becomes the blob
+        _place(path, blob)
+    else:
+        blobs.put(path, link=True)  # written atomically, never in place: safe to share
     return path
 
 
@@ -136,14 +141,26 @@ def linked_blob(path: Path, kind: str, key: str, store: Any, blobs: BlobStore, *
     doc = store.get_json(kind, key)
     if not isinstance(doc, dict) or "sha256" not in doc:
         return None
-    if checked:
-        try:
-            st = blobs.path_for(str(doc["sha256"]), path.suffix.lower()).stat()
-        except OSError:
-            return None
-        if st.st_size != doc.get("size") or st.st_mtime_ns != doc.get("mtime_ns"):
-            return None
+    if checked and not as_written(blobs.path_for(str(doc["sha256"]), path.suffix.lower()), doc):
+        return None
     return doc if place_blob(str(doc["sha256"]), path, blobs) else None
+
+
+def written_state(blob: Path) -> dict[str, int]:
+    """What a cache entry records of the blob it names (its size and modification time): :func:`as_written`."""
+    st = blob.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def as_written(blob: Path, recorded: Any) -> bool:
+    """Whether ``blob`` still has the size and modification time ``recorded`` (:func:`written_state`) holds; False
+    when it records none (an entry written before they were kept) or the blob is gone."""
+    try:
+        st = blob.stat()
+    except OSError:
+        return False
+    return isinstance(recorded, dict) and st.st_size == recorded.get("size") and \
+        st.st_mtime_ns == recorded.get("mtime_ns")
 
 
 def place_blob(digest: str, path: Path, blobs: BlobStore) -> bool:
@@ -164,18 +181,7 @@ def stored_text(path: Path, kind: str, key: str, render: Callable[[], str], stor
     if linked_blob(path, kind, key, store, blobs, checked=True) is not None:
         return path
     data = render().encode("utf-8")
-    write_shared(path, data, blobs)
+    write_shared(path, data, blobs)  # the blob of these bytes holds them (put back if edited through a link)
     digest = hashlib.sha256(data).hexdigest()
-    blob = blobs.path_for(digest, path.suffix.lower())
-    try:
-        same = blob.read_bytes() == data
-    except OSError:
-        same = False
-    if not same:  # the blob of these bytes holds others (edited in place through a link): these bytes again
-        blob.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(blob, lambda f: f.write(data))
-        blob.chmod(0o666 & ~_UMASK)
-        _place(blob, path)
-    st = blob.stat()
-    store.put_json(kind, key, {"sha256": digest, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    store.put_json(kind, key, {"sha256": digest, **written_state(blobs.path_for(digest, path.suffix.lower()))})
     return path

@@ -12,7 +12,7 @@ from typing import Any
 
 from worldrecall.core.data import one_line
 from worldrecall.engine.cache import component_identity, key_of, store_for
-from worldrecall.engine.cache.blobs import BlobStore, place_blob, write_shared
+from worldrecall.engine.cache.blobs import BlobStore, as_written, place_blob, write_shared, written_state
 from worldrecall.engine.cache.frames import encode_tables
 from worldrecall.engine.sinks.base import SinkContext
 from worldrecall.engine.stages.result import RunResult
@@ -57,7 +57,9 @@ class PlotsSink:
                     if inside:
                         rel = p.relative_to(tmp)
                         placed = write_shared(pdir / rel, p.read_bytes(), blobs)
-                        kept.append([rel.as_posix(), blobs.digest(placed)])
+                        digest = blobs.digest(placed)
+                        blob = blobs.path_for(digest, placed.suffix.lower())
+                        kept.append([rel.as_posix(), digest, written_state(blob)])
                     else:  # a file the aggregator placed elsewhere: never kept for a later job
                         placed, key = p, None
                     out.append(placed)
@@ -86,9 +88,15 @@ def _linked(store: Any, key: str, pdir: Path, blobs: BlobStore) -> list[Path] | 
     if not isinstance(files, list):
         return None
     out = []
-    for rel, digest in files:
+    for entry in files:
+        if not (isinstance(entry, list) and len(entry) == 3):  # kept before blobs' states were: drawn again
+            return None
+        rel, digest, state = entry
         path = pdir / rel
-        if not (path.resolve().is_relative_to(pdir.resolve()) and place_blob(str(digest), path, blobs)):
+        # a figure edited in place edited its blob: drawn again, never linked as it now reads
+        if not (path.resolve().is_relative_to(pdir.resolve()) and
+                as_written(blobs.path_for(str(digest), path.suffix.lower()), state) and
+                place_blob(str(digest), path, blobs)):
             return None
         out.append(path)
     return out

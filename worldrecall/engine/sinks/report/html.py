@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from worldrecall.engine.cache import Store, code_digest, inputs_digest, key_of, store_for
-from worldrecall.engine.cache.blobs import BlobStore, link_or_copy, linked_blob, write_shared
+from worldrecall.engine.cache.blobs import BlobStore, link_or_copy, linked_blob, write_shared, written_state
 from worldrecall.engine.cache.keys import canonical_json, key_of_encoded, object_json
 from worldrecall.engine.sinks.leaderboard_view import compact_frames, compact_legend, leaderboard_views
 from worldrecall.engine.sinks.report.images import (
@@ -328,7 +328,7 @@ def case_pages(result: Any, host: Any, plain: Mapping[str, Any]) -> dict[str, li
         # the page as a whole, under what every section of it is drawn from: a benchmark whose rows a re-score or
         # a sweep's job did not change takes its page from the blob store, no section looked up
         key = sections.page_key(bench, by_bench[bench], reference, opts, result.row_digests)
-        doc = linked_blob(page_path, "report_pages", key, store, src.blobs)
+        doc = linked_blob(page_path, "report_pages", key, store, src.blobs, checked=True)
         if doc is not None and all(blob_path(src.blobs, name).is_file() for name in doc["images"]):
             names.update(dict.fromkeys(doc["images"]))
             pages.append(str(page_path))
@@ -342,8 +342,9 @@ def case_pages(result: Any, host: Any, plain: Mapping[str, Any]) -> dict[str, li
                      f"<h1>{esc(bench)}: cases</h1>{CASES_NOTE}{cases_html}")
         pages.append(str(write_shared(page_path, page, src.blobs)))
         if not failed:  # a section that could not be drawn is tried again next time, like the section itself
-            store.put_json("report_pages", key, {"sha256": src.blobs.digest(page_path),
-                                                 "images": list(page_imgs.names)})
+            digest = src.blobs.digest(page_path)
+            store.put_json("report_pages", key, {"sha256": digest, "images": list(page_imgs.names),
+                                                 **written_state(src.blobs.path_for(digest, ".html"))})
     return {"pages": pages, "images": list(names)}
 
 
