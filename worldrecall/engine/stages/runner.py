@@ -23,7 +23,7 @@ from worldrecall.core.components import ConfigTypeError
 from worldrecall.core.data import Case, CaseError, ScoreRow
 from worldrecall.core.digests import load_digest_memo, save_digest_memo
 from worldrecall.core.video import VideoPool
-from worldrecall.engine.cache import VideoFacts, store_for
+from worldrecall.engine.cache import VideoFacts, code_digest, store_for
 from worldrecall.engine.cache.blobs import BlobStore
 from worldrecall.engine.cache.identity import IdentifiedJudgeHub, IdentifiedModelHub
 from worldrecall.engine.cache.keys import refresh_code_digests
@@ -177,8 +177,6 @@ class Runner:
         refreshed: every digest is computed again)."""
         if self.cache_mode != "use":
             return None
-        from worldrecall.engine.cache import code_digest
-
         code = hashlib.sha256(" ".join(code_digest(m) for m in ("worldrecall.engine.stages.row_digests",
                                                                "worldrecall.engine.stages.row_store")).encode())
         name = "row_digests.json" if self.shard_count <= 1 else \
