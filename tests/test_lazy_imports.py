@@ -37,3 +37,17 @@ def test_an_unchanged_rerun_imports_neither_pandas_nor_openpyxl(tmp_path):
     again = _run(out)
     assert "outputs unchanged" in again.stdout, again.stdout[-2000:]
     assert "imported: []" in again.stderr, again.stderr[-2000:]
+
+
+def test_the_mlflow_process_imports_no_hydra():
+    """The MLflow process (sinks/tracking/process.py) reads the modules that plan and log runs, never a config:
+    Hydra and OmegaConf (~0.3 s of its core, beside the job's outputs) stay out of it."""
+    code = ("import sys\n"
+            "from worldrecall.engine.sinks.tracking.reuse import reusable\n"
+            "from worldrecall.engine.sinks.tracking.runs import finish_job, open_planned\n"
+            "from worldrecall.engine.sinks.tracking.tracker import Tracker\n"
+            "print(sorted(m for m in ('hydra', 'omegaconf') if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO,
+                          check=False, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "[]", proc.stdout

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
 
 
 @dataclass
@@ -200,6 +199,8 @@ def _with_sizes(cfg: ResolvedConfig) -> ResolvedConfig:
 
 def store_schemas() -> None:
     """Register the schema with Hydra's config store, once per process (each ``launch`` asks)."""
+    from hydra.core.config_store import ConfigStore  # Hydra's only: a process that logs to MLflow reads this module
+
     cs = ConfigStore.instance()
     if "worldrecall_schema.yaml" not in cs.repo:
         cs.store(name="worldrecall_schema", node=WorldrecallSchema)
