@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-
 @dataclass
 class ShardSchema:
     count: int = 1
@@ -199,7 +198,8 @@ def _with_sizes(cfg: ResolvedConfig) -> ResolvedConfig:
 
 def store_schemas() -> None:
     """Register the schema with Hydra's config store, once per process (each ``launch`` asks)."""
-    from hydra.core.config_store import ConfigStore  # Hydra's only: a process that logs to MLflow reads this module
+    # imported here, its only use: the MLflow process reads this module (through the sinks) and needs no Hydra
+    from hydra.core.config_store import ConfigStore
 
     cs = ConfigStore.instance()
     if "worldrecall_schema.yaml" not in cs.repo:
