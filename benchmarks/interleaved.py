@@ -83,7 +83,10 @@ def main() -> None:
         fig, _, secs = item.rpartition("=")
         if fig not in ("warm rerun", "re-score"):
             ap.error(f"--a-reference {item!r}: the figure is 'warm rerun' or 're-score'")
-        reference[fig] = float(secs)
+        try:
+            reference[fig] = float(secs)
+        except ValueError:
+            ap.error(f"--a-reference {item!r}: {secs!r} is not a number of seconds")
     got: dict[str, dict[str, list[tuple[float, float]]]] = {"a": {}, "b": {}}
     salt = int(time.time()) % 100_000  # each invocation's re-scores use values no earlier run scored
     for i in range(args.repeat):
